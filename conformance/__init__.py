@@ -1,0 +1,1 @@
+"""The backend conformance suite: exact op x dtype tables checked against the reference semantics."""

@@ -1,0 +1,117 @@
+"""The suite's cases (ALU op x dtype, cast matrix, bitcasts, transcendentals) and running them.
+
+Every case is one elementwise kernel over a column of inputs: the dtype's special values in all
+combinations plus seeded random bits, with inputs that would be undefined behaviour removed. The
+expected output is the reference semantics evaluated directly; a device passes a case when its
+output matches bit for bit (NaNs of one dtype are all equal: their payload is unspecified).
+"""
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from conformance.kernels import elementwise
+from conformance.values import operand_sets
+from refgrad.device import Buffer
+from refgrad.dtype import DType, dtypes
+from refgrad.program import Runner
+from refgrad.uop import semantics
+from refgrad.uop.evaluate import eval_graph
+from refgrad.uop.ops import GroupOp, Ops, UOp
+from refgrad.uop.spec import SpecError, verify_linear
+
+N_RANDOM = 2000
+
+
+@dataclass
+class Case:
+  group: str                      # "alu" | "cast" | "bitcast" | "transcendental"
+  op: Ops
+  dtype: DType                    # the row/column dtype: operand dtype (alu), target (cast)
+  src_dtypes: tuple[DType, ...]
+  out_dtype: DType
+  make_sink: Callable[[int], UOp] = field(repr=False)
+  @property
+  def name(self) -> str:
+    if self.group in ("cast", "bitcast"): return f"{self.op.name} {self.src_dtypes[0].name}->{self.out_dtype.name}"
+    return f"{self.op.name} {self.dtype.name}"
+
+@dataclass
+class Result:
+  case: str
+  group: str
+  op: str
+  dtype: str
+  src_dtype: str
+  device: str
+  status: str                     # "pass" | "fail" | "error"
+  lanes: int
+  detail: str = ""
+
+
+def _alu_operands(op: Ops, dt: DType) -> tuple[DType, ...]:
+  if op is Ops.WHERE: return (dtypes.bool, dt, dt)
+  return (dt,) * (1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3)
+
+def _valid(op: Ops, out: DType, srcs: tuple[DType, ...]) -> bool:
+  """Whether the spec accepts op on these dtypes (the suite tests exactly what the spec allows)."""
+  ins = [UOp(Ops.CONST, d, (), False if d == dtypes.bool else 0) for d in srcs]
+  try: verify_linear([*ins, UOp(op, out, tuple(ins))])
+  except SpecError: return False
+  return True
+
+def all_cases() -> list[Case]:
+  cases: list[Case] = []
+  def add(group: str, op: Ops, dt: DType, srcs: tuple[DType, ...], out: DType) -> None:
+    if _valid(op, out, srcs): cases.append(Case(group, op, dt, srcs, out, lambda n, op=op, out=out, srcs=srcs: elementwise(op, out, srcs, n)))
+  for op in sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value):
+    for dt in dtypes.all:
+      srcs = _alu_operands(op, dt)
+      add("alu", op, dt, srcs, dtypes.bool if op in GroupOp.Comparison else dt)
+  for src in dtypes.all:
+    for dst in dtypes.all:
+      if src != dst: add("cast", Ops.CAST, dst, (src,), dst)
+      if src != dst and src.itemsize == dst.itemsize and dtypes.bool not in (src, dst): add("bitcast", Ops.BITCAST, dst, (src,), dst)
+  from refgrad.uop.decompositions import decompose_transcendentals
+  for op in sorted(GroupOp.Transcendental, key=lambda o: o.value):
+    for dt in dtypes.floats:
+      cases.append(Case("transcendental", op, dt, (dt,), dt,
+                        lambda n, op=op, dt=dt: decompose_transcendentals(elementwise(op, dt, (dt,), n))))
+  return cases
+
+
+def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+  """(input columns without UB lanes, expected output) for a case."""
+  cols = operand_sets(case.src_dtypes, N_RANDOM, seed + case.op.value * 131 + case.dtype.priority)
+  ub = semantics.ub_check(case.op, case.out_dtype, cols, case.src_dtypes) if case.group != "transcendental" else None
+  if ub is not None: cols = [c[~ub[1]] for c in cols]
+  if case.group == "transcendental":
+    sink = case.make_sink(1)
+    store = sink.src[0]
+    leaves = {u: cols[0] for u in store.src[2].toposort if u.op is Ops.LOAD}
+    return cols, eval_graph(store.src[2], leaves)
+  return cols, semantics.evaluate(case.op, case.out_dtype, cols, case.src_dtypes)
+
+
+def run_case(case: Case, device: str, seed: int = 0) -> Result:
+  def result(status: str, lanes: int, detail: str = "") -> Result:
+    return Result(case.name, case.group, case.op.name, case.out_dtype.name if case.group != "alu" else case.dtype.name,
+                  case.src_dtypes[0].name, device, status, lanes, detail)
+  try:
+    cols, want = case_inputs(case, seed)
+    n = len(cols[0])
+    runner = Runner.from_sink(f"conf_{case.op.name.lower()}_{case.src_dtypes[0].name}_{case.out_dtype.name}", case.make_sink(n), device)
+    out = Buffer(device, n, case.out_dtype)
+    runner(out, *(Buffer.from_numpy(device, c, d) for c, d in zip(cols, case.src_dtypes)))
+    got = out.numpy()
+  except Exception as e:  # a backend that crashes on a case fails that case, not the suite
+    return result("error", 0, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+  ok = semantics.same_bits(got, want, case.out_dtype)
+  if ok.all(): return result("pass", n)
+  bad = np.flatnonzero(~ok)[:5]
+  rows = [f"lane {i}: inputs {[semantics.to_python(c[i:i+1], d)[0] for c, d in zip(cols, case.src_dtypes)]} "
+          f"got {semantics.to_python(got[i:i+1], case.out_dtype)[0]!r} want {semantics.to_python(want[i:i+1], case.out_dtype)[0]!r}" for i in bad]
+  return result("fail", n, f"{int((~ok).sum())} of {n} lanes differ; " + "; ".join(rows))

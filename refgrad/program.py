@@ -1,0 +1,75 @@
+"""A compiled kernel's description (`ProgramSpec`) and running it on a device (`Runner`)."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from refgrad.device import Buffer, Device
+from refgrad.dtype import PtrDType
+from refgrad.uop.ops import Ops, UOp
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+  """Everything a runtime needs besides the binary: the rendered source, the linear program, the
+  launch geometry and the kernel's parameters (buffers by DEFINE_GLOBAL index, then variables in
+  program order)."""
+  name: str
+  src: str
+  device: str
+  uops: tuple[UOp, ...]
+  global_size: tuple[int, int, int] = (1, 1, 1)   # workgroups per dimension
+  local_size: tuple[int, int, int] = (1, 1, 1)    # work-items per workgroup
+  globals: tuple[tuple[int, PtrDType], ...] = field(default=())  # (index, dtype) of each DEFINE_GLOBAL, sorted
+  vars: tuple[UOp, ...] = field(default=())         # DEFINE_VARs in kernel-parameter order
+
+  @staticmethod
+  def from_uops(name: str, uops: list[UOp], device: str, src: str = "") -> ProgramSpec:
+    gsz, lsz = [1, 1, 1], [1, 1, 1]
+    for u in uops:
+      if u.op is not Ops.SPECIAL: continue
+      kind, dim = u.arg[0].rstrip("0123456789"), int(u.arg[0][-1])
+      if kind == "lidx": lsz[dim] = u.arg[1]
+      else: gsz[dim] = u.arg[1]
+    glb = sorted((u.arg, u.dtype) for u in uops if u.op is Ops.DEFINE_GLOBAL)
+    return ProgramSpec(name, src, device, tuple(uops), (gsz[0], gsz[1], gsz[2]), (lsz[0], lsz[1], lsz[2]), tuple(glb),
+                       tuple(u for u in uops if u.op is Ops.DEFINE_VAR))
+  @property
+  def threads(self) -> int: return math.prod(self.global_size) * math.prod(self.local_size)
+
+
+class Runner:
+  """Renders, compiles (cached) and loads a linear program on a device; call it with buffers."""
+  def __init__(self, name: str, uops: list[UOp], device: str):
+    self.device = Device.canonicalize(device)
+    dev = Device[self.device]
+    self.spec = ProgramSpec.from_uops(name, uops, self.device, dev.renderer.render(name, uops))
+    self.lib = dev.compiler.compile_cached(self.spec.src)
+    self.prg = dev.runtime(name, self.lib)
+
+  @staticmethod
+  def from_sink(name: str, sink: UOp, device: str) -> Runner:
+    """Compile a kernel graph (a SINK of STOREs) for a device through refgrad.codegen.to_linear."""
+    from refgrad.codegen import to_linear
+    return Runner(name, to_linear(sink, Device[device].renderer), device)
+
+  def __call__(self, *bufs: Buffer, var_vals: dict[str, int] | None = None, wait: bool = True) -> float | None:
+    """Launch once; returns seconds taken when `wait`."""
+    if len(bufs) != len(self.spec.globals):
+      raise ValueError(f"{self.spec.name} takes {len(self.spec.globals)} buffers, got {len(bufs)}")
+    for b, (i, dt) in zip(bufs, self.spec.globals):
+      if b.device != self.device: raise ValueError(f"buffer {i} is on {b.device}, kernel runs on {self.device}")
+      if b.dtype != dt.base: raise TypeError(f"buffer {i} holds {b.dtype}, kernel expects {dt.base}")
+      if 0 <= dt.size != b.size: raise ValueError(f"buffer {i} has {b.size} elements, kernel expects {dt.size}")
+    vv = var_vals or {}
+    vals = []
+    for v in self.spec.vars:
+      name, lo, hi = v.arg
+      if name not in vv: raise ValueError(f"{self.spec.name} needs a value for variable {name!r}")
+      if not lo <= vv[name] <= hi: raise ValueError(f"variable {name}={vv[name]} outside its range [{lo}, {hi}]")
+      vals.append(vv[name])
+    st = time.perf_counter()
+    et = self.prg(*[b.handle for b in bufs], global_size=self.spec.global_size, local_size=self.spec.local_size,
+                  vals=tuple(vals), wait=wait)
+    return (et if et is not None else time.perf_counter() - st) if wait else None

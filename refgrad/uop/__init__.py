@@ -1,0 +1,1 @@
+"""The IR: UOps, pattern rewriting, semantics, linearization and the linear-program spec."""

@@ -1,0 +1,22 @@
+"""Evaluate a pure UOp expression graph (constants, leaves, ALU ops; no memory or loops) through the
+reference semantics: the expected value of an expression on every backend."""
+from __future__ import annotations
+
+import numpy as np
+
+from refgrad.uop import semantics
+from refgrad.uop.ops import GroupOp, Ops, UOp
+
+
+def eval_graph(root: UOp, env: dict[UOp, np.ndarray]) -> np.ndarray:
+  """Values of `root` for leaves given in env (arrays in storage form), constants and ALU ops."""
+  vals: dict[UOp, np.ndarray] = dict(env)
+  for u in root.toposort:
+    if u in vals: continue
+    if u.op is Ops.CONST: vals[u] = semantics.from_python([u.arg], u.dtype)
+    elif u.op is Ops.VECTORIZE: vals[u] = np.stack([np.broadcast_to(vals[s], np.broadcast_shapes(*(vals[x].shape for x in u.src))) for s in u.src], -1)
+    elif u.op is Ops.GEP: vals[u] = vals[u.src[0]][..., u.arg[0]]
+    elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
+      vals[u] = semantics.evaluate(u.op, u.dtype, [vals[s] for s in u.src], [s.dtype for s in u.src])
+    else: raise ValueError(f"eval_graph cannot evaluate {u.op}")
+  return vals[root]

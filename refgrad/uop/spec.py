@@ -1,0 +1,137 @@
+"""The linear program: what each UOp means, and a verifier that names the offending UOp.
+
+A linear program is a list of UOps in execution order. Every source appears before its user.
+The layout of each op (src and arg) is the contract between the compiler and every backend:
+
+  CONST          arg=value (bool/int/float, exact for dtype); scalar dtype
+  DEFINE_GLOBAL  dtype=base.ptr(size); arg=kernel parameter index (buffers are params 0..n-1)
+  DEFINE_LOCAL   dtype=base.ptr(size, local=True); arg=name. Memory shared by one workgroup
+  DEFINE_VAR     int dtype; arg=(name, min, max). Kernel parameters after the buffers, in program order
+  SPECIAL        int32; arg=(name, size). 'gidxD' workgroup index, 'lidxD' index in the workgroup,
+                 'idxD' global index (a launch without locals), D in 0..2. All lanes of a launch run
+  RANGE          int dtype; src=(end,); arg=axis. Loop 0..end-1; end is uniform (same on all lanes)
+  ENDRANGE       src=(range,). Closes the innermost open RANGE
+  IF             src=(cond,) bool. Lanes where cond is false skip to the matching ENDIF
+  ENDIF          src=(if,)
+  LOAD           dtype=value dtype; src=(buf, idx) or (buf, idx, gate, alt). idx counts elements of the
+                 buffer's base dtype; a vector LOAD of n lanes reads n consecutive elements. Gated
+                 lanes where gate is false do not touch memory and take alt
+  STORE          void; src=(buf, idx, val) or (buf, idx, val, gate)
+  DEFINE_ACC     dtype=acc; src=(init, *reduce ranges); arg=(id,). Running it resets the acc to init
+  ASSIGN         dtype=acc; src=(acc, val). acc = val on active lanes; later users read the acc
+  BARRIER        void; src=stores it orders. All lanes of a workgroup wait; ends a local-memory epoch
+  VECTORIZE      dtype=s.vec(n); src=n scalars of dtype s
+  GEP            scalar dtype; src=(vec,); arg=(i,)
+  ALU            operands have the result dtype, except: CMPLT/CMPNE give bool from two equal
+                 dtypes; WHERE takes (bool cond, a, b); SHL/SHR take ints; IDIV/MOD ints;
+                 RECIP/SQRT/EXP2/LOG2/SIN/MULACC floats; XOR/OR/AND ints or bool
+  CAST           any non-pointer dtype to another
+  BITCAST        between dtypes of equal itemsize
+  WMMA           not yet supported by any backend
+
+Vector dtypes work lane-wise for ALU ops, CAST and BITCAST (element count must match).
+"""
+from __future__ import annotations
+
+from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.uop.ops import GroupOp, Ops, UOp
+
+
+class SpecError(ValueError):
+  """An invalid linear program; the message names the UOp (by position) and what is wrong."""
+
+
+def _fmt(i: int, u: UOp) -> str: return f"uop {i} ({u.op.name} {u.dtype!r}, arg={u.arg!r})"
+
+def verify_linear(uops: list[UOp]) -> None:
+  """Raise SpecError for the first UOp that breaks the contract above."""
+  pos: dict[UOp, int] = {}
+  blocks: list[UOp] = []       # open RANGE/IF, innermost last
+  closed: set[UOp] = set()     # closed RANGE/IF
+  scope: dict[UOp, frozenset[UOp]] = {}
+  for i, u in enumerate(uops):
+    def err(msg: str) -> SpecError: return SpecError(f"{_fmt(i, u)}: {msg}")  # noqa: B023
+    if u in pos: raise err(f"appears twice (first at {pos[u]})")
+    for j, s in enumerate(u.src[:1] if u.op is Ops.DEFINE_ACC else u.src):
+      if s not in pos: raise err(f"source {j} ({s.op.name}) is not defined before its use")
+      # a value defined inside a closed block is out of scope (the acc of an ASSIGN lives outside)
+      if s.op is not Ops.ASSIGN and (gone := scope[s] & closed) and u.op not in (Ops.ENDRANGE, Ops.ENDIF):
+        raise err(f"source {j} ({_fmt(pos[s], s)}) is used outside its {next(iter(gone)).op.name} block")
+    _check_types(u, err)
+    if u.op in (Ops.ENDRANGE, Ops.ENDIF):
+      want = Ops.RANGE if u.op is Ops.ENDRANGE else Ops.IF
+      if not blocks or blocks[-1] is not u.src[0] or u.src[0].op is not want:
+        raise err(f"does not close the innermost open block ({blocks[-1].op.name if blocks else 'none is open'})")
+      closed.add(blocks.pop())
+    elif u.op is Ops.DEFINE_ACC:
+      for r in u.src[1:]:
+        if r in pos: raise err(f"must come before its reduce range {_fmt(pos[r], r)}")
+    pos[u] = i
+    scope[u] = frozenset(blocks)
+    if u.op in GroupOp.Block: blocks.append(u)
+  if blocks: raise SpecError(f"{_fmt(pos[blocks[-1]], blocks[-1])}: block is never closed")
+  for u in uops:
+    if u.op is Ops.DEFINE_ACC and (missing := [r for r in u.src[1:] if r not in pos]):
+      raise SpecError(f"{_fmt(pos[u], u)}: reduce range {missing[0].arg} never appears in the program")
+
+
+def _check_types(u: UOp, err) -> None:
+  op, dt, src = u.op, u.dtype, u.src
+  sdt = [s.dtype for s in src]
+  def need(cond: bool, msg: str) -> None:
+    if not cond: raise err(msg)
+  def nsrc(*ns: int) -> None: need(len(src) in ns, f"takes {' or '.join(map(str, ns))} sources, got {len(src)}")
+  if op is Ops.CONST:
+    nsrc(0); need(dt.count == 1 and not isinstance(dt, PtrDType), "constants are scalars")
+    need((isinstance(u.arg, (bool, int, float)) and dtypes.as_const(u.arg, dt) == u.arg) or u.arg != u.arg,
+         f"value {u.arg!r} is not exactly representable as {dt!r}")
+  elif op is Ops.DEFINE_GLOBAL: nsrc(0); need(isinstance(dt, PtrDType) and not dt.local and isinstance(u.arg, int), "needs a global pointer dtype and an int index")
+  elif op is Ops.DEFINE_LOCAL: nsrc(0); need(isinstance(dt, PtrDType) and dt.local and dt.size > 0, "needs a sized local pointer dtype")
+  elif op is Ops.DEFINE_VAR:
+    nsrc(0); need(dtypes.is_int(dt) and isinstance(u.arg, tuple) and len(u.arg) == 3, "needs an int dtype and arg (name, min, max)")
+  elif op is Ops.SPECIAL:
+    nsrc(0)
+    name = u.arg[0] if isinstance(u.arg, tuple) else ""
+    need(dt == dtypes.int32 and name.rstrip("012") in ("gidx", "lidx", "idx") and name[-1:] in "012" and u.arg[1] >= 1,
+         "needs int32 and arg ('gidxD'|'lidxD'|'idxD', size>=1)")
+  elif op is Ops.RANGE: nsrc(1); need(dtypes.is_int(dt) and sdt[0] == dt, "needs an int dtype and an end of the same dtype")
+  elif op in (Ops.ENDRANGE, Ops.ENDIF): nsrc(1)
+  elif op is Ops.IF: nsrc(1); need(sdt[0] == dtypes.bool, "condition must be bool")
+  elif op in (Ops.LOAD, Ops.STORE):
+    nsrc(*((2, 4) if op is Ops.LOAD else (3, 4)))
+    need(src[0].op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL), "source 0 must be a DEFINE_GLOBAL or DEFINE_LOCAL")
+    need(dtypes.is_int(sdt[1]) and sdt[1].count == 1, "index must be a scalar int")
+    base: DType = src[0].dtype.base  # type: ignore[attr-defined]
+    val = dt if op is Ops.LOAD else sdt[2]
+    need(val.scalar() == base.scalar() and val.count % base.count == 0, f"value dtype {val!r} does not match buffer of {base!r}")
+    gate = 2 if op is Ops.LOAD else 3
+    if len(src) == 4:
+      need(sdt[gate] == dtypes.bool, "gate must be a scalar bool")
+      if op is Ops.LOAD: need(sdt[3] == dt, "alt must have the load's dtype")
+  elif op is Ops.DEFINE_ACC:
+    need(len(src) >= 1 and sdt[0] == dt and all(s.op is Ops.RANGE for s in src[1:]), "needs src (init of its dtype, *RANGEs)")
+  elif op is Ops.ASSIGN: nsrc(2); need(src[0].op is Ops.DEFINE_ACC and sdt[0] == sdt[1] == dt, "needs (DEFINE_ACC, value) of its dtype")
+  elif op is Ops.BARRIER: need(dt == dtypes.void, "is void")
+  elif op is Ops.VECTORIZE: need(dt.count == len(src) > 1 and all(s == dt.scalar() for s in sdt), f"needs {dt.count} sources of {dt.scalar()!r}")
+  elif op is Ops.GEP: nsrc(1); need(dt == sdt[0].scalar() and len(u.arg) == 1 and 0 <= u.arg[0] < sdt[0].count, "index out of the vector")
+  elif op is Ops.CAST: nsrc(1); need(dt.count == sdt[0].count and not isinstance(dt, PtrDType), "element counts must match")
+  elif op is Ops.BITCAST: nsrc(1); need(dt.itemsize == sdt[0].itemsize and dt.count == sdt[0].count, "bitcast needs equal sizes")
+  elif op in GroupOp.ALU: _check_alu(op, dt, sdt, need)
+  elif op is Ops.WMMA: raise err("WMMA is not supported by any backend yet")
+  elif op in (Ops.SINK, Ops.NOOP): raise err("does not belong in a linear program")
+
+
+def _check_alu(op: Ops, dt: DType, sdt: list[DType], need) -> None:
+  n = 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3
+  need(len(sdt) == n, f"takes {n} sources, got {len(sdt)}")
+  if op is Ops.WHERE:
+    need(sdt[0] == dtypes.bool.vec(dt.count) and sdt[1] == sdt[2] == dt, "needs (bool cond, a, b) with a, b of its dtype")
+    return
+  opd = sdt[0]
+  need(all(s == opd for s in sdt), f"operands must share one dtype, got {', '.join(map(repr, sdt))}")
+  if op in GroupOp.Comparison: need(dt == dtypes.bool.vec(opd.count), "comparisons give bool")
+  else: need(dt == opd, f"result dtype must be the operands' ({opd!r})")
+  if op in GroupOp.IntOnly: need(dtypes.is_int(opd), f"{op.name} needs int operands")
+  if op in GroupOp.Bitwise: need(dtypes.is_int(opd) or dtypes.is_bool(opd), f"{op.name} needs int or bool operands")
+  if op in GroupOp.FloatOnly or op is Ops.MULACC: need(dtypes.is_float(opd), f"{op.name} needs float operands")
+  if op in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.CMPLT): need(not dtypes.is_bool(opd) or op in (Ops.MAX, Ops.CMPLT), f"{op.name} on bool is not defined; use OR/AND")
