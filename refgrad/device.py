@@ -74,9 +74,15 @@ class Compiled:
 
 
 class _DeviceRegistry:
-  """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept."""
-  _modules = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python"}
+  """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept. A third-party
+  backend registers a module with a `make_device(name) -> Compiled` function under the entry-point
+  group "refgrad.devices" (entry name = device name) and is then used like the built-in ones."""
+  _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python"}
 
+  @functools.cached_property
+  def _modules(self) -> dict[str, str]:
+    from importlib.metadata import entry_points
+    return {**self._builtin, **{ep.name.upper(): ep.value for ep in entry_points(group="refgrad.devices")}}
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)
   def canonicalize(self, name: str) -> str:

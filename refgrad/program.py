@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
 from refgrad.device import Buffer, Device
 from refgrad.dtype import PtrDType
 from refgrad.uop.ops import Ops, UOp
+
+
+DEBUG = int(os.environ.get("DEBUG", "0"))  # 2: print each launch and its time; 4: also each kernel's source
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Runner:
     self.device = Device.canonicalize(device)
     dev = Device[self.device]
     self.spec = ProgramSpec.from_uops(name, uops, self.device, dev.renderer.render(name, uops))
+    if DEBUG >= 4: print(f"--- {name} on {self.device} ---\n{self.spec.src}")
     self.lib = dev.compiler.compile_cached(self.spec.src)
     self.prg = dev.runtime(name, self.lib)
 
@@ -72,4 +77,7 @@ class Runner:
     st = time.perf_counter()
     et = self.prg(*[b.handle for b in bufs], global_size=self.spec.global_size, local_size=self.spec.local_size,
                   vals=tuple(vals), wait=wait)
-    return (et if et is not None else time.perf_counter() - st) if wait else None
+    if not wait: return None
+    et = et if et is not None else time.perf_counter() - st
+    if DEBUG >= 2: print(f"{self.device:7s} {self.spec.name:30s} {self.spec.threads:9d} lanes {et * 1e3:9.3f} ms")
+    return et

@@ -7,7 +7,8 @@ A program is JSON text (loading it never executes code):
 - op: the `Ops` member name ("ADD", "LOAD", ...).
 - dtype: a scalar dtype name ("float", "half", "bfloat16", ...), a vector "float.vec(4)", or a
   pointer "float.ptr(16)" / "float.vec(4).ptr(-1)" / "float.ptr(64,local)".
-- src positions: indices of earlier entries.
+- src positions: indices of other entries; earlier ones, except a DEFINE_ACC's reduce RANGEs,
+  which follow it (see refgrad/uop/spec.py). Sources may not form a cycle.
 - arg: null, true/false, an int, a string, {"f": float.hex(x)} for a float ("inf", "-inf" and
   "-0x0.0p+0" included), {"nan": "0x7ff8..."} for a NaN (its float64 bits, so sign and payload
   survive), {"t": [...]} for a tuple.
@@ -88,17 +89,18 @@ def decode_arg(x: Any) -> Any:
 # ---- programs -------------------------------------------------------------------------------
 
 def serialize(name: str, uops: list[UOp]) -> str:
-  """JSON text of a linear program (every source of a uop must come before it)."""
+  """JSON text of a linear program (every source of a uop must be in the program)."""
   pos: dict[UOp, int] = {}
-  rows: list[str] = []
   for i, u in enumerate(uops):
     if u in pos: raise SerializeError(f"uop {i} ({u.op.name}) appears twice in the program (first at {pos[u]})")
+    pos[u] = i
+  rows: list[str] = []
+  for i, u in enumerate(uops):
     try: srcs = [pos[s] for s in u.src]
-    except KeyError: raise SerializeError(f"uop {i} ({u.op.name}): a source is not in the program before it") from None
+    except KeyError: raise SerializeError(f"uop {i} ({u.op.name}): a source is not in the program") from None
     try: row = [u.op.name, encode_dtype(u.dtype), srcs, encode_arg(u.arg)]
     except SerializeError as e: raise SerializeError(f"uop {i} ({u.op.name}): {e}") from None
     rows.append(json.dumps(row, separators=(",", ":"), allow_nan=False))
-    pos[u] = i
   # one uop per line keeps the text diffable and readable in error reports
   return f'{{"format":{json.dumps(FORMAT)},"name":{json.dumps(name)},"uops":[\n' + ",\n".join(rows) + "\n]}\n"
 
@@ -110,17 +112,34 @@ def parse_program(text: str | bytes) -> tuple[str, list[UOp]]:
     raise SerializeError(f"not a serialized linear program: expected a JSON object with \"format\": {FORMAT!r}")
   name, rows = doc.get("name"), doc.get("uops")
   if not isinstance(name, str) or not isinstance(rows, list): raise SerializeError("a serialized program needs a string 'name' and a list 'uops'")
-  uops: list[UOp] = []
+  def fail(i: int, msg: str) -> SerializeError: return SerializeError(f"entry {i} of program {name!r} ({json.dumps(rows[i])[:200]}): {msg}")
+  decoded: list[tuple[Ops, DType, list[int], Any]] = []
   for i, row in enumerate(rows):
     try:
       if not isinstance(row, list) or len(row) != 4: raise SerializeError("expected [op, dtype, [src positions], arg]")
       opname, dt, srcs, arg = row
       if not isinstance(opname, str) or (op := Ops.__members__.get(opname)) is None: raise SerializeError(f"unknown op {opname!r}")
-      if not isinstance(srcs, list) or not all(type(s) is int and 0 <= s < i for s in srcs):
-        raise SerializeError(f"sources {srcs!r} must be positions of earlier entries (0..{i - 1})")
-      uops.append(UOp(op, decode_dtype(dt), tuple(uops[s] for s in srcs), decode_arg(arg)))
-    except SerializeError as e: raise SerializeError(f"entry {i} of program {name!r} ({json.dumps(row)[:200]}): {e}") from None
-  return name, uops
+      if not isinstance(srcs, list) or not all(type(s) is int and 0 <= s < len(rows) and s != i for s in srcs):
+        raise SerializeError(f"sources {srcs!r} must be positions of other entries (0..{len(rows) - 1})")
+      decoded.append((op, decode_dtype(dt), srcs, decode_arg(arg)))
+    except SerializeError as e: raise fail(i, str(e)) from None
+  # build sources first (a DEFINE_ACC's RANGEs come after it in the list); iterative, so long programs are fine
+  built: list[UOp | None] = [None] * len(rows)
+  for root in range(len(rows)):
+    stack, on_path = [(root, False)], set()
+    while stack:
+      i, expanded = stack.pop()
+      if built[i] is not None: continue
+      if expanded:
+        on_path.discard(i)
+        op, dt, srcs, arg = decoded[i]
+        built[i] = UOp(op, dt, tuple(built[s] for s in srcs), arg)  # type: ignore[misc]
+        continue
+      if i in on_path: raise fail(i, "its sources form a cycle")
+      on_path.add(i)
+      stack.append((i, True))
+      stack.extend((s, False) for s in decoded[i][2] if built[s] is None)
+  return name, built  # type: ignore[return-value]
 
 def parse(text: str | bytes) -> list[UOp]:
   """The linear program of a serialized text (the same UOp objects when they are alive)."""

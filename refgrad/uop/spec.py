@@ -1,6 +1,7 @@
 """The linear program: what each UOp means, and a verifier that names the offending UOp.
 
-A linear program is a list of UOps in execution order. Every source appears before its user.
+A linear program is a list of UOps in execution order. Every source appears before its user, except
+that a DEFINE_ACC names its reduce RANGEs, which come after it.
 The layout of each op (src and arg) is the contract between the compiler and every backend:
 
   CONST          arg=value (bool/int/float, exact for dtype); scalar dtype
@@ -67,8 +68,8 @@ def verify_linear(uops: list[UOp]) -> None:
       for r in u.src[1:]:
         if r in pos: raise err(f"must come before its reduce range {_fmt(pos[r], r)}")
     pos[u] = i
-    scope[u] = frozenset(blocks)
     if u.op in GroupOp.Block: blocks.append(u)
+    scope[u] = frozenset(blocks)   # a RANGE's index is in scope only inside its own loop
   if blocks: raise SpecError(f"{_fmt(pos[blocks[-1]], blocks[-1])}: block is never closed")
   for u in uops:
     if u.op is Ops.DEFINE_ACC and (missing := [r for r in u.src[1:] if r not in pos]):

@@ -64,6 +64,8 @@ def _prog() -> list[UOp]:
   o = UOp.define_global(0, i32, 4)
   return [o, c4 := UOp.const(i32, 4), r := UOp.range(c4, 0), UOp.store(o, r, r), UOp(Ops.ENDRANGE, dtypes.void, (r,))]
 
+F1 = UOp.const(dtypes.float32, 1.0)
+
 def test_verify_accepts_valid():
   verify_linear(_prog())
 
@@ -71,15 +73,15 @@ def test_verify_accepts_valid():
   (lambda p: p[2:] + p[:2], "not defined before its use"),
   (lambda p: p[:-1], "never closed"),
   (lambda p: p + [UOp(Ops.ENDIF, dtypes.void, (p[2],))], "does not close the innermost open block"),
-  (lambda p: p + [p[2] + 1], "used outside its RANGE block"),
-  (lambda p: p[:3] + [UOp(Ops.ADD, i32, (p[2], UOp.const(dtypes.float32, 1.0)))] + p[3:], "operands must share one dtype"),
+  (lambda p: p + [p[2] + p[1]], "used outside its RANGE block"),
+  (lambda p: p[:3] + [F1, UOp(Ops.ADD, i32, (p[2], F1))] + p[3:], "operands must share one dtype"),
   (lambda p: p[:3] + [UOp(Ops.CMPLT, i32, (p[2], p[2]))] + p[3:], "comparisons give bool"),
   (lambda p: p[:3] + [UOp(Ops.SQRT, i32, (p[2],))] + p[3:], "SQRT needs float operands"),
   (lambda p: p[:3] + [UOp(Ops.LOAD, i32, (p[2], p[2]))] + p[3:], "source 0 must be a DEFINE_GLOBAL"),
   (lambda p: p[:3] + [UOp(Ops.LOAD, dtypes.float32, (p[0], p[2]))] + p[3:], "does not match buffer"),
   (lambda p: p[:3] + [UOp(Ops.BITCAST, dtypes.int64, (p[2],))] + p[3:], "equal sizes"),
   (lambda p: p[:3] + [UOp(Ops.WMMA, i32, (p[2],))] + p[3:], "WMMA is not supported"),
-  (lambda p: p[:3] + [UOp(Ops.SHL, dtypes.float32, (c := UOp.const(dtypes.float32, 1.0), c))] + p[3:], "SHL needs int"),
+  (lambda p: p[:3] + [F1, UOp(Ops.SHL, dtypes.float32, (F1, F1))] + p[3:], "SHL needs int"),
 ])
 def test_verify_names_the_uop(mutate, msg):
   with pytest.raises(SpecError, match=msg) as e: verify_linear(mutate(_prog()))

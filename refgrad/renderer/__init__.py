@@ -1,0 +1,16 @@
+"""Renderers turn a linear program (refgrad/uop/spec.py) into the source a device compiles."""
+from __future__ import annotations
+
+from refgrad.uop.ops import UOp
+
+
+class Renderer:
+  """Base of every renderer. `native_transcendentals` tells the pipeline whether EXP2/LOG2/SIN may reach
+  this renderer as they are (True) or must first be rewritten into basic ops by the decomposition pass
+  (False: bit-exact on every backend)."""
+  device: str = ""
+  native_transcendentals: bool = True
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    """The source of one kernel called `name` that runs the linear program `uops`."""
+    raise NotImplementedError(f"{type(self).__name__} does not render programs")

@@ -1,0 +1,351 @@
+"""C source for a linear program: one function the CPU device compiles and calls.
+
+The generated function is `void name(T0* data0, ..., Tv var, ...)`: buffers in DEFINE_GLOBAL index
+order, then DEFINE_VARs in program order (no `restrict`: buffers may alias). SPECIALs become loops
+around the whole body (workgroup loops outside, local memory declared between them and the
+work-item loops). Every op is rendered so the result is bit for bit the reference semantics
+(refgrad/uop/semantics.py), assuming the flags of refgrad.runtime.ops_cpu.ClangCompiler
+(-fwrapv -ffp-contract=off, no fast-math):
+
+- integer ADD/MUL/NEG/SHL are computed in an unsigned type and converted back, so no signed
+  overflow or small-type promotion is involved; SHR/IDIV/MOD/compares use C's own operators;
+- float16 is `_Float16` for storage and conversion only: ops compute in float and convert back
+  once; bfloat16 is stored as its bits (`unsigned short`) and goes through small helpers;
+- helpers implement what C does not give directly: MAX with the NaN/+-0 rules, MULACC of 16-bit
+  floats (exact product in double, round-to-odd add, one final rounding) and casts that must
+  not double-round (double/int32/int64 -> bfloat16, double -> float16 via round-to-odd float);
+- vectors are structs of an array; ALU ops, CAST and BITCAST on them are rendered lane by lane.
+Helpers and vector typedefs are emitted only when a program uses them.
+"""
+from __future__ import annotations
+
+import math
+import re
+import struct
+
+from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.renderer import Renderer
+from refgrad.uop.ops import GroupOp, Ops, UOp
+from refgrad.uop.spec import verify_linear
+
+# C types of scalar dtypes (LP64: long long is 64 bits); bfloat16 values are their bits
+_CTYPE = {"bool": "_Bool", "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
+          "int": "int", "uint": "unsigned int", "long": "long long", "ulong": "unsigned long long", "half": "_Float16",
+          "bfloat16": "unsigned short", "float": "float", "double": "double"}
+
+# helpers: name -> (dependencies, C code). Emitted in this order, only when used.
+_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
+  "rg_bf2f": ((), """static inline float rg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }"""),
+  "rg_f2bf": ((), """/* float -> bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN with its sign */
+static inline unsigned short rg_f2bf(float f) {
+  unsigned int u; __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}"""),
+  "rg_d2f_odd": ((), """/* double -> float rounded to odd: rounding that again to <= 22 bits equals one rounding of d */
+static inline float rg_d2f_odd(double d) {
+  float r = (float)d;
+  if ((double)r != d && d == d) {
+    unsigned int u; __builtin_memcpy(&u, &r, 4);
+    if (!(u & 1u)) { u += __builtin_fabs((double)r) < __builtin_fabs(d) ? 1u : 0xffffffffu; __builtin_memcpy(&r, &u, 4); }
+  }
+  return r;
+}"""),
+  "rg_d2bf": (("rg_f2bf", "rg_d2f_odd"), """static inline unsigned short rg_d2bf(double d) { return rg_f2bf(rg_d2f_odd(d)); }"""),
+  "rg_d2h": (("rg_d2f_odd",), """static inline _Float16 rg_d2h(double d) { return (_Float16)rg_d2f_odd(d); }"""),
+  "rg_add_odd": ((), """/* a + b rounded to odd: the TwoSum error says whether the sum was exact and which side the exact value is on */
+static inline double rg_add_odd(double a, double b) {
+  double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb);
+  if (e != 0 && __builtin_isfinite(s)) {
+    unsigned long long u; __builtin_memcpy(&u, &s, 8);
+    if (!(u & 1ull)) { u += (e > 0) == (s > 0) ? 1ull : ~0ull; __builtin_memcpy(&s, &u, 8); }
+  }
+  return s;
+}"""),
+  "rg_i64_odd": (("rg_add_odd",), """/* int64 -> double rounded to odd: both halves are exact doubles */
+static inline double rg_i64_odd(long long x) { return rg_add_odd((double)(long long)((unsigned long long)x & 0xffffffff00000000ull), (double)(x & 0xffffffffll)); }"""),
+  "rg_u64_odd": (("rg_add_odd",), """static inline double rg_u64_odd(unsigned long long x) { return rg_add_odd((double)(x & 0xffffffff00000000ull), (double)(x & 0xffffffffull)); }"""),
+  "rg_fma_h": (("rg_add_odd", "rg_d2h"), """/* fused multiply-add of float16: the product is exact in double, the sum rounded to odd, then one rounding */
+static inline _Float16 rg_fma_h(_Float16 a, _Float16 b, _Float16 c) { return rg_d2h(rg_add_odd((double)a * (double)b, (double)c)); }"""),
+  "rg_fma_bf": (("rg_add_odd", "rg_d2bf", "rg_bf2f"), """static inline unsigned short rg_fma_bf(unsigned short a, unsigned short b, unsigned short c) {
+  return rg_d2bf(rg_add_odd((double)rg_bf2f(a) * (double)rg_bf2f(b), (double)rg_bf2f(c)));
+}"""),
+  "rg_maxf": ((), """/* MAX: NaN if either is NaN, MAX(+0,-0) = MAX(-0,+0) = +0, so the result does not depend on operand order */
+static inline float rg_maxf(float a, float b) { if (a != a || b != b) return a + b; if (a == b) return __builtin_signbit(a) ? b : a; return a > b ? a : b; }"""),
+  "rg_maxd": ((), """static inline double rg_maxd(double a, double b) { if (a != a || b != b) return a + b; if (a == b) return __builtin_signbit(a) ? b : a; return a > b ? a : b; }"""),
+}
+
+_C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if inline int long register
+  restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary _Float16""".split())
+_GENERATED = re.compile(r"^(alu|ld|acc|ridx|cast|vec|gep|local|data|gidx|lidx|idx)[0-9]+$|^rg_")
+
+
+def _ident_ok(name: object) -> bool:
+  return isinstance(name, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name not in _C_KEYWORDS
+
+def _float_parts(dt: DType) -> tuple[str, str, str]:
+  """(suffix of the C float type ops compute in, how to widen a value, how to narrow a result) of a float dtype."""
+  if dt == dtypes.float64: return "", "{}", "{}"
+  if dt == dtypes.float32: return "f", "{}", "{}"
+  if dt == dtypes.float16: return "f", "((float){})", "((_Float16)({}))"
+  return "f", "rg_bf2f({})", "rg_f2bf({})"
+
+
+class _CProgram:
+  """State of rendering one program: names of values, helpers and vector types in use."""
+  def __init__(self, name: str, uops: list[UOp]):
+    self.name, self.uops = name, uops
+    self.helpers: set[str] = set()
+    self.vtypes: dict[str, str] = {}   # typedef name -> its declaration
+    self.r: dict[UOp, str] = {}        # how each value is written in C
+
+  # ---- types and constants -----------------------------------------------------------------
+  def ctype(self, dt: DType) -> str:
+    if isinstance(dt, PtrDType): raise ValueError(f"{self.name}: pointer dtype {dt!r} has no value type")
+    if dt.count == 1: return _CTYPE[dt.name]
+    tname = f"rg_{dt.scalar().name}x{dt.count}"
+    self.vtypes.setdefault(tname, f"typedef struct {{ {_CTYPE[dt.scalar().name]} v[{dt.count}]; }} {tname};")
+    return tname
+
+  def use(self, helper: str) -> str:
+    stack = [helper]
+    while stack:
+      h = stack.pop()
+      if h not in self.helpers: self.helpers.add(h); stack.extend(_HELPERS[h][0])
+    return helper
+
+  @staticmethod
+  def literal(v: bool | int | float, dt: DType) -> str:
+    if dt == dtypes.bool: return "1" if v else "0"
+    if dtypes.is_int(dt):
+      iv = int(v)
+      if dt.bits == 64:
+        s = f"{iv}ull" if dtypes.is_unsigned(dt) else f"{iv}ll" if iv != -2 ** 63 else "(-9223372036854775807ll-1)"
+      elif dt.bits == 32: s = f"{iv}u" if dtypes.is_unsigned(dt) else str(iv) if iv != -2 ** 31 else "(-2147483647-1)"
+      else: return f"(({_CTYPE[dt.name]}){iv})"
+      return f"({s})" if s.startswith("-") else s
+    fv = float(v)
+    if dt == dtypes.bfloat16:  # exactly representable, so the top half of the float32 bits (NaN: the canonical quiet one)
+      bits = 0x7FC0 if math.isnan(fv) else struct.unpack("<I", struct.pack("<f", fv))[0] >> 16
+      return f"((unsigned short)0x{bits:04x})"
+    suf = "" if dt == dtypes.float64 else "f"
+    if math.isnan(fv): s = f"__builtin_nan{suf}(\"\")"
+    elif math.isinf(fv): s = f"{'-' if fv < 0 else ''}__builtin_inf{suf}()"
+    else: s = fv.hex() + suf
+    if dt == dtypes.float16: return f"((_Float16){s})"
+    return f"({s})" if s.startswith("-") else s
+
+  # ---- scalar ops ----------------------------------------------------------------------------
+  def alu(self, op: Ops, sdt: DType, s: list[str]) -> str:
+    """One lane of an ALU op on operands of scalar dtype `sdt` (WHERE: the dtype of its values)."""
+    if op is Ops.WHERE: return f"({s[0]} ? {s[1]} : {s[2]})"
+    if op is Ops.CMPNE and not dtypes.is_float(sdt): return f"({s[0]} != {s[1]})"
+    if op is Ops.CMPLT and not dtypes.is_float(sdt): return f"({s[0]} < {s[1]})"
+    if sdt == dtypes.bool:
+      if op is Ops.MAX: return f"({s[0]} | {s[1]})"
+      return f"(_Bool)({s[0]} {({Ops.XOR: '^', Ops.OR: '|', Ops.AND: '&'})[op]} {s[1]})"
+    if dtypes.is_int(sdt): return self.int_alu(op, sdt, s)
+    return self.float_alu(op, sdt, s)
+
+  def int_alu(self, op: Ops, dt: DType, s: list[str]) -> str:
+    t = _CTYPE[dt.name]
+    u = "unsigned long long" if dt.bits == 64 else "unsigned int"  # wrap-around without signed overflow or int promotion
+    if op is Ops.ADD: return f"(({t})(({u}){s[0]} + ({u}){s[1]}))"
+    if op is Ops.MUL: return f"(({t})(({u}){s[0]} * ({u}){s[1]}))"
+    if op is Ops.NEG: return f"(({t})(-({u}){s[0]}))"
+    if op is Ops.SHL: return f"(({t})(({u}){s[0]} << {s[1]}))"
+    if op is Ops.MAX: return f"(({t})({s[0]} > {s[1]} ? {s[0]} : {s[1]}))"
+    ops = {Ops.SHR: ">>", Ops.IDIV: "/", Ops.MOD: "%", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}
+    if op in ops: return f"(({t})({s[0]} {ops[op]} {s[1]}))"
+    raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
+
+  def float_alu(self, op: Ops, dt: DType, s: list[str]) -> str:
+    suf, widen, narrow = _float_parts(dt)
+    if op is Ops.MULACC:
+      if dt == dtypes.float16: return f"{self.use('rg_fma_h')}({s[0]}, {s[1]}, {s[2]})"
+      if dt == dtypes.bfloat16: return f"{self.use('rg_fma_bf')}({s[0]}, {s[1]}, {s[2]})"
+      return f"__builtin_fma{suf}({s[0]}, {s[1]}, {s[2]})"
+    if dt == dtypes.bfloat16: self.use("rg_bf2f")
+    w = [widen.format(x) for x in s]
+    if op is Ops.CMPLT: return f"({w[0]} < {w[1]})"
+    if op is Ops.CMPNE: return f"({w[0]} != {w[1]})"
+    if op is Ops.ADD: e = f"({w[0]} + {w[1]})"
+    elif op is Ops.MUL: e = f"({w[0]} * {w[1]})"
+    elif op is Ops.NEG: e = f"(-{w[0]})"
+    elif op is Ops.RECIP: e = f"(1.0{suf} / {w[0]})"
+    elif op is Ops.SQRT: e = f"__builtin_sqrt{suf}({w[0]})"
+    elif op is Ops.MAX: e = f"{self.use('rg_maxd' if dt == dtypes.float64 else 'rg_maxf')}({w[0]}, {w[1]})"
+    elif op in GroupOp.Transcendental:
+      # native: libm (float16/bfloat16 through float); not bit-exact across backends, checked within a ULP bound
+      e = f"__builtin_{({Ops.EXP2: 'exp2', Ops.LOG2: 'log2', Ops.SIN: 'sin'})[op]}{suf}({w[0]})"
+    else: raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
+    if dt == dtypes.bfloat16: self.use("rg_f2bf")
+    return narrow.format(e)
+
+  def cast(self, x: str, src: DType, dst: DType) -> str:
+    """One lane of CAST from scalar dtype src to scalar dtype dst."""
+    if src == dst: return x
+    t = _CTYPE[dst.name]
+    if dst == dtypes.bool:
+      if src == dtypes.bfloat16: return f"(({x} & 0x7fff) != 0)"
+      if src == dtypes.float16: return f"((float){x} != 0)"
+      return f"({x} != 0)"
+    if src == dtypes.bool: return f"((unsigned short)({x} ? 0x3f80 : 0))" if dst == dtypes.bfloat16 else f"(({t}){x})"
+    if dtypes.is_int(src):
+      if dst == dtypes.bfloat16:  # must not round twice: ints wider than float's 24 bits go through round-to-odd
+        if src.bits <= 16: return f"{self.use('rg_f2bf')}((float){x})"
+        if src.bits == 32: return f"{self.use('rg_d2bf')}((double){x})"
+        return f"{self.use('rg_d2bf')}({self.use('rg_u64_odd' if dtypes.is_unsigned(src) else 'rg_i64_odd')}({x}))"
+      # ints that are not exact in float are beyond float16's range either way: through float is one rounding
+      if dst == dtypes.float16: return f"((_Float16)(float){x})"
+      return f"(({t}){x})"
+    # src is a float: widen 16-bit floats to float (exact) first
+    w = f"{self.use('rg_bf2f')}({x})" if src == dtypes.bfloat16 else f"((float){x})" if src == dtypes.float16 else x
+    wdt = dtypes.float32 if src in (dtypes.float16, dtypes.bfloat16) else src
+    if dtypes.is_int(dst) or dst == wdt: return f"(({t}){w})"   # truncation; out of range is UB
+    if dst == dtypes.bfloat16: return f"{self.use('rg_d2bf')}({w})" if wdt == dtypes.float64 else f"{self.use('rg_f2bf')}({w})"
+    if dst == dtypes.float16: return f"{self.use('rg_d2h')}({w})" if wdt == dtypes.float64 else f"((_Float16){w})"
+    return f"(({t}){w})"  # float <-> double: C conversion rounds once (RNE) or is exact
+
+  # ---- lane-wise wrapper ---------------------------------------------------------------------
+  def lanes(self, dt: DType, fn, srcs: tuple[UOp, ...]) -> str:
+    """Apply a scalar renderer `fn(list of operand strings) -> str` to every lane of dtype dt."""
+    if dt.count == 1: return fn([self.r[s] for s in srcs])
+    parts = [fn([f"{self.r[s]}.v[{i}]" if s.dtype.count > 1 else self.r[s] for s in srcs]) for i in range(dt.count)]
+    return f"({self.ctype(dt)}){{{{{', '.join(parts)}}}}}"
+
+  # ---- the program ---------------------------------------------------------------------------
+  def render(self) -> str:
+    if not _ident_ok(self.name) or _GENERATED.match(self.name):
+      raise ValueError(f"kernel name {self.name!r} is not a usable C identifier")
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.BARRIER: raise NotImplementedError("barriers in the C backend arrive with the optimizer issue")
+      if u.op is Ops.WMMA: raise NotImplementedError(f"uop {i}: WMMA is not supported by the C backend yet")
+    verify_linear(self.uops)
+    params = self.params()
+    loops_g, loops_l, local_decls = self.launch()
+    body = self.body()
+    lines = [f"void {self.name}({', '.join(params) or 'void'}) {{"]
+    depth = 1
+    for ln in loops_g: lines.append("  " * depth + ln); depth += 1
+    for ln in local_decls: lines.append("  " * depth + ln)
+    for ln in loops_l: lines.append("  " * depth + ln); depth += 1
+    for ln in body:
+      if ln == "}": depth -= 1
+      lines.append("  " * depth + ln)
+      if ln.endswith("{"): depth += 1
+    lines += ["  " * d + "}" for d in range(depth - 1, -1, -1)]
+    prelude = [_HELPERS[h][1] for h in _HELPERS if h in self.helpers]
+    return "\n".join([*self.vtypes.values(), *prelude, *lines]) + "\n"
+
+  def params(self) -> list[str]:
+    glb = sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    idxs = [u.arg for u in glb]
+    if len(set(idxs)) != len(idxs): raise ValueError(f"{self.name}: two DEFINE_GLOBALs share a parameter index ({idxs})")
+    params = []
+    for u in glb:
+      self.r[u] = f"data{u.arg}"
+      params.append(f"{_CTYPE[u.dtype.base.scalar().name]}* data{u.arg}")  # type: ignore[attr-defined]
+    names: set[str] = set()
+    for u in self.uops:
+      if u.op is not Ops.DEFINE_VAR: continue
+      name = u.arg[0]
+      if not _ident_ok(name) or _GENERATED.match(name) or name == self.name:
+        raise ValueError(f"{self.name}: variable name {name!r} is not a C identifier or clashes with a generated name")
+      if name in names: raise ValueError(f"{self.name}: two DEFINE_VARs are called {name!r}")
+      names.add(name)
+      self.r[u] = name
+      params.append(f"{_CTYPE[u.dtype.name]} {name}")
+    return params
+
+  def launch(self) -> tuple[list[str], list[str], list[str]]:
+    """Loops over workgroups, declarations of local memory, loops over work-items."""
+    sizes: dict[str, int] = {}
+    for i, u in enumerate(self.uops):
+      if u.op is not Ops.SPECIAL: continue
+      name, size = u.arg
+      if sizes.setdefault(name, size) != size: raise ValueError(f"uop {i}: SPECIAL {name} has two sizes ({sizes[name]} and {size})")
+      self.r[u] = name
+    for d in "012":
+      if f"gidx{d}" in sizes and f"idx{d}" in sizes: raise ValueError(f"{self.name}: dimension {d} has both gidx{d} and idx{d}")
+    outer = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"gidx{d}", f"idx{d}") if n in sizes]
+    inner = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"lidx{d}",) if n in sizes]
+    decls = []
+    for i, u in enumerate(self.uops):
+      if u.op is not Ops.DEFINE_LOCAL: continue
+      base: DType = u.dtype.base  # type: ignore[attr-defined]
+      self.r[u] = f"local{i}"
+      decls.append(f"{_CTYPE[base.scalar().name]} local{i}[{u.dtype.size * base.count}];")  # type: ignore[attr-defined]
+    return outer, inner, decls
+
+  def body(self) -> list[str]:
+    out: list[str] = []
+    for i, u in enumerate(self.uops):
+      op, dt, src = u.op, u.dtype, u.src
+      if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL): continue
+      if op is Ops.CONST: self.r[u] = self.literal(u.arg, dt); continue
+      if op is Ops.RANGE:
+        self.r[u] = f"ridx{i}"
+        out.append(f"for ({self.ctype(dt)} ridx{i} = 0; ridx{i} < {self.r[src[0]]}; ridx{i}++) {{")
+      elif op in (Ops.ENDRANGE, Ops.ENDIF): out.append("}")
+      elif op is Ops.IF: out.append(f"if ({self.r[src[0]]}) {{")
+      elif op is Ops.DEFINE_ACC:
+        self.r[u] = f"acc{i}"
+        out.append(f"{self.ctype(dt)} acc{i} = {self.r[src[0]]};")
+      elif op is Ops.ASSIGN:
+        self.r[u] = self.r[src[0]]
+        out.append(f"{self.r[src[0]]} = {self.r[src[1]]};")
+      elif op is Ops.LOAD: out.append(self.load(i, u))
+      elif op is Ops.STORE: out.append(self.store(u))
+      else: out.append(self.value(i, u))
+    return out
+
+  def address(self, buf: UOp, idx: UOp) -> str:
+    bc = buf.dtype.base.count  # type: ignore[attr-defined]
+    return f"{self.r[buf]} + {self.r[idx]}" if bc == 1 else f"{self.r[buf]} + (long long){self.r[idx]} * {bc}"
+
+  def load(self, i: int, u: UOp) -> str:
+    self.r[u] = name = f"ld{i}"
+    t = self.ctype(u.dtype)
+    gate, alt = (self.r[u.src[2]], self.r[u.src[3]]) if len(u.src) == 4 else (None, None)
+    if u.dtype.count == 1:
+      mem = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
+      return f"{t} {name} = {gate} ? {mem} : {alt};" if gate else f"{t} {name} = {mem};"
+    copy = f"__builtin_memcpy(&{name}, {self.address(u.src[0], u.src[1])}, sizeof({name}));"
+    return f"{t} {name} = {alt}; if ({gate}) {copy}" if gate else f"{t} {name}; {copy}"
+
+  def store(self, u: UOp) -> str:
+    buf, idx, val = u.src[:3]
+    gate = f"if ({self.r[u.src[3]]}) " if len(u.src) == 4 else ""
+    if val.dtype.count == 1: return f"{gate}{self.r[buf]}[{self.r[idx]}] = {self.r[val]};"
+    # vector values are always named variables (constants are scalars), so they have an address
+    return f"{gate}__builtin_memcpy({self.address(buf, idx)}, &{self.r[val]}, sizeof({self.r[val]}));"
+
+  def value(self, i: int, u: UOp) -> str:
+    op, dt, src = u.op, u.dtype, u.src
+    prefix = {Ops.VECTORIZE: "vec", Ops.GEP: "gep", Ops.CAST: "cast", Ops.BITCAST: "cast"}.get(op, "alu")
+    name = self.r[u] = f"{prefix}{i}"
+    t = self.ctype(dt)
+    if op is Ops.VECTORIZE: e = f"({t}){{{{{', '.join(self.r[s] for s in src)}}}}}"
+    elif op is Ops.GEP: e = f"{self.r[src[0]]}.v[{u.arg[0]}]"
+    elif op is Ops.CAST: e = self.lanes(dt, lambda s: self.cast(s[0], src[0].dtype.scalar(), dt.scalar()), src)
+    elif op is Ops.BITCAST: e = f"((union {{ {self.ctype(src[0].dtype)} f; {t} t; }}){{ .f = {self.r[src[0]]} }}).t"
+    elif op in GroupOp.ALU:
+      sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
+      if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
+      e = self.lanes(dt, lambda s: self.alu(op, sdt, s), src)
+    else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to C")
+    return f"{t} {name} = {e};"
+
+
+class CRenderer(Renderer):
+  """Linear program -> one C function (see the module docstring)."""
+  device = "CPU"
+
+  def __init__(self, native_transcendentals: bool = True):
+    self.native_transcendentals = native_transcendentals
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    # EXP2/LOG2/SIN that reach the renderer are rendered natively whatever the flag says: the flag only
+    # tells the pipeline whether to decompose them first, and a linear program means what it says
+    return _CProgram(name, list(uops)).render()

@@ -1,0 +1,659 @@
+"""The SIMT executor: runs a linear program over every lane of a launch at once, in numpy.
+
+This is the reference execution model (ARCHITECTURE.md, "The PYTHON device"), shared by the
+PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers come in as
+`Memory` (bytes plus which bytes were written).
+
+- Lanes: prod(global_size) * prod(local_size), workgroup-major, dimension 0 fastest. Big launches
+  run in batches of whole workgroups (a valid schedule: workgroups are independent).
+- Values: one numpy array per live value in storage form (see refgrad/uop/semantics.py), shape
+  (lanes,) or (1,) for uniform values (constants, variables, loop indices), with a trailing axis
+  for vector dtypes. Arrays are never modified in place, so values may share them.
+- Control flow: RANGE loops run in Python with all lanes together (their end must be the same
+  on every active lane); IF/ENDIF push and pop an active-lane mask; an IF no lane takes is
+  skipped. ASSIGN updates the accumulator on active lanes only.
+- ALU, CAST and BITCAST go through `semantics.evaluate`: the executor *is* the definition.
+- Memory: LOAD/STORE are gathers/scatters, bounds-checked always (`OutOfBoundsError`). Local
+  memory is one region per workgroup; BARRIER ends a local-memory epoch.
+- Checked mode (default; CHECKED=0 turns it off) reports undefined behaviour as
+  `UndefinedBehaviourError`: `semantics.ub_check` on active lanes, reads of uninitialized memory,
+  local-memory races (two lanes of a workgroup touching one address in one epoch, one writing),
+  global write races (two lanes storing to one address in one launch), and barriers reached by
+  only part of a workgroup.
+- A value's array is dropped after its last use (uses inside a loop keep values defined before
+  the loop alive until the loop exits), so memory stays bounded.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.uop import semantics
+from refgrad.uop.ops import GroupOp, Ops, UOp
+
+MAX_LANES = 1 << 22   # lanes per batch; bounds the memory of one value (4M lanes * 8 bytes)
+_MAY_UB = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.CAST, Ops.BITCAST})   # the ALU/cast ops semantics.UNDEFINED lists
+
+
+class ExecutionError(RuntimeError):
+  """The program cannot run as launched (wrong buffers or geometry, a non-uniform loop bound)."""
+
+class UndefinedBehaviourError(RuntimeError):
+  """The program did something undefined; the message names the kernel, uop, thread and values."""
+
+class OutOfBoundsError(UndefinedBehaviourError, IndexError):
+  """A LOAD or STORE outside its buffer (reported in checked and unchecked mode)."""
+
+
+def checked_default() -> bool:
+  """Checked mode unless the environment says CHECKED=0."""
+  return os.environ.get("CHECKED", "1").strip() != "0"
+
+
+class Memory:
+  """A flat byte buffer and, when tracked, which bytes hold written data.
+
+  `init` is None when initialization is not tracked (every byte counts as written); `all_init`
+  short-cuts the checks once every byte has been written."""
+  __slots__ = ("all_init", "data", "init")
+
+  def __init__(self, data: np.ndarray, init: np.ndarray | None = None):
+    if data.dtype != np.uint8 or data.ndim != 1: raise TypeError(f"Memory needs a 1-D uint8 array, got {data.dtype} of shape {data.shape}")
+    if init is not None and (init.dtype != np.bool_ or init.shape != data.shape):
+      raise TypeError(f"Memory init must be a bool array of shape {data.shape}")
+    self.data, self.init = data, init
+    self.all_init = init is None or bool(init.all())
+  @staticmethod
+  def zeros(nbytes: int, track_init: bool = True) -> Memory:
+    return Memory(np.zeros(nbytes, np.uint8), np.zeros(nbytes, np.bool_) if track_init else None)
+  @property
+  def nbytes(self) -> int: return self.data.nbytes
+  def write(self, src: memoryview | bytes | np.ndarray, offset: int = 0) -> None:
+    """Copy bytes in (host copy): they count as initialized."""
+    b = np.ascontiguousarray(src).reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else np.frombuffer(src, np.uint8)
+    if offset < 0 or offset + b.size > self.nbytes: raise ValueError(f"write of {b.size} bytes at offset {offset} outside {self.nbytes} bytes")
+    self.data[offset:offset + b.size] = b
+    if self.init is not None and not self.all_init:
+      self.init[offset:offset + b.size] = True
+      self.all_init = bool(self.init.all())
+  def __repr__(self) -> str: return f"<Memory {self.nbytes} bytes{'' if self.all_init else ', partly uninitialized'}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# launch geometry
+
+def _check_dims(what: str, dims: Sequence[int]) -> tuple[int, int, int]:
+  d = tuple(int(x) for x in dims)
+  if len(d) != 3 or any(x < 1 for x in d): raise ExecutionError(f"{what} must be three sizes >= 1, got {tuple(dims)}")
+  return d  # type: ignore[return-value]
+
+def _coords(flat: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
+  return flat % dims[0], flat // dims[0] % dims[1], flat // (dims[0] * dims[1])
+
+
+class _State:
+  """Everything one batch of workgroups needs while the instructions run."""
+  __slots__ = ("active", "checked", "gmem", "gsz", "ident", "kernel", "lane0", "lanes_", "lmem", "loops", "ls", "lsz", "n", "regs",
+               "specials", "stack", "stored", "wg0", "wg_", "writers")
+
+  def __init__(self, kernel: str, gsz: tuple[int, int, int], lsz: tuple[int, int, int], wg0: int, wg1: int, checked: bool):
+    self.kernel, self.gsz, self.lsz, self.checked = kernel, gsz, lsz, checked
+    self.ls = math.prod(lsz)
+    self.wg0, self.lane0, self.n = wg0, wg0 * self.ls, (wg1 - wg0) * self.ls
+    self.active: np.ndarray | None = None      # None: every lane is active
+    self.stack: list[np.ndarray | None] = []
+    self.loops: dict[int, list[int]] = {}
+    self.specials: dict[str, np.ndarray] = {}
+    self.lanes_: np.ndarray | None = None
+    self.wg_: np.ndarray | None = None
+    self.ident: np.ndarray | None = None     # an array equal to the lane ids, when some SPECIAL is exactly that
+
+  @property
+  def lanes(self) -> np.ndarray:
+    """Global lane ids of this batch (int32)."""
+    if self.lanes_ is None: self.lanes_ = np.arange(self.lane0, self.lane0 + self.n, dtype=np.int32)
+    return self.lanes_
+  @property
+  def wg(self) -> np.ndarray:
+    """Workgroup of each lane, counted from the batch's first (int64, for local addressing)."""
+    if self.wg_ is None: self.wg_ = np.arange(self.n, dtype=np.int64) // self.ls
+    return self.wg_
+
+  def special(self, name: str) -> np.ndarray:
+    if (v := self.specials.get(name)) is not None: return v
+    kind, d = name[:-1], int(name[-1])
+    if kind == "idx": kind = "gidx" if self.lsz[d] == 1 else "lidx" if self.gsz[d] == 1 else "idx"   # idx = gidx*local + lidx
+    nwg = self.n // self.ls
+    if kind in ("gidx", "idx"):
+      stride = math.prod(self.gsz[:d])
+      g = np.arange(self.wg0, self.wg0 + nwg, dtype=np.int32)
+      if stride > 1: g //= stride
+      if self.gsz[d] * stride < math.prod(self.gsz): g %= self.gsz[d]
+      if self.ls > 1: g = np.repeat(g, self.ls)
+    if kind in ("lidx", "idx"):
+      stride = math.prod(self.lsz[:d])
+      l = np.arange(self.ls, dtype=np.int32)
+      if stride > 1: l //= stride
+      if self.lsz[d] * stride < self.ls: l %= self.lsz[d]
+      if nwg > 1: l = np.tile(l, nwg)
+    v = g if kind == "gidx" else l if kind == "lidx" else g * np.int32(self.lsz[d]) + l
+    # with one-dimensional geometry these are the lane ids themselves: loads and stores indexed by them are slices
+    if d == 0 and self.gsz[1:] == (1, 1) and self.lsz[1:] == (1, 1) and \
+       (kind == "idx" or (kind == "gidx" and self.ls == 1) or (kind == "lidx" and self.gsz[0] == 1)): self.ident = v
+    self.specials[name] = v
+    return v
+
+  def thread(self, row: int) -> str:
+    """'gidx=(..) lidx=(..)' of the lane at position `row` of this batch."""
+    lane = self.lane0 + row
+    return f"thread gidx={_coords(lane // self.ls, self.gsz)} lidx={_coords(lane % self.ls, self.lsz)}"
+
+  def rows(self, mask: np.ndarray) -> np.ndarray:
+    """Positions of the true lanes of a (n,) or (1,) mask."""
+    if mask.shape[0] == 1 and self.n > 1: return np.arange(self.n) if mask[0] else np.zeros(0, np.int64)
+    return np.flatnonzero(mask)
+
+
+def _val(x: np.ndarray, row: int, dt: DType) -> Any:
+  """The Python value of one lane of an array (uniform arrays have one row)."""
+  v = x[row if x.shape[0] > 1 else 0]
+  vals = semantics.to_python(np.asarray(v).reshape(-1), dt.scalar())
+  return vals[0] if dt.count == 1 else vals
+
+
+# ---------------------------------------------------------------------------------------------
+# the program
+
+class Program:
+  """A linear program prepared once (instruction list, liveness) and run with `__call__`."""
+
+  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True):
+    self.name, self.uops = name, list(uops)
+    if verify:
+      from refgrad.uop.spec import verify_linear
+      verify_linear(self.uops)
+    self.globals: dict[int, tuple[int, PtrDType]] = {}   # arg -> (uop position, dtype)
+    self.locals: dict[int, PtrDType] = {}                 # uop position -> dtype
+    self.vars: list[tuple[int, UOp]] = []                 # (slot, DEFINE_VAR) in program order
+    self.consts: list[tuple[int, np.ndarray]] = []
+    self.specials: list[UOp] = []
+    self.pos = {u: i for i, u in enumerate(self.uops)}
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.DEFINE_GLOBAL:
+        if u.arg in self.globals: raise ExecutionError(f"kernel {name}: uop {i} defines buffer {u.arg} a second time")
+        self.globals[u.arg] = (i, u.dtype)
+      elif u.op is Ops.DEFINE_LOCAL: self.locals[i] = u.dtype
+      elif u.op is Ops.DEFINE_VAR: self.vars.append((i, u))
+      elif u.op is Ops.CONST: self.consts.append((i, semantics.from_python([u.arg], u.dtype)))
+      elif u.op is Ops.SPECIAL: self.specials.append(u)
+      elif u.op is Ops.WMMA: raise NotImplementedError(f"kernel {name}: uop {i}: WMMA is not supported by the SIMT executor yet")
+      elif u.op in (Ops.SINK, Ops.NOOP): raise ExecutionError(f"kernel {name}: uop {i}: {u.op.name} does not belong in a linear program")
+    if sorted(self.globals) != list(range(len(self.globals))):
+      raise ExecutionError(f"kernel {name}: buffer parameters must be numbered 0..n-1, got {sorted(self.globals)}")
+    self._compile()
+
+  def describe(self, i: int) -> str:
+    u = self.uops[i]
+    return f"uop {i} ({u.op.name} {u.dtype!r}{'' if u.arg is None else f', arg={u.arg!r}'})"
+
+  # ---- compilation: one closure per executed uop, jump targets, and where each value dies ---------
+  def _compile(self) -> None:
+    uops, n = self.uops, len(self.uops)
+    slot = list(range(n))
+    for i, u in enumerate(uops):
+      if u.op is Ops.ASSIGN: slot[i] = slot[self.pos[u.src[0]]]   # an ASSIGN's value is its accumulator
+    # matching block ends, and the loops around every position
+    end_of: dict[int, int] = {}
+    open_blocks: list[int] = []
+    loops_at: list[tuple[int, ...]] = []
+    for i, u in enumerate(uops):
+      if u.op in (Ops.ENDRANGE, Ops.ENDIF): end_of[open_blocks.pop()] = i
+      loops_at.append(tuple(b for b in open_blocks if uops[b].op is Ops.RANGE))
+      if u.op in GroupOp.Block: open_blocks.append(i)
+    if open_blocks: raise ExecutionError(f"kernel {self.name}: {self.describe(open_blocks[-1])} is never closed")
+    # last use of each slot; a use inside a loop that does not contain the definition lasts to the loop's end
+    defined: dict[int, int] = {}
+    for i in range(n): defined.setdefault(slot[i], i)
+    last: dict[int, int] = {s: d for s, d in defined.items()}
+    for i, u in enumerate(uops):
+      for s in u.src:
+        sl = slot[self.pos[s]]
+        p = i
+        for r in loops_at[i]:
+          if r > defined[sl]: p = max(p, end_of[r]); break   # outermost loop not containing the definition
+        last[sl] = max(last[sl], p)
+      if u.op is Ops.ASSIGN: last[slot[i]] = max(last[slot[i]], i)
+    keep = {i for i, u in enumerate(uops) if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL)}
+    frees_at: dict[int, list[int]] = {}
+    for s, p in last.items():
+      if s not in keep: frees_at.setdefault(p, []).append(s)
+    # instructions
+    executed = [i for i, u in enumerate(uops) if i not in keep]
+    pc_of = {i: k for k, i in enumerate(executed)}
+    self.code: list[tuple[Callable[[_State], int | None], tuple[int, ...]]] = []
+    for i in executed:
+      skip_frees = tuple(s for p in range(i, end_of[i] + 1) for s in frees_at.get(p, ())) if i in end_of else ()
+      after_end = pc_of[end_of[i]] + 1 if i in end_of else 0
+      fn = self._instruction(i, slot, pc_of, after_end, skip_frees, tuple(frees_at.get(i, ())))
+      # an ENDRANGE frees only when its loop exits; it does that itself
+      self.code.append((fn, () if uops[i].op is Ops.ENDRANGE else tuple(frees_at.get(i, ()))))
+    self.slot = slot
+
+  def _instruction(self, i: int, slot: list[int], pc_of: dict[int, int], after_end: int, skip_frees: tuple[int, ...],
+                   own_frees: tuple[int, ...]) -> Callable[[_State], int | None]:
+    u, op, dt = self.uops[i], self.uops[i].op, self.uops[i].dtype
+    src = [slot[self.pos[s]] for s in u.src]
+    o = slot[i]
+    if op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
+      sdts = tuple(s.dtype for s in u.src)
+      evaluate, may_ub = semantics.evaluate, op in _MAY_UB
+      def alu(st: _State) -> None:
+        r = st.regs
+        xs = [r[a] for a in src]
+        if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts)
+        r[o] = evaluate(op, dt, xs, sdts)
+      return alu
+    if op is Ops.SPECIAL:
+      name = u.arg[0]
+      def special(st: _State) -> None: st.regs[o] = st.special(name)
+      return special
+    if op is Ops.LOAD or op is Ops.STORE: return _Access(self, i, src).run
+    if op is Ops.VECTORIZE:
+      def vectorize(st: _State) -> None:
+        r = st.regs
+        st.regs[o] = np.stack(np.broadcast_arrays(*[r[a] for a in src]), axis=-1)
+      return vectorize
+    if op is Ops.GEP:
+      a, k = src[0], u.arg[0]
+      def gep(st: _State) -> None: st.regs[o] = st.regs[a][..., k]
+      return gep
+    if op is Ops.DEFINE_ACC:
+      a = src[0]
+      def define_acc(st: _State) -> None: st.regs[o] = st.regs[a]
+      return define_acc
+    if op is Ops.ASSIGN:
+      a, vec = src[1], dt.count > 1
+      def assign(st: _State) -> None:
+        r, m = st.regs, st.active
+        r[o] = r[a] if m is None else np.where(m[:, None] if vec else m, r[a], r[o])
+      return assign
+    if op is Ops.IF:
+      a = src[0]
+      def if_(st: _State) -> int | None:
+        c, m = st.regs[a], st.active
+        new = c if m is None else c & m
+        if not new.any():
+          for s in skip_frees: st.regs[s] = None
+          return after_end
+        st.stack.append(m)
+        st.active = None if new.all() and (new.shape[0] == st.n or m is None) else np.broadcast_to(new, (st.n,))
+        return None
+      return if_
+    if op is Ops.ENDIF:
+      def endif(st: _State) -> None: st.active = st.stack.pop()
+      return endif
+    if op is Ops.RANGE:
+      a, npdt = src[0], dt.np
+      def range_(st: _State) -> int | None:
+        end = st.regs[a]
+        if end.shape[0] > 1:
+          e = end if st.active is None else end[st.active]
+          if (e != e[0]).any():
+            bad = int(np.flatnonzero((end != e[0]) & (True if st.active is None else st.active))[0])
+            raise ExecutionError(f"kernel {self.name}: {self.describe(i)}: loop end is not uniform: {int(e[0])} on one lane, "
+                                 f"{int(end[bad])} on {st.thread(bad)}")
+          end = e
+        stop = int(end[0])
+        if stop <= 0:
+          for s in skip_frees: st.regs[s] = None
+          return after_end
+        st.loops[i] = [0, stop]
+        st.regs[o] = np.zeros(1, npdt)
+        return None
+      return range_
+    if op is Ops.ENDRANGE:
+      r_i = self.pos[u.src[0]]
+      ro, npdt, back = slot[r_i], u.src[0].dtype.np, pc_of[r_i] + 1
+      def endrange(st: _State) -> int | None:
+        lp = st.loops[r_i]
+        lp[0] += 1
+        if lp[0] < lp[1]:
+          st.regs[ro] = np.array([lp[0]], npdt)
+          return back
+        for s in own_frees: st.regs[s] = None
+        return None
+      return endrange
+    if op is Ops.BARRIER:
+      def barrier(st: _State) -> None:
+        if st.checked and st.active is not None:
+          per_wg = st.active.reshape(-1, st.ls)
+          split = per_wg.any(axis=1) & ~per_wg.all(axis=1)
+          if split.any():
+            w = int(np.flatnonzero(split)[0])
+            row = w * st.ls + int(np.flatnonzero(~per_wg[w])[0])
+            raise UndefinedBehaviourError(f"barrier reached by only part of a workgroup in kernel {self.name} at {self.describe(i)}: "
+                                          f"{st.thread(row)} does not reach it while others of its workgroup do")
+        for lm in st.lmem.values():
+          if lm[2] is not None: lm[2].fill(-1); lm[3].fill(-1)
+      return barrier
+    raise ExecutionError(f"kernel {self.name}: {self.describe(i)}: the SIMT executor cannot run {op.name}")
+
+  def _ub(self, st: _State, i: int, op: Ops, dt: DType, xs: list[np.ndarray], sdts: tuple[DType, ...]) -> None:
+    res = semantics.ub_check(op, dt, xs, sdts)
+    if res is None: return
+    reason, mask = res
+    mask = np.asarray(mask, np.bool_)
+    if mask.ndim > 1: mask = mask.reshape(mask.shape[0], -1).any(axis=1)
+    if mask.ndim == 0: mask = mask.reshape(1)
+    if st.active is not None: mask = mask & st.active
+    if not mask.any(): return
+    rows = st.rows(mask)
+    vals = ", ".join(repr(_val(x, int(rows[0]), d)) for x, d in zip(xs, sdts))
+    raise UndefinedBehaviourError(f"{reason} in kernel {self.name} at {self.describe(i)}: {st.thread(int(rows[0]))} computes "
+                                  f"{op.name}({vals})" + (f" ({len(rows)} lanes in all)" if len(rows) > 1 else ""))
+
+  # ---- running --------------------------------------------------------------------------------
+  def __call__(self, bufs: Sequence[Memory], global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+               vals: Sequence[int] = (), checked: bool | None = None, max_lanes: int = MAX_LANES) -> None:
+    """Run one launch. `bufs` by DEFINE_GLOBAL index, `vals` for the DEFINE_VARs in program order."""
+    chk = checked_default() if checked is None else checked
+    gsz, lsz = _check_dims("global_size", global_size), _check_dims("local_size", local_size)
+    self._check_launch(bufs, gsz, lsz, vals)
+    gmem: dict[int, tuple[Memory, np.ndarray, int, np.ndarray | None]] = {}
+    for arg, (_, pdt) in self.globals.items():
+      mem, sdt = bufs[arg], pdt.base.scalar()
+      npdt = np.dtype(np.uint8) if sdt == dtypes.bool else sdt.np
+      usable = mem.nbytes - mem.nbytes % npdt.itemsize
+      view = mem.data[:usable].view(npdt)
+      bound = pdt.size if pdt.size >= 0 else usable // pdt.base.itemsize
+      initv = None
+      if chk and mem.init is not None and not mem.all_init: initv = mem.init[:usable].view(np.dtype(f"u{npdt.itemsize}"))
+      gmem[arg] = (mem, view, bound, initv)
+    var_vals = [semantics.from_python([v], u.dtype) for (_, u), v in zip(self.vars, vals)]
+    writers: dict[tuple[int, int], np.ndarray] = {}
+    stored: dict[int, Memory] = {}
+    ls, nwg = math.prod(lsz), math.prod(gsz)
+    per_batch = max(1, max_lanes // ls)
+    for wg0 in range(0, nwg, per_batch):
+      st = _State(self.name, gsz, lsz, wg0, min(nwg, wg0 + per_batch), chk)
+      st.gmem, st.writers, st.stored = gmem, writers, stored
+      nwb = st.n // ls
+      st.lmem = {}
+      for p, pdt in self.locals.items():
+        npdt = np.dtype(np.uint8) if pdt.base.scalar() == dtypes.bool else pdt.base.scalar().np
+        cells = nwb * pdt.size * pdt.base.count
+        trk = (np.full(cells, -1, np.int32), np.full(cells, -1, np.int32)) if chk else (None, None)
+        st.lmem[p] = (np.zeros(cells, npdt), np.zeros(cells, np.bool_) if chk else None, *trk)
+      regs: list[Any] = [None] * len(self.uops)
+      for s, arr in self.consts: regs[s] = arr
+      for (s, _), arr in zip(self.vars, var_vals): regs[s] = arr
+      st.regs = regs
+      self._run(st)
+    for mem in stored.values():
+      if mem.init is not None and not mem.all_init: mem.all_init = bool(mem.init.all())
+
+  def _run(self, st: _State) -> None:
+    code, regs = self.code, st.regs
+    pc, end = 0, len(code)
+    while pc < end:
+      fn, frees = code[pc]
+      nxt = fn(st)
+      if nxt is None:
+        for s in frees: regs[s] = None
+        pc += 1
+      else: pc = nxt
+
+  def _check_launch(self, bufs: Sequence[Memory], gsz: tuple[int, int, int], lsz: tuple[int, int, int], vals: Sequence[int]) -> None:
+    where = f"kernel {self.name}"
+    if len(bufs) != len(self.globals): raise ExecutionError(f"{where} takes {len(self.globals)} buffers, got {len(bufs)}")
+    for arg, (_, pdt) in self.globals.items():
+      if not isinstance(bufs[arg], Memory): raise ExecutionError(f"{where}: buffer {arg} is a {type(bufs[arg]).__name__}, not a simt.Memory")
+      if pdt.size >= 0 and bufs[arg].nbytes < pdt.size * pdt.base.itemsize:
+        raise ExecutionError(f"{where}: buffer {arg} has {bufs[arg].nbytes} bytes, the kernel declares {pdt.size} elements of {pdt.base!r}")
+    if len(vals) != len(self.vars): raise ExecutionError(f"{where} takes {len(self.vars)} variable values, got {len(vals)}")
+    for (_, u), v in zip(self.vars, vals):
+      nm, lo, hi = u.arg
+      if not isinstance(v, (int, np.integer)) or not lo <= v <= hi: raise ExecutionError(f"{where}: variable {nm}={v!r} is outside [{lo}, {hi}]")
+    if math.prod(gsz) * math.prod(lsz) >= 2**31: raise ExecutionError(f"{where}: {math.prod(gsz) * math.prod(lsz)} lanes is too many")
+    for u in self.specials:
+      nm, size = u.arg
+      kind, d = nm[:-1], int(nm[-1])
+      have = gsz[d] if kind == "gidx" else lsz[d] if kind == "lidx" else gsz[d] * lsz[d]
+      if have != size: raise ExecutionError(f"{where}: SPECIAL {nm} has size {size} but the launch gives {have} (global {gsz}, local {lsz})")
+
+
+# ---------------------------------------------------------------------------------------------
+# memory access
+
+class _Access:
+  """One LOAD or STORE: lane selection (active lanes and gate), addresses, checks, gather/scatter."""
+
+  def __init__(self, prg: Program, i: int, src: list[int]):
+    self.prg, self.i = prg, i
+    u = prg.uops[i]
+    self.store = u.op is Ops.STORE
+    buf = u.src[0]
+    self.pdt: PtrDType = buf.dtype  # type: ignore[assignment]
+    self.local = buf.op is Ops.DEFINE_LOCAL
+    self.key = prg.pos[buf] if self.local else buf.arg
+    self.idx = src[1]
+    vdt = u.src[2].dtype if self.store else u.dtype
+    self.vdt, self.bc, self.c = vdt, self.pdt.base.count, vdt.count
+    self.val = src[2] if self.store else -1
+    self.gate = src[3 if self.store else 2] if len(src) == 4 else -1
+    self.alt = src[3] if not self.store and len(src) == 4 else -1
+    self.o = i   # a load's value lives in its own slot
+    self.is_bool = vdt.scalar() == dtypes.bool
+    self.bufname = f"{'local' if self.local else 'buffer'} {self.key if not self.local else buf.arg}"
+
+  def where(self) -> str: return f"in kernel {self.prg.name} at {self.prg.describe(self.i)}"
+
+  def run(self, st: _State) -> None:
+    r = st.regs
+    mask = st.active
+    if self.gate >= 0:
+      g = r[self.gate]
+      mask = g if mask is None else (mask & g)
+      if mask.shape[0] == 1: mask = None if mask[0] and st.active is None else np.broadcast_to(mask, (st.n,))
+    idx = r[self.idx]
+    if self.local: return self._local(st, idx, mask)
+    mem, view, bound, initv = st.gmem[self.key]
+    # the common case: every lane active, the index is the lane id, one element per lane
+    if mask is None and idx is st.ident and self.c == 1 and self.bc == 1:
+      lo, hi = st.lane0, st.lane0 + st.n
+      if lo < 0 or hi > bound: self._oob_check(st, None, idx, bound)
+      if self.store: return self._store_range(st, mem, view, lo, hi, r[self.val], initv)
+      if initv is not None and st.checked and not (initv[lo:hi] == _PATTERN[initv.dtype.itemsize]).all():
+        self._uninit(st, np.arange(st.n), idx, initv[lo:hi] != _PATTERN[initv.dtype.itemsize])
+      v = view[lo:hi]
+      st.regs[self.o] = self._bool(st, v, None, idx) if self.is_bool else v.copy()
+      return None
+    uniform = mask is None and idx.shape[0] == 1 and not self.store
+    rows = None if mask is None else np.flatnonzero(mask)
+    if uniform: sel = idx
+    else:
+      sel = np.broadcast_to(idx, (st.n,)) if idx.shape[0] != st.n else idx
+      if rows is not None: sel = sel[rows]
+    if sel.size:
+      lo, hi = int(sel.min()), int(sel.max())
+      if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
+    e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
+    if self.c > 1: e = e[:, None] + np.arange(self.c)
+    if self.store: return self._store(st, mem, view, e, rows, initv)
+    if initv is not None and st.checked and e.size:
+      bad = initv[e] != _PATTERN[initv.dtype.itemsize]
+      if bad.any(): self._uninit(st, rows, sel, bad)
+    v = view[e]
+    if self.is_bool: v = self._bool(st, v, rows, sel)
+    if rows is None: st.regs[self.o] = v
+    else:
+      out = np.zeros((st.n, self.c) if self.c > 1 else st.n, v.dtype)
+      if self.alt >= 0: out[...] = st.regs[self.alt]
+      out[rows] = v
+      st.regs[self.o] = out
+    return None
+
+  # ---- global stores ---------------------------------------------------------------------------
+  def _store_range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, val: np.ndarray, initv: np.ndarray | None) -> None:
+    if st.checked:
+      w = self._writer(st, mem, view)
+      prev = w[lo:hi]
+      clash = (prev >= 0) & (prev != st.ident)
+      if clash.any():
+        row = int(np.flatnonzero(clash)[0])
+        self._race(st, row, lo + row, int(prev[row]))
+      w[lo:hi] = st.ident
+    view[lo:hi] = val
+    self._mark_init(st, mem, view, initv, slice(lo, hi))
+
+  def _store(self, st: _State, mem: Memory, view: np.ndarray, e: np.ndarray, rows: np.ndarray | None, initv: np.ndarray | None) -> None:
+    val = st.regs[self.val]
+    n = st.n if rows is None else rows.size
+    if n == 0: return
+    vshape = (st.n, self.c) if self.c > 1 else (st.n,)
+    if val.shape[0] != st.n: val = np.broadcast_to(val, vshape)
+    if rows is not None: val = val[rows]
+    if st.checked:
+      w = self._writer(st, mem, view)
+      lanes = st.lanes if rows is None else st.lanes[rows]
+      if self.c > 1: lanes = np.broadcast_to(lanes[:, None], e.shape)
+      prev = w[e]
+      clash = (prev >= 0) & (prev != lanes)
+      w[e] = lanes
+      dup = w[e] != lanes
+      if clash.any() or dup.any():
+        k = np.flatnonzero((clash | dup).reshape(n, -1).any(axis=1))[0]
+        j = int(np.flatnonzero((clash | dup).reshape(n, -1)[k])[0])
+        other = int(prev.reshape(n, -1)[k, j]) if clash.reshape(n, -1)[k, j] else int(w[e].reshape(n, -1)[k, j])
+        self._race(st, int(k if rows is None else rows[k]), int(e.reshape(n, -1)[k, j]), other)
+    view[e] = val
+    self._mark_init(st, mem, view, initv, e)
+
+  def _writer(self, st: _State, mem: Memory, view: np.ndarray) -> np.ndarray:
+    k = (id(mem), view.itemsize)
+    if (w := st.writers.get(k)) is None: w = st.writers[k] = np.full(view.size, -1, np.int32)
+    return w
+
+  @staticmethod
+  def _mark_init(st: _State, mem: Memory, view: np.ndarray, initv: np.ndarray | None, where: Any) -> None:
+    st.stored[id(mem)] = mem
+    if mem.init is not None and not mem.all_init:
+      k = view.itemsize
+      iv = initv if initv is not None else mem.init[:mem.nbytes - mem.nbytes % k].view(np.dtype(f"u{k}"))
+      iv[where] = _PATTERN[k]
+
+  # ---- local memory ----------------------------------------------------------------------------
+  def _local(self, st: _State, idx: np.ndarray, mask: np.ndarray | None) -> None:
+    data, init, writer, reader = st.lmem[self.key]
+    size = self.pdt.size
+    rows = None if mask is None else np.flatnonzero(mask)
+    sel = np.broadcast_to(idx, (st.n,)) if idx.shape[0] != st.n else idx
+    wg = st.wg
+    if rows is not None: sel, wg = sel[rows], wg[rows]
+    n = sel.shape[0]
+    if n:
+      lo, hi = int(sel.min()), int(sel.max())
+      if lo < 0 or hi * self.bc + self.c > size * self.bc: self._oob_check(st, rows, sel, size)
+    e = wg * (size * self.bc) + sel.astype(np.int64) * self.bc
+    if self.c > 1: e = e[:, None] + np.arange(self.c)
+    lanes = st.lanes if rows is None else st.lanes[rows]
+    if self.c > 1: lanes = np.broadcast_to(lanes[:, None], e.shape)
+    if self.store:
+      val = st.regs[self.val]
+      vshape = (st.n, self.c) if self.c > 1 else (st.n,)
+      if val.shape[0] != st.n: val = np.broadcast_to(val, vshape)
+      if rows is not None: val = val[rows]
+      if st.checked and n:
+        pw, pr = writer[e], reader[e]
+        wclash, rclash = (pw >= 0) & (pw != lanes), (pr != -1) & (pr != lanes)
+        writer[e] = lanes
+        dup = writer[e] != lanes   # another lane of this same STORE wrote the address
+        if (bad := wclash | rclash | dup).any():
+          k, j = self._first(bad, n)
+          pick = lambda a: int(a.reshape(n, -1)[k, j])
+          other, verb = (pick(pw), "writes") if pick(wclash) else (pick(pr), "reads") if pick(rclash) else (pick(writer[e]), "writes")
+          self._local_race(st, rows, k, pick(e), "writes", other, verb)
+        init[e] = True
+      data[e] = val
+      return None
+    if st.checked and n:
+      if not (ok := init[e]).all(): self._uninit(st, rows, sel, ~ok)
+      pw = writer[e]
+      if (bad := (pw >= 0) & (pw != lanes)).any():
+        k, j = self._first(bad, n)
+        self._local_race(st, rows, k, int(e.reshape(n, -1)[k, j]), "reads", int(pw.reshape(n, -1)[k, j]), "writes")
+      # remember the reader: its lane, or -2 once two different lanes have read the address
+      pr = reader[e]
+      new = np.where((pr == -1) | (pr == lanes), lanes, -2).astype(np.int32)
+      reader[e] = new
+      multi = reader[e] != new
+      if multi.any(): reader[e[multi]] = -2
+    v = data[e]
+    if self.is_bool: v = self._bool(st, v, rows, sel)
+    if rows is None: st.regs[self.o] = v
+    else:
+      out = np.zeros((st.n, self.c) if self.c > 1 else st.n, v.dtype)
+      if self.alt >= 0: out[...] = st.regs[self.alt]
+      out[rows] = v
+      st.regs[self.o] = out
+    return None
+
+  def _bool(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray) -> np.ndarray:
+    """Bytes of bool memory as bools; a byte other than 0 or 1 is not a bool (undefined, as in C)."""
+    if st.checked and (bad := v > 1).any():
+      b = bad.reshape(bad.shape[0], -1)
+      k = int(np.flatnonzero(b.any(axis=1))[0])
+      row = k if rows is None else int(rows[k])
+      raise UndefinedBehaviourError(f"load of an invalid bool {self.where()}: {st.thread(row)} loads index {int(sel[k if sel.shape[0] > 1 else 0])} "
+                                    f"of {self.bufname}, whose byte {int(v.reshape(b.shape)[k][b[k]][0])} is neither 0 nor 1")
+    return v != 0
+
+  @staticmethod
+  def _first(bad: np.ndarray, n: int) -> tuple[int, int]:
+    b = bad.reshape(n, -1)
+    k = int(np.flatnonzero(b.any(axis=1))[0])
+    return k, int(np.flatnonzero(b[k])[0])
+
+  # ---- reports ---------------------------------------------------------------------------------
+  def _oob_check(self, st: _State, rows: np.ndarray | None, sel: np.ndarray, bound: int) -> None:
+    last = sel.astype(np.int64) * self.bc + self.c
+    bad = (sel < 0) | (last > bound * self.bc)
+    if bad.any(): self._oob(st, rows, sel, bound, bad)
+
+  def _oob(self, st: _State, rows: np.ndarray | None, sel: np.ndarray, bound: int, bad: np.ndarray) -> None:
+    k = int(np.flatnonzero(bad)[0])
+    row = k if rows is None else int(rows[k])
+    span = f" (a {self.vdt!r} access covers {self.c // self.bc} elements)" if self.c > self.bc else ""
+    raise OutOfBoundsError(f"out-of-bounds {'STORE' if self.store else 'LOAD'} {self.where()}: {st.thread(row)} accesses index {int(sel[k])} "
+                           f"of {self.bufname} with {bound} elements of {self.pdt.base!r}{span}"
+                           + (f" ({int(bad.sum())} lanes in all)" if bad.sum() > 1 else ""))
+
+  def _uninit(self, st: _State, rows: np.ndarray | None, sel: np.ndarray, bad: np.ndarray) -> None:
+    b = bad.reshape(bad.shape[0], -1).any(axis=1)
+    k = int(np.flatnonzero(b)[0])
+    row = k if rows is None else int(rows[k])
+    ix = int(sel[k] if sel.shape[0] > 1 else sel[0])
+    raise UndefinedBehaviourError(f"read of uninitialized memory {self.where()}: {st.thread(row)} loads index {ix} of {self.bufname}, "
+                                  f"which nothing has written" + (f" ({int(b.sum())} lanes in all)" if b.sum() > 1 else ""))
+
+  def _race(self, st: _State, row: int, elem: int, other_lane: int) -> None:
+    ls = st.ls
+    other = f"thread gidx={_coords(other_lane // ls, st.gsz)} lidx={_coords(other_lane % ls, st.lsz)}"
+    raise UndefinedBehaviourError(f"global memory write race {self.where()}: {st.thread(row)} and {other} both store to index "
+                                  f"{elem // self.bc} of {self.bufname} in one launch (the result would depend on their order)")
+
+  def _local_race(self, st: _State, rows: np.ndarray | None, k: int, elem: int, verb: str, other_lane: int, other_verb: str) -> None:
+    row = k if rows is None else int(rows[k])
+    ls = st.ls
+    other = f"thread gidx={_coords(other_lane // ls, st.gsz)} lidx={_coords(other_lane % ls, st.lsz)}" if other_lane >= 0 else "another lane"
+    idx = elem % (self.pdt.size * self.bc) // self.bc
+    raise UndefinedBehaviourError(f"local memory race {self.where()}: {st.thread(row)} {verb} index {idx} of {self.bufname} and {other} "
+                                  f"{other_verb} it in the same barrier epoch (a BARRIER must separate them)")
+
+
+_PATTERN = {1: np.uint8(1), 2: np.uint16(0x0101), 4: np.uint32(0x01010101), 8: np.uint64(0x0101010101010101)}

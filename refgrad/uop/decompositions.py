@@ -1,0 +1,236 @@
+"""Software transcendentals: EXP2, LOG2 and SIN rewritten into basic ops, so every backend computes
+them bit for bit alike.
+
+`decompose_transcendentals` (rule set `transcendental_rules`) replaces each EXP2/LOG2/SIN of float16,
+bfloat16, float32 or float64 (scalar or vector) by ADD, MUL, NEG, MAX, CMPLT, CMPNE, WHERE, AND, OR,
+SHL, SHR (ints), CAST, BITCAST, RECIP and constants. No MULACC (a fused multiply-add rounds once, a*b+c
+twice: backends must not differ) and no IDIV/MOD. Every one of those ops is correctly rounded under the
+reference semantics, so the result is fixed by the graph alone. The graphs rely on exact IEEE evaluation
+of every op as written (error-free transformations such as TwoSum): a pass that reassociates float ops
+or contracts a*b+c breaks them.
+
+float16 and bfloat16 are computed in float32 and rounded once at the end. float32 and float64 run in
+their own precision (range reduction + Horner polynomials; coefficients fitted offline by a weighted
+minimax fit, each one rounded to the target precision before the next was refitted).
+
+Special values follow the reference semantics: exp2(-inf) = +0, exp2(+inf) = +inf; log2(+-0) = -inf,
+log2(x < 0) = NaN, log2(+inf) = +inf; sin(+-inf) = NaN, sin(+-0) = +-0; a NaN input is returned as is.
+No input (NaN and inf included) makes the graphs execute undefined behaviour: every float->int cast is
+of a value clamped into range first, every shift amount is a constant in range.
+
+Accuracy (max error in ULPs of the result dtype, measured against a correctly rounded reference by
+tests/refgrad/test_decompositions.py) is `ULP_BOUNDS`. SIN is accurate for |x| < `SIN_RANGE[dtype]`; finite
+inputs beyond it give +0 (a finite value in [-1, 1], not an approximation of sin).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from refgrad.dtype import DType, dtypes
+from refgrad.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+
+
+@dataclass(frozen=True)
+class _Fmt:
+  """Per float dtype facts and constants of the decompositions (float32 also serves float16/bfloat16)."""
+  int: DType                    # signed int of the same width (for BITCAST)
+  mbits: int                    # stored mantissa bits
+  bias: int                     # exponent bias
+  exp2_poly: tuple[float, ...]  # 2^r = 1 + r*ln2 + r^2*Q(r) on |r| <= 1/2; Q's coefficients, constant first
+  exp2_ln2: tuple[float, float] # ln2 = hi + lo, hi short enough that high(r)*hi is exact
+  log_poly: tuple[float, ...]   # ln(1+f) = f - f^2/2 + s*(f^2/2 + R), s = f/(2+f), R = z*L(z), z = s^2
+  sin_poly: tuple[float, ...]   # sin(r) = r + r^3*S(r^2) on |r| <= pi/4 (+ margin)
+  cos_poly: tuple[float, ...]   # cos(r) = 1 - r^2/2 + r^4*C(r^2)
+  himask: int                   # AND mask on the bits: high(v) keeps so few leading bits that high(v)*high(w) and
+                                #   high(v)*(a hi constant) are exact
+  log2e: tuple[float, float, float]  # 1/ln2 rounded, its high part (few bits), the rest
+  sin_kbits: int                # the quadrant index k of sin's reduction has |k| < 2^sin_kbits
+  pio2: tuple[float, ...]       # pi/2 in parts: all but the last have few enough bits that (k half)*part is exact
+
+  @property
+  def p(self) -> int: return self.mbits + 1
+
+
+_F32 = _Fmt(
+  int=dtypes.int32, mbits=23, bias=127,
+  exp2_poly=(0.24022647738456726, 0.05550362542271614, 0.009618510492146015, 0.0013390033273026347, 0.00015324365813285112),
+  exp2_ln2=(float.fromhex("0x1.62e0000000000p-1"), float.fromhex("0x1.0bfbe80000000p-15")),
+  log_poly=(0.6666677594184875, 0.39977583289146423, 0.2987080514431),
+  sin_poly=(-0.1666666716337204, 0.00833337102085352, -0.00019848863303195685, 2.7843907446367666e-06),
+  cos_poly=(0.04166663438081741, -0.0013886780943721533, 2.4374356144107878e-05),
+  himask=-(1 << 12), log2e=(float.fromhex("0x1.7154760000000p+0"), float.fromhex("0x1.7160000000000p+0"), float.fromhex("-0x1.7135a80000000p-13")),
+  sin_kbits=20,
+  pio2=tuple(float.fromhex(h) for h in ("0x1.9220000000000p+0", "-0x1.2af0000000000p-18", "0x1.0b48000000000p-34", "-0x1.ee58000000000p-50",
+                                        "-0x1.d9d0000000000p-66", "0x1.8a2e040000000p-81")))
+
+_F64 = _Fmt(
+  int=dtypes.int64, mbits=52, bias=1023,
+  exp2_poly=(0.24022650695910122, 0.05550410866482073, 0.00961812910759704, 0.0013333558146687663, 0.0001540353045399444,
+             1.5252733545047505e-05, 1.3215436644016924e-06, 1.017818552600207e-07, 7.073573550985742e-09, 4.4361587982522275e-10),
+  exp2_ln2=(float.fromhex("0x1.62e42ff000000p-1"), float.fromhex("-0x1.718432a1b0e26p-35")),
+  log_poly=(0.6666666666666734, 0.3999999999941702, 0.2857142874190443, 0.2222219861981468, 0.18183562032072667, 0.1531410632352409,
+            0.14795418144582448),
+  sin_poly=(-0.1666666666666663, 0.008333333333321863, -0.0001984126982939805, 2.7557313559190774e-06, -2.5050738605666343e-08,
+            1.58957283912554e-10),
+  cos_poly=(0.041666666666666595, -0.0013888888888873342, 2.4801587289001412e-05, -2.7557314216607435e-07, 2.0875705306008493e-09,
+            -1.1358743116507249e-11),
+  himask=-(1 << 32), log2e=(float.fromhex("0x1.71547652b82fep+0"), float.fromhex("0x1.7154765200000p+0"), float.fromhex("0x1.705fc2eefa200p-33")),
+  sin_kbits=30,
+  pio2=tuple(float.fromhex(h) for h in ("0x1.921fb54440000p+0", "0x1.68c234c4c8000p-39", "-0x1.9d747f23e0000p-79", "-0x1.976b7ed8f8000p-118",
+                                        "-0x1.dd660ce2ff7d1p-157")))
+
+_FMT = {dtypes.float32: _F32, dtypes.float64: _F64}
+
+# |x| below which SIN is accurate (|k| = |rint(x*2/pi)| stays below 2^sin_kbits); float16: every finite input
+SIN_RANGE: dict[DType, float] = {dtypes.float16: math.inf, dtypes.bfloat16: 1.5 * 2.0 ** 20, dtypes.float32: 1.5 * 2.0 ** 20,
+                                 dtypes.float64: 1.5 * 2.0 ** 30}
+
+# max error in ULPs of the result dtype (EXP2, LOG2: every input; SIN: |x| < SIN_RANGE), as asserted by the tests
+ULP_BOUNDS: dict[tuple[Ops, DType], float] = {
+  (Ops.EXP2, dtypes.float16): 0.51, (Ops.EXP2, dtypes.bfloat16): 0.51, (Ops.EXP2, dtypes.float32): 1.0, (Ops.EXP2, dtypes.float64): 1.0,
+  (Ops.LOG2, dtypes.float16): 0.51, (Ops.LOG2, dtypes.bfloat16): 0.51, (Ops.LOG2, dtypes.float32): 1.0, (Ops.LOG2, dtypes.float64): 1.0,
+  (Ops.SIN, dtypes.float16): 0.51, (Ops.SIN, dtypes.bfloat16): 0.51, (Ops.SIN, dtypes.float32): 1.0, (Ops.SIN, dtypes.float64): 1.0,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# building blocks (x: a float UOp of float32/float64, scalar or vector)
+
+def _fmt(x: UOp) -> _Fmt: return _FMT[x.dtype.scalar()]
+def _ints(x: UOp) -> DType: return _fmt(x).int.vec(x.dtype.count)
+def _c(x: UOp, v: float | int) -> UOp: return x.const_like(v)
+
+def _horner(x: UOp, coeffs: tuple[float, ...]) -> UOp:
+  """sum c_i x^i, one MUL and one ADD per step (never fused)."""
+  acc = _c(x, coeffs[-1])
+  for c in reversed(coeffs[:-1]): acc = acc * x + c
+  return acc
+
+def _two_sum(a: UOp, b: UOp) -> tuple[UOp, UOp]:
+  """s = fl(a+b) and the exact error a+b-s (Knuth's TwoSum: no ordering condition on a, b)."""
+  s = a + b
+  bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+
+def _rint_int(y: UOp) -> UOp:
+  """y rounded to the nearest integer (ties either way) as an int of y's width; |y| must fit (clamped by the caller)."""
+  t = y.cast(_ints(y))
+  d = y - t.cast(y.dtype)  # exact: the fractional part, in (-1, 1)
+  return (d > 0.5).where(t + 1, (d < -0.5).where(t + -1, t))
+
+def _high(v: UOp) -> UOp:
+  """v with its low mantissa bits cleared (see _Fmt.himask); v - _high(v) is exact."""
+  return (v.bitcast(_ints(v)) & _fmt(v).himask).bitcast(v.dtype)
+
+def _pow2(n: UOp, x: UOp) -> UOp:
+  """2^n as x's float dtype from exponent bits; n must be in the normal exponent range."""
+  f = _fmt(x)
+  return ((n + f.bias) << f.mbits).bitcast(x.dtype)
+
+
+def _exp2(x: UOp) -> UOp:
+  f = _fmt(x)
+  lo, hi = -(f.bias + f.p + 1), f.bias + 2   # below lo the result rounds to 0, above hi to inf
+  isnan = x.ne(x)
+  xc = (x < lo).where(_c(x, lo), (x > hi).where(_c(x, hi), x))
+  xc = isnan.where(_c(x, 0), xc)   # now a float->int cast is defined on every lane
+  n = xc.cast(_ints(x))            # truncates; then |xc - n| < 1 exactly
+  r = xc - n.cast(x.dtype)
+  up, down = r > 0.5, r < -0.5
+  n = up.where(n + 1, down.where(n + -1, n))
+  r = up.where(r + -1.0, down.where(r + 1.0, r))   # exact (Sterbenz); |r| <= 1/2
+  # 2^r = 1 + t_hi + t_lo with t_hi = r_hi*ln2_hi exact (r_hi: r's high bits), so the only sizeable rounding is the last ADD
+  r_hi = _high(r)
+  t_hi = r_hi * f.exp2_ln2[0]
+  t_lo = ((r - r_hi) * f.exp2_ln2[0] + r * f.exp2_ln2[1]) + (r * r) * _horner(r, f.exp2_poly)
+  one_t = 1.0 + t_hi
+  p = one_t + (((1.0 - one_t) + t_hi) + t_lo)   # (1 - one_t) + t_hi: exact error of one_t (|t_hi| < 1)
+  # scale by 2^n in two exact-range steps: 2^(n>>1) keeps p*2^(n>>1) normal, so only the last MUL rounds
+  # (once, also into the subnormal range or to inf)
+  n1 = n >> 1
+  y = (p * _pow2(n1, x)) * _pow2(n - n1, x)
+  return isnan.where(x, y)
+
+
+def _log2(x: UOp) -> UOp:
+  f = _fmt(x)
+  ints = _ints(x)
+  tiny = x < 2.0 ** (1 - f.bias)                   # subnormal (or <= 0): scale into the normal range first
+  xs = tiny.where(x * 2.0 ** f.p, x)
+  bits = xs.bitcast(ints)
+  e = (bits >> f.mbits) + -f.bias
+  e = tiny.where(e + -f.p, e)
+  m = ((bits & ((1 << f.mbits) - 1)) | (f.bias << f.mbits)).bitcast(x.dtype)   # mantissa in [1, 2)
+  big = m > 2.0 ** 0.5
+  m, e = big.where(m * 0.5, m), big.where(e + 1, e)   # m in [sqrt(1/2), sqrt(2))
+  g = m + -1.0                                         # exact
+  s = g * (g + 2.0).alu(Ops.RECIP)
+  z = s * s
+  g_hi = _high(g)
+  h_hi = 0.5 * (g_hi * g_hi)                           # exact; h = g^2/2 = h_hi + h_lo to far beyond working precision
+  h_lo = 0.5 * ((g - g_hi) * (g + g_hi))
+  h = h_hi + h_lo
+  # ln(1+g) = a + b with a = g - h dominant; a is split into a_hi (few bits, so a_hi*LOG2E_HI is exact) and the rest
+  a = g - h
+  a_hi = _high(a)
+  a_lo = (((g - a_hi) - h_hi) - h_lo) + s * (h + z * _horner(z, f.log_poly))
+  log2e, log2e_hi, log2e_lo = f.log2e
+  t1 = a_hi * log2e_hi                                 # exact
+  tail = a_lo * log2e + a_hi * log2e_lo
+  ef = e.cast(x.dtype)
+  w = ef + t1
+  y = w + (((ef - w) + t1) + tail)                     # (ef - w) + t1 is w's exact error (|ef| >= 1 > |t1| or ef = 0)
+  nan, inf = _c(x, float("nan")), _c(x, float("inf"))
+  y = (x < 0).where(nan, x.ne(0).where(x.ne(inf).where(y, inf), -inf))
+  return x.ne(x).where(x, y)
+
+
+def _sin(x: UOp) -> UOp:
+  f = _fmt(x)
+  ok = x.maximum(-x) < SIN_RANGE[x.dtype.scalar()]   # false for NaN and +-inf too (float16 runs as float32: its range)
+  xe = ok.where(x, _c(x, 0))
+  k = _rint_int(xe * (2 / 3.141592653589793))        # |k| < 2^sin_kbits
+  half = f.sin_kbits // 2
+  kh = (k < 0).where(-(-k & -(1 << half)), k & -(1 << half))   # k = kh + kl, both of k's sign: few bits each
+  kh, kl = kh.cast(x.dtype), (k - kh).cast(x.dtype)
+  # Cody-Waite: r = x - k*pi/2 with products of k's halves and short parts of pi/2 (all exact); the subtractions
+  # are tracked with TwoSum so (r_hi, r_lo) holds r to far more than working precision even after cancellation
+  # x - kh*P1 is exact (Sterbenz), and so is the next step: x - k*P1 is a multiple of min(ulp(x), ulp(P1)) small
+  # enough to be representable
+  a = (xe + kh * -f.pio2[0]) + kl * -f.pio2[0]
+  lo = _c(x, 0)
+  for t in [t for p in f.pio2[1:-1] for t in (kh * -p, kl * -p)] + [k.cast(x.dtype) * -f.pio2[-1]]:
+    a, err = _two_sum(a, t)
+    lo = lo + err
+  r_hi = a + lo
+  r_lo = lo - (r_hi - a)
+  z = r_hi * r_hi
+  rr = _high(r_hi)
+  hz_hi = 0.5 * (rr * rr)                            # exact; r_hi^2/2 = hz_hi + hz_lo
+  hz_lo = 0.5 * ((r_hi - rr) * (r_hi + rr))
+  # sin(r_hi + r_lo) ~ sin(r_hi) + r_lo*(1 - r^2/2);  cos(r_hi + r_lo) ~ cos(r_hi) - r_hi*r_lo
+  sin_v = r_hi + ((r_hi * z) * _horner(z, f.sin_poly) + (r_lo - r_lo * hz_hi))
+  w = 1.0 - hz_hi
+  cos_v = w + (((1.0 - w) - hz_hi) + (((z * z) * _horner(z, f.cos_poly) - hz_lo) - r_hi * r_lo))
+  q = k & 3
+  v = (q & 1).ne(0).where(cos_v, sin_v)
+  v = (q & 2).ne(0).where(-v, v)
+  y = ok.where(v, (x - x).ne(0).where(_c(x, float("nan")), _c(x, 0)))   # x - x: NaN exactly for +-inf and NaN
+  return x.ne(0).where(y, x)                                            # keeps the sign of +-0
+
+
+_IMPL = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin}
+
+def _decompose(u: UOp) -> UOp:
+  x = u.src[0]
+  if u.dtype.scalar() in (dtypes.float16, dtypes.bfloat16):  # in float32, one rounding back at the end
+    return _IMPL[u.op](x.cast(dtypes.float32.vec(u.dtype.count))).cast(u.dtype)
+  return _IMPL[u.op](x)
+
+transcendental_rules = PatternMatcher([(UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), dtype=dtypes.floats, name="u", src=(UPat.var("x"),)),
+                                        lambda u, x: _decompose(u))])
+
+def decompose_transcendentals(sink: UOp) -> UOp:
+  """Rewrite every EXP2, LOG2 and SIN under `sink` into basic ops (see the module docstring)."""
+  return graph_rewrite(sink, transcendental_rules)
