@@ -30,6 +30,10 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
 
 
+class CompileError(RuntimeError):
+  """A compiler rejected a program; the message holds its output and the numbered source."""
+
+
 class Compiler:
   """Turns rendered source into a program binary, with a content-addressed on-disk cache: the key
   is a hash of (cachekey, source), so a changed compiler or flag set never serves a stale

@@ -10,7 +10,6 @@ from refgrad.device import Buffer, Device
 from refgrad.dtype import PtrDType
 from refgrad.uop.ops import Ops, UOp
 
-
 DEBUG = int(os.environ.get("DEBUG", "0"))  # 2: print each launch and its time; 4: also each kernel's source
 
 

@@ -1,7 +1,12 @@
 """Renderers turn a linear program (refgrad/uop/spec.py) into the source a device compiles."""
 from __future__ import annotations
 
+import os
+
 from refgrad.uop.ops import UOp
+
+# default for every renderer: decompose transcendentals (bit-exact everywhere) unless NATIVE_TRANSCENDENTALS=1
+NATIVE_TRANSCENDENTALS = os.environ.get("NATIVE_TRANSCENDENTALS", "0") == "1"
 
 
 class Renderer:
@@ -9,7 +14,7 @@ class Renderer:
   this renderer as they are (True) or must first be rewritten into basic ops by the decomposition pass
   (False: bit-exact on every backend)."""
   device: str = ""
-  native_transcendentals: bool = True
+  native_transcendentals: bool = NATIVE_TRANSCENDENTALS
 
   def render(self, name: str, uops: list[UOp]) -> str:
     """The source of one kernel called `name` that runs the linear program `uops`."""

@@ -78,6 +78,8 @@ static inline float rg_maxf(float a, float b) { if (a != a || b != b) return a +
 _C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if inline int long register
   restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary _Float16""".split())
 _GENERATED = re.compile(r"^(alu|ld|acc|ridx|cast|vec|gep|local|data|gidx|lidx|idx)[0-9]+$|^rg_")
+# library functions the generated code may call: a kernel with one of these names would be called instead
+_LIBRARY = frozenset("sqrt sqrtf fma fmaf exp2 exp2f log2 log2f sin sinf memcpy memmove memset".split())
 
 
 def _ident_ok(name: object) -> bool:
@@ -216,7 +218,7 @@ class _CProgram:
 
   # ---- the program ---------------------------------------------------------------------------
   def render(self) -> str:
-    if not _ident_ok(self.name) or _GENERATED.match(self.name):
+    if not _ident_ok(self.name) or _GENERATED.match(self.name) or self.name in _LIBRARY:
       raise ValueError(f"kernel name {self.name!r} is not a usable C identifier")
     for i, u in enumerate(self.uops):
       if u.op is Ops.BARRIER: raise NotImplementedError("barriers in the C backend arrive with the optimizer issue")
@@ -342,8 +344,8 @@ class CRenderer(Renderer):
   """Linear program -> one C function (see the module docstring)."""
   device = "CPU"
 
-  def __init__(self, native_transcendentals: bool = True):
-    self.native_transcendentals = native_transcendentals
+  def __init__(self, native_transcendentals: bool | None = None):
+    if native_transcendentals is not None: self.native_transcendentals = native_transcendentals
 
   def render(self, name: str, uops: list[UOp]) -> str:
     # EXP2/LOG2/SIN that reach the renderer are rendered natively whatever the flag says: the flag only

@@ -151,5 +151,4 @@ def _no_constant(c: str) -> Any: raise SerializeError(f"bare {c} is not allowed;
 class PythonRenderer(Renderer):
   """Renders a linear program as the JSON the PYTHON device (and the mock GPUs) execute."""
   device = "PYTHON"
-  native_transcendentals = True   # evaluated with the native semantics; the pipeline may still decompose
   def render(self, name: str, uops: list[UOp]) -> str: return serialize(name, uops)

@@ -21,12 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from refgrad.device import Allocator, Compiled, Compiler, cache_dir, write_atomic
+from refgrad.device import Allocator, Compiled, CompileError, Compiler, cache_dir, write_atomic
 from refgrad.renderer.cstyle import CRenderer
-
-
-class CompileError(RuntimeError):
-  """The C compiler rejected a program; the message holds its output and the numbered source."""
 
 
 class CPUAllocator(Allocator):

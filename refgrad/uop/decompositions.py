@@ -47,6 +47,7 @@ class _Fmt:
   log2e: tuple[float, float, float]  # 1/ln2 rounded, its high part (few bits), the rest
   sin_kbits: int                # the quadrant index k of sin's reduction has |k| < 2^sin_kbits
   pio2: tuple[float, ...]       # pi/2 in parts: all but the last have few enough bits that (k half)*part is exact
+  pio2_hl: tuple[float, float]  # pi/2 = hi + lo, hi rounded to the dtype
 
   @property
   def p(self) -> int: return self.mbits + 1
@@ -57,12 +58,13 @@ _F32 = _Fmt(
   exp2_poly=(0.24022647738456726, 0.05550362542271614, 0.009618510492146015, 0.0013390033273026347, 0.00015324365813285112),
   exp2_ln2=(float.fromhex("0x1.62e0000000000p-1"), float.fromhex("0x1.0bfbe80000000p-15")),
   log_poly=(0.6666677594184875, 0.39977583289146423, 0.2987080514431),
-  sin_poly=(-0.1666666716337204, 0.00833337102085352, -0.00019848863303195685, 2.7843907446367666e-06),
-  cos_poly=(0.04166663438081741, -0.0013886780943721533, 2.4374356144107878e-05),
+  sin_poly=(-0.1666666716337204, 0.008333379402756691, -0.00019853073172271252, 2.83273925560934e-06),
+  cos_poly=(0.04166664555668831, -0.0013887310633435845, 2.4432563805021346e-05),
   himask=-(1 << 12), log2e=(float.fromhex("0x1.7154760000000p+0"), float.fromhex("0x1.7160000000000p+0"), float.fromhex("-0x1.7135a80000000p-13")),
   sin_kbits=20,
   pio2=tuple(float.fromhex(h) for h in ("0x1.9220000000000p+0", "-0x1.2af0000000000p-18", "0x1.0b48000000000p-34", "-0x1.ee58000000000p-50",
-                                        "-0x1.d9d0000000000p-66", "0x1.8a2e040000000p-81")))
+                                        "-0x1.d9d0000000000p-66", "0x1.8a2e040000000p-81")),
+  pio2_hl=(float.fromhex("0x1.921fb60000000p+0"), float.fromhex("-0x1.777a5c0000000p-25")))
 
 _F64 = _Fmt(
   int=dtypes.int64, mbits=52, bias=1023,
@@ -78,7 +80,8 @@ _F64 = _Fmt(
   himask=-(1 << 32), log2e=(float.fromhex("0x1.71547652b82fep+0"), float.fromhex("0x1.7154765200000p+0"), float.fromhex("0x1.705fc2eefa200p-33")),
   sin_kbits=30,
   pio2=tuple(float.fromhex(h) for h in ("0x1.921fb54440000p+0", "0x1.68c234c4c8000p-39", "-0x1.9d747f23e0000p-79", "-0x1.976b7ed8f8000p-118",
-                                        "-0x1.dd660ce2ff7d1p-157")))
+                                        "-0x1.dd660ce2ff7d1p-157")),
+  pio2_hl=(float.fromhex("0x1.921fb54442d18p+0"), float.fromhex("0x1.1a62633145c07p-54")))
 
 _FMT = {dtypes.float32: _F32, dtypes.float64: _F64}
 
@@ -146,8 +149,8 @@ def _exp2(x: UOp) -> UOp:
   t_lo = ((r - r_hi) * f.exp2_ln2[0] + r * f.exp2_ln2[1]) + (r * r) * _horner(r, f.exp2_poly)
   one_t = 1.0 + t_hi
   p = one_t + (((1.0 - one_t) + t_hi) + t_lo)   # (1 - one_t) + t_hi: exact error of one_t (|t_hi| < 1)
-  # scale by 2^n in two exact-range steps: 2^(n>>1) keeps p*2^(n>>1) normal, so only the last MUL rounds
-  # (once, also into the subnormal range or to inf)
+  # scale by 2^n in two steps: 2^(n>>1) keeps p*2^(n>>1) normal (exact), so only the last MUL rounds: once into the
+  # subnormal range or to inf (p itself is rounded, which is why subnormal results have the largest errors)
   n1 = n >> 1
   y = (p * _pow2(n1, x)) * _pow2(n - n1, x)
   return isnan.where(x, y)
@@ -205,6 +208,13 @@ def _sin(x: UOp) -> UOp:
     lo = lo + err
   r_hi = a + lo
   r_lo = lo - (r_hi - a)
+  # x*2/pi was rounded, so k can be one off near a half-integer (float32: for |x| ~ 2^20 by up to 2^-5): move such r
+  # by one quadrant to keep |r| <= pi/4 (+ a hair); r_hi -+ pio2_hi is exact (Sterbenz)
+  pio2_hi, pio2_lo = f.pio2_hl
+  up, down = r_hi > pio2_hi / 2, r_hi < -pio2_hi / 2
+  r_hi = up.where(r_hi + -pio2_hi, down.where(r_hi + pio2_hi, r_hi))
+  r_lo = up.where(r_lo + -pio2_lo, down.where(r_lo + pio2_lo, r_lo))
+  k = up.where(k + 1, down.where(k + -1, k))
   z = r_hi * r_hi
   rr = _high(r_hi)
   hz_hi = 0.5 * (rr * rr)                            # exact; r_hi^2/2 = hz_hi + hz_lo

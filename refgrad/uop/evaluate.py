@@ -11,8 +11,14 @@ from refgrad.uop.ops import GroupOp, Ops, UOp
 def eval_graph(root: UOp, env: dict[UOp, np.ndarray]) -> np.ndarray:
   """Values of `root` for leaves given in env (arrays in storage form), constants and ALU ops."""
   vals: dict[UOp, np.ndarray] = dict(env)
-  for u in root.toposort:
-    if u in vals: continue
+  order: dict[UOp, None] = {}
+  stack: list[tuple[UOp, bool]] = [(root, False)]
+  while stack:  # postorder that stops at the leaves (their own sources, e.g. a LOAD's buffer, are not evaluated)
+    u, visited = stack.pop()
+    if u in order or u in vals: continue
+    if visited: order[u] = None
+    else: stack.extend([(u, True), *((s, False) for s in reversed(u.src))])
+  for u in order:
     if u.op is Ops.CONST: vals[u] = semantics.from_python([u.arg], u.dtype)
     elif u.op is Ops.VECTORIZE: vals[u] = np.stack([np.broadcast_to(vals[s], np.broadcast_shapes(*(vals[x].shape for x in u.src))) for s in u.src], -1)
     elif u.op is Ops.GEP: vals[u] = vals[u.src[0]][..., u.arg[0]]

@@ -76,8 +76,8 @@ Implementation-defined behaviour (`IMPLEMENTATION_DEFINED`)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -182,8 +182,16 @@ def round_f64_bits(x: np.ndarray, exp_bits: int, man_bits: int) -> np.ndarray:
   return (np.where(mag > 0x7FF0_0000_0000_0000, nan, out) | sign).reshape(shape)
 
 def f64_to_bf16(x: np.ndarray) -> np.ndarray:
-  """float64 -> bfloat16 bits (uint16), one rounding to nearest-even; NaN -> quiet NaN, sign kept."""
-  return round_f64_bits(x, 8, 7).astype(np.uint16)
+  """float64 -> bfloat16 bits (uint16), one rounding to nearest-even; NaN -> quiet NaN, sign kept.
+  First float64 -> float32 rounded to odd (RNE, then one step toward x when inexact and even: float32 keeps
+  >= 2 more bits than bfloat16 everywhere, subnormals included), then `f32_to_bf16`. Values past float32's
+  range overflow to inf, as they must: bfloat16's overflow threshold is below float32's largest value."""
+  x = np.asarray(x, np.float64)
+  with np.errstate(all="ignore"):
+    y = np.asarray(x.astype(np.float32))
+    fix = (y.astype(np.float64) != x) & np.isfinite(y) & ((y.view(np.uint32) & np.uint32(1)) == 0)
+    y = np.where(fix, np.nextafter(y, np.where(x > y, np.float32(np.inf), np.float32(-np.inf))), y)
+  return f32_to_bf16(y)
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
   """float32 -> bfloat16 bits (uint16), to nearest-even: add 0x7FFF plus the lowest kept bit, drop 16 bits.
@@ -255,27 +263,31 @@ def _int_to_f64_odd(v: int) -> float:
 # ---------------------------------------------------------------------------------------------
 # conversions between storage forms
 
+def _rounder(d: DType) -> Callable[[np.ndarray], np.ndarray]:
+  """float64 -> storage of float dtype d, one RNE rounding. numpy's float64->float32/float16 casts are
+  correctly rounded (the tests check them against exact rationals); bfloat16 uses `f64_to_bf16`."""
+  if d == dtypes.bfloat16: return f64_to_bf16
+  npd = d.np
+  return lambda x: x.astype(npd)
+
+def _widener(d: DType) -> Callable[[np.ndarray], np.ndarray]:
+  """Storage of d -> float64 (exact for floats and bool)."""
+  if d == dtypes.bfloat16: return lambda x: bf16_to_f32(x).astype(np.float64)
+  return lambda x: x.astype(np.float64)
+
 def round_float(x: np.ndarray, dtype: DType) -> np.ndarray:
   """float64 values -> storage form of float dtype `dtype`, rounded once to nearest-even (bfloat16 as its
   uint16 bits). Other float inputs are widened to float64 first (exactly)."""
   d = dtype.scalar()
   if not dtypes.is_float(d): raise ValueError(f"round_float: {dtype!r} is not a float dtype")
-  x = np.asarray(x)
-  if x.dtype != np.float64:
-    with np.errstate(all="ignore"): x = x.astype(np.float64)
-  if d == dtypes.float64: return x.copy()
-  if d == dtypes.float32:
-    with np.errstate(all="ignore"): return x.astype(np.float32)   # the hardware conversion is one RNE rounding
-  bits = round_f64_bits(x, *dtypes.finfo(d)).astype(np.uint16)
-  return bits if d == dtypes.bfloat16 else bits.view(np.float16)
+  with np.errstate(all="ignore"):   # overflow to inf and signalling NaNs must not warn
+    return _rounder(d)(np.asarray(x).astype(np.float64))
 
 def to_float64(x: np.ndarray, dtype: DType) -> np.ndarray:
   """Storage form of any numeric dtype -> float64: exact for floats and bool, to nearest-even for ints
   beyond 2**53."""
-  d = dtype.scalar()
-  x = np.asarray(x)
   with np.errstate(all="ignore"):   # a signalling NaN raises the invalid flag while it is widened
-    return (bf16_to_f32(x) if d == dtypes.bfloat16 else x).astype(np.float64)
+    return _widener(dtype.scalar())(np.asarray(x))
 
 def same_bits(a: np.ndarray, b: np.ndarray, dtype: DType) -> np.ndarray:
   """Elementwise: equal bit patterns, except that any two NaNs of a float dtype are equal (+0 != -0)."""
@@ -324,51 +336,60 @@ def to_python(x: np.ndarray, dtype: DType) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# evaluate and ub_check
+# evaluate and ub_check: each signature (op, result dtype, operand dtypes) is checked and planned once
+
+Run = Callable[[list[np.ndarray]], np.ndarray]
+UbRun = Callable[[list[np.ndarray]], "tuple[str, np.ndarray] | None"]
+
+class _Plan(NamedTuple):
+  storage: tuple[np.dtype, ...]   # numpy dtype of each operand
+  counts: tuple[int, ...]         # lanes of each operand's dtype
+  out: np.dtype
+  run: Run
+  ub: UbRun | None                # None: this signature has no undefined inputs
+
+_PLANS: dict[tuple, _Plan] = {}
 
 def evaluate(op: Ops, dtype: DType, srcs: Sequence[np.ndarray], src_dtypes: Sequence[DType]) -> np.ndarray:
   """The result of ALU op `op` (or CAST/BITCAST) with result dtype `dtype` on operands in storage form.
 
-  Operands broadcast with numpy's rules and the result is a new array in the storage form of `dtype`.
-  Never raises or warns on undefined inputs (see `ub_check`); raises TypeError/ValueError, naming the
-  op and operand, for operands that are not in storage form or dtypes the op does not take."""
-  arrs = _check(op, dtype, srcs, src_dtypes)
+  Operands broadcast with numpy's rules and the result is a new array in the storage form of `dtype`
+  (0-d when every operand is 0-d). Never raises or warns on undefined inputs (see `ub_check`); raises
+  TypeError/ValueError, naming the op and operand, for operands that are not in storage form or dtypes
+  the op does not take."""
+  p = _plan(op, dtype, src_dtypes)
+  arrs = _operands(op, p, srcs, src_dtypes)
   scalar = all(a.ndim == 0 for a in arrs)
   if scalar: arrs = [a.reshape(1) for a in arrs]
   with np.errstate(all="ignore"):
-    out = np.asarray(_evaluate(op, dtype.scalar(), arrs, [s.scalar() for s in src_dtypes]))
-  out = out.astype(dtype.np, copy=False)   # comparisons of broadcast scalars may come back as numpy bools
+    out = np.asarray(p.run(arrs))
+  if out.dtype != p.out: out = out.astype(p.out)
   return out.reshape(()) if scalar else out
 
 def ub_check(op: Ops, dtype: DType, srcs: Sequence[np.ndarray], src_dtypes: Sequence[DType]) -> tuple[str, np.ndarray] | None:
   """None when no lane of this op has undefined behaviour, else (reason, mask). The mask is boolean with
   the broadcast shape of the operands (vector dtypes keep their trailing axis) and marks the offending
-  elements. With several kinds of UB present, the first found is reported. Reasons:
+  elements; with several kinds present, the first of the order below is reported. Each reason starts with
+  a key of `UNDEFINED`:
     "integer division by zero", "signed division overflow (MIN // -1)", "signed division overflow (MIN % -1)",
     "shift amount out of range [0, BITS)", "float->int cast of NaN/inf", "float->int cast out of range of T",
     "bitcast to bool of a byte other than 0 or 1"."""
-  arrs = _check(op, dtype, srcs, src_dtypes)
-  d, sd = dtype.scalar(), src_dtypes[0].scalar()
-  checks: list[tuple[str, np.ndarray]] = []
+  p = _plan(op, dtype, src_dtypes)
+  if p.ub is None: return None
+  arrs = _operands(op, p, srcs, src_dtypes)
   with np.errstate(all="ignore"):
-    if op in (Ops.IDIV, Ops.MOD):
-      a, b = np.broadcast_arrays(*arrs)
-      checks.append(("integer division by zero", b == 0))
-      if not dtypes.is_unsigned(d):
-        checks.append((f"signed division overflow (MIN {'//' if op is Ops.IDIV else '%'} -1)", (a == dtypes.min(d)) & (b == -1)))
-    elif op in (Ops.SHL, Ops.SHR):
-      _, b = np.broadcast_arrays(*arrs)
-      checks.append((f"shift amount out of range [0, {d.bits})", (b < 0) | (b >= d.bits)))
-    elif op is Ops.CAST and dtypes.is_float(sd) and dtypes.is_int(d):
-      x = to_float64(arrs[0], sd)
-      checks.append(("float->int cast of NaN/inf", ~np.isfinite(x)))
-      checks.append((f"float->int cast out of range of {type_name(d)}", np.isfinite(x) & ~_fits_int(np.trunc(x), d)))
-    elif op is Ops.BITCAST and d == dtypes.bool and sd != dtypes.bool:
-      checks.append(("bitcast to bool of a byte other than 0 or 1", arrs[0].view(np.uint8) > 1))
-  for reason, mask in checks:
-    if mask.any(): return reason, np.array(mask, np.bool_)
-  return None
+    return p.ub(arrs)
 
+
+def _plan(op: Ops, dtype: DType, sdts: Sequence[DType]) -> _Plan:
+  key = (op, dtype, *sdts)
+  if (p := _PLANS.get(key)) is None:
+    _check_dtypes(op, dtype, sdts)
+    d, ss = dtype.scalar(), [x.scalar() for x in sdts]
+    p = _Plan(tuple(x.np for x in ss), tuple(x.count for x in sdts), d.np, _runner(op, d, ss), _ub_runner(op, d, ss[0]))
+    if len(_PLANS) > 4096: _PLANS.clear()   # bounded, should callers build fresh vector dtypes forever
+    _PLANS[key] = p
+  return p
 
 def _storage(x: Any, d: DType, where: str) -> np.ndarray:
   x = np.asarray(x)
@@ -376,25 +397,30 @@ def _storage(x: Any, d: DType, where: str) -> np.ndarray:
     raise TypeError(f"{where}: {d!r} is stored as numpy {d.np}" + (" (its raw bits)" if d == dtypes.bfloat16 else "") + f", got an array of {x.dtype}")
   return x
 
-def _check(op: Ops, dtype: DType, srcs: Sequence[np.ndarray], sdts: Sequence[DType]) -> list[np.ndarray]:
-  """Operands as arrays, after checking the op takes these dtypes (the rules of refgrad/uop/spec.py)."""
+def _operands(op: Ops, p: _Plan, srcs: Sequence[np.ndarray], sdts: Sequence[DType]) -> list[np.ndarray]:
+  if len(srcs) != len(p.storage): raise ValueError(f"{op.name} takes {len(p.storage)} operands, got {len(srcs)} arrays")
+  arrs = []
+  for i, (x, want, n) in enumerate(zip(srcs, p.storage, p.counts)):
+    a = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if a.dtype != want: _storage(a, sdts[i].scalar(), f"{op.name} operand {i}")
+    if n > 1 and (a.ndim == 0 or a.shape[-1] not in (1, n)):
+      raise ValueError(f"{op.name} operand {i}: {sdts[i]!r} needs a trailing axis of {n} lanes, got shape {a.shape}")
+    arrs.append(a)
+  return arrs
+
+def _check_dtypes(op: Ops, dtype: DType, sdts: Sequence[DType]) -> None:
+  """Raise unless op takes these dtypes (the rules of refgrad/uop/spec.py)."""
   if op not in _ARITY: raise ValueError(f"semantics: {op!r} is not an ALU op, CAST or BITCAST")
   n = _ARITY[op]
-  if len(srcs) != n or len(sdts) != n: raise ValueError(f"{op.name} takes {n} operands, got {len(srcs)} arrays and {len(sdts)} dtypes")
+  if len(sdts) != n: raise ValueError(f"{op.name} takes {n} operands, got {len(sdts)} dtypes")
   for i, sd in enumerate((dtype, *sdts)):
-    if isinstance(sd, PtrDType) or sd.scalar() == dtypes.void:
+    if not isinstance(sd, DType) or isinstance(sd, PtrDType) or sd.scalar() == dtypes.void:
       raise ValueError(f"{op.name}: {'result' if i == 0 else f'operand {i - 1}'} dtype {sd!r} holds no values")
-  arrs = []
-  for i, (x, sd) in enumerate(zip(srcs, sdts)):
-    a = _storage(x, sd.scalar(), f"{op.name} operand {i}")
-    if sd.count > 1 and (a.ndim == 0 or a.shape[-1] not in (1, sd.count)):
-      raise ValueError(f"{op.name} operand {i}: {sd!r} needs a trailing axis of {sd.count} lanes, got shape {a.shape}")
-    arrs.append(a)
   def need(cond: bool, msg: str) -> None:
     if not cond: raise ValueError(f"{op.name} to {dtype!r} from ({', '.join(map(repr, sdts))}): {msg}")
-  s, d = sdts[0].scalar(), dtype.scalar()
+  s = sdts[0].scalar()
   if op is Ops.CAST: need(dtype.count == sdts[0].count, "lane counts must match")
-  elif op is Ops.BITCAST: need(dtype.count == sdts[0].count and d.itemsize == s.itemsize, "needs equal itemsize and lane count")
+  elif op is Ops.BITCAST: need(dtype.count == sdts[0].count and dtype.scalar().itemsize == s.itemsize, "needs equal itemsize and lane count")
   elif op is Ops.WHERE:
     need(sdts[0] == dtypes.bool.vec(dtype.count) and sdts[1] == sdts[2] == dtype, "needs (bool condition, a, b) with a and b of the result dtype")
   else:
@@ -403,7 +429,6 @@ def _check(op: Ops, dtype: DType, srcs: Sequence[np.ndarray], sdts: Sequence[DTy
     if op in GroupOp.IntOnly: need(dtypes.is_int(s), "needs int operands")
     elif op in GroupOp.FloatOnly or op is Ops.MULACC: need(dtypes.is_float(s), "needs float operands")
     elif s == dtypes.bool: need(op in _BOOL_OK, "is not defined on bool (bool takes XOR/OR/AND/CMPLT/CMPNE/MAX/WHERE)")
-  return arrs
 
 def _isnan(x: np.ndarray, d: DType) -> np.ndarray:
   if d == dtypes.bfloat16: return (x & np.uint16(0x7FFF)) > np.uint16(0x7F80)
@@ -413,90 +438,81 @@ def _fits_int(t: np.ndarray, d: DType) -> np.ndarray:
   """Which integral float64 values lie in the range of int dtype d (both bounds are powers of two, exact)."""
   return (t >= float(dtypes.min(d))) & (t < float(dtypes.max(d)) + 1.0)
 
-def _evaluate(op: Ops, d: DType, xs: list[np.ndarray], sds: list[DType]) -> np.ndarray:
-  if op is Ops.CAST: return _cast(xs[0], sds[0], d)
+
+# ---- the runners: one function per signature, with every dtype decision taken up front -----------
+
+def _runner(op: Ops, d: DType, ss: list[DType]) -> Run:
+  s = ss[0]
+  if op is Ops.CAST:
+    cast = _caster(s, d)
+    return lambda xs: cast(xs[0])
   if op is Ops.BITCAST:
-    if d == dtypes.bool: return xs[0].view(np.uint8) != 0
-    return xs[0].view(np.uint8 if sds[0] == dtypes.bool else sds[0].np).view(d.np).copy()
+    if d == dtypes.bool: return lambda xs: xs[0].view(np.uint8) != 0
+    src, dst = (np.uint8 if s == dtypes.bool else s.np), d.np
+    return lambda xs: xs[0].view(src).view(dst).copy()
   if op is Ops.WHERE:
-    if dtypes.is_float(d):   # select raw bits so NaN payloads are copied untouched
-      u = _UINT[d.itemsize]
-      return np.where(xs[0], xs[1].view(u), xs[2].view(u)).view(d.np)
-    return np.where(*xs)
-  s = sds[0]
-  if dtypes.is_float(s): return _float_alu(op, s, xs)
-  if s == dtypes.bool: return _bool_alu(op, xs)
-  return _int_alu(op, s, xs)
+    if not dtypes.is_float(d): return lambda xs: np.where(*xs)
+    u, npd = _UINT[d.itemsize], d.np   # select raw bits so NaN payloads are copied untouched
+    return lambda xs: np.where(xs[0], xs[1].view(u), xs[2].view(u)).view(npd)
+  if dtypes.is_float(s): return _float_runner(op, s)
+  if s == dtypes.bool:
+    fb = {Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.MAX: np.bitwise_or, Ops.AND: np.bitwise_and, Ops.CMPNE: np.not_equal,
+          Ops.CMPLT: lambda a, b: ~a & b}[op]
+    return lambda xs: fb(*xs)
+  return _int_runner(op, s)
 
-def _bool_alu(op: Ops, xs: list[np.ndarray]) -> np.ndarray:
-  a, b = xs
-  if op is Ops.XOR: return a ^ b
-  if op is Ops.OR or op is Ops.MAX: return a | b
-  if op is Ops.AND: return a & b
-  if op is Ops.CMPLT: return ~a & b
-  return a ^ b   # CMPNE
-
-def _int_alu(op: Ops, d: DType, xs: list[np.ndarray]) -> np.ndarray:
-  a = xs[0]
-  if op is Ops.NEG: return np.negative(a)
-  b = xs[1]
-  if op is Ops.ADD: return a + b
-  if op is Ops.MUL: return a * b
-  if op is Ops.MAX: return np.maximum(a, b)
-  if op is Ops.CMPLT: return a < b
-  if op is Ops.CMPNE: return a != b
-  if op is Ops.XOR: return a ^ b
-  if op is Ops.OR: return a | b
-  if op is Ops.AND: return a & b
+def _int_runner(op: Ops, d: DType) -> Run:
+  simple = {Ops.NEG: np.negative, Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal,
+            Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and}   # numpy integer arithmetic wraps
+  if op in simple:
+    f = simple[op]
+    return lambda xs: f(*xs)
+  npd, u, bits = d.np, _UINT[d.itemsize], d.bits
+  mn = None if dtypes.is_unsigned(d) else dtypes.min(d)
   if op in (Ops.IDIV, Ops.MOD):
-    bad = b == 0
-    if not dtypes.is_unsigned(d): bad = bad | ((a == dtypes.min(d)) & (b == -1))
-    bs = np.where(bad, np.ones((), d.np), b)     # undefined lanes divide by 1 instead
-    r = np.fmod(a, bs)                            # C's %: the sign of the dividend
-    return r if op is Ops.MOD else (a - r) // bs  # a - r is a multiple of bs, so floor == trunc
+    one, is_mod = np.ones((), npd), op is Ops.MOD
+    def divmod_(xs: list[np.ndarray]) -> np.ndarray:
+      a, b = xs
+      bad = b == 0
+      if mn is not None: bad = bad | ((a == mn) & (b == -1))
+      bs = np.where(bad, one, b)                # undefined lanes divide by 1 instead
+      r = np.fmod(a, bs)                        # C's %: the sign of the dividend
+      return r if is_mod else (a - r) // bs     # a - r is a multiple of bs, so floor == trunc
+    return divmod_
   # SHL/SHR on the unsigned twin of the dtype: every shift is then defined and wraps
-  u = _UINT[d.itemsize]
-  amt = b.astype(u)   # negative amounts become huge, so one test catches both ends
-  amt = np.where(amt >= d.bits, np.zeros((), u), amt)
-  au = a.astype(u)
-  if op is Ops.SHL: return (au << amt).astype(d.np)
-  r = au >> amt
-  if not dtypes.is_unsigned(d): r = np.where(a < 0, r | ~(u(np.iinfo(u).max) >> amt), r)   # arithmetic: shift in sign bits
-  return r.astype(d.np)
+  zero, ones, left = np.zeros((), u), u(np.iinfo(u).max), op is Ops.SHL
+  def shift(xs: list[np.ndarray]) -> np.ndarray:
+    a, b = xs
+    amt = b.astype(u)   # negative amounts become huge, so one test catches both ends
+    amt = np.where(amt >= bits, zero, amt)
+    au = a.astype(u)
+    if left: return (au << amt).astype(npd)
+    r = au >> amt
+    if mn is not None: r = np.where(a < 0, r | ~(ones >> amt), r)   # arithmetic: shift in copies of the sign bit
+    return r.astype(npd)
+  return shift
 
-def _widen(x: np.ndarray, d: DType) -> np.ndarray:
-  """Float storage -> the type ops compute in: float32 for float16/bfloat16, else itself."""
-  if d == dtypes.bfloat16: return bf16_to_f32(x)
-  if d == dtypes.float16: return x.astype(np.float32)
-  return x
-
-def _narrow(y: np.ndarray, d: DType) -> np.ndarray:
-  """The compute type's result -> storage of d: one rounding to nearest-even for float16/bfloat16."""
-  if d == dtypes.bfloat16: return f32_to_bf16(y)
-  if d == dtypes.float16: return round_float(y.astype(np.float64), d)
-  return y
-
-def _float_alu(op: Ops, d: DType, xs: list[np.ndarray]) -> np.ndarray:
+def _float_runner(op: Ops, d: DType) -> Run:
+  npd = d.np
   if op is Ops.NEG:   # flips the sign bit only
     u = _UINT[d.itemsize]
-    return (xs[0].view(u) ^ u(_SIGN_BIT[d.itemsize])).view(d.np)
+    sign = u(_SIGN_BIT[d.itemsize])
+    return lambda xs: (xs[0].view(u) ^ sign).view(npd)
+  wide, rnd = _widener(d), _rounder(d)
   if op is Ops.MULACC:
-    if d == dtypes.float64: return fma_f64(*xs)
-    a, b, c = (to_float64(x, d) for x in xs)
-    return round_float(add_round_to_odd(a * b, c), d)   # a*b is exact in float64 for these formats
+    if d == dtypes.float64: return lambda xs: fma_f64(*xs)
+    # a*b is exact in float64 for these formats; round-to-odd then one RNE rounding equals one rounding
+    return lambda xs: rnd(add_round_to_odd(wide(xs[0]) * wide(xs[1]), wide(xs[2])))
   if op in GroupOp.Transcendental:
     fn = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin}[op]
-    return round_float(fn(to_float64(xs[0], d)), d)
-  w = [_widen(x, d) for x in xs]
-  if op is Ops.CMPLT: return w[0] < w[1]
-  if op is Ops.CMPNE: return w[0] != w[1]
-  if op is Ops.ADD: r = w[0] + w[1]
-  elif op is Ops.MUL: r = w[0] * w[1]
-  elif op is Ops.RECIP: r = np.divide(np.ones((), w[0].dtype), w[0])
-  elif op is Ops.SQRT: r = np.sqrt(w[0])
-  elif op is Ops.MAX: r = _fmax(w[0], w[1])
-  else: raise ValueError(f"{op.name} is not defined on {d!r}")
-  return _narrow(np.asarray(r), d)
+    return lambda xs: rnd(fn(wide(xs[0])))
+  core = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.RECIP: lambda x: np.divide(x.dtype.type(1), x), Ops.SQRT: np.sqrt,
+          Ops.MAX: _fmax, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal}[op]
+  if d in (dtypes.float32, dtypes.float64): return lambda xs: core(*xs)
+  # float16/bfloat16: computed in float32 (exact widening), the result rounded once back
+  w, n = (bf16_to_f32, f32_to_bf16) if d == dtypes.bfloat16 else ((lambda x: x.astype(np.float32)), (lambda y: y.astype(np.float16)))
+  if op in GroupOp.Comparison: return lambda xs: core(w(xs[0]), w(xs[1]))
+  return lambda xs: n(np.asarray(core(*[w(x) for x in xs])))
 
 def _fmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   r = np.maximum(a, b)   # NaN if either is NaN
@@ -504,27 +520,62 @@ def _fmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   # equal operands differ at most in the sign of a zero; AND of the bits makes max(+0, -0) = +0 either way
   return np.where(a == b, (a.view(u) & b.view(u)).view(a.dtype), r)
 
-def _cast(x: np.ndarray, s: DType, d: DType) -> np.ndarray:
-  if s == d: return x.copy()
-  if d == dtypes.bool: return (to_float64(x, s) if dtypes.is_float(s) else x) != 0
-  if s == dtypes.bool: return round_float(x.astype(np.float64), d) if dtypes.is_float(d) else x.astype(d.np)
-  if dtypes.is_int(s) and dtypes.is_int(d): return x.astype(d.np)   # numpy keeps the low bits, extends by the source's sign
-  if dtypes.is_float(s) and dtypes.is_float(d): return round_float(to_float64(x, s), d)
-  if dtypes.is_int(s): return _int_to_float(x, s, d)
-  return _float_to_int(x, s, d)
+def _caster(s: DType, d: DType) -> Callable[[np.ndarray], np.ndarray]:
+  npd = d.np
+  if s == d: return np.copy
+  if d == dtypes.bool:
+    if dtypes.is_float(s):
+      wide = _widener(s)
+      return lambda x: wide(x) != 0   # NaN != 0
+    return lambda x: x != 0
+  if dtypes.is_int(d) and not dtypes.is_float(s): return lambda x: x.astype(npd)   # low bits kept; extension by the source's sign
+  if dtypes.is_float(d):
+    rnd = _rounder(d)
+    if dtypes.is_float(s) or s == dtypes.bool or s.bits <= 32:   # exact in float64, then one rounding
+      wide = _widener(s)
+      return lambda x: rnd(wide(x))
+    # int64/uint64: split into two parts that float64 holds exactly, then add them with one rounding
+    # (to nearest for float64; to odd before a narrower rounding, so the value is never rounded twice)
+    low = s.np.type(0xFFFF_FFFF)
+    def wide_int(x: np.ndarray) -> np.ndarray:
+      lo = x & low
+      hi, lo = (x - lo).astype(np.float64), lo.astype(np.float64)
+      return hi + lo if d == dtypes.float64 else rnd(add_round_to_odd(hi, lo))
+    return wide_int
+  wide = _widener(s)
+  def float_to_int(x: np.ndarray) -> np.ndarray:
+    t = np.trunc(wide(x))
+    t = np.where(np.isfinite(t) & _fits_int(t, d), t, 0.0)   # undefined lanes give 0
+    if d != dtypes.uint64: return t.astype(npd)
+    big = t >= 2.0 ** 63   # beyond int64: convert t - 2**63 (exact) and add the top bit back
+    return np.where(big, (t - 2.0 ** 63).astype(np.uint64) + np.uint64(1 << 63), t.astype(np.uint64))
+  return float_to_int
 
-def _int_to_float(x: np.ndarray, s: DType, d: DType) -> np.ndarray:
-  if s.bits <= 32: return round_float(x.astype(np.float64), d)   # exact in float64, one rounding after
-  # split into two parts that float64 holds exactly, then add them with one rounding (to nearest for
-  # float64, to odd before a narrower rounding, so the value is never rounded twice)
-  lo = x & x.dtype.type(0xFFFF_FFFF)
-  hi, lo = (x - lo).astype(np.float64), lo.astype(np.float64)
-  if d == dtypes.float64: return hi + lo
-  return round_float(add_round_to_odd(hi, lo), d)
-
-def _float_to_int(x: np.ndarray, s: DType, d: DType) -> np.ndarray:
-  t = np.trunc(to_float64(x, s))
-  t = np.where(np.isfinite(t) & _fits_int(t, d), t, 0.0)   # undefined lanes give 0
-  if d != dtypes.uint64: return t.astype(d.np)
-  big = t >= 2.0 ** 63   # beyond int64: convert t - 2**63 (exact) and add the top bit back
-  return np.where(big, (t - 2.0 ** 63).astype(np.uint64) + np.uint64(1 << 63), t.astype(np.uint64))
+def _ub_runner(op: Ops, d: DType, s: DType) -> UbRun | None:
+  if op in (Ops.IDIV, Ops.MOD):
+    mn = None if dtypes.is_unsigned(d) else dtypes.min(d)
+    ovf = f"signed division overflow (MIN {'//' if op is Ops.IDIV else '%'} -1)"
+    def div_ub(xs: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
+      a, b = xs if xs[0].shape == xs[1].shape else np.broadcast_arrays(*xs)
+      if (m := b == 0).any(): return "integer division by zero", m
+      if mn is not None and (m := (a == mn) & (b == -1)).any(): return ovf, m
+      return None
+    return div_ub
+  if op in (Ops.SHL, Ops.SHR):
+    bits, why = d.bits, f"shift amount out of range [0, {d.bits})"
+    def shift_ub(xs: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
+      b = xs[1] if xs[0].shape == xs[1].shape else np.broadcast_arrays(*xs)[1]
+      return (why, m) if (m := (b < 0) | (b >= bits)).any() else None
+    return shift_ub
+  if op is Ops.CAST and dtypes.is_float(s) and dtypes.is_int(d):
+    wide, why = _widener(s), f"float->int cast out of range of {type_name(d)}"
+    def cast_ub(xs: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
+      x = wide(xs[0])
+      if (m := ~np.isfinite(x)).any(): return "float->int cast of NaN/inf", m
+      return (why, m) if (m := ~_fits_int(np.trunc(x), d)).any() else None
+    return cast_ub
+  if op is Ops.BITCAST and d == dtypes.bool and s != dtypes.bool:
+    def bool_ub(xs: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
+      return ("bitcast to bool of a byte other than 0 or 1", m) if (m := xs[0].view(np.uint8) > 1).any() else None
+    return bool_ub
+  return None

@@ -3,17 +3,18 @@ hand-built linear programs: every ALU op and cast for every dtype, bitcasts, vec
 variables, loops with accumulators, launch indices, local memory, and the compiler plumbing."""
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
 import pytest
 
-from refgrad.device import Buffer
+from refgrad.device import Buffer, CompileError
 from refgrad.dtype import DType, dtypes
 from refgrad.program import Runner
 from refgrad.renderer import Renderer
 from refgrad.renderer.cstyle import CRenderer
-from refgrad.runtime.ops_cpu import ClangCompiler, CompileError, CPUProgram, make_device
+from refgrad.runtime.ops_cpu import ClangCompiler, CPUProgram, make_device
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
@@ -411,6 +412,26 @@ def test_range_loops_with_accumulators():
     for k in range(K): wmax[:, jj] = ref(Ops.MAX, F, [wmax[:, jj], ref(Ops.MUL, F, [m[:, k], np.float32(jj)], [F, F])], [F, F])
   assert_same(out_max.numpy(), wmax.reshape(-1), F, "max in nested RANGEs")
 
+def test_vector_accumulator_over_a_symbolic_range():
+  """acc (float4) += a[r] for r < n, n a kernel variable; stored once after the loop."""
+  f4, F = dtypes.float32.vec(4), dtypes.float32
+  rng = np.random.default_rng(11)
+  a = semantics.round_float(rng.standard_normal((20, 4)) * 1000, F)
+  ga, gout = UOp.define_global(0, f4), UOp.define_global(1, f4)
+  nv = UOp.variable("n", 1, 20)
+  r = UOp(Ops.RANGE, dtypes.int32, (nv,), 0)
+  zero = UOp.const(f4, 0.5)
+  acc = UOp(Ops.DEFINE_ACC, f4, (zero, r), (0,))
+  ld = ga.load(r)
+  asg = UOp(Ops.ASSIGN, f4, (acc, acc + ld))
+  uops = [ga, gout, nv, *lin(zero), acc, r, ld, acc + ld, asg, UOp(Ops.ENDRANGE, dtypes.void, (r,)), UOp.const(i32, 0), gout.store(UOp.const(i32, 0), asg)]
+  for n in (1, 13, 20):
+    out = Buffer("CPU", 1, f4)
+    run("vacc", uops, cpu(a, f4), out, var_vals={"n": n})
+    want = np.full((1, 4), 0.5, np.float32)
+    for k in range(n): want = ref(Ops.ADD, f4, [want, a[k:k + 1]], [f4, f4])
+    assert_same(out.numpy(), want, F, f"float4 accumulator over {n} iterations")
+
 def test_if_block_and_specials():
   """gidx/lidx in 3 dims each: out[global id] = its coordinates packed, written only inside an IF."""
   gs, ls = (3, 2, 2), (4, 2, 1)
@@ -469,8 +490,8 @@ def test_define_local_without_barrier():
 
 def test_renderer_interface_and_small_sources():
   r = make_device("CPU").renderer
-  assert isinstance(r, Renderer) and r.device == "CPU" and r.native_transcendentals is True
-  assert CRenderer(native_transcendentals=False).native_transcendentals is False
+  assert isinstance(r, Renderer) and r.device == "CPU" and r.native_transcendentals is False  # decomposed unless NATIVE_TRANSCENDENTALS=1
+  assert CRenderer(native_transcendentals=True).native_transcendentals is True
   idx = UOp.special("idx0", 4)
   g0, g1 = UOp.define_global(0, i32), UOp.define_global(1, dtypes.bfloat16)
   src = r.render("small", lin(g0.store(idx, g0.load(idx) + 1)))
@@ -485,7 +506,8 @@ def test_unsupported_and_bad_programs_fail_clearly():
   with pytest.raises(NotImplementedError, match="barriers in the C backend arrive with the optimizer issue"):
     CRenderer().render("k", [*lin(st), UOp(Ops.BARRIER, dtypes.void, (st,))])
   with pytest.raises(NotImplementedError, match="WMMA"): CRenderer().render("k", [*lin(st), UOp(Ops.WMMA, dtypes.float32, (), None)])
-  with pytest.raises(ValueError, match="kernel name"): CRenderer().render("1bad", lin(st))
+  for bad in ("1bad", "sinf", "data0", "int"):
+    with pytest.raises(ValueError, match=f"kernel name '{bad}'"): CRenderer().render(bad, lin(st))
   v = UOp.variable("data0", 0, 4)
   with pytest.raises(ValueError, match="variable name 'data0'"): CRenderer().render("k", lin(g0.store(idx, idx + v)))
   from refgrad.uop.spec import SpecError
@@ -504,7 +526,7 @@ def test_compile_cache_hits_on_second_compile(tmp_path, monkeypatch):
   lib2 = cc.compile_cached(src)
   assert len(calls) == 1 and lib1 == lib2 and list((tmp_path / "compiled").rglob("*"))
   prg = CPUProgram("answer", lib2)
-  prg.fxn.restype = __import__("ctypes").c_int
+  prg.fxn.restype = ctypes.c_int
   assert prg.fxn() == 42
   cc.compile_cached(src + "/* changed */\n")
   assert len(calls) == 2

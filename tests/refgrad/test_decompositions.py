@@ -236,7 +236,7 @@ def test_sin_tiny_and_odd(dt: DType):
 @pytest.mark.parametrize("dt", FLOATS)
 def test_sin_out_of_range_is_finite(dt: DType):
   big = [SIN_RANGE[dt], 1.7e6, 3e9, 1e30, 3.3e38, 1e300] if dt != dtypes.float16 else [65504.0]
-  x = store([v for v in big if v <= semantics.to_float64(store([v], dt), dt)[0] < INF] * 1, dt)
+  x = store([v for v in big if np.isfinite(f64(store([v], dt), dt)[0])], dt)
   x = np.concatenate([x, semantics.evaluate(Ops.NEG, dt, [x], [dt])])
   y = f64(run(Ops.SIN, dt, x), dt)
   assert np.isfinite(y).all() and (np.abs(y) <= 1).all()

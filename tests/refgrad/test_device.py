@@ -7,7 +7,7 @@ from refgrad.dtype import dtypes
 
 
 def test_unknown_device_is_a_clear_error():
-  with pytest.raises(KeyError, match="unknown device 'TPU'.*CPU, PYTHON"): Device["TPU"]
+  with pytest.raises(KeyError, match=r"unknown device .TPU.*CPU, PYTHON"): Device["TPU"]
   with pytest.raises(KeyError, match="unknown device"): Buffer("nope", 4, dtypes.float32)
 
 def test_default_from_env(monkeypatch):

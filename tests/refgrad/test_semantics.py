@@ -22,7 +22,7 @@ INTS = dtypes.ints
 ALL = (dtypes.bool, *INTS, *FLOATS)
 FMT = {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-HYP = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+HYP = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def int_ref(op: Ops, a: int, b: int, d: DType) -> int | bool | None:
                          ids=lambda o: o.name)
 def test_int_binary(op: Ops, d: DType) -> None:
   rng = np.random.default_rng(op.value * 31 + d.priority)
-  vals = int_values(d, 40, rng)
+  vals = int_values(d, 30, rng)
   pairs = [(a, b) for a in vals for b in vals]
   if op in (Ops.SHL, Ops.SHR): pairs += [(a, int(s)) for a in vals for s in range(d.bits)]
   a, b = (np.array([p[i] for p in pairs], d.np) for i in (0, 1))
@@ -190,7 +190,7 @@ def float_ref(op: Ops, d: DType, xb: list[int]) -> int:
 def test_float_ops_correctly_rounded(op: Ops, d: DType) -> None:
   """Includes the claim that float16/bfloat16 computed in float32 and rounded once are correctly rounded."""
   rng = np.random.default_rng(op.value + 7 * d.priority)
-  n = 1500
+  n = 1000
   a = random_bits(d, n, rng)
   # operands of similar magnitude too, so sums cancel and products stay in range
   b = random_bits(d, n, rng)
@@ -359,7 +359,8 @@ def test_add_round_to_odd_and_exact_parts(pairs: list[tuple[float, float]]) -> N
       lo, hi = sorted([z, math.nextafter(z, math.inf if Fraction(z) < exact else -math.inf)])
       assert Fraction(lo) < exact < Fraction(hi) and np.array([z]).view(np.uint64)[0] & 1 == 1
   p, pe = S.two_prod(a, b)
-  ok = (np.abs(a) < 2.0 ** 990) & (np.abs(b) < 2.0 ** 990) & ((np.abs(a * b) > 2.0 ** -900) & (np.abs(a * b) < 2.0 ** 1000))
+  with np.errstate(all="ignore"):
+    ok = (np.abs(a) < 2.0 ** 990) & (np.abs(b) < 2.0 ** 990) & (np.abs(a * b) > 2.0 ** -900) & (np.abs(a * b) < 2.0 ** 1000)
   for x, y, p1, e1 in zip(a[ok].tolist(), b[ok].tolist(), p[ok].tolist(), pe[ok].tolist()):
     assert Fraction(p1) + Fraction(e1) == Fraction(x) * Fraction(y)
 
@@ -453,14 +454,16 @@ def test_float_narrowing_near_ties(s: DType, d: DType) -> None:
 @pytest.mark.parametrize("d", [dtypes.float16, dtypes.bfloat16, dtypes.float32], ids=str)
 def test_round_float_random_float64(d: DType) -> None:
   rng = np.random.default_rng(d.priority)
-  bits = random_bits(dtypes.float64, 4000, rng)
+  bits = random_bits(dtypes.float64, 2500, rng)
   # exponents around d's range, where the interesting roundings are
   E, M = FMT[d]
-  near = rng.integers(1023 - (1 << (E - 1)) - M - 3, 1023 + (1 << (E - 1)) + 2, 4000)
-  bits += [(int(s) << 63) | (int(e) << 52) | int(m) for s, e, m in zip(rng.integers(0, 2, 4000), near, rng.integers(0, 1 << 52, 4000, dtype=np.uint64))]
+  near = rng.integers(1023 - (1 << (E - 1)) - M - 3, 1023 + (1 << (E - 1)) + 2, 2500)
+  bits += [(int(s) << 63) | (int(e) << 52) | int(m) for s, e, m in zip(rng.integers(0, 2, 2500), near, rng.integers(0, 1 << 52, 2500, dtype=np.uint64))]
   got = S.round_float(from_bits(bits, dtypes.float64), d)
   want = [encode(value(b, dtypes.float64), d, b >> 63) if not isinstance(value(b, dtypes.float64), float) else encode(value(b, dtypes.float64), d) for b in bits]
   assert_float_matches(got, want, d, f"round_float {d}")
+  generic = S.round_f64_bits(from_bits(bits, dtypes.float64), E, M).astype(UINT[d.itemsize])   # the bit-level model of the C helpers
+  assert_float_matches(generic.view(d.np) if d != dtypes.bfloat16 else generic, want, d, f"round_f64_bits {d}")
 
 def test_f32_to_bf16_matches_f64_path_and_bf16_to_f32() -> None:
   rng = np.random.default_rng(5)
