@@ -48,24 +48,25 @@ def main(argv: list[str] | None = None) -> int:
   return 1 if failed else 0
 
 
+SHORT = {"bool": "bool", "char": "i8", "short": "i16", "int": "i32", "long": "i64", "uchar": "u8", "ushort": "u16", "uint": "u32",
+         "ulong": "u64", "half": "f16", "bfloat16": "bf16", "float": "f32", "double": "f64"}
+
 def _print_tables(console, results: list[Result], device: str) -> None:
   from rich.table import Table
-  by = {(r.group, r.op, r.src_dtype if r.group in ("cast", "bitcast") else "", r.dtype): r for r in results}
+
+  from refgrad.uop.ops import Ops
+  by = {(r.group, r.op if r.group in ("alu", "transcendental") else r.src_dtype, r.dtype): r for r in results}
   cols = [d.name for d in dtypes.all]
-  for group, title in (("alu", "ALU op x operand dtype"), ("transcendental", "decomposed transcendentals (bit-exact)"),
-                       ("cast", "CAST source (row) -> target (column)"), ("bitcast", "BITCAST source (row) -> target (column)")):
-    rows = sorted({(r.op if group in ("alu", "transcendental") else r.src_dtype) for r in results if r.group == group},
-                  key=lambda k: cols.index(k) if k in cols else 0)
-    if not rows: continue
-    t = Table(title=f"{device}: {title}", title_justify="left")
-    t.add_column("")
-    for c in cols: t.add_column(c, justify="center")
+  for group, title in (("alu", "ALU op (row) x operand dtype"), ("transcendental", "decomposed transcendentals, bit-exact"),
+                       ("cast", "CAST source (row) -> target"), ("bitcast", "BITCAST source (row) -> target")):
+    keys = {k[1] for k in by if k[0] == group}
+    if not keys: continue
+    rows = sorted(keys, key=lambda k: Ops[k].value) if group in ("alu", "transcendental") else [c for c in cols if c in keys]
+    t = Table(title=f"{device}: {title}", title_justify="left", padding=(0, 0), pad_edge=False)
+    t.add_column("", no_wrap=True)
+    for c in cols: t.add_column(SHORT[c], justify="center", no_wrap=True, min_width=4)
     for row in rows:
-      cells = []
-      for c in cols:
-        key = (group, row, "", c) if group in ("alu", "transcendental") else (group, "CAST" if group == "cast" else "BITCAST", row, c)
-        cells.append(MARK[by[key].status] if key in by else "[dim]·[/]")
-      t.add_row(row, *cells)
+      t.add_row(SHORT.get(row, row), *(MARK[by[(group, row, c)].status] if (group, row, c) in by else "[dim]·[/]" for c in cols))
     console.print(t)
 
 

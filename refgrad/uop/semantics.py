@@ -173,7 +173,7 @@ def round_f64_bits(x: np.ndarray, exp_bits: int, man_bits: int) -> np.ndarray:
   q = sig >> shift
   rem = sig - (q << shift)
   half = np.left_shift(1, shift - 1)
-  q = q + ((rem > half) | ((rem == half) & ((q & 1) == 1)))
+  q = q + (rem >= half)
   # a carry out of the significand lands in the exponent field, which is the right result
   out = (np.maximum(e + bias - 1, 0) << man_bits) + q
   inf = ((1 << exp_bits) - 1) << man_bits
