@@ -27,6 +27,7 @@ Floats (float16, bfloat16, float32, float64), IEEE-754 binary formats
   - float16 and bfloat16 ops (ADD, MUL, NEG, RECIP, SQRT, MAX, CMPLT, CMPNE) are computed in float32
     and the float32 result is rounded once to the 16-bit format. For + - * / and sqrt this equals
     the correctly rounded 16-bit result, because float32 has at least 2p+2 bits for p = 11 and p = 8.
+  - NEG flips the sign bit and nothing else (exact for every value, NaN included).
   - RECIP(x) is 1/x correctly rounded; SQRT is correctly rounded, SQRT(-0) = -0 and SQRT(x<0) = NaN.
   - MAX is commutative bit for bit: NaN when either operand is NaN, MAX(+0, -0) = MAX(-0, +0) = +0,
     otherwise the larger operand.
@@ -53,8 +54,9 @@ Floats (float16, bfloat16, float32, float64), IEEE-754 binary formats
 CAST
   - float -> float and int -> float: one rounding to nearest-even from the exact source value. Wide
     sources that float64 cannot hold exactly (int64/uint64 -> bfloat16/float16/float32) go through a
-    round-to-odd float64 first, so they are never rounded twice. A NaN stays a quiet NaN of the same
-    sign (payload implementation-defined); infinities stay infinities; too-large values become inf.
+    round-to-odd float64 first, so they are never rounded twice. A NaN stays a NaN of the same sign
+    (quiet bit and payload implementation-defined); infinities stay infinities; values at or past the
+    target's overflow threshold become inf.
   - float -> int truncates toward zero. The source must be finite and the truncated value must fit the
     target, else the cast is undefined (e.g. -0.7 -> uint8 is 0 and defined; -1.0 -> uint8 is UB).
   - anything -> bool is x != 0 (so NaN -> True, -0.0 -> False); bool -> number gives 0 or 1.
@@ -65,13 +67,26 @@ BITCAST
   Reinterprets the little-endian bytes of each element; source and result have equal itemsize and
   lane count. A bitcast to bool of a byte other than 0 or 1 is undefined (C: a trap representation).
 
-Undefined behaviour (`UNDEFINED`)
+Undefined behaviour (`UNDEFINED`; each `ub_check` reason starts with one of its keys)
+  - integer division by zero: IDIV or MOD with divisor 0.
+  - signed division overflow: IDIV or MOD of a signed MIN by -1.
+  - shift amount out of range: SHL/SHR by an amount outside [0, bits).
+  - float->int cast of NaN/inf, float->int cast out of range (after truncation toward zero).
+  - bitcast to bool of a byte other than 0 or 1.
+  - out-of-bounds access (LOAD/STORE outside the buffer: an error whether checked or not),
+    uninitialized read, local memory race, global memory race, divergent barrier, load of an invalid
+    bool: found by the device, not by this module.
   `evaluate` never raises or warns on undefined inputs; it returns some value, which no backend has to
   match. In checked mode the PYTHON device calls `ub_check` on its active lanes and reports the kernel,
   uop and thread. The fuzzer must never generate undefined behaviour.
 
-Implementation-defined behaviour (`IMPLEMENTATION_DEFINED`)
-  Backends may differ here; comparisons must not depend on it.
+Implementation-defined behaviour (`IMPLEMENTATION_DEFINED`; backends may differ, comparisons must not
+depend on it)
+  - NaN sign and payload of a NaN produced by an op or a float->float CAST.
+  - BITCAST of a produced NaN exposes those unspecified bits.
+  - native transcendentals: EXP2/LOG2/SIN without decomposition agree only within the ULP bound.
+  - float reduction order: different Opts may reorder float reductions (agreement within a tolerance).
+  - values of undefined lanes: whatever an op returns on undefined inputs.
 """
 from __future__ import annotations
 
@@ -95,6 +110,8 @@ UNDEFINED: dict[str, str] = {
   "uninitialized read": "LOAD of memory that was neither copied in nor stored to before",
   "local memory race": "two lanes of one workgroup touching the same local-memory address between two barriers, one of them writing",
   "global memory race": "two lanes of one launch storing to the same global address (the result would depend on the order)",
+  "divergent barrier": "a BARRIER reached by only some lanes of a workgroup (the others would wait forever on a GPU)",
+  "load of an invalid bool": "LOAD from bool memory of a byte that is neither 0 nor 1",
 }
 
 IMPLEMENTATION_DEFINED: dict[str, str] = {
@@ -173,7 +190,7 @@ def round_f64_bits(x: np.ndarray, exp_bits: int, man_bits: int) -> np.ndarray:
   q = sig >> shift
   rem = sig - (q << shift)
   half = np.left_shift(1, shift - 1)
-  q = q + (rem >= half)
+  q = q + ((rem > half) | ((rem == half) & ((q & 1) == 1)))
   # a carry out of the significand lands in the exponent field, which is the right result
   out = (np.maximum(e + bias - 1, 0) << man_bits) + q
   inf = ((1 << exp_bits) - 1) << man_bits

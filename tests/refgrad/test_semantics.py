@@ -303,6 +303,11 @@ def trap_triples(d: DType, rng: np.random.Generator, n: int) -> list[tuple[int, 
     rn = encode(p, d)
     near = encode(-p * (1 + Fraction(int(rng.integers(-8, 9)), 1 << int(rng.integers(M - 3, M + 30)))), d)
     out += [(ab, bb, tiny), (ab, bb, rn ^ (1 << (E + M))), (ab, bb, near)]
+    # c a power of two and a*b of the other sign around half the spacing just below |c|
+    k = int(rng.integers(-5, 6))
+    pw = encode(Fraction(2) ** k, d) | (sa << (E + M))
+    for f in (Fraction(1), 1 + Fraction(1, 1 << h), 1 - Fraction(1, 1 << h), Fraction(2), Fraction(1, 2)):
+      out.append((encode(f, d) | ((1 - sa) << (E + M)), encode(Fraction(2) ** (k - M - 2), d), pw))
   return out
 
 @pytest.mark.parametrize("d", FLOATS, ids=str)
@@ -459,6 +464,10 @@ def test_round_float_random_float64(d: DType) -> None:
   E, M = FMT[d]
   near = rng.integers(1023 - (1 << (E - 1)) - M - 3, 1023 + (1 << (E - 1)) + 2, 2500)
   bits += [(int(s) << 63) | (int(e) << 52) | int(m) for s, e, m in zip(rng.integers(0, 2, 2500), near, rng.integers(0, 1 << 52, 2500, dtype=np.uint64))]
+  # exact ties of d's normal grid, and one float64 ulp either side of them
+  low = (1 << (52 - M)) - 1
+  ties = [(b & ~low) | (1 << (51 - M)) for b in bits[-2500:]]
+  bits += ties + [t + 1 for t in ties] + [t - 1 for t in ties]
   got = S.round_float(from_bits(bits, dtypes.float64), d)
   want = [encode(value(b, dtypes.float64), d, b >> 63) if not isinstance(value(b, dtypes.float64), float) else encode(value(b, dtypes.float64), d) for b in bits]
   assert_float_matches(got, want, d, f"round_float {d}")
@@ -557,6 +566,8 @@ def test_ub_bitcast_to_bool_and_every_reason_is_listed() -> None:
   assert all(any(r.startswith(k) for k in S.UNDEFINED) for r in reasons)
   for k in ("out-of-bounds access", "uninitialized read", "local memory race"): assert k in S.UNDEFINED
   assert "NaN sign and payload" in S.IMPLEMENTATION_DEFINED
+  doc = " ".join((S.__doc__ or "").split())
+  for k in (*S.UNDEFINED, *S.IMPLEMENTATION_DEFINED): assert k in doc, f"{k!r} is not stated in the module docstring"   # the written spec
 
 def test_ub_mask_broadcasts_with_vectors() -> None:
   a = np.arange(8, dtype=np.int32).reshape(2, 4)
