@@ -98,7 +98,7 @@ def _coords(flat: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
 
 class _State:
   """Everything one batch of workgroups needs while the instructions run."""
-  __slots__ = ("active", "checked", "gmem", "gsz", "ident", "kernel", "lane0", "lanes_", "lmem", "loops", "ls", "lsz", "n", "regs",
+  __slots__ = ("active", "checked", "gmem", "gsz", "ident", "kernel", "lane0", "lanes_", "lmem", "loops", "ls", "lsz", "n", "readonly", "regs",
                "specials", "stack", "stored", "wg0", "wg_", "writers")
 
   def __init__(self, kernel: str, gsz: tuple[int, int, int], lsz: tuple[int, int, int], wg0: int, wg1: int, checked: bool):
@@ -193,6 +193,7 @@ class Program:
       elif u.op is Ops.SPECIAL: self.specials.append(u)
       elif u.op is Ops.WMMA: raise NotImplementedError(f"kernel {name}: uop {i}: WMMA is not supported by the SIMT executor yet")
       elif u.op in (Ops.SINK, Ops.NOOP): raise ExecutionError(f"kernel {name}: uop {i}: {u.op.name} does not belong in a linear program")
+    self.stored_args = frozenset(u.src[0].arg for u in self.uops if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_GLOBAL)
     if sorted(self.globals) != list(range(len(self.globals))):
       raise ExecutionError(f"kernel {name}: buffer parameters must be numbered 0..n-1, got {sorted(self.globals)}")
     self._compile()
@@ -251,12 +252,12 @@ class Program:
     o = slot[i]
     if op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
       sdts = tuple(s.dtype for s in u.src)
-      evaluate, may_ub = semantics.evaluate, op in _MAY_UB
+      fn, may_ub = semantics.op_fn(op, dt, sdts), op in _MAY_UB
       def alu(st: _State) -> None:
         r = st.regs
         xs = [r[a] for a in src]
         if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts)
-        r[o] = evaluate(op, dt, xs, sdts)
+        r[o] = fn(xs)
       return alu
     if op is Ops.SPECIAL:
       name = u.arg[0]
@@ -365,6 +366,8 @@ class Program:
     gsz, lsz = _check_dims("global_size", global_size), _check_dims("local_size", local_size)
     self._check_launch(bufs, gsz, lsz, vals)
     gmem: dict[int, tuple[Memory, np.ndarray, int, np.ndarray | None]] = {}
+    written = [bufs[a].data for a in self.stored_args]
+    readonly = {a for a in self.globals if not any(np.may_share_memory(bufs[a].data, w) for w in written)}
     for arg, (_, pdt) in self.globals.items():
       mem, sdt = bufs[arg], pdt.base.scalar()
       npdt = np.dtype(np.uint8) if sdt == dtypes.bool else sdt.np
@@ -381,7 +384,7 @@ class Program:
     per_batch = max(1, max_lanes // ls)
     for wg0 in range(0, nwg, per_batch):
       st = _State(self.name, gsz, lsz, wg0, min(nwg, wg0 + per_batch), chk)
-      st.gmem, st.writers, st.stored = gmem, writers, stored
+      st.gmem, st.writers, st.stored, st.readonly = gmem, writers, stored, readonly
       nwb = st.n // ls
       st.lmem = {}
       for p, pdt in self.locals.items():
@@ -393,7 +396,7 @@ class Program:
       for s, arr in self.consts: regs[s] = arr
       for (s, _), arr in zip(self.vars, var_vals): regs[s] = arr
       st.regs = regs
-      self._run(st)
+      with np.errstate(all="ignore"): self._run(st)   # undefined lanes may compute anything, silently
     for mem in stored.values():
       if mem.init is not None and not mem.all_init: mem.all_init = bool(mem.init.all())
 
@@ -471,7 +474,8 @@ class _Access:
       if initv is not None and st.checked and not (initv[lo:hi] == _PATTERN[initv.dtype.itemsize]).all():
         self._uninit(st, np.arange(st.n), idx, initv[lo:hi] != _PATTERN[initv.dtype.itemsize])
       v = view[lo:hi]
-      st.regs[self.o] = self._bool(st, v, None, idx) if self.is_bool else v.copy()
+      # a view is safe when no store of this launch can change the memory behind it
+      st.regs[self.o] = self._bool(st, v, None, idx) if self.is_bool else v if self.key in st.readonly else v.copy()
       return None
     uniform = mask is None and idx.shape[0] == 1 and not self.store
     rows = None if mask is None else np.flatnonzero(mask)

@@ -383,6 +383,17 @@ def evaluate(op: Ops, dtype: DType, srcs: Sequence[np.ndarray], src_dtypes: Sequ
   if out.dtype != p.out: out = out.astype(p.out)
   return out.reshape(()) if scalar else out
 
+def op_fn(op: Ops, dtype: DType, src_dtypes: Sequence[DType]) -> Callable[[Sequence[np.ndarray]], np.ndarray]:
+  """`evaluate` for one signature, with the dtype checks done now and none per call: for callers whose
+  operands are always storage-form arrays of at least one dimension (the SIMT executor). Call it
+  under `np.errstate(all="ignore")`."""
+  p = _plan(op, dtype, src_dtypes)
+  run, out = p.run, p.out
+  def fn(arrs: Sequence[np.ndarray]) -> np.ndarray:
+    r = run(arrs)
+    return r if r.dtype == out else r.astype(out)
+  return fn
+
 def ub_check(op: Ops, dtype: DType, srcs: Sequence[np.ndarray], src_dtypes: Sequence[DType]) -> tuple[str, np.ndarray] | None:
   """None when no lane of this op has undefined behaviour, else (reason, mask). The mask is boolean with
   the broadcast shape of the operands (vector dtypes keep their trailing axis) and marks the offending

@@ -130,14 +130,14 @@ def binade_sweep(dt: DType, lo_exp: int, hi_exp: int, per: int, signs: tuple[int
   bias = 2 ** (e - 1) - 1
   out = []
   for ex in range(lo_exp, hi_exp + 1):
-    start = (ex + bias) << m if ex + bias > 0 else 1
-    stop = (ex + bias + 1) << m
+    start = (ex + bias) << m if ex + bias > 0 else 1 << (ex + bias - 1 + m)   # subnormal binades: the bits are the value
+    stop = (ex + bias + 1) << m if ex + bias > 0 else 2 * start
     out += [np.linspace(start, stop - 1, per).astype(np.int64), np.arange(start, min(start + edge, stop)), np.arange(max(stop - edge, start), stop)]
   bits = np.concatenate(out).astype(np.uint64)
-  vals = f64(bits.astype(BITS[dt]), dt) if dt != dtypes.float64 else bits.view(np.float64)
+  vals = f64(bits.astype(BITS[dt]).view(dt.np), dt)
   return np.concatenate([s * vals for s in signs])
 
-def all_values(dt: DType) -> np.ndarray: return f64(np.arange(65536, dtype=np.uint16), dt)   # every 16-bit pattern
+def all_values(dt: DType) -> np.ndarray: return f64(np.arange(65536, dtype=np.uint16).view(dt.np), dt)   # every 16-bit pattern
 
 def near_pio2_multiples(dt: DType, n: int, seed: int) -> np.ndarray:
   """Floats nearest to k*pi/2 and their neighbours: the inputs where the reduction cancels most."""
