@@ -14,6 +14,7 @@ from refgrad.program import ProgramSpec, Runner
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_arg, encode_arg, parse, parse_program
 from refgrad.runtime.simt import ExecutionError, Memory, OutOfBoundsError, Program, UndefinedBehaviourError
 from refgrad.uop import semantics
+from refgrad.uop.linearize import linearize
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -621,3 +622,20 @@ def test_barrier_in_divergent_control_flow():
   uops = [outb, i, two, cond, iff, bar, UOp(Ops.ENDIF, dtypes.void, (iff,)), outb.store(i, i)]
   with pytest.raises(UndefinedBehaviourError, match=r"barrier reached by only part of a workgroup.*lidx=\(2, 0, 0\)"):
     run(uops, [empty(4, dtypes.int32)], lsz=(4, 1, 1))
+
+
+def test_loaded_values_do_not_change_when_memory_is_stored_later():
+  # x = a[i]; for r < 2: { a'[i] = x + 1; acc += x }; out[i] = acc -- where a' is a itself or a second handle to a
+  n, f = 16, dtypes.float32
+  idx, r = UOp.special("idx0", n), UOp.range(2, 0)
+  a0, out, a2 = UOp.define_global(0, f, n), UOp.define_global(1, f, n), UOp.define_global(2, f, n)
+  for src in (a0, a2):
+    x = src.load(idx)
+    acc = UOp(Ops.DEFINE_ACC, f, (UOp.const(f, 0.0), r), (0,))
+    red = UOp(Ops.ASSIGN, f, (acc, acc + (x + (r * 0).cast(f))))   # x + 0.0, inside the loop
+    st = a0.store(idx + r * 0, x + 1.0)   # inside the loop (not simplified: linearized directly)
+    sink = UOp(Ops.SINK, dtypes.void, (st, out.store(idx, red)))
+    data = np.arange(n, dtype=np.float32)
+    a, o = Buffer.from_numpy("PYTHON", data), Buffer("PYTHON", n, f)
+    Runner("alias", linearize(sink), "PYTHON")(*((a, o) if src is a0 else (a, o, a)))
+    assert (o.numpy() == 2 * data).all() and (a.numpy() == data + 1).all()
