@@ -492,15 +492,7 @@ class _Access:
     if initv is not None and st.checked and e.size:
       bad = initv[e] != _PATTERN[initv.dtype.itemsize]
       if bad.any(): self._uninit(st, rows, sel, bad)
-    v = view[e]
-    if self.is_bool: v = self._bool(st, v, rows, sel)
-    if rows is None: st.regs[self.o] = v
-    else:
-      out = np.zeros((st.n, self.c) if self.c > 1 else st.n, v.dtype)
-      if self.alt >= 0: out[...] = st.regs[self.alt]
-      out[rows] = v
-      st.regs[self.o] = out
-    return None
+    return self._loaded(st, view[e], rows, sel)
 
   # ---- global stores ---------------------------------------------------------------------------
   def _store_range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, val: np.ndarray, initv: np.ndarray | None) -> None:
@@ -597,7 +589,10 @@ class _Access:
       reader[e] = new
       multi = reader[e] != new
       if multi.any(): reader[e[multi]] = -2
-    v = data[e]
+    return self._loaded(st, data[e], rows, sel)
+
+  def _loaded(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray) -> None:
+    """Set the load's value: the gathered elements on the lanes that loaded, `alt` on the others."""
     if self.is_bool: v = self._bool(st, v, rows, sel)
     if rows is None: st.regs[self.o] = v
     else:
@@ -605,7 +600,6 @@ class _Access:
       if self.alt >= 0: out[...] = st.regs[self.alt]
       out[rows] = v
       st.regs[self.o] = out
-    return None
 
   def _bool(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray) -> np.ndarray:
     """Bytes of bool memory as bools; a byte other than 0 or 1 is not a bool (undefined, as in C)."""

@@ -18,9 +18,19 @@ log2(x < 0) = NaN, log2(+inf) = +inf; sin(+-inf) = NaN, sin(+-0) = +-0; a NaN in
 No input (NaN and inf included) makes the graphs execute undefined behaviour: every float->int cast is
 of a value clamped into range first, every shift amount is a constant in range.
 
-Accuracy (max error in ULPs of the result dtype, measured against a correctly rounded reference by
-tests/refgrad/test_decompositions.py) is `ULP_BOUNDS`. SIN is accurate for |x| < `SIN_RANGE[dtype]`; finite
-inputs beyond it give +0 (a finite value in [-1, 1], not an approximation of sin).
+Accuracy: max |result - exact| in ULPs of the result dtype (0.5 = correctly rounded), bounded by `ULP_BOUNDS`
+(asserted by tests/refgrad/test_decompositions.py). Measured over every input for the 16-bit dtypes and for
+float32 (EXP2: every x in [-152, 129]; LOG2: every x > 0; SIN: every |x| < 1.5*2^20), by sampling the
+worst regions (150k inputs each, mpmath reference) for float64:
+
+          float16  bfloat16  float32  float64
+  EXP2    0.5000   0.5000    0.776    0.76    (largest on subnormal results; 0.65 / 0.58 on normal ones)
+  LOG2    0.4999   0.4998    0.769    0.76    (largest just below sqrt(2), where the result's ULP halves)
+  SIN     0.5000   0.4999    0.766    0.70
+
+SIN is accurate for |x| < `SIN_RANGE[dtype]` (1.5*2^20 for float32/bfloat16, 1.5*2^30 for float64, every
+finite float16); finite inputs beyond it give +0 (a finite value in [-1, 1], not an approximation of sin).
+Size of one decomposition (ops, constants not counted): EXP2 58/68, LOG2 71/79, SIN 204/192 for float32/float64.
 """
 from __future__ import annotations
 
@@ -89,11 +99,11 @@ _FMT = {dtypes.float32: _F32, dtypes.float64: _F64}
 SIN_RANGE: dict[DType, float] = {dtypes.float16: math.inf, dtypes.bfloat16: 1.5 * 2.0 ** 20, dtypes.float32: 1.5 * 2.0 ** 20,
                                  dtypes.float64: 1.5 * 2.0 ** 30}
 
-# max error in ULPs of the result dtype (EXP2, LOG2: every input; SIN: |x| < SIN_RANGE), as asserted by the tests
+# max error in ULPs of the result dtype (EXP2, LOG2: every input; SIN: |x| < SIN_RANGE); see the module docstring
 ULP_BOUNDS: dict[tuple[Ops, DType], float] = {
-  (Ops.EXP2, dtypes.float16): 0.51, (Ops.EXP2, dtypes.bfloat16): 0.51, (Ops.EXP2, dtypes.float32): 1.0, (Ops.EXP2, dtypes.float64): 1.0,
-  (Ops.LOG2, dtypes.float16): 0.51, (Ops.LOG2, dtypes.bfloat16): 0.51, (Ops.LOG2, dtypes.float32): 1.0, (Ops.LOG2, dtypes.float64): 1.0,
-  (Ops.SIN, dtypes.float16): 0.51, (Ops.SIN, dtypes.bfloat16): 0.51, (Ops.SIN, dtypes.float32): 1.0, (Ops.SIN, dtypes.float64): 1.0,
+  (Ops.EXP2, dtypes.float16): 0.501, (Ops.EXP2, dtypes.bfloat16): 0.501, (Ops.EXP2, dtypes.float32): 0.78, (Ops.EXP2, dtypes.float64): 0.8,
+  (Ops.LOG2, dtypes.float16): 0.501, (Ops.LOG2, dtypes.bfloat16): 0.501, (Ops.LOG2, dtypes.float32): 0.77, (Ops.LOG2, dtypes.float64): 0.8,
+  (Ops.SIN, dtypes.float16): 0.501, (Ops.SIN, dtypes.bfloat16): 0.501, (Ops.SIN, dtypes.float32): 0.77, (Ops.SIN, dtypes.float64): 0.75,
 }
 
 
