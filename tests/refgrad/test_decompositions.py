@@ -19,7 +19,6 @@ from refgrad.uop.ops import GroupOp, Ops, UOp, graph_rewrite
 from refgrad.uop.spec import verify_linear
 
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
-SMALL = (dtypes.float16, dtypes.bfloat16, dtypes.float32)   # references from float64 math are good enough for these
 OPS = (Ops.EXP2, Ops.LOG2, Ops.SIN)
 FMT = {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
 BITS = {dtypes.float16: np.uint16, dtypes.bfloat16: np.uint16, dtypes.float32: np.uint32, dtypes.float64: np.uint64}
