@@ -8,8 +8,9 @@ from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
 
-def eval_graph(root: UOp, env: dict[UOp, np.ndarray]) -> np.ndarray:
-  """Values of `root` for leaves given in env (arrays in storage form), constants and ALU ops."""
+def eval_graph(root: UOp, env: dict[UOp, np.ndarray], check_ub: bool = False) -> np.ndarray:
+  """Values of `root` for leaves given in env (arrays in storage form), constants and ALU ops. With
+  check_ub, an op whose inputs are undefined behaviour (semantics.ub_check) raises ValueError."""
   vals: dict[UOp, np.ndarray] = dict(env)
   order: dict[UOp, None] = {}
   stack: list[tuple[UOp, bool]] = [(root, False)]
@@ -23,6 +24,9 @@ def eval_graph(root: UOp, env: dict[UOp, np.ndarray]) -> np.ndarray:
     elif u.op is Ops.VECTORIZE: vals[u] = np.stack([np.broadcast_to(vals[s], np.broadcast_shapes(*(vals[x].shape for x in u.src))) for s in u.src], -1)
     elif u.op is Ops.GEP: vals[u] = vals[u.src[0]][..., u.arg[0]]
     elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
-      vals[u] = semantics.evaluate(u.op, u.dtype, [vals[s] for s in u.src], [s.dtype for s in u.src])
+      srcs, sdts = [vals[s] for s in u.src], [s.dtype for s in u.src]
+      if check_ub and (ub := semantics.ub_check(u.op, u.dtype, srcs, sdts)) is not None:
+        raise ValueError(f"{u.op.name} to {u.dtype!r} executes undefined behaviour: {ub[0]}")
+      vals[u] = semantics.evaluate(u.op, u.dtype, srcs, sdts)
     else: raise ValueError(f"eval_graph cannot evaluate {u.op}")
   return vals[root]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from refgrad.dtype import DType, dtypes
 from refgrad.uop import semantics
 from refgrad.uop.decompositions import SIN_RANGE, ULP_BOUNDS, decompose_transcendentals, transcendental_rules
+from refgrad.uop.evaluate import eval_graph
 from refgrad.uop.ops import GroupOp, Ops, UOp, graph_rewrite
 from refgrad.uop.spec import verify_linear
 
@@ -29,7 +30,7 @@ NP_REF = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin}
 
 
 # ---------------------------------------------------------------------------------------------
-# a small graph evaluator over the reference semantics
+# the decomposed graphs, evaluated through the reference semantics
 
 @functools.cache
 def program(op: Ops, dt: DType, count: int = 1) -> tuple[UOp, UOp, UOp]:
@@ -41,25 +42,10 @@ def program(op: Ops, dt: DType, count: int = 1) -> tuple[UOp, UOp, UOp]:
   out = decompose_transcendentals(sink)
   return x, out.src[0].src[2], out
 
-def evaluate(root: UOp, env: dict[UOp, np.ndarray]) -> np.ndarray:
-  """Value of root; every op goes through semantics.evaluate after semantics.ub_check says it has no UB."""
-  vals = dict(env)
-  for u in root.toposort:
-    if u in vals or u.op in (Ops.DEFINE_GLOBAL, Ops.SPECIAL): continue   # the sources of the input LOAD
-    if u.op is Ops.CONST: vals[u] = semantics.from_python([u.arg], u.dtype)
-    elif u.op is Ops.VECTORIZE: vals[u] = np.stack(np.broadcast_arrays(*(vals[s] for s in u.src)), -1)
-    elif u.op is Ops.GEP: vals[u] = vals[u.src[0]][..., u.arg[0]]
-    else:
-      srcs, sdts = [vals[s] for s in u.src], [s.dtype for s in u.src]
-      ub = semantics.ub_check(u.op, u.dtype, srcs, sdts)
-      assert ub is None, f"{u.op} {u.dtype} executes undefined behaviour: {ub[0]}"  # type: ignore[index]
-      vals[u] = semantics.evaluate(u.op, u.dtype, srcs, sdts)
-  return vals[root]
-
 def run(op: Ops, dt: DType, x: np.ndarray) -> np.ndarray:
   """op on storage-form x (count from x's trailing axis when 2-d) through the decomposed graph."""
   leaf, val, _ = program(op, dt, x.shape[-1] if x.ndim == 2 else 1)
-  return evaluate(val, {leaf: x})
+  return eval_graph(val, {leaf: x}, check_ub=True)   # the graphs must never execute undefined behaviour
 
 def f64(x: np.ndarray, dt: DType) -> np.ndarray: return semantics.to_float64(x, dt)
 def store(v: np.ndarray | list[float], dt: DType) -> np.ndarray: return semantics.from_python(np.asarray(v, np.float64), dt)
@@ -177,11 +163,11 @@ def test_rewrites_every_transcendental_in_a_graph():
   out = graph_rewrite(y.sink(z), transcendental_rules)
   assert not {u.op for u in out.toposort} & (GroupOp.Transcendental | {Ops.MULACC})
   xs = np.array([[0.5, -3.0], [7.25, 1e-3], [100.0, 2.0]], np.float32)
-  got = evaluate(out.src[0], {x: xs})
+  got = eval_graph(out.src[0], {x: xs})
   want = run(Ops.LOG2, dtypes.float32, xs)
   want = semantics.evaluate(Ops.ADD, dtypes.float32, [run(Ops.SIN, dtypes.float32, run(Ops.EXP2, dtypes.float32, xs)), want], [dtypes.float32] * 2)
   assert semantics.same_bits(got, want, dtypes.float32).all()
-  h = evaluate(out.src[1], {x: xs})
+  h = eval_graph(out.src[1], {x: xs})
   assert semantics.same_bits(h, run(Ops.EXP2, dtypes.float16, run(Ops.SIN, dtypes.float16, xs[:, 0].astype(np.float16))), dtypes.float16).all()
 
 def test_bounds_cover_every_op_and_dtype():

@@ -70,3 +70,10 @@ def test_fold_uses_reference_semantics():
     want = semantics.evaluate(Ops.MUL, dt, [semantics.from_python([1.0], dt),
                                             semantics.evaluate(Ops.RECIP, dt, [semantics.from_python([3.0], dt)], [dt])], [dt, dt])
     assert semantics.same_bits(semantics.from_python([got.arg], dt), want, dt).all()
+
+def test_eval_graph_reports_undefined_behaviour_when_asked():
+  e = UOp.const(i32, 7) // X
+  xs = np.array([1, 0], np.int32)
+  assert eval_graph(e, {X: xs[:1]}, check_ub=True).tolist() == [7]
+  import pytest
+  with pytest.raises(ValueError, match="integer division by zero"): eval_graph(e, {X: xs}, check_ub=True)
