@@ -484,7 +484,7 @@ class _Access:
       sel = np.broadcast_to(idx, (st.n,)) if idx.shape[0] != st.n else idx
       if rows is not None: sel = sel[rows]
     if sel.size:
-      lo, hi = int(sel.min()), int(sel.max())
+      lo, hi = _span(sel)
       if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
     e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)
@@ -553,7 +553,7 @@ class _Access:
     if rows is not None: sel, wg = sel[rows], wg[rows]
     n = sel.shape[0]
     if n:
-      lo, hi = int(sel.min()), int(sel.max())
+      lo, hi = _span(sel)
       if lo < 0 or hi * self.bc + self.c > size * self.bc: self._oob_check(st, rows, sel, size)
     e = wg * (size * self.bc) + sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)
@@ -655,3 +655,10 @@ class _Access:
 
 
 _PATTERN = {1: np.uint8(1), 2: np.uint16(0x0101), 4: np.uint32(0x01010101), 8: np.uint64(0x0101010101010101)}
+
+def _span(sel: np.ndarray) -> tuple[int, int]:
+  """(min, max) of the selected indices; one index (a uniform or single lane) without numpy reductions."""
+  if sel.size == 1:
+    v = int(sel.reshape(-1)[0])
+    return v, v
+  return int(sel.min()), int(sel.max())
