@@ -20,7 +20,7 @@ MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
   ap.add_argument("--device", action="append", help=f"device to test (repeatable); default: all of {', '.join(Device.names)}")
-  ap.add_argument("--group", action="append", choices=["alu", "cast", "bitcast", "transcendental"], help="only these case groups")
+  ap.add_argument("--group", action="append", choices=["alu", "cast", "bitcast", "transcendental", "native"], help="only these case groups")
   ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=int, default=4, help="cases run concurrently (compiles overlap)")
   ap.add_argument("--json", type=Path, help="write all results as JSON here")
@@ -55,19 +55,27 @@ def _print_tables(console, results: list[Result], device: str) -> None:
   from rich.table import Table
 
   from refgrad.uop.ops import Ops
-  by = {(r.group, r.op if r.group in ("alu", "transcendental") else r.src_dtype, r.dtype): r for r in results}
+  by = {(r.group, r.op if r.group in ("alu", "transcendental", "native") else r.src_dtype, r.dtype): r for r in results}
   cols = [d.name for d in dtypes.all]
   for group, title in (("alu", "ALU op (row) x operand dtype"), ("transcendental", "decomposed transcendentals, bit-exact"),
+                       ("native", "native transcendentals, max ULP (bound 1)"),
                        ("cast", "CAST source (row) -> target"), ("bitcast", "BITCAST source (row) -> target")):
     keys = {k[1] for k in by if k[0] == group}
     if not keys: continue
-    rows = sorted(keys, key=lambda k: Ops[k].value) if group in ("alu", "transcendental") else [c for c in cols if c in keys]
+    by_op = group in ("alu", "transcendental", "native")
+    rows = sorted(keys, key=lambda k: Ops[k].value) if by_op else [c for c in cols if c in keys]
     t = Table(title=f"{device}: {title}", title_justify="left", padding=(0, 0), pad_edge=False)
     t.add_column("", no_wrap=True)
     for c in cols: t.add_column(SHORT[c], justify="center", no_wrap=True, min_width=4)
     for row in rows:
-      t.add_row(SHORT.get(row, row), *(MARK[by[(group, row, c)].status] if (group, row, c) in by else "[dim]·[/]" for c in cols))
+      t.add_row(SHORT.get(row, row), *(_cell(by.get((group, row, c))) for c in cols))
     console.print(t)
+
+
+def _cell(r: Result | None) -> str:
+  if r is None: return "[dim]·[/]"
+  if r.max_ulp is None or r.status == "error": return MARK[r.status]
+  return f"[{'green' if r.status == 'pass' else 'red'}]{r.max_ulp:.2f}[/]"
 
 
 def _junit(results: list[Result]) -> bytes:

@@ -1,21 +1,26 @@
 """The suite's cases (ALU op x dtype, cast matrix, bitcasts, transcendentals) and running them.
 
 Every case is one elementwise kernel over a column of inputs: the dtype's special values in all
-combinations plus seeded random bits, with inputs that would be undefined behaviour removed. The
+combinations plus seeded random bits, with inputs that would be undefined behaviour replaced. The
 expected output is the reference semantics evaluated directly; a device passes a case when its
-output matches bit for bit (NaNs of one dtype are all equal: their payload is unspecified).
+output matches bit for bit (NaNs of one dtype are all equal: their payload is unspecified). The
+"native" group is the exception: each backend's own EXP2/LOG2/SIN, within `NATIVE_ULP_BOUND` ULPs of
+the exact value (conformance/ulp.py).
 """
 from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from conformance.kernels import elementwise
+from conformance.ulp import NATIVE_ULP_BOUND, exact, native_inputs, ulp_errors
 from conformance.values import operand_sets, without_ub
-from refgrad.device import Buffer
+from refgrad.codegen import to_linear
+from refgrad.device import Buffer, Device
 from refgrad.dtype import DType, dtypes
 from refgrad.program import Runner
 from refgrad.uop import semantics
@@ -28,7 +33,7 @@ N_RANDOM = 2000
 
 @dataclass
 class Case:
-  group: str                      # "alu" | "cast" | "bitcast" | "transcendental"
+  group: str                      # "alu" | "cast" | "bitcast" | "transcendental" | "native"
   op: Ops
   dtype: DType                    # the row/column dtype: operand dtype (alu), target (cast)
   src_dtypes: tuple[DType, ...]
@@ -50,6 +55,7 @@ class Result:
   status: str                     # "pass" | "fail" | "error"
   lanes: int
   detail: str = ""
+  max_ulp: float | None = None    # "native" cases: the largest error measured
 
 
 def _alu_operands(op: Ops, dt: DType) -> tuple[DType, ...]:
@@ -80,11 +86,16 @@ def all_cases() -> list[Case]:
     for dt in dtypes.floats:
       cases.append(Case("transcendental", op, dt, (dt,), dt,
                         lambda n, op=op, dt=dt: decompose_transcendentals(elementwise(op, dt, (dt,), n))))
+      cases.append(Case("native", op, dt, (dt,), dt, lambda n, op=op, dt=dt: elementwise(op, dt, (dt,), n)))
   return cases
 
 
-def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
-  """(input columns, with UB lanes replaced by defined ones, and the expected output) for a case."""
+def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], Any]:
+  """(input columns, with UB lanes replaced by defined ones, and the expected output) for a case;
+  for a native case the expected output is the exact value as float64 (hi, lo)."""
+  if case.group == "native":
+    x = native_inputs(case.op, case.dtype, N_RANDOM, seed + case.op.value)
+    return [x], exact(case.op, x, case.dtype)
   cols = operand_sets(case.src_dtypes, N_RANDOM, seed + case.op.value * 131 + case.dtype.priority)
   if case.group != "transcendental": cols = without_ub(case.op, case.out_dtype, cols, case.src_dtypes)
   if case.group == "transcendental":
@@ -96,18 +107,26 @@ def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], np.ndarray
 
 
 def run_case(case: Case, device: str, seed: int = 0) -> Result:
-  def result(status: str, lanes: int, detail: str = "") -> Result:
+  def result(status: str, lanes: int, detail: str = "", max_ulp: float | None = None) -> Result:
     return Result(case.name, case.group, case.op.name, case.out_dtype.name if case.group != "alu" else case.dtype.name,
-                  case.src_dtypes[0].name, device, status, lanes, detail)
+                  case.src_dtypes[0].name, device, status, lanes, detail, max_ulp)
   try:
     cols, want = case_inputs(case, seed)
     n = len(cols[0])
-    runner = Runner.from_sink(f"conf_{case.op.name.lower()}_{case.src_dtypes[0].name}_{case.out_dtype.name}", case.make_sink(n), device)
+    name = f"conf_{case.group}_{case.op.name.lower()}_{case.src_dtypes[0].name}_{case.out_dtype.name}"
+    # native cases keep EXP2/LOG2/SIN as they are, whatever the renderer would ask for
+    linear = to_linear(case.make_sink(n), Device[device].renderer, decompose=False if case.group == "native" else None)
+    runner = Runner(name, linear, device)
     out = Buffer(device, n, case.out_dtype)
     runner(out, *(Buffer.from_numpy(device, c, d) for c, d in zip(cols, case.src_dtypes)))
     got = out.numpy()
   except Exception as e:  # a backend that crashes on a case fails that case, not the suite
     return result("error", 0, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+  if case.group == "native":
+    err = ulp_errors(got, want, case.out_dtype)
+    worst = int(np.argmax(err))
+    detail = f"max {err[worst]:.3g} ULP at input {semantics.to_python(cols[0][worst:worst + 1], case.dtype)[0]!r} (bound {NATIVE_ULP_BOUND})"
+    return result("pass" if err[worst] <= NATIVE_ULP_BOUND else "fail", n, detail, float(err[worst]))
   ok = semantics.same_bits(got, want, case.out_dtype)
   if ok.all(): return result("pass", n)
   bad = np.flatnonzero(~ok)[:5]
