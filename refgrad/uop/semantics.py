@@ -98,6 +98,7 @@ import numpy as np
 
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.uop.ops import GroupOp, Ops
+from refgrad.uop.spec import value_op_error
 
 UNDEFINED: dict[str, str] = {
   "integer division by zero": "IDIV or MOD of an integer dtype with a divisor of 0",
@@ -124,9 +125,7 @@ IMPLEMENTATION_DEFINED: dict[str, str] = {
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SIGN_BIT = {2: 0x8000, 4: 0x8000_0000, 8: 0x8000_0000_0000_0000}
-_ARITY = {**{op: 1 for op in GroupOp.Unary}, **{op: 2 for op in GroupOp.Binary}, **{op: 3 for op in GroupOp.Ternary},
-          Ops.CAST: 1, Ops.BITCAST: 1}
-_BOOL_OK = frozenset({Ops.XOR, Ops.OR, Ops.AND, Ops.CMPLT, Ops.CMPNE, Ops.MAX})
+_VALUE_OPS = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
 
 
 def type_name(d: DType) -> str:
@@ -438,25 +437,9 @@ def _operands(op: Ops, p: _Plan, srcs: Sequence[np.ndarray], sdts: Sequence[DTyp
 
 def _check_dtypes(op: Ops, dtype: DType, sdts: Sequence[DType]) -> None:
   """Raise unless op takes these dtypes (the rules of refgrad/uop/spec.py)."""
-  if op not in _ARITY: raise ValueError(f"semantics: {op!r} is not an ALU op, CAST or BITCAST")
-  n = _ARITY[op]
-  if len(sdts) != n: raise ValueError(f"{op.name} takes {n} operands, got {len(sdts)} dtypes")
-  for i, sd in enumerate((dtype, *sdts)):
-    if not isinstance(sd, DType) or isinstance(sd, PtrDType) or sd.scalar() == dtypes.void:
-      raise ValueError(f"{op.name}: {'result' if i == 0 else f'operand {i - 1}'} dtype {sd!r} holds no values")
-  def need(cond: bool, msg: str) -> None:
-    if not cond: raise ValueError(f"{op.name} to {dtype!r} from ({', '.join(map(repr, sdts))}): {msg}")
-  s = sdts[0].scalar()
-  if op is Ops.CAST: need(dtype.count == sdts[0].count, "lane counts must match")
-  elif op is Ops.BITCAST: need(dtype.count == sdts[0].count and dtype.scalar().itemsize == s.itemsize, "needs equal itemsize and lane count")
-  elif op is Ops.WHERE:
-    need(sdts[0] == dtypes.bool.vec(dtype.count) and sdts[1] == sdts[2] == dtype, "needs (bool condition, a, b) with a and b of the result dtype")
-  else:
-    need(all(x == sdts[0] for x in sdts), "operands must share one dtype")
-    need(dtype == (dtypes.bool.vec(sdts[0].count) if op in GroupOp.Comparison else sdts[0]), "wrong result dtype")
-    if op in GroupOp.IntOnly: need(dtypes.is_int(s), "needs int operands")
-    elif op in GroupOp.FloatOnly or op is Ops.MULACC: need(dtypes.is_float(s), "needs float operands")
-    elif s == dtypes.bool: need(op in _BOOL_OK, "is not defined on bool (bool takes XOR/OR/AND/CMPLT/CMPNE/MAX/WHERE)")
+  if op not in _VALUE_OPS: raise ValueError(f"semantics: {op!r} is not an ALU op, CAST or BITCAST")
+  if (msg := value_op_error(op, dtype, sdts)) is not None:
+    raise ValueError(f"{op.name} to {dtype!r} from ({', '.join(map(repr, sdts))}): {msg}")
 
 def _isnan(x: np.ndarray, d: DType) -> np.ndarray:
   if d == dtypes.bfloat16: return (x & np.uint16(0x7FFF)) > np.uint16(0x7F80)

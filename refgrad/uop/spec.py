@@ -34,6 +34,8 @@ Vector dtypes work lane-wise for ALU ops, CAST and BITCAST (element count must m
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
@@ -115,24 +117,39 @@ def _check_types(u: UOp, err) -> None:
   elif op is Ops.BARRIER: need(dt == dtypes.void, "is void")
   elif op is Ops.VECTORIZE: need(dt.count == len(src) > 1 and all(s == dt.scalar() for s in sdt), f"needs {dt.count} sources of {dt.scalar()!r}")
   elif op is Ops.GEP: nsrc(1); need(dt == sdt[0].scalar() and len(u.arg) == 1 and 0 <= u.arg[0] < sdt[0].count, "index out of the vector")
-  elif op is Ops.CAST: nsrc(1); need(dt.count == sdt[0].count and not isinstance(dt, PtrDType), "element counts must match")
-  elif op is Ops.BITCAST: nsrc(1); need(dt.itemsize == sdt[0].itemsize and dt.count == sdt[0].count, "bitcast needs equal sizes")
-  elif op in GroupOp.ALU: _check_alu(op, dt, sdt, need)
+  elif op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
+    if (msg := value_op_error(op, dt, sdt)) is not None: raise err(msg)
   elif op is Ops.WMMA: raise err("WMMA is not supported by any backend yet")
   elif op in (Ops.SINK, Ops.NOOP): raise err("does not belong in a linear program")
 
 
-def _check_alu(op: Ops, dt: DType, sdt: list[DType], need) -> None:
-  n = 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3
-  need(len(sdt) == n, f"takes {n} sources, got {len(sdt)}")
-  if op is Ops.WHERE:
-    need(sdt[0] == dtypes.bool.vec(dt.count) and sdt[1] == sdt[2] == dt, "needs (bool cond, a, b) with a, b of its dtype")
-    return
-  opd = sdt[0]
-  need(all(s == opd for s in sdt), f"operands must share one dtype, got {', '.join(map(repr, sdt))}")
-  if op in GroupOp.Comparison: need(dt == dtypes.bool.vec(opd.count), "comparisons give bool")
-  else: need(dt == opd, f"result dtype must be the operands' ({opd!r})")
-  if op in GroupOp.IntOnly: need(dtypes.is_int(opd), f"{op.name} needs int operands")
-  if op in GroupOp.Bitwise: need(dtypes.is_int(opd) or dtypes.is_bool(opd), f"{op.name} needs int or bool operands")
-  if op in GroupOp.FloatOnly or op is Ops.MULACC: need(dtypes.is_float(opd), f"{op.name} needs float operands")
-  if op in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.CMPLT): need(not dtypes.is_bool(opd) or op in (Ops.MAX, Ops.CMPLT), f"{op.name} on bool is not defined; use OR/AND")
+class _Reject(Exception):
+  pass
+
+def value_op_error(op: Ops, dtype: DType, src_dtypes: Sequence[DType]) -> str | None:
+  """Why an ALU op, CAST or BITCAST does not take these dtypes, or None when it does. The one statement
+  of these rules: `verify_linear` and the reference semantics both ask it."""
+  def need(cond: bool, msg: str) -> None:
+    if not cond: raise _Reject(msg)
+  try:
+    for i, d in enumerate((dtype, *src_dtypes)):
+      need(isinstance(d, DType) and not isinstance(d, PtrDType) and d.scalar() != dtypes.void,
+           f"{'result' if i == 0 else f'operand {i - 1}'} dtype {d!r} holds no values")
+    n = 1 if op in GroupOp.Unary or op in (Ops.CAST, Ops.BITCAST) else 2 if op in GroupOp.Binary else 3
+    need(len(src_dtypes) == n, f"takes {n} operands, got {len(src_dtypes)}")
+    opd = src_dtypes[0]
+    if op is Ops.CAST: need(dtype.count == opd.count, "element counts must match")
+    elif op is Ops.BITCAST: need(dtype.scalar().itemsize == opd.scalar().itemsize and dtype.count == opd.count, "BITCAST needs equal itemsize and lane count")
+    elif op is Ops.WHERE: need(opd == dtypes.bool.vec(dtype.count) and src_dtypes[1] == src_dtypes[2] == dtype, "needs (bool cond, a, b) with a, b of its dtype")
+    else:
+      need(all(s == opd for s in src_dtypes), f"operands must share one dtype, got {', '.join(map(repr, src_dtypes))}")
+      if op in GroupOp.Comparison: need(dtype == dtypes.bool.vec(opd.count), "comparisons give bool")
+      else: need(dtype == opd, f"result dtype must be the operands' ({opd!r})")
+      if op in GroupOp.IntOnly: need(dtypes.is_int(opd), f"{op.name} needs int operands")
+      if op in GroupOp.Bitwise: need(dtypes.is_int(opd) or dtypes.is_bool(opd), f"{op.name} needs int or bool operands")
+      if op in GroupOp.FloatOnly or op is Ops.MULACC: need(dtypes.is_float(opd), f"{op.name} needs float operands")
+      if dtypes.is_bool(opd): need(op in _BOOL_OPS, f"{op.name} is not defined on bool (bool takes XOR/OR/AND/CMPLT/CMPNE/MAX/WHERE)")
+  except _Reject as e: return str(e)
+  return None
+
+_BOOL_OPS = GroupOp.Bitwise | GroupOp.Comparison | {Ops.MAX}
