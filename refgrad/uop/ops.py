@@ -135,8 +135,10 @@ class UOp(metaclass=_UOpCache):
   def store(self, idx: UOp, val: UOp, gate: UOp | None = None) -> UOp:
     return UOp(Ops.STORE, dtypes.void, (self, idx, val) + ((gate,) if gate is not None else ()))
   def alu(self, op: Ops, *src: UOp | Any) -> UOp:
-    srcs = (self, *(_as_uop(s, self.dtype) for s in src))
-    if op is Ops.WHERE: srcs = (self, *(_as_uop(s, src[1].dtype if isinstance(src[1], UOp) else src[0].dtype) for s in src))
+    dt = self.dtype
+    if op is Ops.WHERE:  # constants take the dtype of the other value, not the condition's
+      if (dt := next((s.dtype for s in src if isinstance(s, UOp)), None)) is None: raise TypeError("WHERE needs a UOp among its values")
+    srcs = (self, *(_as_uop(s, dt) for s in src))
     return UOp(op, alu_dtype(op, *(s.dtype for s in srcs)), srcs)
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
   def bitcast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))

@@ -35,3 +35,23 @@ def test_buffer_size_errors():
 def test_vector_buffers_have_a_lane_axis():
   b = Buffer.from_numpy("PYTHON", np.arange(8, dtype=np.float32), dtypes.float32.vec(4))
   assert b.size == 2 and b.numpy().shape == (2, 4)
+
+
+def test_runner_checks_its_arguments():
+  from refgrad.program import Runner
+  from refgrad.uop.ops import UOp
+  n = UOp.variable("n", 1, 8)
+  i = UOp.special("idx0", 4)
+  sink = UOp.define_global(0, dtypes.int32, 4).store(i, UOp.define_global(1, dtypes.int32, 4).load(i) + n).sink()
+  for dev in ("CPU", "PYTHON"):
+    r = Runner.from_sink("args", sink, dev)
+    out, a = Buffer(dev, 4, dtypes.int32), Buffer.from_numpy(dev, np.arange(4, dtype=np.int32))
+    r(out, a, var_vals={"n": 3})
+    assert out.numpy().tolist() == [3, 4, 5, 6]
+    with pytest.raises(ValueError, match="takes 2 buffers, got 1"): r(out)
+    with pytest.raises(TypeError, match=r"holds dtypes\.float"): r(out, Buffer(dev, 4, dtypes.float32))
+    with pytest.raises(ValueError, match="has 5 elements"): r(out, Buffer(dev, 5, dtypes.int32))
+    with pytest.raises(ValueError, match="needs a value for variable 'n'"): r(out, a)
+    with pytest.raises(ValueError, match=r"n=9 outside its range \[1, 8\]"): r(out, a, var_vals={"n": 9})
+    other = "PYTHON" if dev == "CPU" else "CPU"
+    with pytest.raises(ValueError, match=f"is on {other}"): r(out, a.copy_to(other), var_vals={"n": 1})
