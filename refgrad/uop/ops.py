@@ -27,6 +27,11 @@ class Ops(Enum):
   WHERE = auto(); MULACC = auto()
   # conversions
   CAST = auto(); BITCAST = auto()
+  # tensor graph (refgrad/lazy.py): buffers, movement, reductions, copies; never in a linear program
+  BUFFER = auto(); IOTA = auto(); RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto()
+  FLIP = auto(); REDUCE_AXIS = auto(); COPY = auto(); CONTIGUOUS = auto()
+  # kernel AST (refgrad/kernel.py): a reduction over RANGEs, lowered to DEFINE_ACC/ASSIGN
+  REDUCE = auto()
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
 
@@ -45,6 +50,8 @@ class GroupOp:
   FloatOnly = frozenset({Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN})
   Block = frozenset({Ops.RANGE, Ops.IF})                     # open a scope closed by ENDRANGE/ENDIF
   Defines = frozenset({Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC})
+  Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+  Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +174,16 @@ class UOp(metaclass=_UOpCache):
   def __lshift__(self, x: UOp | Any) -> UOp: return self.alu(Ops.SHL, x)
   def __rshift__(self, x: UOp | Any) -> UOp: return self.alu(Ops.SHR, x)
   def maximum(self, x: UOp | Any) -> UOp: return self.alu(Ops.MAX, x)
+
+  # ---- tensor graph (refgrad/lazy.py) ------------------------------------------------------
+  @functools.cached_property
+  def shape(self) -> tuple[int, ...]:
+    from refgrad.lazy import shape_of
+    return shape_of(self)
+  @functools.cached_property
+  def device(self) -> str | None:
+    from refgrad.lazy import device_of
+    return device_of(self)
 
   # ---- integer bounds (for symbolic simplification and the spec) -----------------------------
   @property

@@ -120,7 +120,7 @@ def _check_types(u: UOp, err) -> None:
   elif op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
     if (msg := value_op_error(op, dt, sdt)) is not None: raise err(msg)
   elif op is Ops.WMMA: raise err("WMMA is not supported by any backend yet")
-  elif op in (Ops.SINK, Ops.NOOP): raise err("does not belong in a linear program")
+  else: raise err("does not belong in a linear program")
 
 
 class _Reject(Exception):

@@ -1,0 +1,104 @@
+"""The tensor graph: what a Tensor holds before it is realized.
+
+Nodes are ordinary UOps (one IR), using the tensor-level ops:
+
+  BUFFER       arg=(uid, device, size); dtype=element dtype; shape (size,). Memory in `buffer_of`
+  CONST        arg=value; shape () (expanded by movement ops)
+  IOTA         arg=n; int32; shape (n,): 0..n-1
+  ALU/CAST/BITCAST  operands of one shape (Tensor broadcasts first)
+  RESHAPE arg=shape · PERMUTE arg=order · EXPAND arg=shape (1 -> n) · PAD arg=((before, after), ...)
+  SHRINK arg=((start, end), ...) · FLIP arg=(bool per axis)
+  REDUCE_AXIS  arg=(Ops.ADD | Ops.MAX, axes); reduced axes keep size 1
+  COPY         arg=device; src=(x,): x moved to another device
+  CONTIGUOUS   src=(x,): x realized into its own buffer
+
+Shapes are computed (and checked) when a node is built, so a bad reshape or axis fails at the Tensor
+call that made it, not at realize time.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from typing import Any
+
+from refgrad.device import Buffer, Device
+from refgrad.dtype import DType
+from refgrad.uop.ops import GroupOp, Ops, UOp
+
+Shape = tuple[int, ...]
+
+_uid = itertools.count()
+# the memory behind each live BUFFER node; freed when the node is gone
+buffer_of: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+
+def new_buffer(device: str, size: int, dtype: DType, buf: Buffer | None = None, backed: bool = True) -> UOp:
+  """A fresh BUFFER node (a unique id keeps two buffers of one shape apart) backed by `buf`, new memory, or
+  (backed=False) nothing yet: the scheduler assigns memory when it runs, so intermediates can share."""
+  device = Device.canonicalize(device)
+  u = UOp(Ops.BUFFER, dtype, (), (next(_uid), device, size))
+  if backed: buffer_of[u] = buf if buf is not None else Buffer(device, size, dtype)
+  return u
+
+
+def shape_of(u: UOp) -> Shape:
+  op, a = u.op, u.arg
+  if op is Ops.BUFFER: return (a[2],)
+  if op is Ops.CONST: return ()
+  if op is Ops.IOTA: return (a,)
+  if op in (Ops.RESHAPE, Ops.EXPAND): return a
+  s = u.src[0].shape
+  if op is Ops.PERMUTE: return tuple(s[i] for i in a)
+  if op is Ops.PAD: return tuple(n + b + e for n, (b, e) in zip(s, a))
+  if op is Ops.SHRINK: return tuple(e - b for b, e in a)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in a[1] else n for i, n in enumerate(s))
+  if op in GroupOp.Elementwise or op in (Ops.FLIP, Ops.COPY, Ops.CONTIGUOUS): return s
+  raise TypeError(f"{op.name} is not a tensor-graph op")
+
+
+def device_of(u: UOp) -> str | None:
+  """Where a node lives: its buffer's or copy's device, else its sources' (None for constants)."""
+  if u.op is Ops.BUFFER: return u.arg[1]
+  if u.op is Ops.COPY: return u.arg
+  for s in u.src:
+    if (d := s.device) is not None: return d
+  return None
+
+
+# ---- checked constructors ----------------------------------------------------------------------
+
+def _axes_error(what: str, shape: Shape, arg: Any) -> ValueError: return ValueError(f"{what}: invalid argument {arg!r} for shape {shape}")
+
+def reshape(x: UOp, shape: Shape) -> UOp:
+  if any(not isinstance(n, int) or n < 0 for n in shape): raise ValueError(f"reshape: invalid shape {shape}")
+  if math.prod(shape) != math.prod(x.shape): raise ValueError(f"reshape: cannot reshape {x.shape} ({math.prod(x.shape)} elements) to {shape}")
+  if shape == x.shape: return x
+  if x.op is Ops.RESHAPE: x = x.src[0]  # a reshape of a reshape is one reshape
+  return x if shape == x.shape else UOp(Ops.RESHAPE, x.dtype, (x,), tuple(shape))
+
+def permute(x: UOp, order: Shape) -> UOp:
+  if sorted(order) != list(range(len(x.shape))): raise _axes_error("permute", x.shape, order)
+  return x if tuple(order) == tuple(range(len(order))) else UOp(Ops.PERMUTE, x.dtype, (x,), tuple(order))
+
+def expand(x: UOp, shape: Shape) -> UOp:
+  if len(shape) != len(x.shape) or any(s != n and s != 1 for s, n in zip(x.shape, shape)):
+    raise ValueError(f"expand: cannot expand {x.shape} to {shape} (only size-1 axes expand)")
+  return x if tuple(shape) == x.shape else UOp(Ops.EXPAND, x.dtype, (x,), tuple(shape))
+
+def pad(x: UOp, padding: tuple[tuple[int, int], ...]) -> UOp:
+  if len(padding) != len(x.shape) or any(b < 0 or e < 0 for b, e in padding): raise _axes_error("pad", x.shape, padding)
+  return x if all(b == e == 0 for b, e in padding) else UOp(Ops.PAD, x.dtype, (x,), tuple(padding))
+
+def shrink(x: UOp, bounds: tuple[tuple[int, int], ...]) -> UOp:
+  if len(bounds) != len(x.shape) or any(not 0 <= b <= e <= n for (b, e), n in zip(bounds, x.shape)): raise _axes_error("shrink", x.shape, bounds)
+  return x if all(b == 0 and e == n for (b, e), n in zip(bounds, x.shape)) else UOp(Ops.SHRINK, x.dtype, (x,), tuple(bounds))
+
+def flip(x: UOp, axes: tuple[bool, ...]) -> UOp:
+  if len(axes) != len(x.shape): raise _axes_error("flip", x.shape, axes)
+  return x if not any(axes) else UOp(Ops.FLIP, x.dtype, (x,), tuple(axes))
+
+def reduce(x: UOp, op: Ops, axes: tuple[int, ...]) -> UOp:
+  if any(not 0 <= a < len(x.shape) for a in axes): raise _axes_error("reduce", x.shape, axes)
+  axes = tuple(sorted(set(a for a in axes if x.shape[a] != 1)))
+  return x if not axes else UOp(Ops.REDUCE_AXIS, x.dtype, (x,), (op, axes))

@@ -1,0 +1,1 @@
+"""Neural-network layers (placeholder)."""

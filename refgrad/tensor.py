@@ -1,0 +1,345 @@
+"""Tensor: the user-facing array. Operations build a lazy graph (refgrad/lazy.py); `realize()` schedules
+it into kernels (refgrad/schedule.py) and runs them on the tensor's device."""
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from refgrad import lazy
+from refgrad.device import Buffer, Device
+from refgrad.dtype import DType, dtypes, least_upper_dtype
+from refgrad.tensor_create import CreationMixin
+from refgrad.tensor_math import MathMixin
+from refgrad.tensor_movement import MovementMixin
+from refgrad.tensor_nn import NNMixin
+from refgrad.uop.ops import Ops, UOp
+
+_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+
+
+def _to_dtype(d: DType | str | None) -> DType | None:
+  return dtypes.from_name(d) if isinstance(d, str) else d
+
+def _infer_dtype(x: Any) -> DType:
+  if isinstance(x, bool): return dtypes.bool
+  if isinstance(x, int): return dtypes.default_int
+  if isinstance(x, float): return dtypes.default_float
+  raise TypeError(f"cannot make a tensor from {type(x).__name__}")
+
+def _nested_shape(data: Any) -> tuple[int, ...]:
+  if not isinstance(data, (list, tuple)): return ()
+  if not data: return (0,)
+  shapes = {_nested_shape(d) for d in data}
+  if len(shapes) != 1: raise ValueError(f"ragged nested list: rows have shapes {sorted(shapes)}")
+  return (len(data), *shapes.pop())
+
+def _flatten(data: Any) -> list[Any]:
+  return [y for x in data for y in _flatten(x)] if isinstance(data, (list, tuple)) else [data]
+
+
+class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
+  """An n-dimensional array on a device, with lazy evaluation and reverse-mode autograd. The core (data,
+  realization, primitives, autograd entry) is here; the API built on it is in the refgrad/tensor_*.py mixins."""
+  __slots__ = ("__weakref__", "_device", "grad", "requires_grad", "uop")
+  training: bool = False
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    dtype = _to_dtype(dtype)
+    device = Device.canonicalize(device) if device is not None else None
+    if isinstance(data, UOp): uop = data
+    elif isinstance(data, Tensor): uop, device = data.uop, device or data.device
+    elif isinstance(data, (bool, int, float)):
+      uop = UOp.const(dtype or _infer_dtype(data), data)
+    else:
+      arr = data if isinstance(data, np.ndarray) else None
+      if arr is None:
+        if not isinstance(data, (list, tuple)): raise TypeError(f"cannot make a tensor from {type(data).__name__}")
+        shape = _nested_shape(data)
+        flat = _flatten(data)
+        dt = dtype or (least_upper_dtype(*(_infer_dtype(x) for x in flat)) if flat else dtypes.default_float)
+        arr = _np_values(flat, dt).reshape(shape)
+      dt = dtype or dtypes.from_np(arr.dtype)
+      if arr.dtype != dt.np: arr = _np_values(arr.reshape(-1).tolist(), dt).reshape(arr.shape) if dt == dtypes.bfloat16 else arr.astype(dt.np)
+      dev = device or Device.DEFAULT
+      uop = lazy.reshape(lazy.new_buffer(dev, arr.size, dt, Buffer(dev, arr.size, dt).copyin(np.ascontiguousarray(arr))), arr.shape)
+    if dtype is not None and uop.dtype != dtype: uop = UOp(Ops.CAST, dtype, (uop,))
+    self.uop: UOp = uop
+    self._device: str = uop.device or device or Device.DEFAULT
+    self.grad: Tensor | None = None
+    self.requires_grad: bool | None = None
+    if requires_grad is not None: self.requires_grad_(requires_grad)
+    _all_tensors.add(self)
+
+  # ---- properties ------------------------------------------------------------------------------
+  @property
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def device(self) -> str: return self._device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return math.prod(self.shape)
+  def __len__(self) -> int:
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def __repr__(self) -> str: return f"<Tensor {self.shape} {self.dtype} on {self.device}{' grad' if self.requires_grad else ''}>"
+  def __hash__(self) -> int: return id(self)
+  def __bool__(self) -> bool: raise TypeError("a Tensor has no truth value; use .item() or .numpy()")
+
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    if requires_grad and not dtypes.is_float(self.dtype): raise TypeError(f"only float tensors can require gradients, not {self.dtype}")
+    # a leaf made of constants only would be indistinguishable from any equal constant: give it its own buffer
+    if requires_grad and not any(u.op is Ops.BUFFER for u in self.uop.toposort): self.realize()
+    self.requires_grad = requires_grad
+    return self
+
+  # ---- realization -------------------------------------------------------------------------------
+  def realize(self, *others: Tensor) -> Tensor:
+    """Compute this tensor (and `others`) now; their graphs are replaced by buffers."""
+    Tensor.realize_all(self, *others)
+    return self
+
+  @staticmethod
+  def realize_all(*tensors: Tensor) -> None:
+    from refgrad.schedule import buffer_node, is_realized, realize
+    todo = [t for t in tensors if not (t.uop.op is Ops.BUFFER or (t.uop.op is Ops.RESHAPE and t.uop.src[0].op is Ops.BUFFER))]
+    if not todo: return
+    by_device: dict[str, list[Tensor]] = {}
+    for t in todo: by_device.setdefault(t.device, []).append(t)
+    for dev, ts in by_device.items():
+      roots = list(dict.fromkeys(t.uop for t in ts))
+      # any live tensor whose node this schedule computes keeps the result instead of recomputing it later
+      live = {t.uop for t in list(_all_tensors)}
+      done = realize(roots, dev, live)
+      for t in list(_all_tensors):
+        if t.uop in done: t.uop = lazy.reshape(done[t.uop], t.shape)
+        elif is_realized(t.uop) and t.uop.op not in (Ops.BUFFER, Ops.RESHAPE): t.uop = lazy.reshape(buffer_node(t.uop), t.shape)
+
+  def _buffer(self) -> Buffer:
+    self.realize()
+    from refgrad.schedule import buffer_node
+    return lazy.buffer_of[buffer_node(self.uop)]
+
+  def numpy(self) -> np.ndarray:
+    """The values as a numpy array of this shape (bfloat16 comes back as float32, which holds it exactly)."""
+    arr = self._buffer().numpy()
+    if self.dtype == dtypes.bfloat16: arr = (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr.reshape(self.shape).copy()
+  def tolist(self) -> Any: return self.numpy().tolist()
+  def item(self) -> Any:
+    if self.numel() != 1: raise ValueError(f"item() needs a tensor of one element, this one has shape {self.shape}")
+    return self.numpy().reshape(()).item()
+  def data(self) -> memoryview: return memoryview(self._buffer().numpy())
+
+  def to(self, device: str) -> Tensor:
+    device = Device.canonicalize(device)
+    if device == self.device: return self
+    src = self if self.uop.device is not None else self.contiguous()
+    ret = Tensor(UOp(Ops.COPY, self.dtype, (src.uop,), device), device, requires_grad=None)
+    ret.requires_grad = self.requires_grad
+    return ret
+  def contiguous(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def detach(self) -> Tensor: return Tensor(self.uop, self.device)
+
+  def _new(self, uop: UOp, *others: Tensor) -> Tensor:
+    """A tensor on self's device computed from self (and others); it needs a gradient if any source does."""
+    ret = Tensor(uop, self.device)
+    if any(t.requires_grad for t in (self, *others)): ret.requires_grad = True
+    return ret
+
+  # ---- creation ----------------------------------------------------------------------------------
+  @staticmethod
+  def full(shape: int | Sequence[int], fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
+           requires_grad: bool | None = None) -> Tensor:
+    shape = _shape_arg(shape)
+    dt = _to_dtype(dtype) or _infer_dtype(fill_value)
+    c = UOp.const(dt, fill_value)
+    return Tensor(lazy.expand(lazy.reshape(c, (1,) * len(shape)), shape), device, requires_grad=requires_grad)
+  @staticmethod
+  def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(_shape_arg(shape), 0, _to_dtype(dtype) or dtypes.default_float, device, requires_grad)
+  @staticmethod
+  def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(_shape_arg(shape), 1, _to_dtype(dtype) or dtypes.default_float, device, requires_grad)
+  @staticmethod
+  def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """Uninitialized memory (the PYTHON device reports reads of it)."""
+    shape = _shape_arg(shape)
+    dt, dev = _to_dtype(dtype) or dtypes.default_float, Device.canonicalize(device or Device.DEFAULT)
+    return Tensor(lazy.reshape(lazy.new_buffer(dev, math.prod(shape), dt), shape), dev)
+  @staticmethod
+  def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | str | None = None,
+             device: str | None = None) -> Tensor:
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange: step must not be 0")
+    n = max(0, math.ceil((stop - start) / step))
+    dt = _to_dtype(dtype) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    idx = Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device)
+    return (idx.cast(dt) * Tensor.full((), step, dt, device) + Tensor.full((), start, dt, device)) if n else Tensor.zeros(0, dtype=dt, device=device)
+
+  # ---- primitives: everything else is built from these -------------------------------------------
+  def _broadcasted(self, y: Tensor | Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
+    x = self
+    if not isinstance(y, Tensor):
+      if isinstance(y, (list, tuple, np.ndarray)): y = Tensor(y, self.device)
+      else:
+        # a Python scalar takes the tensor's dtype unless it needs a wider kind (float into int, int into bool)
+        dt = self.dtype if not (isinstance(y, float) and not dtypes.is_float(self.dtype)) and not (
+          isinstance(y, int) and not isinstance(y, bool) and self.dtype == dtypes.bool) else _infer_dtype(y)
+        y = Tensor.full((), y, dt, self.device)
+    if x.device != y.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device} (use .to())")
+    if reverse: x, y = y, x
+    out = _broadcast_shape(x.shape, y.shape)
+    dt = least_upper_dtype(x.dtype, y.dtype)
+    return x.cast(dt)._expand_to(out), y.cast(dt)._expand_to(out)
+
+  def _expand_to(self, shape: tuple[int, ...]) -> Tensor:
+    if self.shape == shape: return self
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
+    return x.expand(shape)
+
+  def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
+    from refgrad.uop.ops import alu_dtype
+    from refgrad.uop.spec import value_op_error
+    dts = [self.dtype, *(s.dtype for s in srcs)]
+    dt = alu_dtype(op, *dts)
+    if (msg := value_op_error(op, dt, dts)) is not None: raise TypeError(f"{op.name} on {', '.join(map(repr, dts))}: {msg}")
+    return self._new(UOp(op, dt, (self.uop, *(s.uop for s in srcs))), *srcs)
+
+  def cast(self, dtype: DType | str) -> Tensor:
+    dt = _to_dtype(dtype)
+    assert dt is not None
+    return self if dt == self.dtype else self._new(UOp(Ops.CAST, dt, (self.uop,)))
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    dt = _to_dtype(dtype)
+    assert dt is not None
+    if dt.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast from {self.dtype} to {dt}: itemsizes differ ({self.dtype.itemsize} vs {dt.itemsize})")
+    if self.requires_grad: raise RuntimeError("bitcast is not differentiable")
+    return self if dt == self.dtype else self._new(UOp(Ops.BITCAST, dt, (self.uop,)))
+
+  def _resolve_shape(self, shape: tuple[Any, ...]) -> tuple[int, ...]:
+    shape = _shape_arg(shape, allow_neg=True)
+    if (n := sum(1 for s in shape if s == -1)) > 1: raise ValueError(f"reshape: only one -1 allowed in {shape}")
+    if n:
+      known = math.prod(s for s in shape if s != -1)
+      if known == 0 or self.numel() % known: raise ValueError(f"reshape: cannot reshape {self.shape} to {shape}")
+      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    return shape
+  def reshape(self, *shape: Any) -> Tensor: return self._new(lazy.reshape(self.uop, self._resolve_shape(shape)))
+  def view(self, *shape: Any) -> Tensor: return self.reshape(*shape)
+  def permute(self, *order: Any) -> Tensor:
+    order = tuple(self._axis(a) for a in _shape_arg(order, allow_neg=True))
+    return self._new(lazy.permute(self.uop, order))
+  def expand(self, *shape: Any) -> Tensor:
+    shape = _shape_arg(shape, allow_neg=True)
+    if len(shape) < self.ndim: raise ValueError(f"expand: cannot expand {self.shape} to {shape}")
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
+    shape = tuple(n if s == -1 else s for s, n in zip(shape, x.shape))
+    return x._new(lazy.expand(x.uop, shape))
+  def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> Tensor:
+    """Pad each axis by (before, after) elements of `value` (None: no padding)."""
+    if len(padding) != self.ndim: raise ValueError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
+    arg = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+    if any(b < 0 or e < 0 for b, e in arg):  # negative padding crops
+      self = self.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, self.shape)))
+      arg = tuple((max(b, 0), max(e, 0)) for b, e in arg)
+    ret = self._new(lazy.pad(self.uop, arg))
+    if value == 0: return ret
+    mask = Tensor(lazy.pad(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).uop, arg), self.device)
+    return mask.where(ret, value)
+  def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
+    if len(bounds) != self.ndim: raise ValueError(f"shrink: need one (start, end) per axis of {self.shape}, got {bounds}")
+    arg = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(bounds, self.shape))
+    return self._new(lazy.shrink(self.uop, arg))
+  def flip(self, axis: int | Sequence[int]) -> Tensor:
+    axes = {self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)}
+    return self._new(lazy.flip(self.uop, tuple(i in axes for i in range(self.ndim))))
+
+  def _axis(self, a: int, ndim: int | None = None) -> int:
+    n = self.ndim if ndim is None else ndim
+    if not isinstance(a, int) or not -max(n, 1) <= a < max(n, 1): raise IndexError(f"axis {a} is out of range for a tensor of {n} dimensions")
+    return a + n if a < 0 else a
+
+  def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis))
+    ret = self._new(lazy.reduce(self.uop, op, axes)) if self.ndim else self
+    return ret if keepdim else ret.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
+
+  # ---- basic arithmetic (the rest of the API lives in the methods below and is built on these) ----------
+  def add(self, y: Tensor | Any, reverse: bool = False) -> Tensor: return _binop(self, y, Ops.ADD, reverse)
+  def mul(self, y: Tensor | Any, reverse: bool = False) -> Tensor: return _binop(self, y, Ops.MUL, reverse)
+  def neg(self) -> Tensor: return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
+  def sub(self, y: Tensor | Any, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, reverse)
+    return a + (-b)
+  def where(self, x: Tensor | Any, y: Tensor | Any) -> Tensor:
+    cond = self if self.dtype == dtypes.bool else self.cast(dtypes.bool)
+    if isinstance(x, Tensor): x, y = x._broadcasted(y)
+    elif isinstance(y, Tensor): y, x = y._broadcasted(x)
+    else: x, y = Tensor.full((), x, device=self.device)._broadcasted(y)
+    shape = _broadcast_shape(cond.shape, x.shape)
+    return cond._expand_to(shape)._alu(Ops.WHERE, x._expand_to(shape), y._expand_to(shape))
+  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor.full(self.shape, True, dtypes.bool, self.device))
+  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
+    from refgrad.dtype import sum_acc_dtype
+    return self.cast(acc_dtype or sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+
+  def __neg__(self) -> Tensor: return self.neg()
+  def __add__(self, y: Any) -> Tensor: return self.add(y)
+  def __radd__(self, y: Any) -> Tensor: return self.add(y, True)
+  def __sub__(self, y: Any) -> Tensor: return self.sub(y)
+  def __rsub__(self, y: Any) -> Tensor: return self.sub(y, True)
+  def __mul__(self, y: Any) -> Tensor: return self.mul(y)
+  def __rmul__(self, y: Any) -> Tensor: return self.mul(y, True)
+
+  # ---- autograd ----------------------------------------------------------------------------------
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Accumulate d(self)/d(t) into t.grad for every tensor t with requires_grad that self depends on."""
+    from refgrad.gradient import compute_gradient
+    if gradient is None:
+      if self.numel() != 1: raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient argument (only scalars get an implicit one)")
+      gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+    if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    graph = self.uop.toposort
+    targets = [t for t in list(_all_tensors) if t.requires_grad and t.uop in graph]
+    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
+    for t in targets:
+      if (g := grads.get(t.uop)) is None: continue
+      gt = Tensor(g, t.device)
+      t.grad = gt if t.grad is None else (t.grad + gt)
+    return self
+
+
+def _binop(x: Tensor, y: Any, op: Ops, reverse: bool) -> Tensor:
+  a, b = x._broadcasted(y, reverse)
+  return a._alu(op, b)
+
+def _np_values(flat: list[Any], dt: DType) -> np.ndarray:
+  """Python values as storage of dt, each converted exactly as a constant of dt would be."""
+  if dt == dtypes.bfloat16:
+    from refgrad.uop.semantics import from_python
+    return from_python(flat, dt)
+  if dtypes.is_int(dt): return np.array([dtypes.as_const(x, dt) for x in flat], dtype=dt.np)
+  return np.array(flat, dtype=dt.np)
+
+def _shape_arg(shape: Any, allow_neg: bool = False) -> tuple[int, ...]:
+  if isinstance(shape, int): shape = (shape,)
+  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+  for s in shape:
+    if not isinstance(s, int) or isinstance(s, bool) or s < (-1 if allow_neg else 0): raise ValueError(f"invalid shape {tuple(shape)}")
+  return tuple(shape)
+
+def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+  n = max(len(a), len(b))
+  a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+  out = []
+  for i, (x, y) in enumerate(zip(a, b)):
+    if x != y and 1 not in (x, y): raise ValueError(f"cannot broadcast shapes {a} and {b}: axis {i} has sizes {x} and {y}")
+    out.append(y if x == 1 else x)
+  return tuple(out)
