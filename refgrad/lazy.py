@@ -98,7 +98,27 @@ def flip(x: UOp, axes: tuple[bool, ...]) -> UOp:
   if len(axes) != len(x.shape): raise _axes_error("flip", x.shape, axes)
   return x if not any(axes) else UOp(Ops.FLIP, x.dtype, (x,), tuple(axes))
 
+SPLIT_REDUCE = 1 << 14   # reductions over at least this many elements run in two stages
+
 def reduce(x: UOp, op: Ops, axes: tuple[int, ...]) -> UOp:
+  """Reduce `axes` (kept as size 1). A long reduction is split into two stages (k partial results of n/k
+  elements, then one of k) so that neither stage is one long serial loop; this fixes the order of float
+  additions, identically on every device."""
   if any(not 0 <= a < len(x.shape) for a in axes): raise _axes_error("reduce", x.shape, axes)
   axes = tuple(sorted(set(a for a in axes if x.shape[a] != 1)))
-  return x if not axes else UOp(Ops.REDUCE_AXIS, x.dtype, (x,), (op, axes))
+  if not axes: return x
+  n = math.prod(x.shape[a] for a in axes)
+  if n >= SPLIT_REDUCE and (k := _split_factor(n)):
+    keep = [a for a in range(len(x.shape)) if a not in axes]
+    kshape = tuple(x.shape[a] for a in keep)
+    y = reshape(permute(x, (*keep, *axes)), (*kshape, k, n // k))
+    y = UOp(Ops.REDUCE_AXIS, x.dtype, (y,), (op, (len(keep) + 1,)))
+    y = UOp(Ops.REDUCE_AXIS, x.dtype, (y,), (op, (len(keep),)))
+    return reshape(y, tuple(1 if a in axes else d for a, d in enumerate(x.shape)))
+  return UOp(Ops.REDUCE_AXIS, x.dtype, (x,), (op, axes))
+
+def _split_factor(n: int) -> int | None:
+  """The divisor of n nearest to sqrt(n) from below, if it is at least 16."""
+  for k in range(math.isqrt(n), 15, -1):
+    if n % k == 0: return k
+  return None

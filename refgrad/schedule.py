@@ -23,11 +23,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from refgrad import program
 from refgrad.device import Buffer
 from refgrad.dtype import dtypes
 from refgrad.kernel import Kernel
 from refgrad.lazy import buffer_of, new_buffer
-from refgrad.program import DEBUG, Runner
+from refgrad.program import Runner
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
 # a node computed by an earlier schedule -> the BUFFER holding it (alive as long as the node is)
@@ -253,7 +254,7 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
     if it.ast is None:
       st = time.perf_counter()
       bufs[0].copyin(bufs[1].numpy())
-      if DEBUG >= 2: print(f"{it.device:7s} {it.name:30s} {bufs[0].nbytes:9d} bytes {(time.perf_counter() - st) * 1e3:9.3f} ms")
+      if program.DEBUG >= 2: print(f"{it.device:7s} {it.name:30s} {bufs[0].nbytes:9d} bytes {(time.perf_counter() - st) * 1e3:9.3f} ms")
     else: get_runner(it.ast, it.device, it.name)(*bufs)
     for b in set(it.bufs):
       if last_use[b] == i and b in produced and b not in keep:

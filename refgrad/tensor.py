@@ -45,7 +45,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   """An n-dimensional array on a device, with lazy evaluation and reverse-mode autograd. The core (data,
   realization, primitives, autograd entry) is here; the API built on it is in the refgrad/tensor_*.py mixins."""
   __slots__ = ("__weakref__", "_device", "grad", "requires_grad", "uop")
-  training: bool = False
+  training: bool = False   # layers such as BatchNorm behave differently while training (see Tensor.train)
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = _to_dtype(dtype)
@@ -143,6 +143,14 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     ret = Tensor(UOp(Ops.COPY, self.dtype, (src.uop,), device), device, requires_grad=None)
     ret.requires_grad = self.requires_grad
     return ret
+  def assign(self, x: Tensor | Any) -> Tensor:
+    """Give this tensor (the same Python object, e.g. a parameter) new contents of the same shape, dtype and device."""
+    if not isinstance(x, Tensor): x = Tensor.full(self.shape, x, self.dtype, self.device)
+    if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
+    if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} does not match {self.dtype}")
+    if x.device != self.device: raise ValueError(f"assign: tensor on {x.device}, target on {self.device}")
+    self.uop = x.uop
+    return self
   def contiguous(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def detach(self) -> Tensor: return Tensor(self.uop, self.device)
 
@@ -151,6 +159,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     ret = Tensor(uop, self.device)
     if any(t.requires_grad for t in (self, *others)): ret.requires_grad = True
     return ret
+
+  class train:
+    """`with Tensor.train():` sets Tensor.training for the block (restored afterwards)."""
+    def __init__(self, mode: bool = True): self.mode = mode
+    def __enter__(self) -> None: self.prev, Tensor.training = Tensor.training, self.mode
+    def __exit__(self, *exc: object) -> None: Tensor.training = self.prev
 
   # ---- creation ----------------------------------------------------------------------------------
   @staticmethod

@@ -87,6 +87,21 @@ def _mod_small(x: UOp, c: UOp) -> UOp | None:
 def _div_small(x: UOp, c: UOp) -> UOp | None:
   return x.const_like(0) if _is_int(x) and c.arg > 0 and 0 <= x.vmin and x.vmax < c.arg else None
 
+# index arithmetic from splitting and re-joining axes (reshapes, flat launch indices)
+def _join_divmod(x: UOp, c1: UOp, c2: UOp, c3: UOp) -> UOp | None:
+  # (x//c)*c + x%c == x for C division, whatever the sign of x
+  return x if _is_int(x) and c1.arg == c2.arg == c3.arg > 0 else None
+
+def _join_divmod_mod(x: UOp, c1: UOp, n: UOp, c2: UOp, c3: UOp) -> UOp | None:
+  # ((x//c)%n)*c + x%c == x%(c*n) for x >= 0
+  if not (_is_int(x) and c1.arg == c2.arg == c3.arg > 0 and n.arg > 0 and x.vmin >= 0 and _fits(x.dtype, 0, c1.arg * n.arg)): return None
+  return x % x.const_like(c1.arg * n.arg)
+
+def _split_mul_add(x: UOp, c: UOp, y: UOp, d: UOp) -> tuple[UOp, UOp] | None:
+  # x*c + y with 0 <= y < c, x >= 0 and no wrap: // c is x, % c is y
+  if not (_is_int(x) and c.arg == d.arg > 0 and x.vmin >= 0 and 0 <= y.vmin and y.vmax < c.arg and _fits(x.dtype, 0, x.vmax * c.arg + y.vmax)): return None
+  return x, y
+
 def _cmp_known(u: UOp) -> UOp | None:
   lo, hi = _bounds(u) or (0, 1)
   return UOp.const(dtypes.bool, bool(lo)) if lo == hi and u.dtype == dtypes.bool else None
@@ -115,6 +130,14 @@ symbolic = PatternMatcher([
   (UPat(Ops.IDIV, src=(UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c1")]), UPat.cvar("c2"))), _div_of_mul),
   (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c"))), _mod_small),
   (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c"))), _div_small),
+  (UPat(Ops.ADD, src=[UPat(Ops.MUL, src=[UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2")]),
+                      UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c3")))]), _join_divmod),
+  (UPat(Ops.ADD, src=[UPat(Ops.MUL, src=[UPat(Ops.MOD, src=(UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("n"))), UPat.cvar("c2")]),
+                      UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c3")))]), _join_divmod_mod),
+  (UPat(Ops.IDIV, src=(UPat(Ops.ADD, src=[UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c")]), UPat.var("y")]), UPat.cvar("d"))),
+   lambda x, c, y, d: r[0] if (r := _split_mul_add(x, c, y, d)) else None),
+  (UPat(Ops.MOD, src=(UPat(Ops.ADD, src=[UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c")]), UPat.var("y")]), UPat.cvar("d"))),
+   lambda x, c, y, d: r[1] if (r := _split_mul_add(x, c, y, d)) else None),
   # comparisons decided by bounds
   (UPat(Ops.CMPLT, name="u", src=(UPat.var(dtype=ints), UPat.var())), _cmp_known),
   (UPat(Ops.CMPNE, name="u", src=(UPat.var(dtype=ints), UPat.var())), _cmp_known),
