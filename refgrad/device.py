@@ -110,6 +110,8 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype = Device.canonicalize(device), size, dtype
+    if (sup := Device[self.device].renderer.supported_dtypes) is not None and dtype.scalar() not in sup:
+      raise TypeError(f"device {self.device} does not support {dtype} (it supports {', '.join(sorted(d.name for d in sup))})")
     self._handle: Any = None
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize

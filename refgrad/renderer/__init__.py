@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from refgrad.dtype import DType
 from refgrad.uop.ops import UOp
 
 # default for every renderer: decompose transcendentals (bit-exact everywhere) unless NATIVE_TRANSCENDENTALS=1
@@ -15,6 +16,7 @@ class Renderer:
   (False: bit-exact on every backend)."""
   device: str = ""
   native_transcendentals: bool = NATIVE_TRANSCENDENTALS
+  supported_dtypes: frozenset[DType] | None = None   # None: every scalar dtype
 
   def render(self, name: str, uops: list[UOp]) -> str:
     """The source of one kernel called `name` that runs the linear program `uops`."""

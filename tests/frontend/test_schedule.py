@@ -169,3 +169,9 @@ def test_bad_shapes_are_named():
   with pytest.raises(ValueError, match="cannot broadcast"): a + rand(3, 2)
   with pytest.raises(IndexError, match="axis 2"): a.sum(2)
   with pytest.raises(ValueError, match="only size-1 axes expand"): a.expand(4, 3)
+
+
+def test_dtype_the_device_does_not_support(monkeypatch):
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "supported_dtypes", frozenset({dtypes.float32, dtypes.int32, dtypes.bool}))
+  with pytest.raises(TypeError, match=rf"device {Device.DEFAULT} does not support dtypes\.half"): Tensor([1.0, 2.0], dtype=dtypes.float16)
+  with pytest.raises(TypeError, match=r"does not support dtypes\.double"): (Tensor([1.0]).cast(dtypes.float64) + 1).realize()
