@@ -7,7 +7,8 @@ Which nodes get their own buffer (the rest are fused into the kernel that reads 
   - any computed value read through an EXPAND (no recomputation blow-up: each value of a
     broadcast is computed once);
   - an op that can be undefined (IDIV, MOD, shifts, float->int casts) read through a PAD, because
-    padded lanes run on the gated loads' placeholder values.
+    padded lanes run on the gated loads' placeholder values;
+  - a REDUCE_AXIS that two kernels would otherwise both compute.
 Everything else fuses: elementwise chains, elementwise ops into and after a reduction, movement ops
 (which become index arithmetic on the loads).
 
@@ -63,11 +64,21 @@ def _is_compute(u: UOp) -> bool: return u.op in GroupOp.Elementwise or u.op is O
 
 
 def find_realizes(roots: list[UOp]) -> list[UOp]:
-  """The nodes that get their own buffer, sources before users (see the module docstring)."""
+  """The nodes that get their own buffer, sources before users (see the module docstring). A reduction
+  that would be fused into two kernels is realized once instead (repeat until none is)."""
+  forced: set[UOp] = set()
+  while True:
+    kernel_roots, fused_into = _walk(roots, forced)
+    shared = {u for u, rs in fused_into.items() if len(rs) > 1 and u.op is Ops.REDUCE_AXIS} - forced
+    if not shared: return [u for u in UOp(Ops.SINK, dtypes.void, tuple(kernel_roots)).toposort if u in kernel_roots]
+    forced |= shared
+
+def _walk(roots: list[UOp], forced: set[UOp]) -> tuple[set[UOp], dict[UOp, set[UOp]]]:
   work: list[UOp] = list(roots)
-  stop = set(roots)
+  stop = set(roots) | forced
   kernel_roots: set[UOp] = set()
-  seen: set[tuple[UOp, bool, bool, bool]] = set()
+  fused_into: dict[UOp, set[UOp]] = {}
+  seen: set[tuple[UOp, UOp, bool, bool, bool]] = set()
   while work:
     root = work.pop()
     if root in kernel_roots or is_realized(root): continue
@@ -77,8 +88,8 @@ def find_realizes(roots: list[UOp]) -> list[UOp]:
       continue
     stack = [(s, False, False, False) for s in (root.src if root.op is Ops.CONTIGUOUS else (root,))]
     while stack:
-      u, expanded, in_reduce, padded = key = stack.pop()
-      if key in seen: continue
+      u, expanded, in_reduce, padded = stack.pop()
+      if (key := (root, u, expanded, in_reduce, padded)) in seen: continue
       seen.add(key)
       if is_realized(u) or u.op in (Ops.CONST, Ops.IOTA): continue
       if (u is not root and u in stop) or u.op in (Ops.COPY, Ops.CONTIGUOUS) or (u.op is Ops.REDUCE_AXIS and (expanded or in_reduce)) \
@@ -86,9 +97,10 @@ def find_realizes(roots: list[UOp]) -> list[UOp]:
         work.append(u)
         stop.add(u)
         continue
+      fused_into.setdefault(u, set()).add(root)
       grows = u.op is Ops.EXPAND and math.prod(u.shape) > math.prod(u.src[0].shape)
       stack.extend((s, expanded or grows, in_reduce or u.op is Ops.REDUCE_AXIS, padded or u.op is Ops.PAD) for s in u.src)
-  return [u for u in UOp(Ops.SINK, dtypes.void, tuple(kernel_roots)).toposort if u in kernel_roots]
+  return kernel_roots, fused_into
 
 
 class _Lowerer:

@@ -175,3 +175,13 @@ def test_dtype_the_device_does_not_support(monkeypatch):
   monkeypatch.setattr(Device[Device.DEFAULT].renderer, "supported_dtypes", frozenset({dtypes.float32, dtypes.int32, dtypes.bool}))
   with pytest.raises(TypeError, match=rf"device {Device.DEFAULT} does not support dtypes\.half"): Tensor([1.0, 2.0], dtype=dtypes.float16)
   with pytest.raises(TypeError, match=r"does not support dtypes\.double"): (Tensor([1.0]).cast(dtypes.float64) + 1).realize()
+
+
+def test_reduction_shared_by_two_kernels_is_computed_once():
+  x = rand(8, 16)
+  s = x.sum(1)
+  a, b = s + 1, s * 2
+  items, _ = schedule.create_schedule([a.uop, b.uop], Device.DEFAULT)
+  assert sorted(i.name.split("_")[0] for i in items) == ["E", "E", "r"]
+  Tensor.realize_all(a, b)
+  np.testing.assert_array_equal(b.numpy(), s.numpy() * 2)
