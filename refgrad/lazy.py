@@ -73,8 +73,6 @@ def _axes_error(what: str, shape: Shape, arg: Any) -> ValueError: return ValueEr
 def reshape(x: UOp, shape: Shape) -> UOp:
   if any(not isinstance(n, int) or n < 0 for n in shape): raise ValueError(f"reshape: invalid shape {shape}")
   if math.prod(shape) != math.prod(x.shape): raise ValueError(f"reshape: cannot reshape {x.shape} ({math.prod(x.shape)} elements) to {shape}")
-  if shape == x.shape: return x
-  if x.op is Ops.RESHAPE: x = x.src[0]  # a reshape of a reshape is one reshape
   return x if shape == x.shape else UOp(Ops.RESHAPE, x.dtype, (x,), tuple(shape))
 
 def permute(x: UOp, order: Shape) -> UOp:

@@ -37,13 +37,17 @@ realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 _MAX_ELEMENTS = 2**31 - 1   # indices are int32
 
 
-def is_realized(u: UOp) -> bool: return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or u in realized
+def _base(u: UOp) -> UOp:
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u
+
+def is_realized(u: UOp) -> bool:
+  """A BUFFER, reshapes of one (same data), or a node an earlier schedule computed."""
+  return _base(u).op is Ops.BUFFER or u in realized
 
 def buffer_node(u: UOp) -> UOp:
   """The BUFFER behind a realized node."""
-  if u.op is Ops.BUFFER: return u
-  if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER: return u.src[0]
-  return realized[u]
+  return b if (b := _base(u)).op is Ops.BUFFER else realized[u]
 
 
 @dataclass

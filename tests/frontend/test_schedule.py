@@ -185,3 +185,13 @@ def test_reduction_shared_by_two_kernels_is_computed_once():
   assert sorted(i.name.split("_")[0] for i in items) == ["E", "E", "r"]
   Tensor.realize_all(a, b)
   np.testing.assert_array_equal(b.numpy(), s.numpy() * 2)
+
+
+def test_realizing_keeps_the_graph_for_backward():
+  w = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+  loss = (w * Tensor([1.0, -1.0])).sum()
+  assert loss.item() == -2.0          # realized for item() ...
+  loss.backward()                     # ... and still differentiable
+  np.testing.assert_array_equal(w.grad.numpy(), [[1.0, -1.0], [1.0, -1.0]])
+  w.assign(w - w.grad).realize()      # a leaf's update is a buffer again, not a growing graph
+  assert schedule.is_realized(w.uop) and w.tolist() == [[0.0, 3.0], [2.0, 5.0]]
