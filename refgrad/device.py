@@ -101,6 +101,8 @@ class _DeviceRegistry:
     return mod.make_device(name)
   @property
   def DEFAULT(self) -> str: return self.canonicalize(os.environ.get("DEV", "CPU"))
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None: os.environ["DEV"] = self.canonicalize(name)   # DEV stays the one source
 
 Device = _DeviceRegistry()
 

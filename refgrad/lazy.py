@@ -11,6 +11,7 @@ Nodes are ordinary UOps (one IR), using the tensor-level ops:
   REDUCE_AXIS  arg=(Ops.ADD | Ops.MAX, axes); reduced axes keep size 1
   COPY         arg=device; src=(x,): x moved to another device
   CONTIGUOUS   src=(x,): x realized into its own buffer
+  DETACH       src=(x,): x's value, through which no gradient flows
 
 Shapes are computed (and checked) when a node is built, so a bad reshape or axis fails at the Tensor
 call that made it, not at realize time.
@@ -53,7 +54,7 @@ def shape_of(u: UOp) -> Shape:
   if op is Ops.PAD: return tuple(n + b + e for n, (b, e) in zip(s, a))
   if op is Ops.SHRINK: return tuple(e - b for b, e in a)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in a[1] else n for i, n in enumerate(s))
-  if op in GroupOp.Elementwise or op in (Ops.FLIP, Ops.COPY, Ops.CONTIGUOUS): return s
+  if op in GroupOp.Elementwise or op in (Ops.FLIP, Ops.COPY, Ops.CONTIGUOUS, Ops.DETACH): return s
   raise TypeError(f"{op.name} is not a tensor-graph op")
 
 

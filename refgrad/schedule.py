@@ -64,20 +64,29 @@ _UB_OPS = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
 def _can_be_undefined(u: UOp) -> bool:
   return u.op in _UB_OPS or (u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype) and not dtypes.is_float(u.dtype) and u.dtype != dtypes.bool)
 
-def _is_compute(u: UOp) -> bool: return u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS
+def _reads_memory(roots: list[UOp]) -> set[UOp]:
+  """The nodes whose value depends on some buffer (the others are arithmetic on constants and IOTA alone)."""
+  out: set[UOp] = set()
+  for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort:
+    if u.op is Ops.BUFFER or u in realized or any(s in out for s in u.src): out.add(u)
+  return out
 
 
 def find_realizes(roots: list[UOp]) -> list[UOp]:
   """The nodes that get their own buffer, sources before users (see the module docstring). A reduction
   that would be fused into two kernels is realized once instead (repeat until none is)."""
   forced: set[UOp] = set()
+  # work worth doing once: reductions, and elementwise ops on loaded values (arithmetic on constants and IOTA
+  # alone is as cheap to recompute as to load, e.g. an arange compared against a broadcast index)
+  loads = _reads_memory(roots)
+  compute = {u for u in loads if u.op in GroupOp.Elementwise} | {u for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort if u.op is Ops.REDUCE_AXIS}
   while True:
-    kernel_roots, fused_into = _walk(roots, forced)
+    kernel_roots, fused_into = _walk(roots, forced, compute)
     shared = {u for u, rs in fused_into.items() if len(rs) > 1 and u.op is Ops.REDUCE_AXIS} - forced
     if not shared: return [u for u in UOp(Ops.SINK, dtypes.void, tuple(kernel_roots)).toposort if u in kernel_roots]
     forced |= shared
 
-def _walk(roots: list[UOp], forced: set[UOp]) -> tuple[set[UOp], dict[UOp, set[UOp]]]:
+def _walk(roots: list[UOp], forced: set[UOp], compute: set[UOp]) -> tuple[set[UOp], dict[UOp, set[UOp]]]:
   work: list[UOp] = list(roots)
   stop = set(roots) | forced
   kernel_roots: set[UOp] = set()
@@ -97,7 +106,7 @@ def _walk(roots: list[UOp], forced: set[UOp]) -> tuple[set[UOp], dict[UOp, set[U
       seen.add(key)
       if is_realized(u) or u.op in (Ops.CONST, Ops.IOTA): continue
       if (u is not root and u in stop) or u.op in (Ops.COPY, Ops.CONTIGUOUS) or (u.op is Ops.REDUCE_AXIS and (expanded or in_reduce)) \
-          or (expanded and _is_compute(u)) or (padded and _can_be_undefined(u)):
+          or (expanded and u in compute) or (padded and _can_be_undefined(u)):
         work.append(u)
         stop.add(u)
         continue
@@ -142,7 +151,7 @@ class _Lowerer:
     if op in GroupOp.Elementwise:
       srcs = [self.value(s, idx, valid) for s in u.src]
       return UOp(op, u.dtype, tuple(srcs), a)
-    if op is Ops.CONTIGUOUS: return self.value(u.src[0], idx, valid)
+    if op in (Ops.CONTIGUOUS, Ops.DETACH): return self.value(u.src[0], idx, valid)
     s = u.src[0]
     if op is Ops.RESHAPE: return self.value(s, _reshape_idx(idx, s.shape, u.shape), valid)
     if op is Ops.PERMUTE:
@@ -211,7 +220,13 @@ def kernel_ast(u: UOp, out: UOp, done: dict[UOp, UOp] | None = None) -> tuple[UO
   idx = tuple(low.axis(n) for n in u.shape)
   val = low.value(u, idx, None, top=True)
   store = low.param(out).store(_flat(idx, u.shape).simplify(), val)
-  return UOp(Ops.SINK, dtypes.void, (store,)), low.bufs
+  # simplification can drop loads (e.g. where(True, a, b)): number the buffers that are still read
+  ast = UOp(Ops.SINK, dtypes.void, (store,)).simplify()
+  used = sorted(g.arg for g in ast.toposort if g.op is Ops.DEFINE_GLOBAL)
+  if used != list(range(len(low.bufs))):
+    renum = {g: UOp.define_global(used.index(g.arg), g.dtype.base, g.dtype.size) for g in ast.toposort if g.op is Ops.DEFINE_GLOBAL}
+    ast = ast.substitute(renum)
+  return ast, [low.bufs[i] for i in used]
 
 
 def _kernel_name(ast: UOp) -> str:
@@ -285,5 +300,6 @@ def realize(roots: list[UOp], default_device: str, keep_nodes: set[UOp] = frozen
   keep = {b for u, b in out.items() if u in wanted}
   run_schedule(items, keep)
   ret = {u: b for u, b in out.items() if u in wanted}
-  realized.update(ret)
+  # a graph of constants alone has no device, and its node is shared by equal graphs on every device: not remembered
+  realized.update((u, b) for u, b in ret.items() if u.device is not None)
   return ret

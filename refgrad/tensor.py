@@ -44,12 +44,13 @@ def _flatten(data: Any) -> list[Any]:
 class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   """An n-dimensional array on a device, with lazy evaluation and reverse-mode autograd. The core (data,
   realization, primitives, autograd entry) is here; the API built on it is in the refgrad/tensor_*.py mixins."""
-  __slots__ = ("__weakref__", "_device", "grad", "requires_grad", "uop")
+  __slots__ = ("__weakref__", "_device", "_from_op", "grad", "requires_grad", "uop")
   training: bool = False   # layers such as BatchNorm behave differently while training (see Tensor.train)
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = _to_dtype(dtype)
     device = Device.canonicalize(device) if device is not None else None
+    if isinstance(data, np.generic): data = np.asarray(data)   # a numpy scalar is a 0-d array
     if isinstance(data, UOp): uop = data
     elif isinstance(data, Tensor): uop, device = data.uop, device or data.device
     elif isinstance(data, (bool, int, float)):
@@ -71,6 +72,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     self._device: str = uop.device or device or Device.DEFAULT
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = None
+    self._from_op = False   # computed from tensors that need gradients: realizing it keeps the graph for backward()
     if requires_grad is not None: self.requires_grad_(requires_grad)
     _all_tensors.add(self)
 
@@ -94,8 +96,10 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     if requires_grad and not dtypes.is_float(self.dtype): raise TypeError(f"only float tensors can require gradients, not {self.dtype}")
     # a leaf made of constants only would be indistinguishable from any equal constant: give it its own buffer
-    if requires_grad and not any(u.op is Ops.BUFFER for u in self.uop.toposort): self.realize()
-    self.requires_grad = requires_grad
+    if requires_grad and not any(u.op is Ops.BUFFER for u in self.uop.toposort):
+      raw = self._buffer().numpy()   # equal constant graphs realize to one buffer: copy into a buffer of its own
+      self.uop = lazy.reshape(lazy.new_buffer(self.device, raw.size, self.dtype, Buffer(self.device, raw.size, self.dtype).copyin(raw)), self.shape)
+    self.requires_grad, self._from_op = requires_grad, False
     return self
 
   # ---- realization -------------------------------------------------------------------------------
@@ -106,19 +110,18 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    from refgrad.schedule import buffer_node, is_realized, realize
-    todo = [t for t in tensors if not (t.uop.op is Ops.BUFFER or (t.uop.op is Ops.RESHAPE and t.uop.src[0].op is Ops.BUFFER))]
-    if not todo: return
-    by_device: dict[str, list[Tensor]] = {}
-    for t in todo: by_device.setdefault(t.device, []).append(t)
-    for dev, ts in by_device.items():
-      roots = list(dict.fromkeys(t.uop for t in ts))
+    from refgrad.schedule import is_realized, realize, realized
+    by_device: dict[str, list[UOp]] = {}
+    for t in tensors:
+      if not is_realized(t.uop): by_device.setdefault(t.device, []).append(t.uop)
+    live = list(_all_tensors)
+    for dev, roots in by_device.items():
       # any live tensor whose node this schedule computes keeps the result instead of recomputing it later
-      live = {t.uop for t in list(_all_tensors)}
-      done = realize(roots, dev, live)
-      for t in list(_all_tensors):
-        if t.uop in done: t.uop = lazy.reshape(done[t.uop], t.shape)
-        elif is_realized(t.uop) and t.uop.op not in (Ops.BUFFER, Ops.RESHAPE): t.uop = lazy.reshape(buffer_node(t.uop), t.shape)
+      done = realize(list(dict.fromkeys(roots)), dev, {t.uop for t in live if t.device == dev})
+      for t in live:  # computed nodes are replaced by their buffers (the graph behind them can go)
+        if t.device == dev and t.uop in done and not t._from_op: t.uop = lazy.reshape(done[t.uop], t.shape)
+    for t in live:
+      if t.uop in realized and not t._from_op: t.uop = lazy.reshape(realized[t.uop], t.shape)
 
   def _buffer(self) -> Buffer:
     self.realize()
@@ -140,24 +143,31 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     device = Device.canonicalize(device)
     if device == self.device: return self
     src = self if self.uop.device is not None else self.contiguous()
-    ret = Tensor(UOp(Ops.COPY, self.dtype, (src.uop,), device), device, requires_grad=None)
-    ret.requires_grad = self.requires_grad
-    return ret
+    return src._new(UOp(Ops.COPY, self.dtype, (src.uop,), device))
   def assign(self, x: Tensor | Any) -> Tensor:
     """Give this tensor (the same Python object, e.g. a parameter) new contents of the same shape, dtype and device."""
     if not isinstance(x, Tensor): x = Tensor.full(self.shape, x, self.dtype, self.device)
     if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if x.device != self.device: raise ValueError(f"assign: tensor on {x.device}, target on {self.device}")
-    self.uop = x.uop
+    self.uop, self._from_op = x.uop, False
     return self
   def contiguous(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
-  def detach(self) -> Tensor: return Tensor(self.uop, self.device)
+  def detach(self) -> Tensor:
+    """The same values, cut off from the gradient graph."""
+    return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), self.device)
+  # dtype shorthands
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
 
   def _new(self, uop: UOp, *others: Tensor) -> Tensor:
     """A tensor on self's device computed from self (and others); it needs a gradient if any source does."""
     ret = Tensor(uop, self.device)
-    if any(t.requires_grad for t in (self, *others)): ret.requires_grad = True
+    if any(t.requires_grad for t in (self, *others)): ret.requires_grad = ret._from_op = True
     return ret
 
   class train:
@@ -321,7 +331,8 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
     graph = self.uop.toposort
-    targets = [t for t in list(_all_tensors) if t.requires_grad and t.uop in graph]
+    # a reshape of a buffer is the buffer's data: lazy.reshape folds reshapes, so the graph may read the buffer, not t.uop
+    targets = [t for t in list(_all_tensors) if t.requires_grad and (t.uop in graph or (t.uop.op is Ops.RESHAPE and t.uop.src[0] in graph))]
     grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
     for t in targets:
       if (g := grads.get(t.uop)) is None: continue

@@ -1,6 +1,370 @@
-"""placeholder"""
+"""Movement API on top of the core primitives (reshape, permute, expand, pad, shrink, flip, where):
+transpose, flatten, squeeze, cat, stack, split, repeat, indexing (get and set) and gather.
+
+Everything here is movement ops plus elementwise selects, so it fuses into the kernels that read it.
+Selecting with tensor indices is a one-hot mask (index == arange) and a reduction that keeps the bits of
+the one selected element exactly (see `_select`)."""
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from refgrad.dtype import DType, dtypes, least_upper_dtype
+from refgrad.uop.ops import Ops
+
+if TYPE_CHECKING:
+  from refgrad.tensor import Tensor
+
+_BITS = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
+
+
+def _ints(args: tuple[Any, ...]) -> tuple[int, ...]:
+  """`f(1, 2)` and `f((1, 2))` both mean (1, 2)."""
+  if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
+  for a in args:
+    if not isinstance(a, int) or isinstance(a, bool): raise TypeError(f"expected integers, got {args!r}")
+  return tuple(args)
+
+
+def _eq(a: Tensor, b: Tensor) -> Tensor:
+  x, y = a._broadcasted(b)
+  return x._alu(Ops.CMPNE, y).logical_not()
+
+def _lt(a: Tensor, b: Tensor | int) -> Tensor:
+  x, y = a._broadcasted(b)
+  return x._alu(Ops.CMPLT, y)
+
+
+def _select(x: Tensor, mask: Tensor, axes: tuple[int, ...]) -> Tensor:
+  """Reduce `where(mask, x, 0)` over `axes` (keeping them as size 1), where the mask selects at most one
+  element per output: the selected element comes out bit for bit (-0.0 and NaN payloads included; no
+  inf*0 = NaN as with a multiplied one-hot mask), and 0 where nothing is selected. A float tensor that
+  needs a gradient is summed as floats instead (differentiable; a selected -0.0 comes out as +0.0)."""
+  dt = x.dtype
+  if dt == dtypes.bool: return mask.where(x, False)._reduce(Ops.MAX, axes, keepdim=True)
+  if dtypes.is_float(dt):
+    if x.requires_grad: return mask.where(x, 0.0).sum(axes, keepdim=True, acc_dtype=dt)
+    return mask.where(x.bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
+  return mask.where(x, 0)._reduce(Ops.ADD, axes, keepdim=True)
+
+
+def _index_dtype(dt: DType) -> DType:
+  if not dtypes.is_int(dt): raise IndexError(f"a tensor index must have an integer dtype, not {dt}")
+  return dtypes.int64 if dt.itemsize == 8 or dt == dtypes.uint32 else dtypes.int32
+
+
+def _one_hot(idx: Tensor, n: int, shape: tuple[int, ...], axis: int) -> Tensor:
+  """Bool mask of `shape`: idx (already broadcastable to shape, size 1 at `axis`) == position along `axis`.
+  Negative indices count from the end; out-of-range ones select nothing."""
+  idx = idx.cast(_index_dtype(idx.dtype))
+  if idx.shape != shape: idx = idx._expand_to(shape)
+  idx = _lt(idx, 0).where(idx + n, idx)
+  return _eq(idx, _iota(n, shape, axis, idx.device).cast(idx.dtype))
+
+
+def _iota(n: int, shape: tuple[int, ...], axis: int, device: str) -> Tensor:
+  """0..n-1 along `axis`, broadcast to `shape` (int32). A bare IOTA node: the scheduler reads it through the
+  broadcast without a kernel of its own (an arange, being computed, would get one)."""
+  from refgrad.tensor import Tensor
+  from refgrad.uop.ops import UOp
+  return Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))._expand_to(shape)
+
+
+@dataclass
+class _Item:
+  kind: str                 # "int", "slice", "none", "tensor"
+  bounds: tuple[int, int]   # shrink of the source axis (0, 0 for a new axis)
+  step: int = 1             # stride after the shrink; < 0 flips
+  size: int = 1             # length of the resulting axis
+  tensor: Any = None
+
+
+def _parse_index(x: Tensor, index: Any) -> list[_Item]:
+  from refgrad.tensor import Tensor
+  items = list(index) if isinstance(index, tuple) else [index]
+  # lists, tuples and arrays inside the index are tensor indices ([] is an empty integer one)
+  items = [(Tensor(i, x.device) if len(i) else Tensor.zeros(0, dtype=dtypes.int32, device=x.device))
+           if isinstance(i, (list, tuple, np.ndarray)) else i for i in items]
+  if sum(i is Ellipsis for i in items) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+  used = sum(1 for i in items if i is not None and i is not Ellipsis)
+  if used > x.ndim: raise IndexError(f"too many indices for a tensor of shape {x.shape}: {used} given")
+  at = next((k for k, i in enumerate(items) if i is Ellipsis), len(items))   # not list.index: == on a Tensor is elementwise
+  items[at:at + 1] = [slice(None)] * (x.ndim - used)
+  out: list[_Item] = []
+  dim = 0
+  for i in items:
+    if i is None:
+      out.append(_Item("none", (0, 0)))
+      continue
+    n = x.shape[dim]
+    if isinstance(i, bool): raise IndexError(f"boolean index {i!r} is not supported (axis {dim})")
+    if isinstance(i, (int, np.integer)):
+      i = int(i)
+      if not -n <= i < n: raise IndexError(f"index {i} is out of range for axis {dim} of size {n} (tensor shape {x.shape})")
+      i += n if i < 0 else 0
+      out.append(_Item("int", (i, i + 1)))
+    elif isinstance(i, slice):
+      for v in (i.start, i.stop, i.step):
+        if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool)): raise TypeError(f"slice {i} on axis {dim}: bounds must be ints or None")
+      start, stop, step = i.indices(n)   # ValueError for step 0
+      size = len(range(start, stop, step))
+      if size <= 1: out.append(_Item("slice", (start, start + size) if size else (0, 0), 1, size))
+      # the shrink takes size*|step| elements when the axis has them (no padding needed to split off the stride)
+      elif step > 0: out.append(_Item("slice", (start, min(n, start + size * step)), step, size))
+      else: out.append(_Item("slice", (max(0, start + size * step + 1), start + 1), step, size))
+    elif isinstance(i, Tensor):
+      _index_dtype(i.dtype)
+      if i.device != x.device: raise ValueError(f"index tensor is on {i.device}, the indexed tensor on {x.device}")
+      out.append(_Item("tensor", (0, n), 1, n, i))
+    else: raise TypeError(f"cannot index a tensor with {type(i).__name__} (axis {dim})")
+    dim += 1
+  return out
+
+
+def _src_shapes(items: list[_Item], shape: tuple[int, ...]) -> list[int]:
+  """The size of the source axis each item indexes (1 for a new axis)."""
+  it = iter(shape)
+  return [1 if i.kind == "none" else next(it) for i in items]
+
+
+def _basic(x: Tensor, items: list[_Item]) -> Tensor:
+  """Apply ints, slices and None (tensor indices keep their axis whole)."""
+  src = [i for i in items if i.kind != "none"]
+  x = x.shrink(tuple(i.bounds for i in src)).flip(tuple(k for k, i in enumerate(src) if i.step < 0))
+  if any(abs(i.step) > 1 for i in src):
+    # stride k: pad the axis to size*k, split it into (size, k), keep k's first element
+    steps = [abs(i.step) for i in src]
+    x = x.pad(tuple((0, i.size * k - n) for i, k, n in zip(src, steps, x.shape)))
+    x = x.reshape(tuple(v for i, k in zip(src, steps) for v in (i.size, k)))
+    x = x.shrink(tuple(b for i in src for b in ((0, i.size), (0, 1))))
+  return x.reshape(tuple(i.size for i in items if i.kind != "int"))
+
+
+def _place(v: Tensor, items: list[_Item], shape: tuple[int, ...], fill: Any = 0) -> Tensor:
+  """The inverse of `_basic`: v (of `_basic`'s result shape) put where it came from in a tensor of `shape`."""
+  src = [i for i in items if i.kind != "none"]
+  v = v.reshape(tuple(1 if i.kind == "int" else i.size for i in src))
+  if any(abs(i.step) > 1 for i in src):
+    steps = [abs(i.step) for i in src]
+    v = v.reshape(tuple(s for i in src for s in (i.size, 1)))
+    v = v.pad(tuple(p for k in steps for p in ((0, 0), (0, k - 1))), fill)
+    v = v.reshape(tuple(i.size * k for i, k in zip(src, steps))).shrink(tuple((0, b - a) for a, b in (i.bounds for i in src)))
+  v = v.flip(tuple(k for k, i in enumerate(src) if i.step < 0))
+  return v.pad(tuple((a, n - b) for (a, b), n in zip((i.bounds for i in src), shape)), fill)
+
+
+def _advanced(y: Tensor, items: list[_Item]) -> tuple[list[int], tuple[int, ...], list[Tensor], bool]:
+  """Tensor-index axes of y, their broadcast shape, and the index tensors shaped to broadcast over
+  y.shape[:d0] + B + y.shape[d0:] (size 1 at every y axis); whether B stays in place (numpy's rule:
+  only when the tensor indices are adjacent, counting after int indices are applied)."""
+  from refgrad.tensor import _broadcast_shape
+  kept = [i for i in items if i.kind != "int"]
+  dims = [k for k, i in enumerate(kept) if i.kind == "tensor"]
+  idxs = [kept[k].tensor for k in dims]
+  bshape: tuple[int, ...] = ()
+  for t in idxs:
+    try: bshape = _broadcast_shape(bshape, t.shape)
+    except ValueError as e: raise IndexError(f"index tensors of shapes {[t.shape for t in idxs]} do not broadcast together") from e
+  d0, nb = dims[0], len(bshape)
+  shaped = [t.reshape((1,) * d0 + (1,) * (nb - t.ndim) + t.shape + (1,) * (y.ndim - d0)) for t in idxs]
+  return dims, bshape, shaped, dims == list(range(d0, d0 + len(dims)))
 
 
 class MovementMixin:
   __slots__ = ()
+
+  # ---- shape ---------------------------------------------------------------------------------------
+  def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:  # type: ignore[misc]
+    """Swap two axes."""
+    order = list(range(self.ndim))
+    a, b = self._axis(dim0), self._axis(dim1)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+
+  @property
+  def T(self: Tensor) -> Tensor:  # type: ignore[misc]
+    """`transpose()`: axes 0 and 1 swapped (a tensor of fewer than 2 axes is returned as is)."""
+    return self if self.ndim < 2 else self.transpose()
+
+  def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:  # type: ignore[misc]
+    """Merge axes start_dim..end_dim (inclusive) into one."""
+    if self.ndim == 0: return self.reshape(1)
+    s, e = self._axis(start_dim), self._axis(end_dim)
+    if s > e: raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
+    return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+  def unflatten(self: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:  # type: ignore[misc]
+    """Split axis `dim` into `sizes` (one may be -1)."""
+    d = self._axis(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+  def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:  # type: ignore[misc]
+    """Remove size-1 axes: all of them, or those of `dim` that have size 1 (others are kept, as in PyTorch)."""
+    if dim is None: return self.reshape(tuple(n for n in self.shape if n != 1))
+    if self.ndim == 0:
+      for d in (dim,) if isinstance(dim, int) else dim: self._axis(d)
+      return self
+    axes = {self._axis(d) for d in ((dim,) if isinstance(dim, int) else dim)}
+    return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes or n != 1))
+
+  def unsqueeze(self: Tensor, dim: int) -> Tensor:  # type: ignore[misc]
+    """Insert a size-1 axis at `dim` (-ndim-1 <= dim <= ndim)."""
+    d = self._axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+  # ---- joining and splitting ------------------------------------------------------------------------
+  def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:  # type: ignore[misc]
+    """Concatenate self and args along `dim`; dtypes promote. All other axes must match."""
+    ts = [self, *args]
+    d = self._axis(dim)
+    for k, t in enumerate(args, 1):
+      if not isinstance(t, type(self)): raise TypeError(f"cat: argument {k} is a {type(t).__name__}, not a Tensor")
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat along dim {dim}: shapes {self.shape} and {t.shape} (argument {k}) differ outside that dim")
+      if t.device != self.device: raise ValueError(f"cat: tensors on different devices: {self.device} and {t.device}")
+    if not args: return self
+    dt = least_upper_dtype(*(t.dtype for t in ts))
+    total = sum(t.shape[d] for t in ts)
+    # each piece padded to the full size; a where per piece picks it (not a sum: x + 0 turns -0.0 into +0.0)
+    out: Tensor | None = None
+    at = 0
+    for t in ts:
+      pad = tuple((at, total - at - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim))
+      piece = t.cast(dt).pad(pad)
+      if out is None: out = piece
+      elif t.shape[d]: out = type(self).ones(t.shape, dtype=dtypes.bool, device=self.device).pad(pad).where(piece, out)
+      at += t.shape[d]
+    assert out is not None
+    return out
+
+  def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:  # type: ignore[misc]
+    """Join self and args along a new axis `dim`; all shapes must be equal."""
+    d = self._axis(dim, self.ndim + 1)
+    for k, t in enumerate(args, 1):
+      if not isinstance(t, type(self)): raise TypeError(f"stack: argument {k} is a {type(t).__name__}, not a Tensor")
+      if t.shape != self.shape: raise ValueError(f"stack: shapes {self.shape} and {t.shape} (argument {k}) differ")
+    return self.unsqueeze(d).cat(*(t.unsqueeze(d) for t in args), dim=d)
+
+  def split(self: Tensor, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:  # type: ignore[misc]
+    """Pieces along `dim`: of `sizes` each (an int; the last may be smaller) or of the listed sizes (which must add up)."""
+    d = self._axis(dim)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ValueError(f"split: size must be positive, got {sizes}")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    elif sum(sizes) != n or any(s < 0 for s in sizes): raise ValueError(f"split: sizes {list(sizes)} do not add up to {n} (dim {dim} of {self.shape})")
+    out, at = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((at, at + s) if i == d else None for i in range(self.ndim))))
+      at += s
+    return tuple(out)
+
+  def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:  # type: ignore[misc]
+    """`chunks` pieces along `dim` of ceil(size/chunks) each (fewer when that divides evenly sooner, as in PyTorch)."""
+    if not isinstance(chunks, int) or chunks <= 0: raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    n = self.shape[self._axis(dim)]
+    return self.split(max(1, -(-n // chunks)), dim)
+
+  def repeat(self: Tensor, *repeats: Any) -> Tensor:  # type: ignore[misc]
+    """Tile the tensor `repeats[i]` times along each axis (extra leading repeats add axes)."""
+    reps = _ints(repeats)
+    if len(reps) < self.ndim: raise ValueError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {reps}")
+    if any(r < 0 for r in reps): raise ValueError(f"repeat: negative repeat in {reps}")
+    shape = (1,) * (len(reps) - self.ndim) + self.shape
+    x = self.reshape(tuple(v for n in shape for v in (1, n)))
+    x = x.expand(tuple(v for r, n in zip(reps, shape) for v in (r, n)))
+    return x.reshape(tuple(r * n for r, n in zip(reps, shape)))
+
+  # ---- indexing -------------------------------------------------------------------------------------
+  def __getitem__(self: Tensor, index: Any) -> Tensor:  # type: ignore[misc]
+    """numpy-style indexing: ints (negative count from the end), slices with any step, None, `...`, and integer
+    tensors (or lists) as gathers. Several tensor indices broadcast together; their result axes go where the
+    first one was if they are adjacent, else first (ints are applied before that rule, as in PyTorch and tinygrad:
+    `x[0, :, idx]` has shape (x.shape[1], *idx.shape)). Negative tensor indices wrap once; tensor indices still out of
+    range select 0 (they are not checked, which would need the values)."""
+    items = _parse_index(self, index)
+    y = _basic(self, items)
+    if not any(i.kind == "tensor" for i in items): return y
+    dims, bshape, idxs, inplace = _advanced(y, items)
+    d0, nb = dims[0], len(bshape)
+    full = y.shape[:d0] + bshape + y.shape[d0:]
+    mask: Tensor | None = None
+    for d, t in zip(dims, idxs):
+      m = _one_hot(t, y.shape[d], full, d + nb)
+      mask = m if mask is None else mask._alu(Ops.AND, m)
+    assert mask is not None
+    x = y.reshape(y.shape[:d0] + (1,) * nb + y.shape[d0:])._expand_to(full)
+    out = _select(x, mask, tuple(d + nb for d in dims))
+    out = out.reshape(tuple(n for k, n in enumerate(full) if k - nb not in dims or k < d0 + nb))
+    if not inplace and d0: out = out.permute(list(range(d0, d0 + nb)) + list(range(d0)) + list(range(d0 + nb, out.ndim)))
+    return out
+
+  def __setitem__(self: Tensor, index: Any, value: Any) -> None:  # type: ignore[misc]
+    """`t[index] = value`: t's contents become `value` (a scalar or a tensor broadcastable to `t[index]`'s shape,
+    cast to t's dtype) in the selected region and stay the same elsewhere; t is realized. Only `t` changes:
+    tensors computed from t's old contents before (including `t[...]` results) keep the old values, unlike
+    numpy/PyTorch views. With repeated tensor indices the last one wins, as in numpy."""
+    from refgrad.tensor import Tensor, _broadcast_shape
+    items = _parse_index(self, index)
+    y = _basic(self, items)
+    if isinstance(value, Tensor):
+      if value.device != self.device: raise ValueError(f"setitem: value on {value.device}, tensor on {self.device}")
+      v = value.cast(self.dtype)
+    else: v = Tensor(value, self.device, dtype=self.dtype) if isinstance(value, (list, tuple, np.ndarray)) else Tensor.full((), value, self.dtype, self.device)
+    target = y.shape
+    if any(i.kind == "tensor" for i in items):
+      dims, bshape, idxs, inplace = _advanced(y, items)
+      d0, nb = dims[0], len(bshape)
+      target = y.shape[:d0] + bshape + tuple(n for k, n in enumerate(y.shape) if k >= d0 and k not in dims)
+      if not inplace: target = bshape + y.shape[:d0] + target[d0 + nb:]
+    try: ok = _broadcast_shape(v.shape, target) == target
+    except ValueError: ok = False
+    if not ok: raise ValueError(f"setitem: value of shape {v.shape} does not broadcast to the indexed shape {target}")
+    if not math.prod(target): return
+    if v.ndim > len(target): v = v.reshape(v.shape[v.ndim - len(target):])
+    v = v._expand_to(target)
+    if any(i.kind == "tensor" for i in items): v = _scatter(y, v, dims, bshape, idxs, inplace)
+    elif all(i.kind == "none" or (i.kind == "slice" and i.step == 1 and i.bounds == (0, n)) for i, n in zip(items, _src_shapes(items, self.shape))):
+      self.assign(v.reshape(self.shape)).realize()   # the whole tensor: no mask needed
+      return
+    new = _place(type(self).ones(y.shape, dtype=dtypes.bool, device=self.device), items, self.shape, False).where(_place(v, items, self.shape), self)
+    self.assign(new).realize()
+
+  def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:  # type: ignore[misc]
+    """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (and likewise for other dims); index has self's number
+    of axes and is no larger than self outside `dim`. Negative indices wrap; out-of-range ones give 0."""
+    d = self._axis(dim)
+    if index.ndim != self.ndim: raise ValueError(f"gather: index of shape {index.shape} needs {self.ndim} axes like the input {self.shape}")
+    if any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape)) if k != d):
+      raise ValueError(f"gather: index shape {index.shape} is larger than input shape {self.shape} outside dim {dim}")
+    n = self.shape[d]
+    x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
+    x = x.unsqueeze(-1).transpose(-1, d)                    # the gathered axis last, a size-1 axis in its place
+    full = index.shape + (n,)
+    mask = _one_hot(index.unsqueeze(-1), n, full, index.ndim)
+    return _select(x._expand_to(full), mask, (index.ndim,)).reshape(index.shape)
+
+
+def _scatter(y: Tensor, v: Tensor, dims: list[int], bshape: tuple[int, ...], idxs: list[Tensor], inplace: bool) -> Tensor:
+  """y with the values v (of y[tensor indices]'s shape) written at the indexed places; the last of repeated indices wins."""
+  d0, nb = dims[0], len(bshape)
+  full = y.shape[:d0] + bshape + y.shape[d0:]
+  if not inplace and d0: v = v.permute(list(range(nb, nb + d0)) + list(range(nb)) + list(range(nb + d0, v.ndim)))
+  v = v.reshape(tuple(1 if k - nb in dims and k >= d0 + nb else n for k, n in enumerate(full)))._expand_to(full)
+  mask: Tensor | None = None
+  for d, t in zip(dims, idxs):
+    m = _one_hot(t, y.shape[d], full, d + nb)
+    mask = m if mask is None else mask._alu(Ops.AND, m)
+  assert mask is not None
+  baxes = tuple(range(d0, d0 + nb))
+  T = type(y)
+  order = _iota(math.prod(bshape), (1,) * d0 + (math.prod(bshape),) + (1,) * (y.ndim - d0), d0, y.device).reshape(
+    (1,) * d0 + bshape + (1,) * (y.ndim - d0))._expand_to(full)
+  winner = mask.where(order, -1)._reduce(Ops.MAX, baxes, keepdim=True)          # last index in B order that hits each place
+  picked = _select(v, _eq(order, winner._expand_to(full)), baxes)
+  hit = _lt(T.full((), -1, dtypes.int32, y.device), winner)
+  return hit.where(picked, y.reshape(y.shape[:d0] + (1,) * nb + y.shape[d0:])).reshape(y.shape)

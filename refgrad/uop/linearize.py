@@ -33,11 +33,11 @@ def linearize(sink: UOp) -> list[UOp]:
   for u in nodes:
     srcs = u.src[:1] if u.op is Ops.DEFINE_ACC else u.src
     s = frozenset().union(*(out[x] for x in srcs))
-    # an ASSIGN runs inside its accumulator's loops even when its value does not depend on them
-    if u.op is Ops.ASSIGN: s = s.union(*(out[r] for r in reduce_ranges[u.src[0]]))
     a = frozenset().union(*(after[x] for x in srcs), *(reduce_ranges[x.src[0]] for x in srcs if x.op is Ops.ASSIGN))
     scope[u], after[u] = s, a - s
     out[u] = s | {u} if u.op in GroupOp.Block else s - reduce_ranges[u.src[0]] if u.op is Ops.ASSIGN else s
+    # what reads an accumulator (its update, the ASSIGN) runs inside its loops, even when the value added does not depend on them
+    if u.op is Ops.DEFINE_ACC: out[u] = s.union(*(out[r] | {r} for r in reduce_ranges[u]))
   for u in nodes:  # an accumulator is reset where its ASSIGNs' results live
     if u.op is Ops.ASSIGN: scope[u.src[0]] = scope[u.src[0]] | out[u]
 

@@ -29,7 +29,7 @@ class Ops(Enum):
   CAST = auto(); BITCAST = auto()
   # tensor graph (refgrad/lazy.py): buffers, movement, reductions, copies; never in a linear program
   BUFFER = auto(); IOTA = auto(); RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto()
-  FLIP = auto(); REDUCE_AXIS = auto(); COPY = auto(); CONTIGUOUS = auto()
+  FLIP = auto(); REDUCE_AXIS = auto(); COPY = auto(); CONTIGUOUS = auto(); DETACH = auto()
   # kernel AST (refgrad/kernel.py): a reduction over RANGEs, lowered to DEFINE_ACC/ASSIGN
   REDUCE = auto()
 
@@ -98,6 +98,16 @@ class UOp(metaclass=_UOpCache):
     return UOp(d["op"], d["dtype"], tuple(d["src"]), d["arg"])
 
   def __repr__(self) -> str: return _pretty(self)
+
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    """self with each node in `mapping` replaced, in one pass (replacements are not substituted again)."""
+    done: dict[UOp, UOp] = {}
+    for u in self.toposort:
+      if u in mapping: done[u] = mapping[u]
+      else:
+        src = tuple(done[s] for s in u.src)
+        done[u] = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
+    return done[self]
 
   @functools.cached_property
   def toposort(self) -> dict[UOp, None]:

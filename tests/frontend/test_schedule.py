@@ -195,3 +195,15 @@ def test_realizing_keeps_the_graph_for_backward():
   np.testing.assert_array_equal(w.grad.numpy(), [[1.0, -1.0], [1.0, -1.0]])
   w.assign(w - w.grad).realize()      # a leaf's update is a buffer again, not a growing graph
   assert schedule.is_realized(w.uop) and w.tolist() == [[0.0, 3.0], [2.0, 5.0]]
+
+
+def test_loads_removed_by_simplification_are_not_kernel_parameters():
+  t, u = Tensor(np.arange(3, dtype=np.int32)), Tensor(np.arange(3, dtype=np.int32) + 10)
+  assert Tensor.ones(3, dtype=dtypes.bool).where(u, t).tolist() == [10, 11, 12]
+  assert Tensor.zeros(3, dtype=dtypes.bool).where(u, t).tolist() == [0, 1, 2]
+  (item,) = kernels(Tensor.ones(3, dtype=dtypes.bool).where(u, t) + t)
+  assert len(item.bufs) == 3
+
+def test_sum_of_a_constant_adds_once_per_element():
+  assert Tensor.ones(2, 3).sum(1).tolist() == [3.0, 3.0]
+  assert Tensor.full((4, 5), 2, dtype=dtypes.int32).sum().item() == 40
