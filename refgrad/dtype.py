@@ -5,6 +5,7 @@ scalar dtype maps to the numpy dtype of the same layout (`DType.np`).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Final
@@ -12,7 +13,7 @@ from typing import Final
 import numpy as np
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
   priority: int       # orders dtypes of one kind; used by the promotion lattice
   itemsize: int       # bytes of one element (a vector's is count * scalar's)
@@ -22,6 +23,10 @@ class DType:
   _scalar: DType | None = None
 
   def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+  def __eq__(self, other: object) -> bool:  # the scalar dtypes are singletons: identity answers almost every comparison
+    return self is other or (type(self) is type(other) and self._key() == other._key())  # type: ignore[attr-defined]
+  def __hash__(self) -> int: return hash(self._key())
+  def _key(self) -> tuple: return tuple(getattr(self, f) for f in self.__dataclass_fields__)
   def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
 
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
@@ -43,7 +48,7 @@ class DType:
   def bits(self) -> int: return self.scalar().itemsize * 8
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
   base: DType = None  # type: ignore[assignment]
   local: bool = False
@@ -134,6 +139,7 @@ class dtypes:
       v = int(x)  # type: ignore[call-overload]
       v &= (1 << s.bits) - 1
       return v - (1 << s.bits) if not dtypes.is_unsigned(s) and v >> (s.bits - 1) else v
+    if s == dtypes.float64: return float(x)  # type: ignore[arg-type]
     from refgrad.uop.semantics import round_float, to_float64
     return float(to_float64(round_float(np.array([float(x)], np.float64), s), s)[0])  # type: ignore[arg-type]
 
@@ -153,16 +159,15 @@ _PROMO: dict[DType, tuple[DType, ...]] = {
   dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,), dtypes.float32: (dtypes.float64,),
   dtypes.float64: ()}
 
-def _uppers(d: DType) -> set[DType]:
-  out = {d}
-  for p in _PROMO[d]: out |= _uppers(p)
-  return out
+@functools.cache
+def _uppers(d: DType) -> frozenset[DType]:
+  return frozenset({d}).union(*(_uppers(p) for p in _PROMO[d]))
 
+@functools.cache
 def least_upper_dtype(*ds: DType) -> DType:
   """The smallest dtype every argument promotes to (bool < ints < floats; int64+uint64 -> float16
   follows the lattice, as in jax)."""
-  common = set.intersection(*(_uppers(d.scalar()) for d in ds))
-  return min(common)
+  return min(frozenset.intersection(*(_uppers(d.scalar()) for d in ds)))
 
 def sum_acc_dtype(d: DType) -> DType:
   """Accumulator dtype for a sum: small ints widen to int32/uint32, floats keep their type."""

@@ -205,8 +205,9 @@ class UOp(metaclass=_UOpCache):
     from refgrad.uop.symbolic import bounds
     return bounds(self)
   def simplify(self) -> UOp:
+    """self under the `symbolic` rules. The rules depend on nothing but the node, so each node remembers its result."""
     from refgrad.uop.symbolic import symbolic
-    return graph_rewrite(self, symbolic)
+    return graph_rewrite(self, symbolic, memo=_SIMPLIFIED)
 
 
 def _as_uop(x: UOp | Any, dtype: DType) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtype, x)
@@ -314,11 +315,20 @@ class PatternMatcher:
     return None
 
 
-def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000) -> UOp:
+class _NodeMemo:
+  """A graph_rewrite memo kept on the nodes themselves (for rule sets whose result depends on the node alone)."""
+  def __init__(self, key: str): self.key = key
+  def __contains__(self, u: UOp) -> bool: return self.key in u.__dict__
+  def __getitem__(self, u: UOp) -> UOp: return u.__dict__[self.key]
+  def __setitem__(self, u: UOp, v: UOp) -> None: u.__dict__[self.key] = v
+_SIMPLIFIED = _NodeMemo("_simplified")
+
+
+def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000, memo: Any = None) -> UOp:
   """Rewrite bottom-up to a fixed point: sources first, then the node, repeatedly, until no rule
   fires (a replacement is itself rewritten). Iterative, so deep graphs do not hit Python's
-  recursion limit."""
-  done: dict[UOp, UOp] = {}
+  recursion limit. `memo` (node -> result) may carry results across calls with the same rules."""
+  done: Any = memo if memo is not None else {}
   stack: list[tuple[UOp, int, UOp | None]] = [(sink, 0, None)]
   steps = 0
   while stack:
