@@ -61,7 +61,7 @@ class ScheduleItem:
 
 _UB_OPS = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
 
-def _can_be_undefined(u: UOp) -> bool:
+def can_be_undefined(u: UOp) -> bool:
   return u.op in _UB_OPS or (u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype) and not dtypes.is_float(u.dtype) and u.dtype != dtypes.bool)
 
 def _reads_memory(roots: list[UOp]) -> set[UOp]:
@@ -106,7 +106,7 @@ def _walk(roots: list[UOp], forced: set[UOp], compute: set[UOp]) -> tuple[set[UO
       seen.add(key)
       if is_realized(u) or u.op in (Ops.CONST, Ops.IOTA): continue
       if (u is not root and u in stop) or u.op in (Ops.COPY, Ops.CONTIGUOUS) or (u.op is Ops.REDUCE_AXIS and (expanded or in_reduce)) \
-          or (expanded and u in compute) or (padded and _can_be_undefined(u)):
+          or (expanded and u in compute) or (padded and can_be_undefined(u)):
         work.append(u)
         stop.add(u)
         continue
