@@ -3,9 +3,12 @@
 The generated function is `void name(T0* data0, ..., Tv var, ...)`: buffers in DEFINE_GLOBAL index
 order, then DEFINE_VARs in program order (no `restrict`: buffers may alias). SPECIALs become loops
 around the whole body (workgroup loops outside, local memory declared between them and the
-work-item loops). Every op is rendered so the result is bit for bit the reference semantics
-(refgrad/uop/semantics.py), assuming the flags of refgrad.runtime.ops_cpu.ClangCompiler
-(-fwrapv -ffp-contract=off, no fast-math):
+work-item loops). A program with BARRIERs runs in phases instead (see `_CProgram.phased`): inside
+the workgroup loops, the body is cut at each barrier and each piece gets its own work-item loops,
+so every work-item finishes one phase before any starts the next; a program without barriers
+renders exactly as it did before barriers were supported. Every op is rendered so the result is
+bit for bit the reference semantics (refgrad/uop/semantics.py), assuming the flags of
+refgrad.runtime.ops_cpu.ClangCompiler (-fwrapv -ffp-contract=off, no fast-math):
 
 - integer ADD/MUL/NEG/SHL are computed in an unsigned type and converted back, so no signed
   overflow or small-type promotion is involved; SHR/IDIV/MOD/compares use C's own operators;
@@ -100,6 +103,10 @@ class _CProgram:
     self.helpers: set[str] = set()
     self.vtypes: dict[str, str] = {}   # typedef name -> its declaration
     self.r: dict[UOp, str] = {}        # how each value is written in C
+    self.kept: set[UOp] = set()        # values that live across a barrier: one array element per work-item
+    self.arrays: dict[str, str] = {}   # their array declarations, by name
+    self.lsize = 1                     # work-items per workgroup
+    self.sizes: dict[str, int] = {}    # size of each SPECIAL, by name
 
   # ---- types and constants -----------------------------------------------------------------
   def ctype(self, dt: DType) -> str:
@@ -221,12 +228,14 @@ class _CProgram:
     if not _ident_ok(self.name) or _GENERATED.match(self.name) or self.name in _LIBRARY:
       raise ValueError(f"kernel name {self.name!r} is not a usable C identifier")
     for i, u in enumerate(self.uops):
-      if u.op is Ops.BARRIER: raise NotImplementedError("barriers in the C backend arrive with the optimizer issue")
       if u.op is Ops.WMMA: raise NotImplementedError(f"uop {i}: WMMA is not supported by the C backend yet")
     verify_linear(self.uops)
     params = self.params()
     loops_g, loops_l, local_decls = self.launch()
-    body = self.body()
+    if any(u.op is Ops.BARRIER for u in self.uops):
+      body = self.phased(loops_l)
+      loops_l, local_decls = [], [*local_decls, *self.arrays.values()]
+    else: body = self.body()
     lines = [f"void {self.name}({', '.join(params) or 'void'}) {{"]
     depth = 1
     for ln in loops_g: lines.append("  " * depth + ln); depth += 1
@@ -272,6 +281,8 @@ class _CProgram:
       if f"gidx{d}" in sizes and f"idx{d}" in sizes: raise ValueError(f"{self.name}: dimension {d} has both gidx{d} and idx{d}")
     outer = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"gidx{d}", f"idx{d}") if n in sizes]
     inner = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"lidx{d}",) if n in sizes]
+    self.sizes = sizes
+    self.lsize = math.prod(sizes.get(f"lidx{d}", 1) for d in "012")
     decls = []
     for i, u in enumerate(self.uops):
       if u.op is not Ops.DEFINE_LOCAL: continue
@@ -281,25 +292,111 @@ class _CProgram:
     return outer, inner, decls
 
   def body(self) -> list[str]:
+    return [ln for i, u in enumerate(self.uops) if (ln := self.stmt(i, u)) is not None]
+
+  def stmt(self, i: int, u: UOp) -> str | None:
+    """The C line of one uop (None: it has no line of its own)."""
+    op, dt, src = u.op, u.dtype, u.src
+    if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL, Ops.BARRIER): return None
+    if op is Ops.CONST: self.r[u] = self.literal(u.arg, dt); return None
+    if op is Ops.RANGE:
+      self.r[u] = f"ridx{i}"
+      return f"for ({self.ctype(dt)} ridx{i} = 0; ridx{i} < {self.r[src[0]]}; ridx{i}++) {{"
+    if op in (Ops.ENDRANGE, Ops.ENDIF): return "}"
+    if op is Ops.IF: return f"if ({self.r[src[0]]}) {{"
+    if op is Ops.DEFINE_ACC: return f"{self.decl(u, f'acc{i}', self.ctype(dt))} = {self.r[src[0]]};"
+    if op is Ops.ASSIGN:
+      self.r[u] = self.r[src[0]]
+      return f"{self.r[src[0]]} = {self.r[src[1]]};"
+    if op is Ops.LOAD: return self.load(i, u)
+    if op is Ops.STORE: return self.store(u)
+    return self.value(i, u)
+
+  def decl(self, u: UOp, name: str, t: str) -> str:
+    """Name value u and give the left-hand side of its definition: a declaration, or for a value
+    kept across a barrier the work-item's element of its array (declared once per workgroup)."""
+    if u not in self.kept:
+      self.r[u] = name
+      return f"{t} {name}"
+    self.arrays.setdefault(name, f"{t} {name}[{self.lsize}];")
+    self.r[u] = f"{name}[rg_lid]"
+    return self.r[u]
+
+  # ---- barriers: the workgroup body in phases ---------------------------------------------------
+  def phased(self, loops_l: list[str]) -> list[str]:
+    """The workgroup body of a program with barriers (what goes inside the workgroup loops).
+
+    Each BARRIER ends a phase; a phase is its own set of work-item loops, so all work-items finish
+    it before any starts the next. A RANGE or IF containing a barrier ("hoisted") runs in the
+    workgroup scope around the phases inside it: its end or condition must be provably uniform
+    (built by ALU ops from constants, variables, workgroup ids and hoisted loop indices), and its
+    index is one scalar. Those uniform values at the top level of the workgroup body are computed
+    in the workgroup scope too. A per-work-item value (accumulators included) defined in one phase
+    and used in another is kept in an array indexed by the flat work-item id `rg_lid`."""
+    uops = self.uops
+    hoisted: set[UOp] = set()
+    open_: list[UOp] = []
+    barrier_in: dict[UOp, int] = {}     # hoisted block -> position of a barrier inside it
+    for i, u in enumerate(uops):
+      if u.op is Ops.BARRIER:
+        for b in open_: hoisted.add(b); barrier_in.setdefault(b, i)
+      if u.op in (Ops.ENDRANGE, Ops.ENDIF): open_.pop()
+      if u.op in GroupOp.Block: open_.append(u)
+    pos = {u: i for i, u in enumerate(uops)}
+    lidx_dims = {n[-1] for n in self.sizes if n.startswith("lidx")}
+    uniform: set[UOp] = set()
+    phase: dict[UOp, int] = {}
+    ph = depth = 0   # phase counter, open per-work-item blocks
+    for i, u in enumerate(uops):
+      op = u.op
+      if op in (Ops.CONST, Ops.DEFINE_VAR): uniform.add(u)
+      elif op is Ops.SPECIAL:
+        # workgroup ids are loops around the whole body; idxD is one too when dimension D has no work-items
+        if u.arg[0].startswith("gidx") or (u.arg[0].startswith("idx") and u.arg[0][-1] not in lidx_dims): uniform.add(u)
+      elif op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): pass
+      elif op is Ops.BARRIER: ph += 1
+      elif u in hoisted:
+        if u.src[0] not in uniform:
+          what = "a non-uniform IF" if op is Ops.IF else "a RANGE whose end is not provably uniform"
+          raise ValueError(f"{self.name}: uop {i} ({op.name}): barrier (uop {barrier_in[u]}) inside {what}: uop {pos[u.src[0]]} "
+                           f"({u.src[0].op.name}) may differ between the work-items of a workgroup, and the C backend runs a "
+                           "barrier's phases in the workgroup scope (a barrier reached by only part of a workgroup is undefined)")
+        ph += 1
+        if op is Ops.RANGE: uniform.add(u)
+      elif op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted: ph += 1
+      elif depth == 0 and (op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST, Ops.VECTORIZE, Ops.GEP)) and all(s in uniform for s in u.src):
+        uniform.add(u)
+      else:
+        if op in GroupOp.Block: depth += 1
+        elif op in (Ops.ENDRANGE, Ops.ENDIF): depth -= 1
+        phase[u] = ph
+    # values used in another phase than their own; an ASSIGN's value is its accumulator's variable
+    if lidx_dims:
+      for u, p in phase.items():
+        for s in u.src[:1] if u.op is Ops.DEFINE_ACC else u.src:
+          if s.op is Ops.ASSIGN: s = s.src[0]
+          if s in phase and phase[s] != p: self.kept.add(s)
+    lid = "0"
+    for d in "210":
+      if d in lidx_dims: lid = f"lidx{d}" if lid == "0" else f"lidx{d} + {self.sizes[f'lidx{d}']} * ({lid})"
     out: list[str] = []
-    for i, u in enumerate(self.uops):
-      op, dt, src = u.op, u.dtype, u.src
-      if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL): continue
-      if op is Ops.CONST: self.r[u] = self.literal(u.arg, dt); continue
-      if op is Ops.RANGE:
-        self.r[u] = f"ridx{i}"
-        out.append(f"for ({self.ctype(dt)} ridx{i} = 0; ridx{i} < {self.r[src[0]]}; ridx{i}++) {{")
-      elif op in (Ops.ENDRANGE, Ops.ENDIF): out.append("}")
-      elif op is Ops.IF: out.append(f"if ({self.r[src[0]]}) {{")
-      elif op is Ops.DEFINE_ACC:
-        self.r[u] = f"acc{i}"
-        out.append(f"{self.ctype(dt)} acc{i} = {self.r[src[0]]};")
-      elif op is Ops.ASSIGN:
-        self.r[u] = self.r[src[0]]
-        out.append(f"{self.r[src[0]]} = {self.r[src[1]]};")
-      elif op is Ops.LOAD: out.append(self.load(i, u))
-      elif op is Ops.STORE: out.append(self.store(u))
-      else: out.append(self.value(i, u))
+    cur: list[str] = []
+    def flush() -> None:
+      if not cur: return
+      out.extend(loops_l)
+      if self.kept: out.append(f"int rg_lid = {lid};")
+      out.extend(cur)
+      out.extend("}" for _ in loops_l)
+      cur.clear()
+    for i, u in enumerate(uops):
+      if u.op is Ops.BARRIER:
+        flush()
+        out.append(f"/* barrier (uop {i}) */")
+        continue
+      wg_scope = u in hoisted or (u.op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted)
+      if wg_scope: flush()
+      if (ln := self.stmt(i, u)) is not None: (out if wg_scope or u in uniform else cur).append(ln)
+    flush()
     return out
 
   def address(self, buf: UOp, idx: UOp) -> str:
@@ -307,14 +404,15 @@ class _CProgram:
     return f"{self.r[buf]} + {self.r[idx]}" if bc == 1 else f"{self.r[buf]} + (long long){self.r[idx]} * {bc}"
 
   def load(self, i: int, u: UOp) -> str:
-    self.r[u] = name = f"ld{i}"
-    t = self.ctype(u.dtype)
+    lhs = self.decl(u, f"ld{i}", self.ctype(u.dtype))
+    name = self.r[u]
     gate, alt = (self.r[u.src[2]], self.r[u.src[3]]) if len(u.src) == 4 else (None, None)
     if u.dtype.count == 1:
       mem = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
-      return f"{t} {name} = {gate} ? {mem} : {alt};" if gate else f"{t} {name} = {mem};"
+      return f"{lhs} = {gate} ? {mem} : {alt};" if gate else f"{lhs} = {mem};"
     copy = f"__builtin_memcpy(&{name}, {self.address(u.src[0], u.src[1])}, sizeof({name}));"
-    return f"{t} {name} = {alt}; if ({gate}) {copy}" if gate else f"{t} {name}; {copy}"
+    if gate: return f"{lhs} = {alt}; if ({gate}) {copy}"
+    return copy if u in self.kept else f"{lhs}; {copy}"
 
   def store(self, u: UOp) -> str:
     buf, idx, val = u.src[:3]
@@ -326,7 +424,7 @@ class _CProgram:
   def value(self, i: int, u: UOp) -> str:
     op, dt, src = u.op, u.dtype, u.src
     prefix = {Ops.VECTORIZE: "vec", Ops.GEP: "gep", Ops.CAST: "cast", Ops.BITCAST: "cast"}.get(op, "alu")
-    name = self.r[u] = f"{prefix}{i}"
+    name = f"{prefix}{i}"
     t = self.ctype(dt)
     if op is Ops.VECTORIZE: e = f"({t}){{{{{', '.join(self.r[s] for s in src)}}}}}"
     elif op is Ops.GEP: e = f"{self.r[src[0]]}.v[{u.arg[0]}]"
@@ -337,7 +435,7 @@ class _CProgram:
       if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
       e = self.lanes(dt, lambda s: self.alu(op, sdt, s), src)
     else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to C")
-    return f"{t} {name} = {e};"
+    return f"{self.decl(u, name, t)} = {e};"
 
 
 class CRenderer(Renderer):
