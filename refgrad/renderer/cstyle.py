@@ -19,63 +19,85 @@ refgrad.runtime.ops_cpu.ClangCompiler (-fwrapv -ffp-contract=off, no fast-math):
   not double-round (double/int32/int64 -> bfloat16, double -> float16 via round-to-odd float);
 - vectors are structs of an array; ALU ops, CAST and BITCAST on them are rendered lane by lane.
 Helpers and vector typedefs are emitted only when a program uses them.
+
+`CStyleProgram` renders what every C-like dialect shares, in C's spelling; `_CProgram` (here) and the CUDA/HIP
+programs (refgrad/renderer/gpu.py) supply only what differs: types, spellings, signature, launch and barriers.
 """
 from __future__ import annotations
 
 import math
 import re
 import struct
+from string import Template
 
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.renderer import Renderer
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import verify_linear
 
-# C types of scalar dtypes (LP64: long long is 64 bits); bfloat16 values are their bits
+# C types of scalar dtypes (LP64: long long is 64 bits); bfloat16 values are their bits. Other dialects override a few.
 _CTYPE = {"bool": "_Bool", "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
           "int": "int", "uint": "unsigned int", "long": "long long", "ulong": "unsigned long long", "half": "_Float16",
           "bfloat16": "unsigned short", "float": "float", "double": "double"}
 
-# helpers: name -> (dependencies, C code). Emitted in this order, only when used.
-_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
-  "rg_bf2f": ((), """static inline float rg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }"""),
+# helpers of every dialect: name -> (dependencies, text). A text is a string.Template filled in with the dialect's
+# `subst` ($fn, $half, ...), or {family: template} where the C and GPU families spell a helper differently (no entry:
+# the family has no such helper). Emitted in this order, only when used. On GPUs, RG_DADD/RG_DSUB/RG_DMUL (from
+# "rg_dops") are double ops that must round once each and never fuse; C's -ffp-contract=off gives that to plain operators.
+_HELPERS: dict[str, tuple[tuple[str, ...], str | dict[str, str]]] = {
+  "rg_dops": ((), {"gpu": "#define RG_DADD(a, b) $dadd\n#define RG_DSUB(a, b) $dsub\n#define RG_DMUL(a, b) $dmul"}),
+  "rg_bitcast": ((), {"gpu": """template <typename T, typename F> $fn T rg_bitcast(F f) { T t; $memcpy(&t, &f, sizeof(T)); return t; }"""}),
+  "rg_bf2f": ((), {
+    "c": """$fn float rg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }""",
+    "gpu": """$fn float rg_bf2f(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }"""}),
   "rg_f2bf": ((), """/* float -> bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN with its sign */
-static inline unsigned short rg_f2bf(float f) {
-  unsigned int u; __builtin_memcpy(&u, &f, 4);
+$fn unsigned short rg_f2bf(float f) {
+  $u_of_f
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }"""),
   "rg_d2f_odd": ((), """/* double -> float rounded to odd: rounding that again to <= 22 bits equals one rounding of d */
-static inline float rg_d2f_odd(double d) {
+$fn float rg_d2f_odd(double d) {
   float r = (float)d;
   if ((double)r != d && d == d) {
-    unsigned int u; __builtin_memcpy(&u, &r, 4);
-    if (!(u & 1u)) { u += __builtin_fabs((double)r) < __builtin_fabs(d) ? 1u : 0xffffffffu; __builtin_memcpy(&r, &u, 4); }
+    $u_of_r
+    if (!(u & 1u)) { u += ${fabs}((double)r) < ${fabs}(d) ? 1u : 0xffffffffu; $r_of_u }
   }
   return r;
 }"""),
-  "rg_d2bf": (("rg_f2bf", "rg_d2f_odd"), """static inline unsigned short rg_d2bf(double d) { return rg_f2bf(rg_d2f_odd(d)); }"""),
-  "rg_d2h": (("rg_d2f_odd",), """static inline _Float16 rg_d2h(double d) { return (_Float16)rg_d2f_odd(d); }"""),
-  "rg_add_odd": ((), """/* a + b rounded to odd: the TwoSum error says whether the sum was exact and which side the exact value is on */
-static inline double rg_add_odd(double a, double b) {
+  "rg_d2bf": (("rg_f2bf", "rg_d2f_odd"), """$fn unsigned short rg_d2bf(double d) { return rg_f2bf(rg_d2f_odd(d)); }"""),
+  "rg_d2h": (("rg_d2f_odd",), """$fn $half rg_d2h(double d) { return $d2h; }"""),
+  "rg_add_odd": (("rg_dops",), {"c": """/* a + b rounded to odd: the TwoSum error says whether the sum was exact and which side the exact value is on */
+$fn double rg_add_odd(double a, double b) {
   double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb);
   if (e != 0 && __builtin_isfinite(s)) {
     unsigned long long u; __builtin_memcpy(&u, &s, 8);
     if (!(u & 1ull)) { u += (e > 0) == (s > 0) ? 1ull : ~0ull; __builtin_memcpy(&s, &u, 8); }
   }
   return s;
-}"""),
+}""", "gpu": """/* a + b rounded to odd: the TwoSum error says whether the sum was exact and which side the exact value is on */
+$fn double rg_add_odd(double a, double b) {
+  double s = RG_DADD(a, b), bb = RG_DSUB(s, a), e = RG_DADD(RG_DSUB(a, RG_DSUB(s, bb)), RG_DSUB(b, bb));
+  unsigned long long u = (unsigned long long)__double_as_longlong(s);
+  if (e != 0 && ((u >> 52) & 0x7ffull) != 0x7ffull && !(u & 1ull)) {
+    u += (e > 0) == (s > 0) ? 1ull : ~0ull; s = __longlong_as_double((long long)u);
+  }
+  return s;
+}"""}),
   "rg_i64_odd": (("rg_add_odd",), """/* int64 -> double rounded to odd: both halves are exact doubles */
-static inline double rg_i64_odd(long long x) { return rg_add_odd((double)(long long)((unsigned long long)x & 0xffffffff00000000ull), (double)(x & 0xffffffffll)); }"""),
-  "rg_u64_odd": (("rg_add_odd",), """static inline double rg_u64_odd(unsigned long long x) { return rg_add_odd((double)(x & 0xffffffff00000000ull), (double)(x & 0xffffffffull)); }"""),
-  "rg_fma_h": (("rg_add_odd", "rg_d2h"), """/* fused multiply-add of float16: the product is exact in double, the sum rounded to odd, then one rounding */
-static inline _Float16 rg_fma_h(_Float16 a, _Float16 b, _Float16 c) { return rg_d2h(rg_add_odd((double)a * (double)b, (double)c)); }"""),
-  "rg_fma_bf": (("rg_add_odd", "rg_d2bf", "rg_bf2f"), """static inline unsigned short rg_fma_bf(unsigned short a, unsigned short b, unsigned short c) {
-  return rg_d2bf(rg_add_odd((double)rg_bf2f(a) * (double)rg_bf2f(b), (double)rg_bf2f(c)));
+$fn double rg_i64_odd(long long x) { return rg_add_odd((double)(long long)((unsigned long long)x & 0xffffffff00000000ull), (double)(x & 0xffffffffll)); }"""),
+  "rg_u64_odd": (("rg_add_odd",), """$fn double rg_u64_odd(unsigned long long x) { return rg_add_odd((double)(x & 0xffffffff00000000ull), (double)(x & 0xffffffffull)); }"""),
+  "rg_fma_h": (("rg_add_odd", "rg_d2h", "rg_dops"), """/* fused multiply-add of float16: the product is exact in double, the sum rounded to odd, then one rounding */
+$fn $half rg_fma_h($half a, $half b, $half c) { return rg_d2h(rg_add_odd($fma_h)); }"""),
+  "rg_fma_bf": (("rg_add_odd", "rg_d2bf", "rg_bf2f", "rg_dops"), """$fn unsigned short rg_fma_bf(unsigned short a, unsigned short b, unsigned short c) {
+  return rg_d2bf(rg_add_odd($fma_bf, (double)rg_bf2f(c)));
 }"""),
   "rg_maxf": ((), """/* MAX: NaN if either is NaN, MAX(+0,-0) = MAX(-0,+0) = +0, so the result does not depend on operand order */
-static inline float rg_maxf(float a, float b) { if (a != a || b != b) return a + b; if (a == b) return __builtin_signbit(a) ? b : a; return a > b ? a : b; }"""),
-  "rg_maxd": ((), """static inline double rg_maxd(double a, double b) { if (a != a || b != b) return a + b; if (a == b) return __builtin_signbit(a) ? b : a; return a > b ? a : b; }"""),
+$fn float rg_maxf(float a, float b) { if (a != a || b != b) return a + b; if (a == b) return $signf ? b : a; return a > b ? a : b; }"""),
+  "rg_maxd": ((), {"c": """$fn double rg_maxd(double a, double b) { if (a != a || b != b) return a + b; if (a == b) return __builtin_signbit(a) ? b : a; return a > b ? a : b; }""",
+                   "gpu": """$fn double rg_maxd(double a, double b) {
+  if (a != a || b != b) return a + b; if (a == b) return (__double_as_longlong(a) < 0) ? b : a; return a > b ? a : b;
+}"""}),
 }
 
 _C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if inline int long register
@@ -88,32 +110,66 @@ _LIBRARY = frozenset("sqrt sqrtf fma fmaf exp2 exp2f log2 log2f sin sinf memcpy 
 def _ident_ok(name: object) -> bool:
   return isinstance(name, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name not in _C_KEYWORDS
 
-def _float_parts(dt: DType) -> tuple[str, str, str]:
-  """(suffix of the C float type ops compute in, how to widen a value, how to narrow a result) of a float dtype."""
-  if dt == dtypes.float64: return "", "{}", "{}"
-  if dt == dtypes.float32: return "f", "{}", "{}"
-  if dt == dtypes.float16: return "f", "((float){})", "((_Float16)({}))"
-  return "f", "rg_bf2f({})", "rg_f2bf({})"
 
+class CStyleProgram:
+  """State of rendering one program in a C-like dialect: names of values, helpers and vector types in use.
 
-class _CProgram:
-  """State of rendering one program: names of values, helpers and vector types in use."""
+  This base renders everything the dialects share (integer ops, float ops through widen/narrow, casts, lanes,
+  loads/stores, the statements of the body, the helpers) in C's spelling; a dialect subclass supplies the
+  types, the spellings that differ, the kernel signature and how work-items and workgroups are run (`function`)."""
+  types: dict[str, str] = _CTYPE   # scalar dtype name -> type
+  family = "c"                     # which text of a per-family helper
+  subst: dict[str, str] = {}       # $-placeholders of the helpers
+  bools = ("0", "1")               # false, true
+  bool_max_cast = False            # whether bool MAX is cast back to bool like XOR/OR/AND
+  builtin = "__builtin_"           # prefix of fma/exp2/log2/sin
+  memcpy = "__builtin_memcpy"
+  ident = ("a usable C identifier", "a C identifier")   # for errors: kernel names, variable names
+  target = "C"                     # for errors: what the program cannot be rendered to
+  backend = "the C backend"        # for errors: what does not support WMMA
+
   def __init__(self, name: str, uops: list[UOp]):
     self.name, self.uops = name, uops
     self.helpers: set[str] = set()
-    self.vtypes: dict[str, str] = {}   # typedef name -> its declaration
-    self.r: dict[UOp, str] = {}        # how each value is written in C
-    self.kept: set[UOp] = set()        # values that live across a barrier: one array element per work-item
-    self.arrays: dict[str, str] = {}   # their array declarations, by name
-    self.lsize = 1                     # work-items per workgroup
-    self.sizes: dict[str, int] = {}    # size of each SPECIAL, by name
+    self.vtypes: dict[str, str] = {}   # vector type name -> its declaration
+    self.r: dict[UOp, str] = {}        # how each value is written
+    self.kept: set[UOp] = set()        # values that live across a barrier (C: one array element per work-item)
+    self.uses_half = False
+
+  # ---- dialect hooks (C's spelling here) ------------------------------------------------------
+  def name_ok(self, name: str) -> bool: return _ident_ok(name) and not _GENERATED.match(name) and name not in _LIBRARY
+  def var_ok(self, name: str) -> bool: return _ident_ok(name) and not _GENERATED.match(name)
+  def includes(self) -> list[str]: return []
+  def vtype_decl(self, tname: str, elem: str, n: int) -> str: return f"typedef struct {{ {elem} v[{n}]; }} {tname};"
+  def vec_make(self, t: str, parts: list[str]) -> str: return f"({t}){{{{{', '.join(parts)}}}}}"
+  def bitcast(self, x: str, src_t: str, t: str) -> str: return f"((union {{ {src_t} f; {t} t; }}){{ .f = {x} }}).t"
+  def float_text(self, fv: float, dt: DType) -> str:
+    """A float32/float64 constant (the caller parenthesizes a leading minus)."""
+    suf = "" if dt == dtypes.float64 else "f"
+    if math.isnan(fv): return f"__builtin_nan{suf}(\"\")"
+    if math.isinf(fv): return f"{'-' if fv < 0 else ''}__builtin_inf{suf}()"
+    return fv.hex() + suf
+  def half_literal(self, fv: float) -> str: return f"(({self.types['half']}){self.float_text(fv, dtypes.float32)})"
+  def half_widen(self, x: str) -> str: return f"((float){x})"
+  def half_narrow(self, x: str) -> str: return f"(({self.types['half']})({x}))"
+  def cast_to_half(self, x: str) -> str: return f"(({self.types['half']}){x})"   # x: a float, int or bool expression
+  def bool_to_half(self, x: str) -> str: return self.cast_to_half(x)
+  def half_nonzero(self, x: str) -> str: return f"((float){x} != 0)"
+  def fbin(self, op: Ops, suf: str, a: str, b: str) -> str: return f"({a} {'+' if op is Ops.ADD else '*'} {b})"
+  def funary(self, op: Ops, suf: str, a: str) -> str: return f"(1.0{suf} / {a})" if op is Ops.RECIP else f"__builtin_sqrt{suf}({a})"
+  def barrier(self) -> str | None: return None
+  def function(self, params: list[str]) -> list[str]: raise NotImplementedError
 
   # ---- types and constants -----------------------------------------------------------------
+  def scalar_type(self, dt: DType) -> str:
+    if dt.scalar() == dtypes.float16: self.uses_half = True
+    return self.types[dt.scalar().name]
+
   def ctype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): raise ValueError(f"{self.name}: pointer dtype {dt!r} has no value type")
-    if dt.count == 1: return _CTYPE[dt.name]
+    if dt.count == 1: return self.scalar_type(dt)
     tname = f"rg_{dt.scalar().name}x{dt.count}"
-    self.vtypes.setdefault(tname, f"typedef struct {{ {_CTYPE[dt.scalar().name]} v[{dt.count}]; }} {tname};")
+    self.vtypes.setdefault(tname, self.vtype_decl(tname, self.scalar_type(dt.scalar()), dt.count))
     return tname
 
   def use(self, helper: str) -> str:
@@ -123,25 +179,29 @@ class _CProgram:
       if h not in self.helpers: self.helpers.add(h); stack.extend(_HELPERS[h][0])
     return helper
 
-  @staticmethod
-  def literal(v: bool | int | float, dt: DType) -> str:
-    if dt == dtypes.bool: return "1" if v else "0"
+  def helper_texts(self) -> list[str]:
+    out = []
+    for h, (_, text) in _HELPERS.items():
+      if h not in self.helpers: continue
+      t = text if isinstance(text, str) else text.get(self.family)
+      if t is not None: out.append(Template(t).substitute(self.subst))
+    return out
+
+  def literal(self, v: bool | int | float, dt: DType) -> str:
+    if dt == dtypes.bool: return self.bools[bool(v)]
     if dtypes.is_int(dt):
       iv = int(v)
       if dt.bits == 64:
         s = f"{iv}ull" if dtypes.is_unsigned(dt) else f"{iv}ll" if iv != -2 ** 63 else "(-9223372036854775807ll-1)"
       elif dt.bits == 32: s = f"{iv}u" if dtypes.is_unsigned(dt) else str(iv) if iv != -2 ** 31 else "(-2147483647-1)"
-      else: return f"(({_CTYPE[dt.name]}){iv})"
+      else: return f"(({self.scalar_type(dt)}){iv})"
       return f"({s})" if s.startswith("-") else s
     fv = float(v)
     if dt == dtypes.bfloat16:  # exactly representable, so the top half of the float32 bits (NaN: the canonical quiet one)
       bits = 0x7FC0 if math.isnan(fv) else struct.unpack("<I", struct.pack("<f", fv))[0] >> 16
       return f"((unsigned short)0x{bits:04x})"
-    suf = "" if dt == dtypes.float64 else "f"
-    if math.isnan(fv): s = f"__builtin_nan{suf}(\"\")"
-    elif math.isinf(fv): s = f"{'-' if fv < 0 else ''}__builtin_inf{suf}()"
-    else: s = fv.hex() + suf
-    if dt == dtypes.float16: return f"((_Float16){s})"
+    if dt == dtypes.float16: self.uses_half = True; return self.half_literal(fv)
+    s = self.float_text(fv, dt)
     return f"({s})" if s.startswith("-") else s
 
   # ---- scalar ops ----------------------------------------------------------------------------
@@ -151,13 +211,14 @@ class _CProgram:
     if op is Ops.CMPNE and not dtypes.is_float(sdt): return f"({s[0]} != {s[1]})"
     if op is Ops.CMPLT and not dtypes.is_float(sdt): return f"({s[0]} < {s[1]})"
     if sdt == dtypes.bool:
-      if op is Ops.MAX: return f"({s[0]} | {s[1]})"
-      return f"(_Bool)({s[0]} {({Ops.XOR: '^', Ops.OR: '|', Ops.AND: '&'})[op]} {s[1]})"
+      bt = self.types["bool"]
+      if op is Ops.MAX: return f"({bt})({s[0]} | {s[1]})" if self.bool_max_cast else f"({s[0]} | {s[1]})"
+      return f"({bt})({s[0]} {({Ops.XOR: '^', Ops.OR: '|', Ops.AND: '&'})[op]} {s[1]})"
     if dtypes.is_int(sdt): return self.int_alu(op, sdt, s)
     return self.float_alu(op, sdt, s)
 
   def int_alu(self, op: Ops, dt: DType, s: list[str]) -> str:
-    t = _CTYPE[dt.name]
+    t = self.scalar_type(dt)
     u = "unsigned long long" if dt.bits == 64 else "unsigned int"  # wrap-around without signed overflow or int promotion
     if op is Ops.ADD: return f"(({t})(({u}){s[0]} + ({u}){s[1]}))"
     if op is Ops.MUL: return f"(({t})(({u}){s[0]} * ({u}){s[1]}))"
@@ -168,86 +229,88 @@ class _CProgram:
     if op in ops: return f"(({t})({s[0]} {ops[op]} {s[1]}))"
     raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
 
+  def widen(self, x: str, dt: DType) -> str:
+    """A 16-bit float as float (exact); float32/float64 as they are."""
+    if dt == dtypes.float16: return self.half_widen(x)
+    if dt == dtypes.bfloat16: return f"{self.use('rg_bf2f')}({x})"
+    return x
+
+  def narrow(self, x: str, dt: DType) -> str:
+    """A float result rounded once to a 16-bit float dtype."""
+    if dt == dtypes.float16: return self.half_narrow(x)
+    if dt == dtypes.bfloat16: return f"{self.use('rg_f2bf')}({x})"
+    return x
+
   def float_alu(self, op: Ops, dt: DType, s: list[str]) -> str:
-    suf, widen, narrow = _float_parts(dt)
+    suf = "" if dt == dtypes.float64 else "f"
     if op is Ops.MULACC:
       if dt == dtypes.float16: return f"{self.use('rg_fma_h')}({s[0]}, {s[1]}, {s[2]})"
       if dt == dtypes.bfloat16: return f"{self.use('rg_fma_bf')}({s[0]}, {s[1]}, {s[2]})"
-      return f"__builtin_fma{suf}({s[0]}, {s[1]}, {s[2]})"
-    if dt == dtypes.bfloat16: self.use("rg_bf2f")
-    w = [widen.format(x) for x in s]
+      return f"{self.builtin}fma{suf}({s[0]}, {s[1]}, {s[2]})"
+    w = [self.widen(x, dt) for x in s]
     if op is Ops.CMPLT: return f"({w[0]} < {w[1]})"
     if op is Ops.CMPNE: return f"({w[0]} != {w[1]})"
-    if op is Ops.ADD: e = f"({w[0]} + {w[1]})"
-    elif op is Ops.MUL: e = f"({w[0]} * {w[1]})"
-    elif op is Ops.NEG: e = f"(-{w[0]})"
-    elif op is Ops.RECIP: e = f"(1.0{suf} / {w[0]})"
-    elif op is Ops.SQRT: e = f"__builtin_sqrt{suf}({w[0]})"
+    if op in (Ops.ADD, Ops.MUL): e = self.fbin(op, suf, w[0], w[1])
+    elif op is Ops.NEG: e = f"(-{w[0]})"   # flips the sign bit, exact
+    elif op in (Ops.RECIP, Ops.SQRT): e = self.funary(op, suf, w[0])
     elif op is Ops.MAX: e = f"{self.use('rg_maxd' if dt == dtypes.float64 else 'rg_maxf')}({w[0]}, {w[1]})"
     elif op in GroupOp.Transcendental:
-      # native: libm (float16/bfloat16 through float); not bit-exact across backends, checked within a ULP bound
-      e = f"__builtin_{({Ops.EXP2: 'exp2', Ops.LOG2: 'log2', Ops.SIN: 'sin'})[op]}{suf}({w[0]})"
+      # native: libm / libdevice / ocml (float16/bfloat16 through float); not bit-exact across backends, checked within a ULP bound
+      e = f"{self.builtin}{({Ops.EXP2: 'exp2', Ops.LOG2: 'log2', Ops.SIN: 'sin'})[op]}{suf}({w[0]})"
     else: raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
-    if dt == dtypes.bfloat16: self.use("rg_f2bf")
-    return narrow.format(e)
+    return self.narrow(e, dt)
 
   def cast(self, x: str, src: DType, dst: DType) -> str:
     """One lane of CAST from scalar dtype src to scalar dtype dst."""
     if src == dst: return x
-    t = _CTYPE[dst.name]
+    t = self.scalar_type(dst)
     if dst == dtypes.bool:
       if src == dtypes.bfloat16: return f"(({x} & 0x7fff) != 0)"
-      if src == dtypes.float16: return f"((float){x} != 0)"
+      if src == dtypes.float16: return self.half_nonzero(x)
       return f"({x} != 0)"
-    if src == dtypes.bool: return f"((unsigned short)({x} ? 0x3f80 : 0))" if dst == dtypes.bfloat16 else f"(({t}){x})"
+    if src == dtypes.bool:
+      if dst == dtypes.bfloat16: return f"((unsigned short)({x} ? 0x3f80 : 0))"
+      if dst == dtypes.float16: return self.bool_to_half(x)
+      return f"(({t}){x})"
     if dtypes.is_int(src):
       if dst == dtypes.bfloat16:  # must not round twice: ints wider than float's 24 bits go through round-to-odd
         if src.bits <= 16: return f"{self.use('rg_f2bf')}((float){x})"
         if src.bits == 32: return f"{self.use('rg_d2bf')}((double){x})"
         return f"{self.use('rg_d2bf')}({self.use('rg_u64_odd' if dtypes.is_unsigned(src) else 'rg_i64_odd')}({x}))"
       # ints that are not exact in float are beyond float16's range either way: through float is one rounding
-      if dst == dtypes.float16: return f"((_Float16)(float){x})"
+      if dst == dtypes.float16: return self.cast_to_half(f"(float){x}")
       return f"(({t}){x})"
     # src is a float: widen 16-bit floats to float (exact) first
-    w = f"{self.use('rg_bf2f')}({x})" if src == dtypes.bfloat16 else f"((float){x})" if src == dtypes.float16 else x
-    wdt = dtypes.float32 if src in (dtypes.float16, dtypes.bfloat16) else src
-    if dtypes.is_int(dst) or dst == wdt: return f"(({t}){w})"   # truncation; out of range is UB
+    w, wdt = self.widen(x, src), (dtypes.float32 if src in (dtypes.float16, dtypes.bfloat16) else src)
+    if dtypes.is_int(dst) or dst == wdt: return f"(({t}){w})"   # truncation toward zero; out of range is UB
     if dst == dtypes.bfloat16: return f"{self.use('rg_d2bf')}({w})" if wdt == dtypes.float64 else f"{self.use('rg_f2bf')}({w})"
-    if dst == dtypes.float16: return f"{self.use('rg_d2h')}({w})" if wdt == dtypes.float64 else f"((_Float16){w})"
-    return f"(({t}){w})"  # float <-> double: C conversion rounds once (RNE) or is exact
+    if dst == dtypes.float16: return f"{self.use('rg_d2h')}({w})" if wdt == dtypes.float64 else self.cast_to_half(w)
+    return f"(({t}){w})"  # float <-> double: the conversion rounds once (RNE) or is exact
 
   # ---- lane-wise wrapper ---------------------------------------------------------------------
   def lanes(self, dt: DType, fn, srcs: tuple[UOp, ...]) -> str:
     """Apply a scalar renderer `fn(list of operand strings) -> str` to every lane of dtype dt."""
     if dt.count == 1: return fn([self.r[s] for s in srcs])
-    parts = [fn([f"{self.r[s]}.v[{i}]" if s.dtype.count > 1 else self.r[s] for s in srcs]) for i in range(dt.count)]
-    return f"({self.ctype(dt)}){{{{{', '.join(parts)}}}}}"
+    return self.vec_make(self.ctype(dt), [fn([f"{self.r[s]}.v[{i}]" if s.dtype.count > 1 else self.r[s] for s in srcs]) for i in range(dt.count)])
 
   # ---- the program ---------------------------------------------------------------------------
   def render(self) -> str:
-    if not _ident_ok(self.name) or _GENERATED.match(self.name) or self.name in _LIBRARY:
-      raise ValueError(f"kernel name {self.name!r} is not a usable C identifier")
+    if not self.name_ok(self.name): raise ValueError(f"kernel name {self.name!r} is not {self.ident[0]}")
     for i, u in enumerate(self.uops):
-      if u.op is Ops.WMMA: raise NotImplementedError(f"uop {i}: WMMA is not supported by the C backend yet")
+      if u.op is Ops.WMMA: raise NotImplementedError(f"uop {i}: WMMA is not supported by {self.backend} yet")
     verify_linear(self.uops)
-    params = self.params()
-    loops_g, loops_l, local_decls = self.launch()
-    if any(u.op is Ops.BARRIER for u in self.uops):
-      body = self.phased(loops_l)
-      loops_l, local_decls = [], [*local_decls, *self.arrays.values()]
-    else: body = self.body()
-    lines = [f"void {self.name}({', '.join(params) or 'void'}) {{"]
-    depth = 1
-    for ln in loops_g: lines.append("  " * depth + ln); depth += 1
-    for ln in local_decls: lines.append("  " * depth + ln)
-    for ln in loops_l: lines.append("  " * depth + ln); depth += 1
-    for ln in body:
+    lines = self.function(self.params())
+    return "\n".join([*self.includes(), *self.vtypes.values(), *self.helper_texts(), *lines]) + "\n"
+
+  @staticmethod
+  def nest(header: str, lines: list[str]) -> list[str]:
+    """`header {`, then the lines indented by the blocks they open and close, then the braces still open."""
+    out, depth = [header], 1
+    for ln in lines:
       if ln == "}": depth -= 1
-      lines.append("  " * depth + ln)
+      out.append("  " * depth + ln)
       if ln.endswith("{"): depth += 1
-    lines += ["  " * d + "}" for d in range(depth - 1, -1, -1)]
-    prelude = [_HELPERS[h][1] for h in _HELPERS if h in self.helpers]
-    return "\n".join([*self.vtypes.values(), *prelude, *lines]) + "\n"
+    return out + ["  " * d + "}" for d in range(depth - 1, -1, -1)]
 
   def params(self) -> list[str]:
     glb = sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
@@ -256,48 +319,37 @@ class _CProgram:
     params = []
     for u in glb:
       self.r[u] = f"data{u.arg}"
-      params.append(f"{_CTYPE[u.dtype.base.scalar().name]}* data{u.arg}")  # type: ignore[attr-defined]
+      params.append(f"{self.scalar_type(u.dtype.base.scalar())}* data{u.arg}")  # type: ignore[attr-defined]
     names: set[str] = set()
     for u in self.uops:
       if u.op is not Ops.DEFINE_VAR: continue
       name = u.arg[0]
-      if not _ident_ok(name) or _GENERATED.match(name) or name == self.name:
-        raise ValueError(f"{self.name}: variable name {name!r} is not a C identifier or clashes with a generated name")
+      if not self.var_ok(name) or name == self.name:
+        raise ValueError(f"{self.name}: variable name {name!r} is not {self.ident[1]} or clashes with a generated name")
       if name in names: raise ValueError(f"{self.name}: two DEFINE_VARs are called {name!r}")
       names.add(name)
       self.r[u] = name
-      params.append(f"{_CTYPE[u.dtype.name]} {name}")
+      params.append(f"{self.scalar_type(u.dtype)} {name}")
     return params
 
-  def launch(self) -> tuple[list[str], list[str], list[str]]:
-    """Loops over workgroups, declarations of local memory, loops over work-items."""
-    sizes: dict[str, int] = {}
-    for i, u in enumerate(self.uops):
-      if u.op is not Ops.SPECIAL: continue
-      name, size = u.arg
-      if sizes.setdefault(name, size) != size: raise ValueError(f"uop {i}: SPECIAL {name} has two sizes ({sizes[name]} and {size})")
-      self.r[u] = name
-    for d in "012":
-      if f"gidx{d}" in sizes and f"idx{d}" in sizes: raise ValueError(f"{self.name}: dimension {d} has both gidx{d} and idx{d}")
-    outer = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"gidx{d}", f"idx{d}") if n in sizes]
-    inner = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"lidx{d}",) if n in sizes]
-    self.sizes = sizes
-    self.lsize = math.prod(sizes.get(f"lidx{d}", 1) for d in "012")
-    decls = []
+  def local_decls(self, qualifier: str = "") -> list[str]:
+    """Declarations of local memory: each DEFINE_LOCAL is an array `local<position>`."""
+    out = []
     for i, u in enumerate(self.uops):
       if u.op is not Ops.DEFINE_LOCAL: continue
       base: DType = u.dtype.base  # type: ignore[attr-defined]
       self.r[u] = f"local{i}"
-      decls.append(f"{_CTYPE[base.scalar().name]} local{i}[{u.dtype.size * base.count}];")  # type: ignore[attr-defined]
-    return outer, inner, decls
+      out.append(f"{qualifier}{self.scalar_type(base.scalar())} local{i}[{u.dtype.size * base.count}];")  # type: ignore[attr-defined]
+    return out
 
   def body(self) -> list[str]:
     return [ln for i, u in enumerate(self.uops) if (ln := self.stmt(i, u)) is not None]
 
   def stmt(self, i: int, u: UOp) -> str | None:
-    """The C line of one uop (None: it has no line of its own)."""
+    """The line of one uop (None: it has no line of its own)."""
     op, dt, src = u.op, u.dtype, u.src
-    if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL, Ops.BARRIER): return None
+    if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL): return None
+    if op is Ops.BARRIER: return self.barrier()
     if op is Ops.CONST: self.r[u] = self.literal(u.arg, dt); return None
     if op is Ops.RANGE:
       self.r[u] = f"ridx{i}"
@@ -313,11 +365,89 @@ class _CProgram:
     return self.value(i, u)
 
   def decl(self, u: UOp, name: str, t: str) -> str:
+    """Name value u and give the left-hand side of its definition."""
+    self.r[u] = name
+    return f"{t} {name}"
+
+  def address(self, buf: UOp, idx: UOp) -> str:
+    bc = buf.dtype.base.count  # type: ignore[attr-defined]
+    return f"{self.r[buf]} + {self.r[idx]}" if bc == 1 else f"{self.r[buf]} + (long long){self.r[idx]} * {bc}"
+
+  def load(self, i: int, u: UOp) -> str:
+    lhs = self.decl(u, f"ld{i}", self.ctype(u.dtype))
+    name = self.r[u]
+    gate, alt = (self.r[u.src[2]], self.r[u.src[3]]) if len(u.src) == 4 else (None, None)
+    if u.dtype.count == 1:  # the conditional reads memory only where the gate is true
+      mem = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
+      return f"{lhs} = {gate} ? {mem} : {alt};" if gate else f"{lhs} = {mem};"
+    copy = f"{self.memcpy}(&{name}, {self.address(u.src[0], u.src[1])}, sizeof({name}));"
+    if gate: return f"{lhs} = {alt}; if ({gate}) {copy}"
+    return copy if u in self.kept else f"{lhs}; {copy}"
+
+  def store(self, u: UOp) -> str:
+    buf, idx, val = u.src[:3]
+    gate = f"if ({self.r[u.src[3]]}) " if len(u.src) == 4 else ""
+    if val.dtype.count == 1: return f"{gate}{self.r[buf]}[{self.r[idx]}] = {self.r[val]};"
+    # vector values are always named variables (constants are scalars), so they have an address
+    return f"{gate}{self.memcpy}({self.address(buf, idx)}, &{self.r[val]}, sizeof({self.r[val]}));"
+
+  def value(self, i: int, u: UOp) -> str:
+    op, dt, src = u.op, u.dtype, u.src
+    prefix = {Ops.VECTORIZE: "vec", Ops.GEP: "gep", Ops.CAST: "cast", Ops.BITCAST: "cast"}.get(op, "alu")
+    t = self.ctype(dt)
+    if op is Ops.VECTORIZE: e = self.vec_make(t, [self.r[s] for s in src])
+    elif op is Ops.GEP: e = f"{self.r[src[0]]}.v[{u.arg[0]}]"
+    elif op is Ops.CAST: e = self.lanes(dt, lambda s: self.cast(s[0], src[0].dtype.scalar(), dt.scalar()), src)
+    elif op is Ops.BITCAST: e = self.bitcast(self.r[src[0]], self.ctype(src[0].dtype), t)
+    elif op in GroupOp.ALU:
+      sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
+      if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
+      e = self.lanes(dt, lambda s: self.alu(op, sdt, s), src)
+    else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to {self.target}")
+    return f"{self.decl(u, f'{prefix}{i}', t)} = {e};"
+
+
+class _CProgram(CStyleProgram):
+  """C: SPECIALs are loops around the body, BARRIERs split it into phases."""
+  subst = {"fn": "static inline", "half": "_Float16", "u_of_f": "unsigned int u; __builtin_memcpy(&u, &f, 4);",
+           "u_of_r": "unsigned int u; __builtin_memcpy(&u, &r, 4);", "r_of_u": "__builtin_memcpy(&r, &u, 4);", "fabs": "__builtin_fabs",
+           "d2h": "(_Float16)rg_d2f_odd(d)", "fma_h": "(double)a * (double)b, (double)c", "fma_bf": "(double)rg_bf2f(a) * (double)rg_bf2f(b)",
+           "signf": "__builtin_signbit(a)"}
+
+  def __init__(self, name: str, uops: list[UOp]):
+    super().__init__(name, uops)
+    self.arrays: dict[str, str] = {}   # array declarations of the kept values, by name
+    self.lsize = 1                     # work-items per workgroup
+    self.sizes: dict[str, int] = {}    # size of each SPECIAL, by name
+
+  def function(self, params: list[str]) -> list[str]:
+    loops_g, loops_l, local_decls = self.launch()
+    if any(u.op is Ops.BARRIER for u in self.uops):
+      body = self.phased(loops_l)
+      loops_l, local_decls = [], [*local_decls, *self.arrays.values()]
+    else: body = self.body()
+    return self.nest(f"void {self.name}({', '.join(params) or 'void'}) {{", [*loops_g, *local_decls, *loops_l, *body])
+
+  def launch(self) -> tuple[list[str], list[str], list[str]]:
+    """Loops over workgroups, declarations of local memory, loops over work-items."""
+    sizes: dict[str, int] = {}
+    for i, u in enumerate(self.uops):
+      if u.op is not Ops.SPECIAL: continue
+      name, size = u.arg
+      if sizes.setdefault(name, size) != size: raise ValueError(f"uop {i}: SPECIAL {name} has two sizes ({sizes[name]} and {size})")
+      self.r[u] = name
+    for d in "012":
+      if f"gidx{d}" in sizes and f"idx{d}" in sizes: raise ValueError(f"{self.name}: dimension {d} has both gidx{d} and idx{d}")
+    outer = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"gidx{d}", f"idx{d}") if n in sizes]
+    inner = [f"for (int {n} = 0; {n} < {sizes[n]}; {n}++) {{" for d in "210" for n in (f"lidx{d}",) if n in sizes]
+    self.sizes = sizes
+    self.lsize = math.prod(sizes.get(f"lidx{d}", 1) for d in "012")
+    return outer, inner, self.local_decls()
+
+  def decl(self, u: UOp, name: str, t: str) -> str:
     """Name value u and give the left-hand side of its definition: a declaration, or for a value
     kept across a barrier the work-item's element of its array (declared once per workgroup)."""
-    if u not in self.kept:
-      self.r[u] = name
-      return f"{t} {name}"
+    if u not in self.kept: return super().decl(u, name, t)
     self.arrays.setdefault(name, f"{t} {name}[{self.lsize}];")
     self.r[u] = f"{name}[rg_lid]"
     return self.r[u]
@@ -398,44 +528,6 @@ class _CProgram:
       if (ln := self.stmt(i, u)) is not None: (out if wg_scope or u in uniform else cur).append(ln)
     flush()
     return out
-
-  def address(self, buf: UOp, idx: UOp) -> str:
-    bc = buf.dtype.base.count  # type: ignore[attr-defined]
-    return f"{self.r[buf]} + {self.r[idx]}" if bc == 1 else f"{self.r[buf]} + (long long){self.r[idx]} * {bc}"
-
-  def load(self, i: int, u: UOp) -> str:
-    lhs = self.decl(u, f"ld{i}", self.ctype(u.dtype))
-    name = self.r[u]
-    gate, alt = (self.r[u.src[2]], self.r[u.src[3]]) if len(u.src) == 4 else (None, None)
-    if u.dtype.count == 1:
-      mem = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
-      return f"{lhs} = {gate} ? {mem} : {alt};" if gate else f"{lhs} = {mem};"
-    copy = f"__builtin_memcpy(&{name}, {self.address(u.src[0], u.src[1])}, sizeof({name}));"
-    if gate: return f"{lhs} = {alt}; if ({gate}) {copy}"
-    return copy if u in self.kept else f"{lhs}; {copy}"
-
-  def store(self, u: UOp) -> str:
-    buf, idx, val = u.src[:3]
-    gate = f"if ({self.r[u.src[3]]}) " if len(u.src) == 4 else ""
-    if val.dtype.count == 1: return f"{gate}{self.r[buf]}[{self.r[idx]}] = {self.r[val]};"
-    # vector values are always named variables (constants are scalars), so they have an address
-    return f"{gate}__builtin_memcpy({self.address(buf, idx)}, &{self.r[val]}, sizeof({self.r[val]}));"
-
-  def value(self, i: int, u: UOp) -> str:
-    op, dt, src = u.op, u.dtype, u.src
-    prefix = {Ops.VECTORIZE: "vec", Ops.GEP: "gep", Ops.CAST: "cast", Ops.BITCAST: "cast"}.get(op, "alu")
-    name = f"{prefix}{i}"
-    t = self.ctype(dt)
-    if op is Ops.VECTORIZE: e = f"({t}){{{{{', '.join(self.r[s] for s in src)}}}}}"
-    elif op is Ops.GEP: e = f"{self.r[src[0]]}.v[{u.arg[0]}]"
-    elif op is Ops.CAST: e = self.lanes(dt, lambda s: self.cast(s[0], src[0].dtype.scalar(), dt.scalar()), src)
-    elif op is Ops.BITCAST: e = f"((union {{ {self.ctype(src[0].dtype)} f; {t} t; }}){{ .f = {self.r[src[0]]} }}).t"
-    elif op in GroupOp.ALU:
-      sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
-      if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
-      e = self.lanes(dt, lambda s: self.alu(op, sdt, s), src)
-    else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to C")
-    return f"{self.decl(u, name, t)} = {e};"
 
 
 class CRenderer(Renderer):

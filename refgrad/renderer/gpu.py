@@ -35,12 +35,11 @@ import math
 import re
 import struct
 from dataclasses import dataclass
-from string import Template
 
-from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
-from refgrad.uop.ops import GroupOp, Ops, UOp
-from refgrad.uop.spec import verify_linear
+from refgrad.renderer.cstyle import CStyleProgram
+from refgrad.uop.ops import Ops, UOp
 
 
 @dataclass(frozen=True)
@@ -60,57 +59,15 @@ HIP_LIMITS = GPULimits(1024, (1024, 1024, 1024), (2 ** 31 - 1, 65535, 65535), 64
 
 _DIM = "xyz"
 
-# C++ types of scalar dtypes; float16 differs per dialect, bfloat16 values are their bits
-_CTYPE = {"bool": "bool", "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
-          "int": "int", "uint": "unsigned int", "long": "long long", "ulong": "unsigned long long", "half": "$half",
-          "bfloat16": "unsigned short", "float": "float", "double": "double"}
+# $-placeholders of the shared helper texts (refgrad/renderer/cstyle.py) that are the same in CUDA and HIP
+_GPU_SUBST = {"fn": "static __device__ __forceinline__", "u_of_f": "unsigned int u = __float_as_uint(f);",
+              "u_of_r": "unsigned int u = __float_as_uint(r);", "r_of_u": "r = __uint_as_float(u);", "fabs": "fabs",
+              "fma_bf": "RG_DMUL((double)rg_bf2f(a), (double)rg_bf2f(b))", "signf": "(__float_as_uint(a) >> 31)"}
 
-# helpers: name -> (dependencies, code). $fn/$half/$h2f/$f2h/$memcpy are filled in per dialect; RG_DADD/RG_DSUB/
-# RG_DMUL (from "rg_dops") are double ops that must round once each and never fuse
-_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
-  "rg_dops": ((), "#define RG_DADD(a, b) $dadd\n#define RG_DSUB(a, b) $dsub\n#define RG_DMUL(a, b) $dmul"),
-  "rg_bitcast": ((), """template <typename T, typename F> $fn T rg_bitcast(F f) { T t; $memcpy(&t, &f, sizeof(T)); return t; }"""),
-  "rg_bf2f": ((), """$fn float rg_bf2f(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }"""),
-  "rg_f2bf": ((), """/* float -> bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN with its sign */
-$fn unsigned short rg_f2bf(float f) {
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}"""),
-  "rg_d2f_odd": ((), """/* double -> float rounded to odd: rounding that again to <= 22 bits equals one rounding of d */
-$fn float rg_d2f_odd(double d) {
-  float r = (float)d;
-  if ((double)r != d && d == d) {
-    unsigned int u = __float_as_uint(r);
-    if (!(u & 1u)) { u += fabs((double)r) < fabs(d) ? 1u : 0xffffffffu; r = __uint_as_float(u); }
-  }
-  return r;
-}"""),
-  "rg_d2bf": (("rg_f2bf", "rg_d2f_odd"), """$fn unsigned short rg_d2bf(double d) { return rg_f2bf(rg_d2f_odd(d)); }"""),
-  "rg_d2h": (("rg_d2f_odd",), """$fn $half rg_d2h(double d) { return $f2h(rg_d2f_odd(d)); }"""),
-  "rg_add_odd": (("rg_dops",), """/* a + b rounded to odd: the TwoSum error says whether the sum was exact and which side the exact value is on */
-$fn double rg_add_odd(double a, double b) {
-  double s = RG_DADD(a, b), bb = RG_DSUB(s, a), e = RG_DADD(RG_DSUB(a, RG_DSUB(s, bb)), RG_DSUB(b, bb));
-  unsigned long long u = (unsigned long long)__double_as_longlong(s);
-  if (e != 0 && ((u >> 52) & 0x7ffull) != 0x7ffull && !(u & 1ull)) {
-    u += (e > 0) == (s > 0) ? 1ull : ~0ull; s = __longlong_as_double((long long)u);
-  }
-  return s;
-}"""),
-  "rg_i64_odd": (("rg_add_odd",), """/* int64 -> double rounded to odd: both halves are exact doubles */
-$fn double rg_i64_odd(long long x) { return rg_add_odd((double)(long long)((unsigned long long)x & 0xffffffff00000000ull), (double)(x & 0xffffffffll)); }"""),
-  "rg_u64_odd": (("rg_add_odd",), """$fn double rg_u64_odd(unsigned long long x) { return rg_add_odd((double)(x & 0xffffffff00000000ull), (double)(x & 0xffffffffull)); }"""),
-  "rg_fma_h": (("rg_add_odd", "rg_d2h", "rg_dops"), """/* fused multiply-add of float16: the product is exact in double, the sum rounded to odd, then one rounding */
-$fn $half rg_fma_h($half a, $half b, $half c) { return rg_d2h(rg_add_odd(RG_DMUL((double)$h2f(a), (double)$h2f(b)), (double)$h2f(c))); }"""),
-  "rg_fma_bf": (("rg_add_odd", "rg_d2bf", "rg_bf2f", "rg_dops"), """$fn unsigned short rg_fma_bf(unsigned short a, unsigned short b, unsigned short c) {
-  return rg_d2bf(rg_add_odd(RG_DMUL((double)rg_bf2f(a), (double)rg_bf2f(b)), (double)rg_bf2f(c)));
-}"""),
-  "rg_maxf": ((), """/* MAX: NaN if either is NaN, MAX(+0,-0) = MAX(-0,+0) = +0, so the result does not depend on operand order */
-$fn float rg_maxf(float a, float b) { if (a != a || b != b) return a + b; if (a == b) return (__float_as_uint(a) >> 31) ? b : a; return a > b ? a : b; }"""),
-  "rg_maxd": ((), """$fn double rg_maxd(double a, double b) {
-  if (a != a || b != b) return a + b; if (a == b) return (__double_as_longlong(a) < 0) ? b : a; return a > b ? a : b;
-}"""),
-}
+def _subst(half: str, h2f: str, f2h: str, memcpy: str, dadd: str, dsub: str, dmul: str) -> dict[str, str]:
+  """A dialect's placeholders: its half type, half<->float conversions, memcpy and unfused double add/sub/mul (of a, b)."""
+  return {**_GPU_SUBST, "half": half, "memcpy": memcpy, "dadd": dadd, "dsub": dsub, "dmul": dmul, "d2h": f"{f2h}(rg_d2f_odd(d))",
+          "fma_h": f"RG_DMUL((double){h2f}(a), (double){h2f}(b)), (double){h2f}(c)"}
 
 _KEYWORDS = frozenset("""alignas alignof and asm auto bool break case catch char char16_t char32_t class const constexpr const_cast continue
   decltype default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline int long mutable
@@ -131,196 +88,39 @@ def _ident_ok(name: object) -> bool:
     and not _GENERATED.match(name) and not _BUILTIN_TYPE.match(name) and name not in _LIBRARY
 
 
-class _GPUProgram:
-  """State of rendering one program for one dialect (subclasses): names of values, helpers, vector types."""
-  dialect: dict[str, str] = {}   # $-placeholders of the helpers and _CTYPE
+class _GPUProgram(CStyleProgram):
+  """CUDA/HIP (subclasses): one kernel, launch indices from blockIdx/threadIdx, `__shared__` locals, `__syncthreads()`."""
+  family, bools, bool_max_cast, builtin = "gpu", ("false", "true"), True, ""
+  ident = ("a usable identifier", "an identifier")
   prelude: tuple[str, ...] = ()  # lines before everything else
 
   def __init__(self, name: str, uops: list[UOp], renderer: GPURenderer):
-    self.name, self.uops, self.ren = name, uops, renderer
-    self.helpers: set[str] = set()
-    self.vtypes: dict[str, str] = {}
-    self.r: dict[UOp, str] = {}
-    self.uses_half = False
+    super().__init__(name, uops)
+    self.ren = renderer
+    self.target = type(renderer).__name__
+    self.backend = f"the {self.target}"
 
-  # ---- dialect hooks -------------------------------------------------------------------------
+  def name_ok(self, name: str) -> bool: return _ident_ok(name)
+  def var_ok(self, name: str) -> bool: return _ident_ok(name)
   def includes(self) -> list[str]: return list(self.prelude)
-  def half_widen(self, x: str) -> str: raise NotImplementedError
-  def half_narrow(self, x: str) -> str: raise NotImplementedError
-  def half_literal(self, bits: int, fv: float) -> str: raise NotImplementedError
-  def fbin(self, op: Ops, suf: str, a: str, b: str) -> str: raise NotImplementedError
-  def funary(self, op: Ops, suf: str, a: str) -> str: raise NotImplementedError
-
-  # ---- types and constants -------------------------------------------------------------------
-  def scalar_type(self, dt: DType) -> str:
-    if dt.scalar() == dtypes.float16: self.uses_half = True
-    return Template(_CTYPE[dt.scalar().name]).substitute(self.dialect)
-
-  def ctype(self, dt: DType) -> str:
-    if isinstance(dt, PtrDType): raise ValueError(f"{self.name}: pointer dtype {dt!r} has no value type")
-    if dt.count == 1: return self.scalar_type(dt)
-    tname = f"rg_{dt.scalar().name}x{dt.count}"
-    self.vtypes.setdefault(tname, f"struct {tname} {{ {self.scalar_type(dt.scalar())} v[{dt.count}]; }};")
-    return tname
-
-  def use(self, helper: str) -> str:
-    stack = [helper]
-    while stack:
-      h = stack.pop()
-      if h not in self.helpers: self.helpers.add(h); stack.extend(_HELPERS[h][0])
-    return helper
-
-  def literal(self, v: bool | int | float, dt: DType) -> str:
-    if dt == dtypes.bool: return "true" if v else "false"
-    if dtypes.is_int(dt):
-      iv = int(v)
-      if dt.bits == 64:
-        s = f"{iv}ull" if dtypes.is_unsigned(dt) else f"{iv}ll" if iv != -2 ** 63 else "(-9223372036854775807ll-1)"
-      elif dt.bits == 32: s = f"{iv}u" if dtypes.is_unsigned(dt) else str(iv) if iv != -2 ** 31 else "(-2147483647-1)"
-      else: return f"(({_CTYPE[dt.name]}){iv})"
-      return f"({s})" if s.startswith("-") else s
-    fv = float(v)
-    if dt in (dtypes.bfloat16, dtypes.float16):  # exactly representable: write the bits (NaN: the canonical quiet one)
-      if dt == dtypes.bfloat16:
-        bits = 0x7FC0 if math.isnan(fv) else struct.unpack("<I", struct.pack("<f", fv))[0] >> 16
-        return f"((unsigned short)0x{bits:04x})"
-      self.uses_half = True
-      return self.half_literal(0x7E00 if math.isnan(fv) else struct.unpack("<H", struct.pack("<e", fv))[0], fv)
+  def vtype_decl(self, tname: str, elem: str, n: int) -> str: return f"struct {tname} {{ {elem} v[{n}]; }};"
+  def vec_make(self, t: str, parts: list[str]) -> str: return f"{t}{{{{{', '.join(parts)}}}}}"
+  def bitcast(self, x: str, src_t: str, t: str) -> str: return f"{self.use('rg_bitcast')}<{t}>({x})"
+  def float_text(self, fv: float, dt: DType) -> str:
     if dt == dtypes.float64:
       if math.isnan(fv) or math.isinf(fv):
         return f"__longlong_as_double(0x{0x7FF8000000000000 if math.isnan(fv) else 0xFFF0000000000000 if fv < 0 else 0x7FF0000000000000:016x}ll)"
-      s = fv.hex()
-    else:
-      if math.isnan(fv) or math.isinf(fv): return f"__int_as_float(0x{0x7FC00000 if math.isnan(fv) else 0xFF800000 if fv < 0 else 0x7F800000:08x})"
-      s = fv.hex() + "f"
-    return f"({s})" if s.startswith("-") else s
+      return fv.hex()
+    if math.isnan(fv) or math.isinf(fv): return f"__int_as_float(0x{0x7FC00000 if math.isnan(fv) else 0xFF800000 if fv < 0 else 0x7F800000:08x})"
+    return fv.hex() + "f"
+  def cast_to_half(self, x: str) -> str: return self.half_narrow(x)
+  def bool_to_half(self, x: str) -> str: return self.half_narrow(f"({x} ? 1.0f : 0.0f)")
+  def half_nonzero(self, x: str) -> str: return f"({self.half_widen(x)} != 0)"
+  def barrier(self) -> str | None: return "__syncthreads();"
 
-  # ---- scalar ops ----------------------------------------------------------------------------
-  def alu(self, op: Ops, sdt: DType, s: list[str]) -> str:
-    """One lane of an ALU op on operands of scalar dtype `sdt` (WHERE: the dtype of its values)."""
-    if op is Ops.WHERE: return f"({s[0]} ? {s[1]} : {s[2]})"
-    if op is Ops.CMPNE and not dtypes.is_float(sdt): return f"({s[0]} != {s[1]})"
-    if op is Ops.CMPLT and not dtypes.is_float(sdt): return f"({s[0]} < {s[1]})"
-    if sdt == dtypes.bool:
-      if op is Ops.MAX: return f"(bool)({s[0]} | {s[1]})"
-      return f"(bool)({s[0]} {({Ops.XOR: '^', Ops.OR: '|', Ops.AND: '&'})[op]} {s[1]})"
-    if dtypes.is_int(sdt): return self.int_alu(op, sdt, s)
-    return self.float_alu(op, sdt, s)
-
-  def int_alu(self, op: Ops, dt: DType, s: list[str]) -> str:
-    t = _CTYPE[dt.name]
-    u = "unsigned long long" if dt.bits == 64 else "unsigned int"  # wrap-around without signed overflow or int promotion
-    if op is Ops.ADD: return f"(({t})(({u}){s[0]} + ({u}){s[1]}))"
-    if op is Ops.MUL: return f"(({t})(({u}){s[0]} * ({u}){s[1]}))"
-    if op is Ops.NEG: return f"(({t})(-({u}){s[0]}))"
-    if op is Ops.SHL: return f"(({t})(({u}){s[0]} << {s[1]}))"
-    if op is Ops.MAX: return f"(({t})({s[0]} > {s[1]} ? {s[0]} : {s[1]}))"
-    ops = {Ops.SHR: ">>", Ops.IDIV: "/", Ops.MOD: "%", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}
-    if op in ops: return f"(({t})({s[0]} {ops[op]} {s[1]}))"
-    raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
-
-  def widen(self, x: str, dt: DType) -> str:
-    """A 16-bit float as float (exact); float32/float64 as they are."""
-    if dt == dtypes.float16: return self.half_widen(x)
-    if dt == dtypes.bfloat16: return f"{self.use('rg_bf2f')}({x})"
-    return x
-
-  def narrow(self, x: str, dt: DType) -> str:
-    """A float result rounded once to a 16-bit float dtype."""
-    if dt == dtypes.float16: return self.half_narrow(x)
-    if dt == dtypes.bfloat16: return f"{self.use('rg_f2bf')}({x})"
-    return x
-
-  def float_alu(self, op: Ops, dt: DType, s: list[str]) -> str:
-    suf = "" if dt == dtypes.float64 else "f"
-    if op is Ops.MULACC:
-      if dt == dtypes.float16: return f"{self.use('rg_fma_h')}({s[0]}, {s[1]}, {s[2]})"
-      if dt == dtypes.bfloat16: return f"{self.use('rg_fma_bf')}({s[0]}, {s[1]}, {s[2]})"
-      return f"fma{suf}({s[0]}, {s[1]}, {s[2]})"
-    w = [self.widen(x, dt) for x in s]
-    if op is Ops.CMPLT: return f"({w[0]} < {w[1]})"
-    if op is Ops.CMPNE: return f"({w[0]} != {w[1]})"
-    if op in (Ops.ADD, Ops.MUL): e = self.fbin(op, suf, w[0], w[1])
-    elif op is Ops.NEG: e = f"(-{w[0]})"   # flips the sign bit, exact
-    elif op in (Ops.RECIP, Ops.SQRT): e = self.funary(op, suf, w[0])
-    elif op is Ops.MAX: e = f"{self.use('rg_maxd' if dt == dtypes.float64 else 'rg_maxf')}({w[0]}, {w[1]})"
-    elif op in GroupOp.Transcendental:
-      # native: the accurate libdevice/ocml functions (float16/bfloat16 through float); checked within a ULP bound
-      e = f"{({Ops.EXP2: 'exp2', Ops.LOG2: 'log2', Ops.SIN: 'sin'})[op]}{suf}({w[0]})"
-    else: raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
-    return self.narrow(e, dt)
-
-  def cast(self, x: str, src: DType, dst: DType) -> str:
-    """One lane of CAST from scalar dtype src to scalar dtype dst."""
-    if src == dst: return x
-    t = self.scalar_type(dst)
-    if dst == dtypes.bool:
-      if src == dtypes.bfloat16: return f"(({x} & 0x7fff) != 0)"
-      return f"({self.widen(x, src)} != 0)"
-    if src == dtypes.bool:
-      if dst == dtypes.bfloat16: return f"((unsigned short)({x} ? 0x3f80 : 0))"
-      if dst == dtypes.float16: return self.half_narrow(f"({x} ? 1.0f : 0.0f)")
-      return f"(({t}){x})"
-    if dtypes.is_int(src):
-      if dst == dtypes.bfloat16:  # must not round twice: ints wider than float's 24 bits go through round-to-odd
-        if src.bits <= 16: return f"{self.use('rg_f2bf')}((float){x})"
-        if src.bits == 32: return f"{self.use('rg_d2bf')}((double){x})"
-        return f"{self.use('rg_d2bf')}({self.use('rg_u64_odd' if dtypes.is_unsigned(src) else 'rg_i64_odd')}({x}))"
-      # ints that are not exact in float are beyond float16's range either way: through float is one rounding
-      if dst == dtypes.float16: return self.half_narrow(f"(float){x}")
-      return f"(({t}){x})"
-    # src is a float: widen 16-bit floats to float (exact) first
-    w, wdt = self.widen(x, src), (dtypes.float32 if src in (dtypes.float16, dtypes.bfloat16) else src)
-    if dtypes.is_int(dst) or dst == wdt: return f"(({t}){w})"   # truncation toward zero; out of range is UB
-    if dst == dtypes.bfloat16: return f"{self.use('rg_d2bf')}({w})" if wdt == dtypes.float64 else f"{self.use('rg_f2bf')}({w})"
-    if dst == dtypes.float16: return f"{self.use('rg_d2h')}({w})" if wdt == dtypes.float64 else self.half_narrow(w)
-    return f"(({t}){w})"  # float <-> double: the conversion rounds once (RNE) or is exact
-
-  def lanes(self, dt: DType, fn, srcs: tuple[UOp, ...]) -> str:
-    """Apply a scalar renderer `fn(list of operand strings) -> str` to every lane of dtype dt."""
-    if dt.count == 1: return fn([self.r[s] for s in srcs])
-    parts = [fn([f"{self.r[s]}.v[{i}]" if s.dtype.count > 1 else self.r[s] for s in srcs]) for i in range(dt.count)]
-    return f"{self.ctype(dt)}{{{{{', '.join(parts)}}}}}"
-
-  # ---- the program ---------------------------------------------------------------------------
-  def render(self) -> str:
-    if not _ident_ok(self.name): raise ValueError(f"kernel name {self.name!r} is not a usable identifier")
-    for i, u in enumerate(self.uops):
-      if u.op is Ops.WMMA: raise NotImplementedError(f"uop {i}: WMMA is not supported by the {type(self.ren).__name__} yet")
-    verify_linear(self.uops)
-    params = self.params()
+  def function(self, params: list[str]) -> list[str]:
     _, block, head = self.launch()
-    body = self.body()
-    sig = f'extern "C" __global__ void __launch_bounds__({math.prod(block)}) {self.name}({", ".join(params)})'
-    lines, depth = [sig + " {"], 1
-    for ln in [*head, *body]:
-      if ln == "}": depth -= 1
-      lines.append("  " * depth + ln)
-      if ln.endswith("{"): depth += 1
-    lines.append("}")
-    d = self.dialect
-    helpers = [Template(_HELPERS[h][1]).substitute(d) for h in _HELPERS if h in self.helpers]
-    return "\n".join([*self.includes(), *self.vtypes.values(), *helpers, *lines]) + "\n"
-
-  def params(self) -> list[str]:
-    glb = sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
-    idxs = [u.arg for u in glb]
-    if len(set(idxs)) != len(idxs): raise ValueError(f"{self.name}: two DEFINE_GLOBALs share a parameter index ({idxs})")
-    params = []
-    for u in glb:
-      self.r[u] = f"data{u.arg}"
-      params.append(f"{self.scalar_type(u.dtype.base.scalar())}* data{u.arg}")  # type: ignore[attr-defined]
-    names: set[str] = set()
-    for u in self.uops:
-      if u.op is not Ops.DEFINE_VAR: continue
-      name = u.arg[0]
-      if not _ident_ok(name) or name == self.name:
-        raise ValueError(f"{self.name}: variable name {name!r} is not an identifier or clashes with a generated name")
-      if name in names: raise ValueError(f"{self.name}: two DEFINE_VARs are called {name!r}")
-      names.add(name)
-      self.r[u] = name
-      params.append(f"{_CTYPE[u.dtype.name]} {name}")
-    return params
+    return self.nest(f'extern "C" __global__ void __launch_bounds__({math.prod(block)}) {self.name}({", ".join(params)}) {{', [*head, *self.body()])
 
   def launch(self) -> tuple[tuple[int, int, int], tuple[int, int, int], list[str]]:
     """Grid and block (checked against the limits), then the lines that define the launch indices and local memory."""
@@ -335,80 +135,18 @@ class _GPUProgram:
                  f"const int {name} = (int){name}_u;"]
     for u in self.uops:
       if u.op is Ops.SPECIAL: self.r[u] = u.arg[0]
-    for i, u in enumerate(self.uops):
-      if u.op is not Ops.DEFINE_LOCAL: continue
-      base: DType = u.dtype.base  # type: ignore[attr-defined]
-      self.r[u] = f"local{i}"
-      head.append(f"__shared__ {self.scalar_type(base.scalar())} local{i}[{u.dtype.size * base.count}];")  # type: ignore[attr-defined]
-    return grid, block, head
-
-  def body(self) -> list[str]:
-    out: list[str] = []
-    for i, u in enumerate(self.uops):
-      op, dt, src = u.op, u.dtype, u.src
-      if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.DEFINE_LOCAL): continue
-      if op is Ops.CONST: self.r[u] = self.literal(u.arg, dt); continue
-      if op is Ops.RANGE:
-        self.r[u] = f"ridx{i}"
-        out.append(f"for ({self.ctype(dt)} ridx{i} = 0; ridx{i} < {self.r[src[0]]}; ridx{i}++) {{")
-      elif op in (Ops.ENDRANGE, Ops.ENDIF): out.append("}")
-      elif op is Ops.IF: out.append(f"if ({self.r[src[0]]}) {{")
-      elif op is Ops.BARRIER: out.append("__syncthreads();")
-      elif op is Ops.DEFINE_ACC:
-        self.r[u] = f"acc{i}"
-        out.append(f"{self.ctype(dt)} acc{i} = {self.r[src[0]]};")
-      elif op is Ops.ASSIGN:
-        self.r[u] = self.r[src[0]]
-        out.append(f"{self.r[src[0]]} = {self.r[src[1]]};")
-      elif op is Ops.LOAD: out.append(self.load(i, u))
-      elif op is Ops.STORE: out.append(self.store(u))
-      else: out.append(self.value(i, u))
-    return out
-
-  def address(self, buf: UOp, idx: UOp) -> str:
-    bc = buf.dtype.base.count  # type: ignore[attr-defined]
-    return f"{self.r[buf]} + {self.r[idx]}" if bc == 1 else f"{self.r[buf]} + (long long){self.r[idx]} * {bc}"
-
-  def load(self, i: int, u: UOp) -> str:
-    self.r[u] = name = f"ld{i}"
-    t = self.ctype(u.dtype)
-    gate, alt = (self.r[u.src[2]], self.r[u.src[3]]) if len(u.src) == 4 else (None, None)
-    if u.dtype.count == 1:  # the conditional reads memory only where the gate is true
-      mem = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
-      return f"{t} {name} = {gate} ? {mem} : {alt};" if gate else f"{t} {name} = {mem};"
-    copy = f"{self.dialect['memcpy']}(&{name}, {self.address(u.src[0], u.src[1])}, sizeof({name}));"
-    return f"{t} {name} = {alt}; if ({gate}) {copy}" if gate else f"{t} {name}; {copy}"
-
-  def store(self, u: UOp) -> str:
-    buf, idx, val = u.src[:3]
-    gate = f"if ({self.r[u.src[3]]}) " if len(u.src) == 4 else ""
-    if val.dtype.count == 1: return f"{gate}{self.r[buf]}[{self.r[idx]}] = {self.r[val]};"
-    # vector values are always named variables (constants are scalars), so they have an address
-    return f"{gate}{self.dialect['memcpy']}({self.address(buf, idx)}, &{self.r[val]}, sizeof({self.r[val]}));"
-
-  def value(self, i: int, u: UOp) -> str:
-    op, dt, src = u.op, u.dtype, u.src
-    prefix = {Ops.VECTORIZE: "vec", Ops.GEP: "gep", Ops.CAST: "cast", Ops.BITCAST: "cast"}.get(op, "alu")
-    name = self.r[u] = f"{prefix}{i}"
-    t = self.ctype(dt)
-    if op is Ops.VECTORIZE: e = f"{t}{{{{{', '.join(self.r[s] for s in src)}}}}}"
-    elif op is Ops.GEP: e = f"{self.r[src[0]]}.v[{u.arg[0]}]"
-    elif op is Ops.CAST: e = self.lanes(dt, lambda s: self.cast(s[0], src[0].dtype.scalar(), dt.scalar()), src)
-    elif op is Ops.BITCAST: e = f"{self.use('rg_bitcast')}<{t}>({self.r[src[0]]})"
-    elif op in GroupOp.ALU:
-      sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
-      e = self.lanes(dt, lambda s: self.alu(op, sdt, s), src)
-    else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to {type(self.ren).__name__}")
-    return f"{t} {name} = {e};"
+    return grid, block, [*head, *self.local_decls("__shared__ ")]
 
 
 class _CUDAProgram(_GPUProgram):
-  dialect = {"fn": "static __device__ __forceinline__", "half": "__half", "h2f": "__half2float", "f2h": "__float2half_rn", "memcpy": "memcpy",
-             "dadd": "__dadd_rn(a, b)", "dsub": "__dsub_rn(a, b)", "dmul": "__dmul_rn(a, b)"}
+  types = {**CStyleProgram.types, "bool": "bool", "half": "__half"}
+  memcpy = "memcpy"
+  subst = _subst("__half", "__half2float", "__float2half_rn", memcpy, "__dadd_rn(a, b)", "__dsub_rn(a, b)", "__dmul_rn(a, b)")
   def includes(self) -> list[str]: return ["#include <cuda_fp16.h>"] if self.uses_half else []   # only __half needs a header
   def half_widen(self, x: str) -> str: self.uses_half = True; return f"__half2float({x})"
   def half_narrow(self, x: str) -> str: self.uses_half = True; return f"__float2half_rn({x})"
-  def half_literal(self, bits: int, fv: float) -> str: return f"__ushort_as_half((unsigned short)0x{bits:04x})"
+  def half_literal(self, fv: float) -> str:
+    return f"__ushort_as_half((unsigned short)0x{0x7E00 if math.isnan(fv) else struct.unpack('<H', struct.pack('<e', fv))[0]:04x})"
   # the _rn intrinsics round once and are never contracted into an fma by nvcc, whatever --fmad says
   def fbin(self, op: Ops, suf: str, a: str, b: str) -> str:
     return f"__{'d' if suf == '' else 'f'}{'add' if op is Ops.ADD else 'mul'}_rn({a}, {b})"
@@ -417,18 +155,12 @@ class _CUDAProgram(_GPUProgram):
 
 
 class _HIPProgram(_GPUProgram):
+  # C's spelling of half conversions and literals, plain float operators (the pragma forbids contraction; division and
+  # sqrt are correctly rounded in HIP's default mode)
   prelude = ("#include <hip/hip_runtime.h>", "#pragma clang fp contract(off)")
-  dialect = {"fn": "static __device__ __forceinline__", "half": "_Float16", "h2f": "(float)", "f2h": "(_Float16)", "memcpy": "__builtin_memcpy",
-             "dadd": "((a) + (b))", "dsub": "((a) - (b))", "dmul": "((a) * (b))"}
-  def half_widen(self, x: str) -> str: return f"((float){x})"
-  def half_narrow(self, x: str) -> str: return f"((_Float16)({x}))"
-  def half_literal(self, bits: int, fv: float) -> str:
-    if math.isnan(fv) or math.isinf(fv): return f"((_Float16)__int_as_float(0x{0x7FC00000 if math.isnan(fv) else 0xFF800000 if fv < 0 else 0x7F800000:08x}))"
-    return f"((_Float16){fv.hex()}f)"
-  # plain operators: the pragma above forbids contraction; division and sqrt are correctly rounded in HIP's default mode
-  def fbin(self, op: Ops, suf: str, a: str, b: str) -> str: return f"({a} {'+' if op is Ops.ADD else '*'} {b})"
-  def funary(self, op: Ops, suf: str, a: str) -> str:
-    return f"(1.0{suf} / {a})" if op is Ops.RECIP else f"__builtin_sqrt{suf}({a})"
+  types = {**CStyleProgram.types, "bool": "bool"}
+  memcpy = "__builtin_memcpy"
+  subst = _subst("_Float16", "(float)", "(_Float16)", memcpy, "((a) + (b))", "((a) - (b))", "((a) * (b))")
 
 
 def _launch_geometry(name: str, uops: list[UOp], ren: GPURenderer) \

@@ -432,9 +432,8 @@ def test_vector_accumulator_over_a_symbolic_range():
     for k in range(n): want = ref(Ops.ADD, f4, [want, a[k:k + 1]], [f4, f4])
     assert_same(out.numpy(), want, F, f"float4 accumulator over {n} iterations")
 
-def test_if_block_and_specials():
-  """gidx/lidx in 3 dims each: out[global id] = its coordinates packed, written only inside an IF."""
-  gs, ls = (3, 2, 2), (4, 2, 1)
+def specials_program(gs: tuple[int, int, int] = (3, 2, 2), ls: tuple[int, int, int] = (4, 2, 1)) -> list[UOp]:
+  """gidx/lidx in 3 dims: out[global id] = its coordinates packed, written only inside an IF (not at global id 5)."""
   g = [UOp.special(f"gidx{d}", gs[d]) for d in range(3)]
   lx = [UOp.special(f"lidx{d}", ls[d]) for d in range(3)]
   gid = [g[d] * ls[d] + lx[d] for d in range(3)]
@@ -446,7 +445,12 @@ def test_if_block_and_specials():
   iff = UOp(Ops.IF, dtypes.void, (cond,))
   st = out.store(flat, code)
   head = [out, *lin(cond)]
-  uops = [*head, iff, *[u for u in lin(st) if u not in set(head)], UOp(Ops.ENDIF, dtypes.void, (iff,))]
+  return [*head, iff, *[u for u in lin(st) if u not in set(head)], UOp(Ops.ENDIF, dtypes.void, (iff,))]
+
+def test_if_block_and_specials():
+  gs, ls = (3, 2, 2), (4, 2, 1)
+  uops = specials_program(gs, ls)
+  dims = [gs[d] * ls[d] for d in range(3)]
   n = math.prod(dims)
   buf = cpu(np.full(n, -1, np.int32), i32)
   run("specials", uops, buf)

@@ -175,20 +175,7 @@ def vector_acc_program() -> list[UOp]:
   zero = UOp.const(i32, 0)
   return [ga, gout, nv, init, vinit, acc, r, ld, acc + ld, asg, UOp(Ops.ENDRANGE, dtypes.void, (r,)), zero, gout.store(zero, asg)]
 
-def specials_program(gs: tuple[int, int, int] = (3, 2, 2), ls: tuple[int, int, int] = (4, 2, 1)) -> list[UOp]:
-  """gidx/lidx in 3 dims: out[global id] = its coordinates packed, written inside an IF."""
-  g = [UOp.special(f"gidx{d}", gs[d]) for d in range(3)]
-  lx = [UOp.special(f"lidx{d}", ls[d]) for d in range(3)]
-  gid = [g[d] * ls[d] + lx[d] for d in range(3)]
-  dims = [gs[d] * ls[d] for d in range(3)]
-  flat = (gid[2] * dims[1] + gid[1]) * dims[0] + gid[0]
-  code = g[0] * 1000 + g[1] * 100 + g[2] * 10 + lx[0] + lx[1] * 10000 + lx[2] * 100000
-  out = UOp.define_global(0, i32)
-  cond = flat.ne(5)
-  iff = UOp(Ops.IF, dtypes.void, (cond,))
-  st = out.store(flat, code)
-  head = [out, *lin(cond)]
-  return [*head, iff, *[u for u in lin(st) if u not in set(head)], UOp(Ops.ENDIF, dtypes.void, (iff,))]
+specials_program = cpu_tests.specials_program
 
 def locals_program(G: int = 4, L: int = 64, dt: DType = F, extra_local: int = 0) -> list[UOp]:
   """Each workgroup stages its slice in local memory, waits at a barrier, then reads its neighbour's element."""
