@@ -9,8 +9,8 @@ Decisions:
   - elementwise MAX with equal operands gives each operand half of the gradient (as tinygrad);
   - REDUCE_AXIS MAX splits the gradient evenly between all positions equal to the maximum (as tinygrad);
   - a tensor and its reshapes hold the same data, so they get the same gradient: a target RESHAPE(x)
-    gets the gradient of x reshaped (lazy.reshape folds a reshape of a reshape into one, so uses of the
-    data may reach x without passing through the target node);
+    gets the gradient of x reshaped (a use of the data may reach x without passing through the target
+    node, e.g. another tensor made from the same buffer);
   - CAST passes the gradient back (cast to the source dtype) between float dtypes only: a cast to or
     from an integer or bool is piecewise constant (and casting a gradient to an int could be UB; tinygrad
     casts back regardless);

@@ -25,8 +25,6 @@ from typing import Any
 from refgrad.dtype import DType, dtypes
 from refgrad.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
-AXIS_KINDS = ("global", "local", "upcast", "reduce", "unroll")
-
 
 def identity_element(op: Ops, dtype: DType) -> Any:
   """The value a reduction starts from: 0 for ADD, the dtype's smallest value for MAX."""

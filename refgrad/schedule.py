@@ -27,7 +27,7 @@ from typing import Any
 from refgrad import program
 from refgrad.device import Buffer
 from refgrad.dtype import dtypes
-from refgrad.kernel import Kernel
+from refgrad.kernel import Kernel, axis_size
 from refgrad.lazy import buffer_of, new_buffer
 from refgrad.program import Runner
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -231,8 +231,8 @@ def kernel_ast(u: UOp, out: UOp, done: dict[UOp, UOp] | None = None) -> tuple[UO
 
 def _kernel_name(ast: UOp) -> str:
   k = Kernel(ast)
-  glb = "_".join(str(r.src[0].arg) for r in k.global_axes) or "1"
-  red = "_".join(str(r.src[0].arg) for r in k.reduce_axes)
+  glb = "_".join(str(axis_size(r)) for r in k.global_axes) or "1"
+  red = "_".join(str(axis_size(r)) for r in k.reduce_axes)
   return f"r_{glb}__{red}" if red else f"E_{glb}"
 
 
@@ -292,7 +292,7 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
         free.setdefault((b.arg[1], b.arg[2], b.dtype), []).append(buffer_of[b])
 
 
-def realize(roots: list[UOp], default_device: str, keep_nodes: set[UOp] = frozenset()) -> dict[UOp, UOp]:  # type: ignore[assignment]
+def realize(roots: list[UOp], default_device: str, keep_nodes: set[UOp] | frozenset[UOp] = frozenset()) -> dict[UOp, UOp]:
   """Compute every root (and every node in `keep_nodes` that the schedule realizes on the way); returns
   node -> BUFFER for those, also remembered in `realized` while the node lives."""
   items, out = create_schedule(roots, default_device)

@@ -330,9 +330,8 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
       if self.numel() != 1: raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient argument (only scalars get an implicit one)")
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-    graph = self.uop.toposort
-    # a reshape of a buffer is the buffer's data: lazy.reshape folds reshapes, so the graph may read the buffer, not t.uop
-    targets = [t for t in list(_all_tensors) if t.requires_grad and (t.uop in graph or (t.uop.op is Ops.RESHAPE and t.uop.src[0] in graph))]
+    # compute_gradient leaves out the targets self does not depend on
+    targets = [t for t in list(_all_tensors) if t.requires_grad]
     grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
     for t in targets:
       if (g := grads.get(t.uop)) is None: continue
