@@ -67,6 +67,15 @@ BITCAST
   Reinterprets the little-endian bytes of each element; source and result have equal itemsize and
   lane count. A bitcast to bool of a byte other than 0 or 1 is undefined (C: a trap representation).
 
+WMMA (tensor cores; refgrad/target.py holds each tensor core's shape and lane layouts)
+  D = C + A*B for an M x K matrix A and a K x N matrix B of float16/bfloat16 and M x N matrices C, D of
+  float32, held in fragments across the lanes of one warp. Every product a*b is exact in float32 (at most
+  2 x 11 significant bits); each element is summed in order of k, rounding once per add:
+  d = c; for k in 0..K-1: d = d + a[m][k]*b[k][n]. So a tensor-core matmul whose k loop runs in the same
+  order as a plain one gives the same bits. (Real tensor cores sum with wider, non-IEEE adders: not bit-exact
+  against this definition.) The lanes of a warp execute a WMMA together: every lane of the warp must reach
+  it, and a matrix element held by several lanes (replicas) must be given the same bits by each of them.
+
 Undefined behaviour (`UNDEFINED`; each `ub_check` reason starts with one of its keys)
   - integer division by zero: IDIV or MOD with divisor 0.
   - signed division overflow: IDIV or MOD of a signed MIN by -1.
@@ -75,7 +84,7 @@ Undefined behaviour (`UNDEFINED`; each `ub_check` reason starts with one of its 
   - bitcast to bool of a byte other than 0 or 1.
   - out-of-bounds access (LOAD/STORE outside the buffer: an error whether checked or not),
     uninitialized read, local memory race, global memory race, divergent barrier, load of an invalid
-    bool: found by the device, not by this module.
+    bool, divergent WMMA, WMMA replicas that differ: found by the device, not by this module.
   `evaluate` never raises or warns on undefined inputs; it returns some value, which no backend has to
   match. In checked mode the PYTHON device calls `ub_check` on its active lanes and reports the kernel,
   uop and thread. The fuzzer must never generate undefined behaviour.
@@ -113,6 +122,8 @@ UNDEFINED: dict[str, str] = {
   "global memory race": "two lanes of one launch storing to the same global address (the result would depend on the order)",
   "divergent barrier": "a BARRIER reached by only some lanes of a workgroup (the others would wait forever on a GPU)",
   "load of an invalid bool": "LOAD from bool memory of a byte that is neither 0 nor 1",
+  "divergent WMMA": "a WMMA reached by only some lanes of a warp, or in a workgroup whose size is not a multiple of the warp",
+  "WMMA replicas differ": "lanes that hold the same element of A or B in a WMMA give it different bits",
 }
 
 IMPLEMENTATION_DEFINED: dict[str, str] = {
@@ -590,3 +601,16 @@ def _ub_runner(op: Ops, d: DType, s: DType) -> UbRun | None:
       return ("bitcast to bool of a byte other than 0 or 1", m) if (m := xs[0].view(np.uint8) > 1).any() else None
     return bool_ub
   return None
+
+
+def wmma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype_in: DType) -> np.ndarray:
+  """The WMMA of whole matrices in storage form: a (..., M, K) and b (..., K, N) of dtype_in (float16 or
+  bfloat16), c (..., M, N) float32 -> d (..., M, N) float32: d = c + sum over k in order, one rounding per add
+  (the products are exact in float32)."""
+  if dtype_in not in (dtypes.float16, dtypes.bfloat16): raise ValueError(f"wmma: inputs must be float16 or bfloat16, not {dtype_in!r}")
+  w = bf16_to_f32 if dtype_in == dtypes.bfloat16 else (lambda x: x.astype(np.float32))
+  af, bf = w(np.asarray(a)), w(np.asarray(b))
+  d = np.asarray(c, np.float32).copy()
+  with np.errstate(all="ignore"):
+    for k in range(af.shape[-1]): d = d + af[..., :, k, None] * bf[..., None, k, :]
+  return d

@@ -14,9 +14,10 @@ The layout of each op (src and arg) is the contract between the compiler and eve
   ENDRANGE       src=(range,). Closes the innermost open RANGE
   IF             src=(cond,) bool. Lanes where cond is false skip to the matching ENDIF
   ENDIF          src=(if,)
-  LOAD           dtype=value dtype; src=(buf, idx) or (buf, idx, gate, alt). idx counts elements of the
-                 buffer's base dtype; a vector LOAD of n lanes reads n consecutive elements. Gated
-                 lanes where gate is false do not touch memory and take alt
+  LOAD           dtype=value dtype; src=(buf, idx) or (buf, idx, gate, alt), optionally followed by a
+                 BARRIER the load must come after (a local-memory read of what the barrier published).
+                 idx counts elements of the buffer's base dtype; a vector LOAD of n lanes reads n
+                 consecutive elements. Gated lanes where gate is false do not touch memory and take alt
   STORE          void; src=(buf, idx, val) or (buf, idx, val, gate)
   DEFINE_ACC     dtype=acc; src=(init, *reduce ranges); arg=(id,). Running it resets the acc to init
   ASSIGN         dtype=acc; src=(acc, val). acc = val on active lanes; later users read the acc
@@ -28,7 +29,9 @@ The layout of each op (src and arg) is the contract between the compiler and eve
                  RECIP/SQRT/EXP2/LOG2/SIN/MULACC floats; XOR/OR/AND ints or bool
   CAST           any non-pointer dtype to another
   BITCAST        between dtypes of equal itemsize
-  WMMA           not yet supported by any backend
+  WMMA           dtype=tc.dtype_out.vec(c elems); src=(a, b, c) fragments of tc.frag_dtypes; arg=tensor core name
+                 (refgrad/target.py TENSOR_CORES). The lanes of a warp (`threads` consecutive work-items of a
+                 workgroup) compute D = C + A*B together; each lane gets its fragment of D (semantics: `wmma`)
 
 Vector dtypes work lane-wise for ALU ops, CAST and BITCAST (element count must match).
 """
@@ -42,6 +45,12 @@ from refgrad.uop.ops import GroupOp, Ops, UOp
 
 class SpecError(ValueError):
   """An invalid linear program; the message names the UOp (by position) and what is wrong."""
+
+
+def load_parts(u: UOp) -> tuple[UOp, UOp, UOp | None, UOp | None]:
+  """(buf, idx, gate, alt) of a LOAD, whatever ordering source (a BARRIER) follows them."""
+  src = u.src[:-1] if u.src[-1].op is Ops.BARRIER else u.src
+  return src[0], src[1], src[2] if len(src) == 4 else None, src[3] if len(src) == 4 else None
 
 
 def _fmt(i: int, u: UOp) -> str: return f"uop {i} ({u.op.name} {u.dtype!r}, arg={u.arg!r})"
@@ -101,6 +110,7 @@ def _check_types(u: UOp, err) -> None:
   elif op in (Ops.ENDRANGE, Ops.ENDIF): nsrc(1)
   elif op is Ops.IF: nsrc(1); need(sdt[0] == dtypes.bool, "condition must be bool")
   elif op in (Ops.LOAD, Ops.STORE):
+    if op is Ops.LOAD and src and src[-1].op is Ops.BARRIER: src, sdt = src[:-1], sdt[:-1]   # ordering only
     nsrc(*((2, 4) if op is Ops.LOAD else (3, 4)))
     need(src[0].op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL), "source 0 must be a DEFINE_GLOBAL or DEFINE_LOCAL")
     need(dtypes.is_int(sdt[1]) and sdt[1].count == 1, "index must be a scalar int")
@@ -119,7 +129,12 @@ def _check_types(u: UOp, err) -> None:
   elif op is Ops.GEP: nsrc(1); need(dt == sdt[0].scalar() and len(u.arg) == 1 and 0 <= u.arg[0] < sdt[0].count, "index out of the vector")
   elif op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
     if (msg := value_op_error(op, dt, sdt)) is not None: raise err(msg)
-  elif op is Ops.WMMA: raise err("WMMA is not supported by any backend yet")
+  elif op is Ops.WMMA:
+    from refgrad.target import TENSOR_CORES
+    nsrc(3)
+    need(u.arg in TENSOR_CORES, f"unknown tensor core {u.arg!r} (known: {', '.join(TENSOR_CORES)})")
+    fa, fb, fc = TENSOR_CORES[u.arg].frag_dtypes
+    need(tuple(sdt) == (fa, fb, fc) and dt == fc, f"{u.arg} takes fragments ({fa!r}, {fb!r}, {fc!r}) and gives {fc!r}")
   else: raise err("does not belong in a linear program")
 
 

@@ -1,0 +1,144 @@
+"""Targets: what the optimizer and the code generators may assume about the hardware a kernel runs on.
+
+A `Target` is data: workgroup and grid limits, local memory, warp width, the widest vector memory access
+and the tensor cores. Kernels are optimized (refgrad/opt.py) and lowered (refgrad/kernel.py) for one
+target; every backend can run a program made for any target (the C backend runs workgroups as loops and
+tensor-core instructions in software), so Opt lists are comparable across backends.
+
+- `CPU`: the default of the CPU and PYTHON devices (and of third-party renderers that name none).
+- `CUDA`: an Ampere-class NVIDIA GPU (sm_80): mma.sync m16n8k16 tensor cores, warps of 32.
+- `AMD`: an RDNA3 GPU (gfx1100) running wave32: WMMA 16x16x16 tensor cores.
+`EMULATE=CUDA` / `EMULATE=AMD` makes every device compile for that target (`target_for`), so GPU-only code
+paths (work-groups, local memory, GROUP reductions, tensor cores) run on the PYTHON device and the C backend.
+
+Tensor cores. A `TensorCore` multiplies an M x K matrix A by a K x N matrix B and adds an M x N matrix C,
+held across the `threads` consecutive lanes of a warp: every lane holds a fragment (a vector) of each
+matrix, and the layout says which matrix element each fragment element is. A layout gives, for each
+coordinate (row, column), where its bits come from: bit j of the coordinate is bit `b` of the lane id
+(("l", b)) or of the fragment element index (("e", b)). Lanes whose ids differ only in bits no coordinate
+uses hold the same elements (replicas). The result D has C's layout. The arithmetic is the reference
+semantics of WMMA (refgrad/uop/semantics.py: `wmma`).
+The layouts are facts from the public documentation: PTX ISA "Matrix Fragments for mma.m16n8k16 with
+floating point type" (NVIDIA) and AMD's RDNA3 WMMA description (lane l holds row l % 16 of A, column
+l % 16 of B, and rows 2e + l // 16 of column l % 16 of C/D).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refgrad.dtype import DType, dtypes
+
+Bits = tuple[tuple[str, int], ...]   # ("l" | "e", bit) for each bit of a coordinate, least significant first
+
+
+@dataclass(frozen=True)
+class Layout:
+  """Where one matrix's fragment elements live: (row bits, column bits)."""
+  rows: Bits
+  cols: Bits
+
+  @property
+  def elems(self) -> int:
+    """Fragment elements per lane."""
+    return 1 << sum(1 for s, _ in self.rows + self.cols if s == "e")
+
+  def coords(self, lane: int, e: int) -> tuple[int, int]:
+    """(row, column) of element e of lane `lane`'s fragment."""
+    def val(bits: Bits) -> int: return sum((((lane if s == "l" else e) >> b) & 1) << j for j, (s, b) in enumerate(bits))
+    return val(self.rows), val(self.cols)
+
+  def table(self, threads: int) -> np.ndarray:
+    """(threads, elems, 2) int array: the coordinates of every fragment element of every lane."""
+    return np.array([[self.coords(l, e) for e in range(self.elems)] for l in range(threads)], np.int64).reshape(threads, self.elems, 2)
+
+  def owners(self, threads: int, shape: tuple[int, int]) -> np.ndarray:
+    """(rows, cols) array of the flat fragment position (lane * elems + e) of the first lane holding each matrix element.
+    Raises if some element is held by no lane (the layout does not cover the matrix)."""
+    t = self.table(threads).reshape(-1, 2)
+    own = np.full(shape, -1, np.int64)
+    for flat in range(t.shape[0] - 1, -1, -1): own[t[flat, 0], t[flat, 1]] = flat
+    if (own < 0).any(): raise ValueError(f"layout {self} does not cover a {shape} matrix")
+    return own
+
+
+@dataclass(frozen=True)
+class TensorCore:
+  """D (M x N, dtype_out) = C + A (M x K, dtype_in) * B (K x N, dtype_in), one warp of `threads` lanes."""
+  name: str                    # the WMMA uop's arg
+  dims: tuple[int, int, int]   # (M, N, K)
+  dtype_in: DType
+  dtype_out: DType
+  threads: int
+  a: Layout                    # rows m, columns k
+  b: Layout                    # rows k, columns n
+  c: Layout                    # rows m, columns n (also D)
+
+  def __post_init__(self) -> None:
+    m, n, k = self.dims
+    for lay, shape in ((self.a, (m, k)), (self.b, (k, n)), (self.c, (m, n))): lay.owners(self.threads, shape)
+    if self.c.elems * self.threads != m * n: raise ValueError(f"{self.name}: the C layout must hold each element exactly once")
+
+  @property
+  def frag_dtypes(self) -> tuple[DType, DType, DType]:
+    """The vector dtypes of one lane's A, B and C/D fragments."""
+    return self.dtype_in.vec(self.a.elems), self.dtype_in.vec(self.b.elems), self.dtype_out.vec(self.c.elems)
+
+
+def _cuda_m16n8k16(din: DType) -> TensorCore:
+  # lane = 4 * groupID + threadID_in_group; A: row groupID (+8 for a2,a3,a6,a7), col 2*tig + (i&1) (+8 for i >= 4)
+  # B: row 2*tig + (i&1) (+8 for i >= 2), col groupID;  C/D: row groupID (+8 for i >= 2), col 2*tig + (i&1)
+  return TensorCore(f"CUDA_m16n8k16_{din.name}_float", (16, 8, 16), din, dtypes.float32, 32,
+                    a=Layout(rows=(("l", 2), ("l", 3), ("l", 4), ("e", 1)), cols=(("e", 0), ("l", 0), ("l", 1), ("e", 2))),
+                    b=Layout(rows=(("e", 0), ("l", 0), ("l", 1), ("e", 1)), cols=(("l", 2), ("l", 3), ("l", 4))),
+                    c=Layout(rows=(("l", 2), ("l", 3), ("l", 4), ("e", 1)), cols=(("e", 0), ("l", 0), ("l", 1))))
+
+def _rdna3_16x16x16(din: DType) -> TensorCore:
+  # wave32: A row l%16 col e; B row e col l%16 (lanes 16..31 replicate 0..15); C/D row 2e + l//16, col l%16
+  lane16 = (("l", 0), ("l", 1), ("l", 2), ("l", 3))
+  ebits = (("e", 0), ("e", 1), ("e", 2), ("e", 3))
+  return TensorCore(f"AMD_16x16x16_{din.name}_float", (16, 16, 16), din, dtypes.float32, 32,
+                    a=Layout(rows=lane16, cols=ebits), b=Layout(rows=ebits, cols=lane16),
+                    c=Layout(rows=(("l", 4), ("e", 0), ("e", 1), ("e", 2)), cols=lane16))
+
+
+@dataclass(frozen=True)
+class Target:
+  """Facts about the hardware a kernel is optimized and lowered for."""
+  name: str
+  gpu: bool                               # real workgroups run in parallel: heuristics use work-items, GROUP and tensor cores
+  max_threads_per_block: int              # work-items in one workgroup
+  max_block_dims: tuple[int, int, int]    # work-items per workgroup, per dimension
+  max_grid_dims: tuple[int, int, int]     # workgroups per launch, per dimension
+  shared_memory_per_block: int            # bytes of statically declared local memory per workgroup
+  warp_size: int                          # lanes that run in lockstep (warp / wavefront)
+  max_vector_bytes: int                   # widest vector load/store the code generator emits
+  tensor_cores: tuple[TensorCore, ...] = field(default=())
+
+
+_BIG = 2 ** 31 - 1
+CPU = Target("CPU", False, 256, (256, 256, 256), (_BIG, _BIG, _BIG), 48 * 1024, 1, 32)
+# CUDA: compute capability 8.x; 48 KiB is the static __shared__ limit (more needs dynamic shared memory)
+CUDA = Target("CUDA", True, 1024, (1024, 1024, 64), (_BIG, 65535, 65535), 48 * 1024, 32, 16,
+              (_cuda_m16n8k16(dtypes.float16), _cuda_m16n8k16(dtypes.bfloat16)))
+# AMD RDNA3 (gfx11), wave32: 1024 work-items and 64 KiB LDS per workgroup
+AMD = Target("AMD", True, 1024, (1024, 1024, 1024), (_BIG, 65535, 65535), 64 * 1024, 32, 16,
+             (_rdna3_16x16x16(dtypes.float16), _rdna3_16x16x16(dtypes.bfloat16)))
+TARGETS: dict[str, Target] = {t.name: t for t in (CPU, CUDA, AMD)}
+TENSOR_CORES: dict[str, TensorCore] = {tc.name: tc for t in TARGETS.values() for tc in t.tensor_cores}
+
+
+def emulated() -> Target | None:
+  """The target named by $EMULATE (CUDA or AMD), or None when it is unset."""
+  name = os.environ.get("EMULATE", "").strip().upper()
+  if not name: return None
+  if name not in TARGETS or name == "CPU": raise ValueError(f"EMULATE={name!r}: choose one of {', '.join(n for n in TARGETS if n != 'CPU')}")
+  return TARGETS[name]
+
+def target_for(device: str) -> Target:
+  """The target kernels for `device` are optimized for: $EMULATE's, else the device renderer's own (CPU by default)."""
+  if (t := emulated()) is not None: return t
+  from refgrad.device import Device
+  return getattr(Device[device].renderer, "target", CPU)
