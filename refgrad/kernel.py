@@ -1,4 +1,4 @@
-"""A kernel: its AST and the axes it iterates over, lowered to a linear program for one renderer.
+"""A kernel: its AST and the axes it iterates over, lowered to a linear program for one target.
 
 The AST is a SINK of STOREs whose indices are expressions of axis placeholders: RANGE UOps whose
 arg is the axis number and whose end is the axis size. Output axes are the RANGEs outside every
@@ -8,21 +8,34 @@ axes before lowering turns them into launch indices and loops. Each axis has a k
 
   global   an output axis: launch indices (workgroups)            local    an output axis: work-items of a workgroup
   upcast   an output axis expanded in the program (unrolled)      reduce   a reduction loop
-  unroll   a reduce axis expanded in the program
+  unroll   a reduce axis expanded in the program                  group    a reduce axis spread over work-items (GROUP)
+  tc_m, tc_n, tc_k   the M, N and K axes of a tensor-core tile (TC), held in fragments across the lanes of a warp
 
-Lowering: without local axes, the global axes become one flat launch index `idx0` (a loop on CPU,
-lanes on the PYTHON device), split back with // and %; with local axes, globals become gidx and
-locals lidx. Upcast and unroll axes are expanded by substituting each of their values; each REDUCE
-becomes a DEFINE_ACC reset before its loops and an ASSIGN inside them.
+Lowering, in order:
+  - unroll: a REDUCE over an unroll axis combines one copy of its value per unroll value;
+  - upcast: one copy of every store per combination of upcast values;
+  - tensor cores: the REDUCE becomes WMMAs on fragments gathered by the target's lane layout (each lane's
+    A and B elements are the value's two factors at the layout's coordinates), accumulated over the other
+    reduce axes; every store is repeated per element of the lane's C fragment, at the C layout's coordinates;
+  - GROUP: each work-item reduces its share, stores it to local memory, a BARRIER publishes it, then every
+    work-item reduces the group's partials in order; only the group's first work-item stores to global memory;
+  - launch indices: without local axes, the global axes become one flat launch index `idx0` (a loop on
+    CPU, lanes on the PYTHON device), split back with // and %; with local axes (work-items, group axes,
+    the warp lanes of tensor cores, innermost last), globals become gidx and locals lidx, in as many
+    dimensions as the target's limits allow;
+  - each remaining REDUCE becomes a DEFINE_ACC reset before its loops and an ASSIGN inside them;
+  - memory access: loads and stores of consecutive, aligned elements become one vector access (up to the
+    target's widest).
 """
 from __future__ import annotations
 
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from refgrad.dtype import DType, dtypes
+from refgrad.target import CPU, Layout, Target, TensorCore
 from refgrad.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 
@@ -35,14 +48,24 @@ def identity_element(op: Ops, dtype: DType) -> Any:
 def axis_size(r: UOp) -> int: return r.src[0].arg
 
 
+class TCUse(NamedTuple):
+  """A tensor core applied to a kernel: which one, and its M, N, K tile axes."""
+  tc: TensorCore
+  m: UOp
+  n: UOp
+  k: UOp
+
+
 @dataclass
 class Kernel:
   ast: UOp                                   # SINK of STOREs over axis placeholders
   name: str = "kernel"
+  target: Target = CPU                       # what the kernel is optimized and lowered for
   axes: list[UOp] = field(init=False)        # every axis placeholder, in order (outermost first)
   kinds: dict[UOp, str] = field(init=False)
   applied: list[Any] = field(init=False)     # the Opts applied so far (refgrad/opt.py)
   nolocals: bool = field(init=False, default=False)
+  tc: TCUse | None = field(init=False, default=None)
 
   def __post_init__(self) -> None:
     if self.ast.op is not Ops.SINK or not all(s.op is Ops.STORE for s in self.ast.src):
@@ -59,9 +82,16 @@ class Kernel:
   def reduce_axes(self) -> list[UOp]: return self.of_kind("reduce")
   @property
   def full_shape(self) -> tuple[int, ...]: return tuple(axis_size(r) for r in self.axes)
+  @property
+  def local_size(self) -> int:
+    """Work-items per workgroup: local and group axes, times the warp of a tensor core."""
+    return math.prod(axis_size(r) for r in self.of_kind("local", "group")) * (self.tc.tc.threads if self.tc else 1)
+  @property
+  def upcast_size(self) -> int: return math.prod(axis_size(r) for r in self.of_kind("upcast", "unroll"))
   def copy(self) -> Kernel:
     k = Kernel.__new__(Kernel)
-    k.ast, k.name, k.axes, k.kinds, k.applied, k.nolocals = self.ast, self.name, list(self.axes), dict(self.kinds), list(self.applied), self.nolocals
+    k.ast, k.name, k.target, k.axes, k.kinds, k.applied = self.ast, self.name, self.target, list(self.axes), dict(self.kinds), list(self.applied)
+    k.nolocals, k.tc = self.nolocals, self.tc
     return k
 
   # ---- axis surgery (used by the Opts) ------------------------------------------------------------
@@ -90,30 +120,40 @@ class Kernel:
 
   # ---- lowering ---------------------------------------------------------------------------------------
   def lower(self) -> UOp:
-    """The kernel graph the linearizer takes: launch indices, expanded upcasts/unrolls, accumulators."""
+    """The kernel graph the linearizer takes (see the module docstring for the steps)."""
     ast = self.ast
-    # unroll: a REDUCE over an unroll axis combines one copy of its value per unroll value
     if unrolls := self.of_kind("unroll"): ast = graph_rewrite(ast, _expand_unroll, ctx=set(unrolls))
-    # upcast: one copy of every store per combination of upcast values
     if ups := self.of_kind("upcast"):
       stores = []
       for vals in itertools.product(*(range(axis_size(r)) for r in ups)):
         stores.extend(ast.substitute({r: UOp.const(r.dtype, v) for r, v in zip(ups, vals)}).src)
       ast = UOp(Ops.SINK, dtypes.void, tuple(dict.fromkeys(stores)))
+    fresh = itertools.count(max((r.arg for r in self.axes), default=-1) + 1)   # numbers of axes made while lowering
+    warp = UOp.range(self.tc.tc.threads, next(fresh)) if self.tc else None
+    loc = self.of_kind("local", "group") + ([warp] if warp is not None else [])
+    accs = 0
+    if self.tc: ast, accs = _tensor_cores(ast, self.tc, warp)
+    if groups := self.of_kind("group"): ast = _group_reduces(ast, groups, loc, fresh)
     sub: dict[UOp, UOp] = {}
-    glb, loc = self.of_kind("global"), self.of_kind("local")
-    if not loc: _launch(sub, glb, "idx", 1)
+    glb = self.of_kind("global")
+    if not loc: _launch(sub, glb, "idx", self.target.max_grid_dims[:1])
     else:
-      _launch(sub, glb, "gidx", 3)
-      _launch(sub, loc, "lidx", 3)
-    return graph_rewrite(ast.simplify(), _lower_rules, ctx=_LowerCtx(sub))
+      _launch(sub, glb, "gidx", self.target.max_grid_dims)
+      _launch(sub, loc, "lidx", self.target.max_block_dims)
+    out = graph_rewrite(ast.simplify(), _lower_rules, ctx=_LowerCtx(sub, accs)).simplify()
+    from refgrad.vectorize import vectorize_memory
+    return vectorize_memory(out, self.target.max_vector_bytes)
 
 
-def _launch(sub: dict[UOp, UOp], axes: list[UOp], prefix: str, dims: int) -> None:
+def _launch(sub: dict[UOp, UOp], axes: list[UOp], prefix: str, limits: tuple[int, ...]) -> None:
   """Map axes to launch indices prefix0..: the last dims-1 axes get a dimension each (dimension 0 is the
-  innermost), the rest share the highest dimension through // and %."""
+  innermost), the rest share the highest dimension through // and %. Uses as many dimensions (up to
+  len(limits)) as fit the per-dimension limits; the innermost axis always stays innermost in dimension 0."""
   if not axes: return
-  groups = [axes[:max(1, len(axes) - dims + 1)]] + [[r] for r in axes[max(1, len(axes) - dims + 1):]]
+  for dims in range(len(limits), 0, -1):
+    cut = max(1, len(axes) - dims + 1)
+    groups = [axes[:cut]] + [[r] for r in axes[cut:]]
+    if all(math.prod(axis_size(r) for r in g) <= lim for g, lim in zip(reversed(groups), limits)): break
   for d, group in enumerate(reversed(groups)):
     sizes = [axis_size(r) for r in group]
     idx = UOp.special(f"{prefix}{d}", max(1, math.prod(sizes)))
@@ -141,8 +181,91 @@ def _expand_unroll_fn(ctx: set[UOp], u: UOp) -> UOp | None:
 _expand_unroll = PatternMatcher([(UPat(Ops.REDUCE, name="u"), _expand_unroll_fn)])
 
 
+# ---- tensor cores ---------------------------------------------------------------------------------------
+
+def tc_factors(red: UOp, tc: TensorCore | None = None) -> tuple[UOp, UOp] | None:
+  """The two factors of a REDUCE a tensor core can compute: an ADD over MUL(CAST(x), CAST(y)); with a tensor
+  core, x and y must be of its dtype_in and the sum of its dtype_out (the products are then exact, as in the WMMA)."""
+  v = red.src[0]
+  if red.arg is not Ops.ADD or v.op is not Ops.MUL or not all(s.op is Ops.CAST for s in v.src): return None
+  if tc is not None and (red.dtype != tc.dtype_out or any(s.src[0].dtype != tc.dtype_in for s in v.src)): return None
+  return v.src[0].src[0], v.src[1].src[0]
+
+def _coord(bits: tuple[tuple[str, int], ...], lane: UOp, e: int) -> UOp:
+  """A layout coordinate of fragment element e as index arithmetic on the lane: runs of consecutive lane
+  bits become one (lane // 2**b) % 2**n term."""
+  out: UOp = UOp.const(dtypes.int32, sum(((e >> b) & 1) << j for j, (s, b) in enumerate(bits) if s == "e"))
+  j = 0
+  while j < len(bits):
+    if bits[j][0] != "l": j += 1; continue
+    n = 1
+    while j + n < len(bits) and bits[j + n] == ("l", bits[j][1] + n): n += 1
+    out = ((lane // (1 << bits[j][1])) % (1 << n)) * (1 << j) + out
+    j += n
+  return out
+
+def _at(lay: Layout, lane: UOp, e: int, rows: UOp, cols: UOp) -> dict[UOp, UOp]:
+  return {rows: _coord(lay.rows, lane, e), cols: _coord(lay.cols, lane, e)}
+
+def _tensor_cores(ast: UOp, use: TCUse, lane: UOp) -> tuple[UOp, int]:
+  """Every REDUCE over the tile's K axis becomes a WMMA chain; stores repeat per C fragment element."""
+  tc, m, n, k = use
+  fa, fb, fc = tc.frag_dtypes
+  accs, frag = 0, {}
+  for red in ast.toposort:
+    if red.op is not Ops.REDUCE or k not in red.src[1:]: continue
+    x, y = tc_factors(red, tc)  # type: ignore[misc]   # opt.py checked the pattern
+    if m not in x.toposort: x, y = y, x
+    a = UOp(Ops.VECTORIZE, fa, tuple(x.substitute(_at(tc.a, lane, e, m, k)) for e in range(tc.a.elems)))
+    b = UOp(Ops.VECTORIZE, fb, tuple(y.substitute(_at(tc.b, lane, e, k, n)) for e in range(tc.b.elems)))
+    zero = UOp.const(fc, 0.0)
+    if rest := tuple(r for r in red.src[1:] if r is not k):
+      acc = UOp(Ops.DEFINE_ACC, fc, (zero, *rest), (accs,))
+      accs += 1
+      frag[red] = UOp(Ops.ASSIGN, fc, (acc, UOp(Ops.WMMA, fc, (a, b, acc), tc.name)))
+    else: frag[red] = UOp(Ops.WMMA, fc, (a, b, zero), tc.name)
+  stores = [st.substitute({**_at(tc.c, lane, e, m, n), **{r: f.gep(e) for r, f in frag.items()}}) for st in ast.src for e in range(tc.c.elems)]
+  return UOp(Ops.SINK, dtypes.void, tuple(dict.fromkeys(stores))), accs
+
+
+# ---- GROUP: reductions through local memory -------------------------------------------------------------
+
+def _group_reduces(ast: UOp, groups: list[UOp], loc: list[UOp], fresh: itertools.count) -> UOp:
+  reds = [u for u in ast.toposort if u.op is Ops.REDUCE and any(r in groups for r in u.src[1:])]
+  lid = _flat(loc)
+  size = math.prod(axis_size(r) for r in loc)
+  bufs, stores = [], []
+  for i, red in enumerate(reds):
+    rest = tuple(r for r in red.src[1:] if r not in groups)
+    partial = red.replace(src=(red.src[0], *rest)) if rest else red.src[0]
+    bufs.append(buf := UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(size, local=True), (), f"temp{i}"))
+    stores.append(buf.store(lid, partial))
+  bar = UOp(Ops.BARRIER, dtypes.void, tuple(stores))   # one barrier publishes every partial
+  final = {}
+  for red, buf in zip(reds, bufs):
+    js = {r: UOp.range(axis_size(r), next(fresh)) for r in red.src[1:] if r in groups}
+    part = UOp(Ops.LOAD, red.dtype, (buf, lid.substitute(js), bar))
+    final[red] = UOp(Ops.REDUCE, red.dtype, (part, *js.values()), red.arg)
+  ast = ast.substitute(final)
+  # every work-item of a group holds the result: the first one stores it
+  first = _all(*(r < 1 for r in groups))
+  return ast.replace(src=tuple(st.replace(src=(*st.src[:3], _all(st.src[3], first) if len(st.src) == 4 else first)) for st in ast.src))
+
+def _flat(axes: list[UOp]) -> UOp:
+  out, stride = UOp.const(dtypes.int32, 0), 1
+  for r in reversed(axes):
+    out = r * stride + out
+    stride *= axis_size(r)
+  return out
+
+def _all(*conds: UOp) -> UOp:
+  out = conds[0]
+  for c in conds[1:]: out = out & c
+  return out
+
+
 class _LowerCtx:
-  def __init__(self, sub: dict[UOp, UOp]): self.sub, self.accs = sub, 0
+  def __init__(self, sub: dict[UOp, UOp], accs: int): self.sub, self.accs = sub, accs
 
 def _lower_reduce(ctx: _LowerCtx, r: UOp) -> UOp:
   val, ranges = r.src[0], r.src[1:]

@@ -18,19 +18,25 @@ validity (loads are gated by it), a fused REDUCE_AXIS opens new reduce axes.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from refgrad import program
 from refgrad.device import Buffer
 from refgrad.dtype import dtypes
+from refgrad.heuristic import hand_coded_optimizations
 from refgrad.kernel import Kernel, axis_size
 from refgrad.lazy import buffer_of, new_buffer
 from refgrad.program import Runner
+from refgrad.target import target_for
 from refgrad.uop.ops import GroupOp, Ops, UOp
+from refgrad.uop.semantics import can_be_undefined
 
 # a node computed by an earlier schedule -> the BUFFER holding it (alive as long as the node is)
 realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -59,11 +65,6 @@ class ScheduleItem:
   name: str = ""
 
 
-_UB_OPS = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
-
-def can_be_undefined(u: UOp) -> bool:
-  return u.op in _UB_OPS or (u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype) and not dtypes.is_float(u.dtype) and u.dtype != dtypes.bool)
-
 def _reads_memory(roots: list[UOp]) -> set[UOp]:
   """The nodes whose value depends on some buffer (the others are arithmetic on constants and IOTA alone)."""
   out: set[UOp] = set()
@@ -72,14 +73,24 @@ def _reads_memory(roots: list[UOp]) -> set[UOp]:
   return out
 
 
+def _cheap(u: UOp, compute: set[UOp]) -> bool:
+  """u is loaded data through movement ops and casts only: nothing worth computing once."""
+  while u not in compute:
+    if u.op not in GroupOp.Movement and u.op not in (Ops.CAST, Ops.DETACH): return True
+    u = u.src[0]
+  return False
+
 def find_realizes(roots: list[UOp]) -> list[UOp]:
   """The nodes that get their own buffer, sources before users (see the module docstring). A reduction
   that would be fused into two kernels is realized once instead (repeat until none is)."""
   forced: set[UOp] = set()
   # work worth doing once: reductions, and elementwise ops on loaded values (arithmetic on constants and IOTA
-  # alone is as cheap to recompute as to load, e.g. an arange compared against a broadcast index)
+  # alone is as cheap to recompute as to load, e.g. an arange compared against a broadcast index; so is a cast of
+  # a load, which also keeps a mixed-precision matmul's inputs in their narrow dtype for tensor cores)
   loads = _reads_memory(roots)
-  compute = {u for u in loads if u.op in GroupOp.Elementwise} | {u for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort if u.op is Ops.REDUCE_AXIS}
+  compute: set[UOp] = set()
+  for u in UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort:
+    if u.op is Ops.REDUCE_AXIS or (u in loads and u.op in GroupOp.Elementwise and not (u.op is Ops.CAST and _cheap(u.src[0], compute))): compute.add(u)
   while True:
     kernel_roots, fused_into = _walk(roots, forced, compute)
     shared = {u for u, rs in fused_into.items() if len(rs) > 1 and u.op is Ops.REDUCE_AXIS} - forced
@@ -259,13 +270,35 @@ def create_schedule(roots: list[UOp], default_device: str) -> tuple[list[Schedul
   return items, out
 
 
-# kernel cache: the same AST on the same device is compiled once
-_runners: dict[tuple[UOp, str], Runner] = {}
+def optimize(ast: UOp, device: str, name: str = "kernel") -> Kernel:
+  """The kernel as it runs on `device`: for the device's target (refgrad/target.py), unoptimized with NOOPT=1,
+  searched with BEAM=n (refgrad/search.py), else with the hand-coded Opts (refgrad/heuristic.py)."""
+  k = Kernel(ast, name, target_for(device))
+  if os.environ.get("NOOPT", "0") == "1": return k
+  if (beam := int(os.environ.get("BEAM", "0") or 0)) > 0:
+    from refgrad.search import cached_beam
+    return cached_beam(k, device, beam)
+  return hand_coded_optimizations(k)
+
+# kernel cache: the same AST for the same device, target and choice of Opts is compiled once
+_runners: dict[tuple[UOp, str, str, str, str], Runner] = {}
+_trace: list[Runner] | None = None
 
 def get_runner(ast: UOp, device: str, name: str = "kernel") -> Runner:
-  if (r := _runners.get((ast, device))) is None:
-    r = _runners[(ast, device)] = Runner.from_sink(name, Kernel(ast, name).lower(), device)
+  key = (ast, device, target_for(device).name, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"))
+  if (r := _runners.get(key)) is None:
+    k = optimize(ast, device, name)
+    r = _runners[key] = Runner.from_sink(name, k.lower(), device)
+    r.opts = tuple(k.applied)
   return r
+
+@contextlib.contextmanager
+def traced() -> Iterator[list[Runner]]:
+  """Collects the runner of every kernel launched by run_schedule inside the block (`runner.opts`: its Opts)."""
+  global _trace
+  prev, _trace = _trace, []
+  try: yield _trace
+  finally: _trace = prev
 
 
 def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
@@ -286,7 +319,10 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
       st = time.perf_counter()
       bufs[0].copyin(bufs[1].numpy())
       if program.DEBUG >= 2: print(f"{it.device:7s} {it.name:30s} {bufs[0].nbytes:9d} bytes {(time.perf_counter() - st) * 1e3:9.3f} ms")
-    else: get_runner(it.ast, it.device, it.name)(*bufs)
+    else:
+      runner = get_runner(it.ast, it.device, it.name)
+      if _trace is not None: _trace.append(runner)
+      runner(*bufs)
     for b in set(it.bufs):
       if last_use[b] == i and b in produced and b not in keep:
         free.setdefault((b.arg[1], b.arg[2], b.dtype), []).append(buffer_of[b])

@@ -142,3 +142,81 @@ def target_for(device: str) -> Target:
   if (t := emulated()) is not None: return t
   from refgrad.device import Device
   return getattr(Device[device].renderer, "target", CPU)
+
+
+# ---- limits: what a program must fit to run on a target's hardware --------------------------------------------------
+from refgrad.uop.ops import Ops, UOp  # noqa: E402  (the appended limit checks need uops; ops.py does not import this module)
+
+IDX_BLOCK_SIZE = 256   # work-items per workgroup along x when a GPU runs an idxD launch (a program without workgroups)
+Geometry = tuple[tuple[int, int, int], tuple[int, int, int], dict[str, tuple[int, int]]]
+
+def launch_geometry(uops: list[UOp], target: Target, idx_block_size: int = IDX_BLOCK_SIZE) -> Geometry:
+  """(grid in workgroups, block in work-items, {SPECIAL name: (uop position, size)}) of the launch that runs `uops` on a GPU
+  of `target`, after checking the program against the target's limits (see `check_limits`). An idxD launch (no workgroups)
+  runs in blocks of `idx_block_size` work-items along x."""
+  specials: dict[str, tuple[int, int]] = {}
+  for i, u in enumerate(uops):
+    if u.op is not Ops.SPECIAL: continue
+    nm, size = u.arg
+    if nm in specials and specials[nm][1] != size: raise ValueError(f"uop {i}: SPECIAL {nm} has two sizes ({specials[nm][1]} and {size})")
+    specials.setdefault(nm, (i, size))
+  def where(nm: str) -> str: return f"uop {specials[nm][0]} (SPECIAL {nm}, size {specials[nm][1]})"
+  dim, t = "xyz", target.name
+  idxs = [n for n in specials if n.startswith("idx")]
+  grid, block = [1, 1, 1], [1, 1, 1]
+  if idxs:
+    if other := [n for n in specials if not n.startswith("idx")]:
+      raise ValueError(f"{where(idxs[0])}: an idxD launch has no workgroups, so it cannot be mixed with {other[0]}")
+    for i, u in enumerate(uops):
+      if u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER):
+        raise ValueError(f"uop {i} ({u.op.name}): local memory and barriers need a gidx/lidx launch, this program uses {idxs[0]}")
+    for nm in idxs:
+      d, size = int(nm[-1]), specials[nm][1]
+      block[d] = min(size, idx_block_size) if d == 0 else 1
+      grid[d] = -(-size // block[d])
+  for nm, (_, size) in specials.items():
+    d = int(nm[-1])
+    if nm.startswith("gidx"): grid[d] = size
+    elif nm.startswith("lidx"):
+      block[d] = size
+      if size > target.max_block_dims[d]:
+        raise ValueError(f"{where(nm)}: {size} work-items in dimension {dim[d]} exceed {t}'s {target.max_block_dims[d]}")
+  for d in range(3):
+    if grid[d] > target.max_grid_dims[d]:
+      nm = next(n for n in specials if int(n[-1]) == d and not n.startswith("lidx"))
+      raise ValueError(f"{where(nm)}: {grid[d]} workgroups in dimension {dim[d]} exceed {t}'s {target.max_grid_dims[d]}")
+  if (threads := block[0] * block[1] * block[2]) > target.max_threads_per_block:
+    nm = max((n for n in specials if n.startswith("lidx")), key=lambda n: specials[n][0])
+    raise ValueError(f"{where(nm)}: {threads} work-items per workgroup ({'x'.join(map(str, block))}) exceed {t}'s {target.max_threads_per_block}")
+  shared = 0
+  for i, u in enumerate(uops):
+    if u.op is not Ops.DEFINE_LOCAL: continue
+    al = u.dtype.base.scalar().itemsize  # type: ignore[attr-defined]
+    shared = -(-shared // al) * al + u.dtype.size * u.dtype.base.itemsize  # type: ignore[attr-defined]
+    if shared > target.shared_memory_per_block:
+      raise ValueError(f"uop {i} (DEFINE_LOCAL {u.arg}, {u.dtype!r}): local memory of the program reaches {shared} bytes, "
+                       f"over {t}'s {target.shared_memory_per_block} bytes per workgroup")
+  check_wmma(uops, target)
+  return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), specials
+
+def check_wmma(uops: list[UOp], target: Target | None) -> None:
+  """Raise ValueError naming the uop for a WMMA whose tensor core `target` lacks (None: any known one will do), or whose
+  workgroup does not split into whole warps of the tensor core (lanes missing from a warp would make it divergent)."""
+  lsize = 1
+  for u in uops:
+    if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): lsize *= u.arg[1]
+  have = TENSOR_CORES if target is None else {tc.name: tc for tc in target.tensor_cores}
+  for i, u in enumerate(uops):
+    if u.op is not Ops.WMMA: continue
+    if (tc := have.get(u.arg)) is None:
+      raise ValueError(f"uop {i} (WMMA {u.arg}): {target.name if target else 'refgrad'} has no tensor core {u.arg!r} "
+                       f"(it has: {', '.join(have) or 'none'})")
+    if lsize % tc.threads:
+      raise ValueError(f"uop {i} (WMMA {u.arg}): a workgroup of {lsize} work-items is not whole warps of {tc.threads} lanes "
+                       "(the work-items of the lidx SPECIALs must be a multiple of the tensor core's threads)")
+
+def check_limits(uops: list[UOp], target: Target) -> None:
+  """Raise ValueError naming the uop where the linear program `uops` exceeds what a GPU of `target` can run: work-items per
+  dimension and per workgroup, workgroups per dimension, bytes of local memory, a WMMA of a tensor core the target lacks or
+  in a workgroup that is not whole warps. The GPU renderers and emulation (EMULATE=..., the PYTHON device) share this rule."""
+  launch_geometry(uops, target)

@@ -15,11 +15,16 @@ PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers c
 - ALU, CAST and BITCAST go through `semantics.evaluate`: the executor *is* the definition.
 - Memory: LOAD/STORE are gathers/scatters, bounds-checked always (`OutOfBoundsError`). Local
   memory is one region per workgroup; BARRIER ends a local-memory epoch.
+- WMMA: the `threads` consecutive lanes of a workgroup (flat local id, dimension 0 fastest) form a
+  warp. Every warp of the batch at once: fragments are gathered into whole matrices by index tables
+  built from the tensor core's layouts, `semantics.wmma` computes D, and D is scattered back by C's
+  layout. A workgroup size that is not a multiple of the warp is an error in unchecked mode too.
 - Checked mode (default; CHECKED=0 turns it off) reports undefined behaviour as
   `UndefinedBehaviourError`: `semantics.ub_check` on active lanes, reads of uninitialized memory,
   local-memory races (two lanes of a workgroup touching one address in one epoch, one writing),
-  global write races (two lanes storing to one address in one launch), and barriers reached by
-  only part of a workgroup.
+  global write races (two lanes storing to one address in one launch), barriers reached by only
+  part of a workgroup, WMMAs reached by only part of a warp, and WMMA replicas (lanes holding the
+  same element of A or B) that give it different bits.
 - A value's array is dropped after its last use (uses inside a loop keep values defined before
   the loop alive until the loop exits), so memory stays bounded.
 """
@@ -33,8 +38,10 @@ from typing import Any
 import numpy as np
 
 from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
+from refgrad.uop.spec import load_parts
 
 MAX_LANES = 1 << 22   # lanes per batch; bounds the memory of one value (4M lanes * 8 bytes)
 _MAY_UB = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.CAST, Ops.BITCAST})   # the ALU/cast ops semantics.UNDEFINED lists
@@ -191,7 +198,6 @@ class Program:
       elif u.op is Ops.DEFINE_VAR: self.vars.append((i, u))
       elif u.op is Ops.CONST: self.consts.append((i, semantics.from_python([u.arg], u.dtype)))
       elif u.op is Ops.SPECIAL: self.specials.append(u)
-      elif u.op is Ops.WMMA: raise NotImplementedError(f"kernel {name}: uop {i}: WMMA is not supported by the SIMT executor yet")
       elif u.op in (Ops.SINK, Ops.NOOP): raise ExecutionError(f"kernel {name}: uop {i}: {u.op.name} does not belong in a linear program")
     self.stored_args = frozenset(u.src[0].arg for u in self.uops if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_GLOBAL)
     if sorted(self.globals) != list(range(len(self.globals))):
@@ -264,6 +270,7 @@ class Program:
       def special(st: _State) -> None: st.regs[o] = st.special(name)
       return special
     if op is Ops.LOAD or op is Ops.STORE: return _Access(self, i, src).run
+    if op is Ops.WMMA: return _Wmma(self, i, src).run
     if op is Ops.VECTORIZE:
       def vectorize(st: _State) -> None:
         r = st.regs
@@ -448,8 +455,10 @@ class _Access:
     vdt = u.src[2].dtype if self.store else u.dtype
     self.vdt, self.bc, self.c = vdt, self.pdt.base.count, vdt.count
     self.val = src[2] if self.store else -1
-    self.gate = src[3 if self.store else 2] if len(src) == 4 else -1
-    self.alt = src[3] if not self.store and len(src) == 4 else -1
+    # a LOAD may end with a BARRIER source (ordering only: the barrier has run by the time the load does)
+    gated = len(src) == 4 if self.store else load_parts(u)[2] is not None
+    self.gate = src[3 if self.store else 2] if gated else -1
+    self.alt = src[3] if not self.store and gated else -1
     self.o = i   # a load's value lives in its own slot
     self.is_bool = vdt.scalar() == dtypes.bool
     self.bufname = f"{'local' if self.local else 'buffer'} {self.key if not self.local else buf.arg}"
@@ -652,6 +661,94 @@ class _Access:
     idx = elem % (self.pdt.size * self.bc) // self.bc
     raise UndefinedBehaviourError(f"local memory race {self.where()}: {st.thread(row)} {verb} index {idx} of {self.bufname} and {other} "
                                   f"{other_verb} it in the same barrier epoch (a BARRIER must separate them)")
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor cores
+
+class _Wmma:
+  """One WMMA over every warp of a batch: gather fragments into (warps, M, K), (warps, K, N), (warps, M, N)
+  matrices with index tables built once, one call of `semantics.wmma`, scatter D back by C's layout."""
+
+  def __init__(self, prg: Program, i: int, src: list[int]):
+    self.prg, self.i, self.src = prg, i, src
+    tc = self.tc = TENSOR_CORES[prg.uops[i].arg]
+    m, n, k = tc.dims
+    t = tc.threads
+    # per operand: (name, fragment elements, matrix shape, owner: matrix element -> flat fragment position (lane*elems + e)
+    # of its first holder, at: flat fragment position -> flat matrix element, whether some element has several holders)
+    self.operands: list[tuple[str, int, tuple[int, int], np.ndarray, np.ndarray, bool]] = []
+    for nm, lay, shape in (("A", tc.a, (m, k)), ("B", tc.b, (k, n)), ("C", tc.c, (m, n))):
+      tab = lay.table(t).reshape(-1, 2)
+      owner, at = lay.owners(t, shape).reshape(-1), tab[:, 0] * shape[1] + tab[:, 1]
+      self.operands.append((nm, lay.elems, shape, owner, at, tab.shape[0] > shape[0] * shape[1]))
+    self.vec = prg.uops[i].dtype.count > 1
+
+  def where(self) -> str: return f"in kernel {self.prg.name} at {self.prg.describe(self.i)}"
+
+  def run(self, st: _State) -> None:
+    t = self.tc.threads
+    if st.ls % t: self._misfit(st)
+    nw = st.n // t
+    warps: np.ndarray | None = None   # the warps that run it, when not all of them
+    if st.active is not None:
+      per = st.active.reshape(nw, t)
+      some = per.any(axis=1)
+      if st.checked and (split := some & ~per.all(axis=1)).any(): self._divergent(st, per, int(np.flatnonzero(split)[0]))
+      if not some.all(): warps = np.flatnonzero(some)
+    nrun = nw if warps is None else warps.size
+    mats = []
+    for (nm, e, shape, owner, at, replicated), s in zip(self.operands, self.src):
+      x = st.regs[s]
+      # a uniform operand: every warp holds the same fragments, so one matrix serves them all
+      if x.shape[0] == 1: f = np.tile(x.reshape(1, e), (1, t))
+      else: f = x.reshape(nw, t * e) if warps is None else x.reshape(nw, t * e)[warps]
+      mat = f[:, owner]
+      if replicated and st.checked: self._replicas(st, nm, e, shape, owner, at, f, mat, warps)
+      mats.append(mat.reshape(-1, *shape))
+    d = semantics.wmma(mats[0], mats[1], mats[2], self.tc.dtype_in)
+    e_c, at_c = self.operands[2][1], self.operands[2][4]
+    frag = np.broadcast_to(d.reshape(d.shape[0], -1)[:, at_c], (nrun, t * e_c))
+    if warps is None: out = frag.reshape(st.n, e_c)
+    else:   # inactive warps get zeros
+      out = np.zeros((nw, t * e_c), frag.dtype)
+      out[warps] = frag
+      out = out.reshape(st.n, e_c)
+    st.regs[self.i] = out if self.vec else out.reshape(st.n)
+
+  # ---- reports ---------------------------------------------------------------------------------
+  def _misfit(self, st: _State) -> None:
+    t = self.tc.threads
+    row = st.ls // t * t   # the first lane of the incomplete warp of the first workgroup
+    msg = (f"{st.thread(row)} is in a warp of only {st.ls % t} lanes: the workgroup size {st.ls} (local {st.lsz}) is not a multiple "
+           f"of the {t} lanes of {self.tc.name}")
+    if st.checked: raise UndefinedBehaviourError(f"divergent WMMA {self.where()}: {msg}")
+    raise ExecutionError(f"kernel {self.prg.name}: {self.prg.describe(self.i)} cannot run: {msg}")
+
+  def _divergent(self, st: _State, per: np.ndarray, w: int) -> None:
+    t = self.tc.threads
+    row = w * t + int(np.flatnonzero(~per[w])[0])
+    raise UndefinedBehaviourError(f"divergent WMMA {self.where()}: {st.thread(row)} does not reach it while others of its warp "
+                                  f"(lanes {w * t % st.ls}..{w * t % st.ls + t - 1} of its workgroup) do; "
+                                  f"{int((~per[w]).sum())} of its {t} lanes are inactive (every lane of a warp must reach a WMMA)")
+
+  def _replicas(self, st: _State, nm: str, e: int, shape: tuple[int, int], owner: np.ndarray, at: np.ndarray, f: np.ndarray, mat: np.ndarray,
+                warps: np.ndarray | None) -> None:
+    """Every lane's fragment must equal, bit for bit, what the first holder of each element gives."""
+    u = np.dtype(f"u{f.dtype.itemsize}")
+    back = mat[:, at]
+    bad = back.view(u) != f.view(u)
+    if not bad.any(): return
+    wi, p = (int(x[0]) for x in np.nonzero(bad))
+    first = int(owner[at[p]])
+    lane0 = (wi if warps is None else int(warps[wi])) * self.tc.threads
+    r, c = divmod(int(at[p]), shape[1])
+    hexa = lambda v: f"{int(v):#0{2 + 2 * u.itemsize}x}"
+    nbad = int(bad.sum())
+    raise UndefinedBehaviourError(f"WMMA replicas differ {self.where()}: {st.thread(lane0 + p // e)} gives element ({r}, {c}) of {nm} "
+                                  f"(its fragment element {p % e}) the bits {hexa(f.view(u)[wi, p])}, but {st.thread(lane0 + first // e)} "
+                                  f"(its fragment element {first % e}) gives {hexa(back.view(u)[wi, p])}"
+                                  + (f" ({nbad} fragment elements in all)" if nbad > 1 else "") + " (replicas must hold the same bits)")
 
 
 _PATTERN = {1: np.uint8(1), 2: np.uint16(0x0101), 4: np.uint32(0x01010101), 8: np.uint64(0x0101010101010101)}

@@ -106,7 +106,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from refgrad.dtype import DType, PtrDType, dtypes
-from refgrad.uop.ops import GroupOp, Ops
+from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import value_op_error
 
 UNDEFINED: dict[str, str] = {
@@ -125,6 +125,12 @@ UNDEFINED: dict[str, str] = {
   "divergent WMMA": "a WMMA reached by only some lanes of a warp, or in a workgroup whose size is not a multiple of the warp",
   "WMMA replicas differ": "lanes that hold the same element of A or B in a WMMA give it different bits",
 }
+
+_UB_OPS = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
+
+def can_be_undefined(u: UOp) -> bool:
+  """Whether the op of u is undefined for some inputs (IDIV, MOD, shifts, float->int casts)."""
+  return u.op in _UB_OPS or (u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype) and not dtypes.is_float(u.dtype) and u.dtype != dtypes.bool)
 
 IMPLEMENTATION_DEFINED: dict[str, str] = {
   "NaN sign and payload": "the sign and payload bits of a NaN produced by an op or a float->float CAST (same_bits treats all NaNs as equal)",
