@@ -84,7 +84,8 @@ Undefined behaviour (`UNDEFINED`; each `ub_check` reason starts with one of its 
   - bitcast to bool of a byte other than 0 or 1.
   - out-of-bounds access (LOAD/STORE outside the buffer: an error whether checked or not),
     uninitialized read, local memory race, global memory race, divergent barrier, load of an invalid
-    bool, divergent WMMA, WMMA replicas that differ: found by the device, not by this module.
+    bool, divergent WMMA, WMMA replicas differ (lanes holding one element give it different bits): found by the
+    device, not by this module.
   `evaluate` never raises or warns on undefined inputs; it returns some value, which no backend has to
   match. In checked mode the PYTHON device calls `ub_check` on its active lanes and reports the kernel,
   uop and thread. The fuzzer must never generate undefined behaviour.

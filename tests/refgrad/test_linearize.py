@@ -84,7 +84,7 @@ def test_verify_accepts_valid():
   (lambda p: p[:3] + [UOp(Ops.LOAD, i32, (p[2], p[2]))] + p[3:], "source 0 must be a DEFINE_GLOBAL"),
   (lambda p: p[:3] + [UOp(Ops.LOAD, dtypes.float32, (p[0], p[2]))] + p[3:], "does not match buffer"),
   (lambda p: p[:3] + [UOp(Ops.BITCAST, dtypes.int64, (p[2],))] + p[3:], "equal itemsize"),
-  (lambda p: p[:3] + [UOp(Ops.WMMA, i32, (p[2],))] + p[3:], "WMMA is not supported"),
+  (lambda p: p[:3] + [UOp(Ops.WMMA, i32, (p[2],))] + p[3:], "WMMA dtypes.int, arg=None\\): takes 3 sources, got 1"),
   (lambda p: p[:3] + [F1, UOp(Ops.SHL, dtypes.float32, (F1, F1))] + p[3:], "SHL needs int"),
 ])
 def test_verify_names_the_uop(mutate, msg):

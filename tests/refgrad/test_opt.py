@@ -115,8 +115,9 @@ def test_opts_change_the_program_as_named():
   (Opt(OptOps.LOCAL, 0, 512), "does not divide"),
   (Opt(OptOps.PADTO, 0, 4), "already a multiple of 4"),
   (Opt(OptOps.SWAP, 1, 0), "needs two output axes"),
-  (Opt(OptOps.GROUP, 0, 2), "not implemented yet"),
-  (Opt(OptOps.TC, 0, 0), "not implemented yet"),
+  (Opt(OptOps.GROUP, 1, 2), "axis must be 0..0 among the reduce axes"),
+  (Opt(OptOps.GROUPTOP, 0, 4), "4 does not divide the axis size 6"),
+  (Opt(OptOps.TC, 0, 0), "target CPU has no tensor cores"),
 ])
 def test_invalid_opts_say_why(opt, why):
   k = _kernel(Tensor.ones(8, 6) @ Tensor.ones(6, 4))
