@@ -144,7 +144,6 @@ def _apply_tc(k: Kernel, ret: Kernel, opt: Opt, fail) -> None:
   tgt = k.target
   if not tgt.tensor_cores: raise fail(f"target {tgt.name} has no tensor cores")
   if k.applied: raise fail("TC must be the first Opt")
-  if k.nolocals: raise fail("NOLOCALS forbids local axes (tensor cores run on the lanes of a warp)")
   cands = tc_candidates(k)
   if not cands: raise fail("the kernel is not a single ADD reduction of products of two casts with separate output axes for each factor")
   if not isinstance(opt.axis, int) or not 0 <= opt.axis < len(cands): raise fail(f"axis must be 0..{len(cands) - 1} among the (M, N, K) axis choices")

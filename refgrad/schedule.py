@@ -290,6 +290,7 @@ def get_runner(ast: UOp, device: str, name: str = "kernel") -> Runner:
     k = optimize(ast, device, name)
     r = _runners[key] = Runner.from_sink(name, k.lower(), device)
     r.opts = tuple(k.applied)
+    if program.DEBUG >= 2: print(f"{device:7s} {name:30s} compiled for {k.target.name}, Opts: {', '.join(map(repr, k.applied)) or 'none'}")
   return r
 
 @contextlib.contextmanager

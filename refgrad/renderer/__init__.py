@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from refgrad.dtype import DType
+from refgrad.target import CPU, Target
 from refgrad.uop.ops import UOp
 
 # default for every renderer: decompose transcendentals (bit-exact everywhere) unless NATIVE_TRANSCENDENTALS=1
@@ -13,8 +14,10 @@ NATIVE_TRANSCENDENTALS = os.environ.get("NATIVE_TRANSCENDENTALS", "0") == "1"
 class Renderer:
   """Base of every renderer. `native_transcendentals` tells the pipeline whether EXP2/LOG2/SIN may reach
   this renderer as they are (True) or must first be rewritten into basic ops by the decomposition pass
-  (False: bit-exact on every backend)."""
+  (False: bit-exact on every backend). `target` is the hardware the renderer's programs run on: its limits, warp
+  width and tensor cores (refgrad/target.py); kernels are optimized for it unless EMULATE names another."""
   device: str = ""
+  target: Target = CPU
   native_transcendentals: bool = NATIVE_TRANSCENDENTALS
   supported_dtypes: frozenset[DType] | None = None   # None: every scalar dtype
 

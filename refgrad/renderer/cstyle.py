@@ -32,8 +32,9 @@ from string import Template
 
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.renderer import Renderer
+from refgrad.target import TENSOR_CORES, TensorCore, check_wmma
 from refgrad.uop.ops import GroupOp, Ops, UOp
-from refgrad.uop.spec import verify_linear
+from refgrad.uop.spec import load_parts, verify_linear
 
 # C types of scalar dtypes (LP64: long long is 64 bits); bfloat16 values are their bits. Other dialects override a few.
 _CTYPE = {"bool": "_Bool", "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
@@ -102,7 +103,7 @@ $fn float rg_maxf(float a, float b) { if (a != a || b != b) return a + b; if (a 
 
 _C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if inline int long register
   restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary _Float16""".split())
-_GENERATED = re.compile(r"^(alu|ld|acc|ridx|cast|vec|gep|local|data|gidx|lidx|idx)[0-9]+$|^rg_")
+_GENERATED = re.compile(r"^(alu|ld|acc|ridx|cast|vec|gep|wmma|local|data|gidx|lidx|idx)[0-9]+$|^rg_")
 # library functions the generated code may call: a kernel with one of these names would be called instead
 _LIBRARY = frozenset("sqrt sqrtf fma fmaf exp2 exp2f log2 log2f sin sinf memcpy memmove memset".split())
 
@@ -125,8 +126,7 @@ class CStyleProgram:
   builtin = "__builtin_"           # prefix of fma/exp2/log2/sin
   memcpy = "__builtin_memcpy"
   ident = ("a usable C identifier", "a C identifier")   # for errors: kernel names, variable names
-  target = "C"                     # for errors: what the program cannot be rendered to
-  backend = "the C backend"        # for errors: what does not support WMMA
+  dialect = "C"                    # for errors: what the program cannot be rendered to
 
   def __init__(self, name: str, uops: list[UOp]):
     self.name, self.uops = name, uops
@@ -134,6 +134,7 @@ class CStyleProgram:
     self.vtypes: dict[str, str] = {}   # vector type name -> its declaration
     self.r: dict[UOp, str] = {}        # how each value is written
     self.kept: set[UOp] = set()        # values that live across a barrier (C: one array element per work-item)
+    self.generated: dict[str, str] = {}   # helpers made for this program (WMMA of one tensor core), by name, after the fixed ones
     self.uses_half = False
 
   # ---- dialect hooks (C's spelling here) ------------------------------------------------------
@@ -185,7 +186,7 @@ class CStyleProgram:
       if h not in self.helpers: continue
       t = text if isinstance(text, str) else text.get(self.family)
       if t is not None: out.append(Template(t).substitute(self.subst))
-    return out
+    return out + list(self.generated.values())
 
   def literal(self, v: bool | int | float, dt: DType) -> str:
     if dt == dtypes.bool: return self.bools[bool(v)]
@@ -296,8 +297,6 @@ class CStyleProgram:
   # ---- the program ---------------------------------------------------------------------------
   def render(self) -> str:
     if not self.name_ok(self.name): raise ValueError(f"kernel name {self.name!r} is not {self.ident[0]}")
-    for i, u in enumerate(self.uops):
-      if u.op is Ops.WMMA: raise NotImplementedError(f"uop {i}: WMMA is not supported by {self.backend} yet")
     verify_linear(self.uops)
     lines = self.function(self.params())
     return "\n".join([*self.includes(), *self.vtypes.values(), *self.helper_texts(), *lines]) + "\n"
@@ -362,7 +361,12 @@ class CStyleProgram:
       return f"{self.r[src[0]]} = {self.r[src[1]]};"
     if op is Ops.LOAD: return self.load(i, u)
     if op is Ops.STORE: return self.store(u)
+    if op is Ops.WMMA: return self.wmma(i, u, TENSOR_CORES[u.arg])
     return self.value(i, u)
+
+  def wmma(self, i: int, u: UOp, tc: TensorCore) -> str:
+    """The line of a WMMA (a dialect with tensor-core instructions overrides this)."""
+    raise ValueError(f"uop {i} (WMMA {tc.name}) cannot be rendered to {self.dialect}")
 
   def decl(self, u: UOp, name: str, t: str) -> str:
     """Name value u and give the left-hand side of its definition."""
@@ -376,11 +380,12 @@ class CStyleProgram:
   def load(self, i: int, u: UOp) -> str:
     lhs = self.decl(u, f"ld{i}", self.ctype(u.dtype))
     name = self.r[u]
-    gate, alt = (self.r[u.src[2]], self.r[u.src[3]]) if len(u.src) == 4 else (None, None)
+    buf, idx, g, a = load_parts(u)   # a trailing BARRIER source only orders the load: the program order already does
+    gate, alt = (self.r[g], self.r[a]) if g is not None and a is not None else (None, None)
     if u.dtype.count == 1:  # the conditional reads memory only where the gate is true
-      mem = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
+      mem = f"{self.r[buf]}[{self.r[idx]}]"
       return f"{lhs} = {gate} ? {mem} : {alt};" if gate else f"{lhs} = {mem};"
-    copy = f"{self.memcpy}(&{name}, {self.address(u.src[0], u.src[1])}, sizeof({name}));"
+    copy = f"{self.memcpy}(&{name}, {self.address(buf, idx)}, sizeof({name}));"
     if gate: return f"{lhs} = {alt}; if ({gate}) {copy}"
     return copy if u in self.kept else f"{lhs}; {copy}"
 
@@ -403,12 +408,12 @@ class CStyleProgram:
       sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
       if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
       e = self.lanes(dt, lambda s: self.alu(op, sdt, s), src)
-    else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to {self.target}")
+    else: raise ValueError(f"uop {i} ({op.name}) cannot be rendered to {self.dialect}")
     return f"{self.decl(u, f'{prefix}{i}', t)} = {e};"
 
 
 class _CProgram(CStyleProgram):
-  """C: SPECIALs are loops around the body, BARRIERs split it into phases."""
+  """C: SPECIALs are loops around the body, BARRIERs and WMMAs split it into phases."""
   subst = {"fn": "static inline", "half": "_Float16", "u_of_f": "unsigned int u; __builtin_memcpy(&u, &f, 4);",
            "u_of_r": "unsigned int u; __builtin_memcpy(&u, &r, 4);", "r_of_u": "__builtin_memcpy(&r, &u, 4);", "fabs": "__builtin_fabs",
            "d2h": "(_Float16)rg_d2f_odd(d)", "fma_h": "(double)a * (double)b, (double)c", "fma_bf": "(double)rg_bf2f(a) * (double)rg_bf2f(b)",
@@ -417,12 +422,14 @@ class _CProgram(CStyleProgram):
   def __init__(self, name: str, uops: list[UOp]):
     super().__init__(name, uops)
     self.arrays: dict[str, str] = {}   # array declarations of the kept values, by name
+    self.array_of: dict[UOp, str] = {}   # the array of each kept value
     self.lsize = 1                     # work-items per workgroup
     self.sizes: dict[str, int] = {}    # size of each SPECIAL, by name
 
   def function(self, params: list[str]) -> list[str]:
     loops_g, loops_l, local_decls = self.launch()
-    if any(u.op is Ops.BARRIER for u in self.uops):
+    if any(u.op in (Ops.BARRIER, Ops.WMMA) for u in self.uops):
+      check_wmma(self.uops, None)   # whole warps in every workgroup
       body = self.phased(loops_l)
       loops_l, local_decls = [], [*local_decls, *self.arrays.values()]
     else: body = self.body()
@@ -449,12 +456,13 @@ class _CProgram(CStyleProgram):
     kept across a barrier the work-item's element of its array (declared once per workgroup)."""
     if u not in self.kept: return super().decl(u, name, t)
     self.arrays.setdefault(name, f"{t} {name}[{self.lsize}];")
+    self.array_of[u] = name
     self.r[u] = f"{name}[rg_lid]"
     return self.r[u]
 
-  # ---- barriers: the workgroup body in phases ---------------------------------------------------
+  # ---- barriers and WMMAs: the workgroup body in phases -------------------------------------------
   def phased(self, loops_l: list[str]) -> list[str]:
-    """The workgroup body of a program with barriers (what goes inside the workgroup loops).
+    """The workgroup body of a program with barriers or WMMAs (what goes inside the workgroup loops).
 
     Each BARRIER ends a phase; a phase is its own set of work-item loops, so all work-items finish
     it before any starts the next. A RANGE or IF containing a barrier ("hoisted") runs in the
@@ -462,18 +470,25 @@ class _CProgram(CStyleProgram):
     (built by ALU ops from constants, variables, workgroup ids and hoisted loop indices), and its
     index is one scalar. Those uniform values at the top level of the workgroup body are computed
     in the workgroup scope too. A per-work-item value (accumulators included) defined in one phase
-    and used in another is kept in an array indexed by the flat work-item id `rg_lid`."""
+    and used in another is kept in an array indexed by the flat work-item id `rg_lid`.
+
+    A WMMA is a warp collective, so it cuts the body like a barrier: its fragments are kept, and between
+    the phases a helper (`wmma_helper`) computes every warp's D from the fragment arrays into the WMMA's
+    own array, which the next phase reads."""
     uops = self.uops
+    cut = (Ops.BARRIER, Ops.WMMA)
     hoisted: set[UOp] = set()
     open_: list[UOp] = []
-    barrier_in: dict[UOp, int] = {}     # hoisted block -> position of a barrier inside it
+    barrier_in: dict[UOp, int] = {}     # hoisted block -> position of a barrier (or WMMA) inside it
     for i, u in enumerate(uops):
-      if u.op is Ops.BARRIER:
+      if u.op in cut:
         for b in open_: hoisted.add(b); barrier_in.setdefault(b, i)
       if u.op in (Ops.ENDRANGE, Ops.ENDIF): open_.pop()
       if u.op in GroupOp.Block: open_.append(u)
     pos = {u: i for i, u in enumerate(uops)}
     lidx_dims = {n[-1] for n in self.sizes if n.startswith("lidx")}
+    # the fragments a WMMA reads are gathered from per-work-item arrays, so they are never workgroup-scope scalars
+    frags = {s.src[0] if s.op is Ops.ASSIGN else s for u in uops if u.op is Ops.WMMA for s in u.src}
     uniform: set[UOp] = set()
     phase: dict[UOp, int] = {}
     ph = depth = 0   # phase counter, open per-work-item blocks
@@ -485,27 +500,33 @@ class _CProgram(CStyleProgram):
         if u.arg[0].startswith("gidx") or (u.arg[0].startswith("idx") and u.arg[0][-1] not in lidx_dims): uniform.add(u)
       elif op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): pass
       elif op is Ops.BARRIER: ph += 1
+      elif op is Ops.WMMA: ph += 1; phase[u] = ph   # its value is made between the phases, for the next one
       elif u in hoisted:
         if u.src[0] not in uniform:
           what = "a non-uniform IF" if op is Ops.IF else "a RANGE whose end is not provably uniform"
-          raise ValueError(f"{self.name}: uop {i} ({op.name}): barrier (uop {barrier_in[u]}) inside {what}: uop {pos[u.src[0]]} "
-                           f"({u.src[0].op.name}) may differ between the work-items of a workgroup, and the C backend runs a "
-                           "barrier's phases in the workgroup scope (a barrier reached by only part of a workgroup is undefined)")
+          inside = uops[barrier_in[u]]
+          raise ValueError(f"{self.name}: uop {i} ({op.name}): {'barrier' if inside.op is Ops.BARRIER else f'WMMA {inside.arg}'} "
+                           f"(uop {barrier_in[u]}) inside {what}: uop {pos[u.src[0]]} ({u.src[0].op.name}) may differ between the "
+                           "work-items of a workgroup, and the C backend runs a barrier's phases in the workgroup scope (a barrier "
+                           "reached by only part of a workgroup is undefined)")
         ph += 1
         if op is Ops.RANGE: uniform.add(u)
       elif op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted: ph += 1
-      elif depth == 0 and (op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST, Ops.VECTORIZE, Ops.GEP)) and all(s in uniform for s in u.src):
+      elif depth == 0 and (op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST, Ops.VECTORIZE, Ops.GEP)) and all(s in uniform for s in u.src) \
+          and u not in frags:
         uniform.add(u)
       else:
         if op in GroupOp.Block: depth += 1
         elif op in (Ops.ENDRANGE, Ops.ENDIF): depth -= 1
         phase[u] = ph
-    # values used in another phase than their own; an ASSIGN's value is its accumulator's variable
+    # values used in another phase than their own; an ASSIGN's value is its accumulator's variable. A BARRIER source of a
+    # LOAD only orders it (it has no phase). A WMMA's fragments and result live in arrays the helper reads and writes.
     if lidx_dims:
       for u, p in phase.items():
         for s in u.src[:1] if u.op is Ops.DEFINE_ACC else u.src:
           if s.op is Ops.ASSIGN: s = s.src[0]
           if s in phase and phase[s] != p: self.kept.add(s)
+      self.kept |= frags | {u for u in uops if u.op is Ops.WMMA}
     lid = "0"
     for d in "210":
       if d in lidx_dims: lid = f"lidx{d}" if lid == "0" else f"lidx{d} + {self.sizes[f'lidx{d}']} * ({lid})"
@@ -523,11 +544,54 @@ class _CProgram(CStyleProgram):
         flush()
         out.append(f"/* barrier (uop {i}) */")
         continue
+      if u.op is Ops.WMMA:
+        flush()
+        tc = TENSOR_CORES[u.arg]
+        self.decl(u, f"wmma{i}", self.ctype(u.dtype))
+        frag = [self.array_of[s.src[0] if s.op is Ops.ASSIGN else s] for s in u.src]
+        out.append(f"{self.wmma_helper(tc)}({self.lsize}, {', '.join(frag)}, {self.array_of[u]});   /* uop {i} */")
+        continue
       wg_scope = u in hoisted or (u.op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted)
       if wg_scope: flush()
       if (ln := self.stmt(i, u)) is not None: (out if wg_scope or u in uniform else cur).append(ln)
     flush()
     return out
+
+  def wmma_helper(self, tc: TensorCore) -> str:
+    """The name of the helper that runs one WMMA of `tc` for every warp of a workgroup, made on first use.
+
+    `helper(n, a, b, c, d)`: n work-items, a/b/c their fragment arrays, d the result's. Per warp, the matrices are
+    gathered from the fragments through tables made from the layouts (for each matrix element, the flat fragment
+    position lane * elems + e of the first lane holding it), then each element of D is the reference sum: c, plus each
+    exact float product in order of k, one float rounding per add (the compiler is run without fp contraction)."""
+    name = f"rg_wmma_{tc.name}"
+    if name in self.generated: return name
+    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16) or tc.dtype_out != dtypes.float32:
+      raise ValueError(f"{self.name}: tensor core {tc.name} ({tc.dtype_in!r} -> {tc.dtype_out!r}) has no C emulation")
+    M, N, K = tc.dims
+    fa, fb, fc = (self.ctype(d) for d in tc.frag_dtypes)
+    ea, eb, ec = tc.a.elems, tc.b.elems, tc.c.elems
+    def table(own) -> str: return ", ".join(str(int(x)) for x in own.reshape(-1))
+    ia, ib, ic = (table(lay.owners(tc.threads, shape)) for lay, shape in ((tc.a, (M, K)), (tc.b, (K, N)), (tc.c, (M, N))))
+    def elem(arr: str, tab: str, e: int) -> str: return f"{arr}[w + {tab}[i] / {e}].v[{tab}[i] % {e}]"
+    self.generated[name] = "\n".join([
+      f"/* WMMA {tc.name}: D ({M}x{N}) = C + A ({M}x{K}) * B ({K}x{N}) for each warp of {tc.threads} work-items (refgrad/target.py) */",
+      f"static void {name}(int n, const {fa}* a, const {fb}* b, const {fc}* c, {fc}* d) {{",
+      f"  static const unsigned short ia[{M * K}] = {{{ia}}};",
+      f"  static const unsigned short ib[{K * N}] = {{{ib}}};",
+      f"  static const unsigned short ic[{M * N}] = {{{ic}}};",
+      f"  for (int w = 0; w < n; w += {tc.threads}) {{",
+      f"    float A[{M * K}], B[{K * N}];",
+      f"    for (int i = 0; i < {M * K}; i++) A[i] = {self.widen(elem('a', 'ia', ea), tc.dtype_in)};",
+      f"    for (int i = 0; i < {K * N}; i++) B[i] = {self.widen(elem('b', 'ib', eb), tc.dtype_in)};",
+      f"    for (int i = 0; i < {M * N}; i++) {{",
+      f"      float s = {elem('c', 'ic', ec)};",
+      f"      for (int k = 0; k < {K}; k++) s = s + A[i / {N} * {K} + k] * B[k * {N} + i % {N}];",
+      f"      {elem('d', 'ic', ec)} = s;",
+      "    }",
+      "  }",
+      "}"])
+    return name
 
 
 class CRenderer(Renderer):

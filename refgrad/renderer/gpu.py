@@ -26,36 +26,32 @@ Native transcendentals (EXP2/LOG2/SIN reaching the renderer) are `exp2f/log2f/si
 compiler modes: CUDA without `--use_fast_math`/`-ftz=true`; HIP with `-ffp-contract=off`,
 denormals kept and `-fhip-fp32-correctly-rounded-divide-sqrt` (the default).
 
-Each target's limits are data on its renderer (`GPULimits`); a program beyond them is refused with a
-ValueError naming the offending uop.
+Each renderer has a `target` (refgrad/target.py): CUDARenderer's is CUDA (sm_80 class), HIPRenderer's AMD
+(gfx1100, RDNA3 wave32; a wave64 arch such as gfx942 gets a copy with warps of 64 and no tensor cores). A program
+beyond the target's limits is refused with a ValueError naming the offending uop (`refgrad.target.check_limits`,
+the rule emulation shares).
+
+WMMA (tensor cores, the target's own only; another one is a ValueError naming the uop): CUDA's m16n8k16 cores are
+inline PTX `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`, each pair of 16-bit fragment elements
+packed into one 32-bit register in fragment order (a0 in the low half of the first); AMD's 16x16x16 cores are
+`__builtin_amdgcn_wmma_f32_16x16x16_{f16,bf16}_w32` on the builtin's vector types (f16: _Float16 x 16, bf16: short x 16,
+their bits; float x 8). The fragment layouts of refgrad/target.py are the hardware's, so the same program gives the
+same matrix product. Real tensor cores do not round like the reference (semantics.wmma: one float32 rounding per
+add, in order of k): they add products with wider, non-IEEE adders, so WMMA results on real hardware are close to
+the reference but not bit-exact; every other op is.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import struct
-from dataclasses import dataclass
 
 from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
 from refgrad.renderer.cstyle import CStyleProgram
+from refgrad.target import AMD, CUDA, IDX_BLOCK_SIZE, TensorCore, launch_geometry
 from refgrad.uop.ops import Ops, UOp
-
-
-@dataclass(frozen=True)
-class GPULimits:
-  """Facts about one GPU target that a program must fit."""
-  max_threads_per_block: int              # work-items in one workgroup
-  max_block_dims: tuple[int, int, int]    # work-items per workgroup, per dimension
-  max_grid_dims: tuple[int, int, int]     # workgroups per launch, per dimension
-  shared_memory_per_block: int            # bytes of statically declared local memory per workgroup
-  warp_size: int                          # lanes that run in lockstep (warp / wavefront)
-  max_vector_bytes: int                   # widest native global load/store; wider vectors are still rendered (as several)
-
-# CUDA: compute capability 5.0-10.x; 48 KiB is the static __shared__ limit (more needs dynamic shared memory)
-CUDA_LIMITS = GPULimits(1024, (1024, 1024, 64), (2 ** 31 - 1, 65535, 65535), 48 * 1024, 32, 16)
-# AMD (HIP): 1024 work-items per workgroup, 64 KiB LDS per workgroup; wave64 on GCN/CDNA, wave32 on RDNA
-HIP_LIMITS = GPULimits(1024, (1024, 1024, 1024), (2 ** 31 - 1, 65535, 65535), 64 * 1024, 64, 16)
 
 _DIM = "xyz"
 
@@ -97,8 +93,7 @@ class _GPUProgram(CStyleProgram):
   def __init__(self, name: str, uops: list[UOp], renderer: GPURenderer):
     super().__init__(name, uops)
     self.ren = renderer
-    self.target = type(renderer).__name__
-    self.backend = f"the {self.target}"
+    self.dialect = type(renderer).__name__
 
   def name_ok(self, name: str) -> bool: return _ident_ok(name)
   def var_ok(self, name: str) -> bool: return _ident_ok(name)
@@ -124,7 +119,7 @@ class _GPUProgram(CStyleProgram):
 
   def launch(self) -> tuple[tuple[int, int, int], tuple[int, int, int], list[str]]:
     """Grid and block (checked against the limits), then the lines that define the launch indices and local memory."""
-    grid, block, specials = _launch_geometry(self.name, self.uops, self.ren)
+    grid, block, specials = launch_geometry(self.uops, self.ren.target, self.ren.idx_block_size)
     head = []
     for name, (_, size) in specials.items():
       kind, d = name[:-1], _DIM[int(name[-1])]
@@ -136,6 +131,21 @@ class _GPUProgram(CStyleProgram):
     for u in self.uops:
       if u.op is Ops.SPECIAL: self.r[u] = u.arg[0]
     return grid, block, [*head, *self.local_decls("__shared__ ")]
+
+  def wmma(self, i: int, u: UOp, tc: TensorCore) -> str:
+    # the launch check (`launch`, before the body) refused tensor cores the target lacks and partial warps
+    a, b, c = (self.r[s] for s in u.src)
+    return f"{self.decl(u, f'wmma{i}', self.ctype(u.dtype))} = {self.wmma_helper(i, tc)}({a}, {b}, {c});"
+
+  def wmma_helper(self, i: int, tc: TensorCore) -> str:
+    """The name of the device function `D = helper(a, b, c)` that runs the tensor core's instruction, made on first use."""
+    raise ValueError(f"uop {i} (WMMA {tc.name}): {self.dialect} has no tensor-core instruction for it")
+
+  def wmma_types(self, tc: TensorCore) -> tuple[str, str, str]:
+    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16) or tc.dtype_out != dtypes.float32:
+      raise ValueError(f"{self.name}: tensor core {tc.name} ({tc.dtype_in!r} -> {tc.dtype_out!r}) has no {self.dialect} instruction here")
+    fa, fb, fc = (self.ctype(d) for d in tc.frag_dtypes)
+    return fa, fb, fc
 
 
 class _CUDAProgram(_GPUProgram):
@@ -153,6 +163,31 @@ class _CUDAProgram(_GPUProgram):
   def funary(self, op: Ops, suf: str, a: str) -> str:
     return f"__{'d' if suf == '' else 'f'}{'rcp' if op is Ops.RECIP else 'sqrt'}_rn({a})"
 
+  def wmma_helper(self, i: int, tc: TensorCore) -> str:
+    name = f"rg_wmma_{tc.name}"
+    if name in self.generated: return name
+    fa, fb, fc = self.wmma_types(tc)
+    M, N, K = tc.dims
+    half = tc.dtype_in == dtypes.float16
+    ty = "f16" if half else "bf16"
+    def bits(x: str) -> str: return f"(unsigned int){'__half_as_ushort(' + x + ')' if half else x}"
+    def regs(x: str, n: int) -> list[str]: return [f"{bits(f'{x}.v[{j}]')} | ({bits(f'{x}.v[{j + 1}]')} << 16)" for j in range(0, n, 2)]
+    ra, rb = regs("a", tc.a.elems), regs("b", tc.b.elems)
+    nc = tc.c.elems
+    ops, k = [], 0
+    for n in (nc, len(ra), len(rb), nc): ops.append("{" + ", ".join(f"%{k + j}" for j in range(n)) + "}"); k += n
+    self.generated[name] = "\n".join([
+      f"/* WMMA {tc.name}: one mma.sync per warp; 16-bit fragment elements packed in pairs, the first in the low half */",
+      f"static __device__ __forceinline__ {fc} {name}({fa} a, {fb} b, {fc} c) {{",
+      f"  {fc} d;",
+      f'  asm volatile("mma.sync.aligned.m{M}n{N}k{K}.row.col.f32.{ty}.{ty}.f32 {", ".join(ops)};"',
+      f'    : {", ".join(f"{chr(34)}=f{chr(34)}(d.v[{j}])" for j in range(nc))}',
+      f'    : {", ".join(f"{chr(34)}r{chr(34)}({r})" for r in ra + rb)},',
+      f'      {", ".join(f"{chr(34)}f{chr(34)}(c.v[{j}])" for j in range(nc))});',
+      "  return d;",
+      "}"])
+    return name
+
 
 class _HIPProgram(_GPUProgram):
   # C's spelling of half conversions and literals, plain float operators (the pragma forbids contraction; division and
@@ -162,60 +197,33 @@ class _HIPProgram(_GPUProgram):
   memcpy = "__builtin_memcpy"
   subst = _subst("_Float16", "(float)", "(_Float16)", memcpy, "((a) + (b))", "((a) - (b))", "((a) * (b))")
 
-
-def _launch_geometry(name: str, uops: list[UOp], ren: GPURenderer) \
-    -> tuple[tuple[int, int, int], tuple[int, int, int], dict[str, tuple[int, int]]]:
-  """(grid, block, {special name: (uop position, size)}) of a program, checked against the renderer's limits."""
-  lim = ren.limits
-  specials: dict[str, tuple[int, int]] = {}
-  for i, u in enumerate(uops):
-    if u.op is not Ops.SPECIAL: continue
-    nm, size = u.arg
-    if nm in specials and specials[nm][1] != size: raise ValueError(f"uop {i}: SPECIAL {nm} has two sizes ({specials[nm][1]} and {size})")
-    specials.setdefault(nm, (i, size))
-  def where(nm: str) -> str: return f"uop {specials[nm][0]} (SPECIAL {nm}, size {specials[nm][1]})"
-  idxs = [n for n in specials if n.startswith("idx")]
-  grid, block = [1, 1, 1], [1, 1, 1]
-  if idxs:
-    if other := [n for n in specials if not n.startswith("idx")]:
-      raise ValueError(f"{where(idxs[0])}: an idxD launch has no workgroups, so it cannot be mixed with {other[0]}")
-    for i, u in enumerate(uops):
-      if u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER):
-        raise ValueError(f"uop {i} ({u.op.name}): local memory and barriers need a gidx/lidx launch, this program uses {idxs[0]}")
-    for nm in idxs:
-      d, size = int(nm[-1]), specials[nm][1]
-      block[d] = min(size, ren.idx_block_size) if d == 0 else 1
-      grid[d] = -(-size // block[d])
-  for nm, (_, size) in specials.items():
-    d = int(nm[-1])
-    if nm.startswith("gidx"): grid[d] = size
-    elif nm.startswith("lidx"):
-      block[d] = size
-      if size > lim.max_block_dims[d]:
-        raise ValueError(f"{where(nm)}: {size} work-items in dimension {_DIM[d]} exceed {ren.target}'s {lim.max_block_dims[d]}")
-  for d in range(3):
-    if grid[d] > lim.max_grid_dims[d]:
-      nm = next(n for n in specials if int(n[-1]) == d and not n.startswith("lidx"))
-      raise ValueError(f"{where(nm)}: {grid[d]} workgroups in dimension {_DIM[d]} exceed {ren.target}'s {lim.max_grid_dims[d]}")
-  if (threads := math.prod(block)) > lim.max_threads_per_block:
-    nm = max((n for n in specials if n.startswith("lidx")), key=lambda n: specials[n][0])
-    raise ValueError(f"{where(nm)}: {threads} work-items per workgroup ({'x'.join(map(str, block))}) exceed {ren.target}'s {lim.max_threads_per_block}")
-  shared = 0
-  for i, u in enumerate(uops):
-    if u.op is not Ops.DEFINE_LOCAL: continue
-    al = u.dtype.base.scalar().itemsize  # type: ignore[attr-defined]
-    shared = -(-shared // al) * al + u.dtype.size * u.dtype.base.itemsize  # type: ignore[attr-defined]
-    if shared > lim.shared_memory_per_block:
-      raise ValueError(f"uop {i} (DEFINE_LOCAL {u.arg}, {u.dtype!r}): local memory of the program reaches {shared} bytes, "
-                       f"over {ren.target}'s {lim.shared_memory_per_block} bytes per workgroup")
-  return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), specials
+  def wmma_helper(self, i: int, tc: TensorCore) -> str:
+    name = f"rg_wmma_{tc.name}"
+    if name in self.generated: return name
+    fa, fb, fc = self.wmma_types(tc)
+    M, N, K = tc.dims
+    half = tc.dtype_in == dtypes.float16
+    ea, eb, ec = tc.a.elems, tc.b.elems, tc.c.elems
+    el = "_Float16" if half else "short"   # the builtin takes bfloat16 as the bits in shorts
+    # fragment structs and the builtin's vectors hold the same elements in the same order: copy the bytes
+    self.generated[name] = "\n".join([
+      f"/* WMMA {tc.name}: one v_wmma per wave of {tc.threads} (gfx11) */",
+      f"static __device__ __forceinline__ {fc} {name}({fa} a, {fb} b, {fc} c) {{",
+      f"  typedef {el} va_t __attribute__((ext_vector_type({ea})));",
+      f"  typedef {el} vb_t __attribute__((ext_vector_type({eb})));",
+      f"  typedef float vc_t __attribute__((ext_vector_type({ec})));",
+      "  va_t va; vb_t vb; vc_t vc;",
+      "  __builtin_memcpy(&va, &a, sizeof(va)); __builtin_memcpy(&vb, &b, sizeof(vb)); __builtin_memcpy(&vc, &c, sizeof(vc));",
+      f"  vc_t vd = __builtin_amdgcn_wmma_f32_{M}x{N}x{K}_{'f16' if half else 'bf16'}_w{tc.threads}(va, vb, vc);",
+      f"  {fc} d; __builtin_memcpy(&d, &vd, sizeof(d));",
+      "  return d;",
+      "}"])
+    return name
 
 
 class GPURenderer(Renderer):
-  """Shared by CUDARenderer and HIPRenderer: limits as data, the launch geometry, the program class."""
-  target: str = ""
-  limits: GPULimits
-  idx_block_size: int = 256   # work-items per block along x for idxD launches (programs without workgroups)
+  """Shared by CUDARenderer and HIPRenderer: the target, the launch geometry, the program class."""
+  idx_block_size: int = IDX_BLOCK_SIZE   # work-items per block along x for idxD launches (programs without workgroups)
   _program: type[_GPUProgram]
 
   def __init__(self, native_transcendentals: bool | None = None):
@@ -225,7 +233,7 @@ class GPURenderer(Renderer):
     """(grid in workgroups, block in work-items) to launch the rendered kernel with; checked against the limits.
     The rendered text also runs correctly under any other launch whose block fits __launch_bounds__ and that covers
     each idxD size (e.g. ProgramSpec's: grid = the sizes, block = 1)."""
-    grid, block, _ = _launch_geometry("kernel", list(uops), self)
+    grid, block, _ = launch_geometry(list(uops), self.target, self.idx_block_size)
     return grid, block
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -235,22 +243,25 @@ class GPURenderer(Renderer):
 
 class CUDARenderer(GPURenderer):
   """Linear program -> CUDA C (compiles with `nvcc --ptx -arch=sm_XX` or NVRTC; see the module docstring)."""
-  device, target, limits, _program = "NV", "CUDA", CUDA_LIMITS, _CUDAProgram
+  device, target, _program = "NV", CUDA, _CUDAProgram
 
   def __init__(self, arch: str = "sm_80", native_transcendentals: bool | None = None):
     super().__init__(native_transcendentals)
-    if not re.fullmatch(r"sm_\d+[af]?", arch): raise ValueError(f"CUDA arch {arch!r} is not of the form sm_XX")
+    if not (m := re.fullmatch(r"sm_(\d+)[af]?", arch)): raise ValueError(f"CUDA arch {arch!r} is not of the form sm_XX")
     self.arch = arch
+    # mma.sync m16n8k16 (f16 and bf16) needs sm_80: an older arch has no tensor cores for this renderer
+    if int(m.group(1)) < 80: self.target = dataclasses.replace(CUDA, tensor_cores=())
 
 
 class HIPRenderer(GPURenderer):
   """Linear program -> HIP C (hipcc/hiprtc with `-ffp-contract=off`; see the module docstring)."""
-  device, target, _program = "AMD", "HIP", _HIPProgram
+  device, target, _program = "AMD", AMD, _HIPProgram
 
-  def __init__(self, arch: str = "gfx942", native_transcendentals: bool | None = None):
+  def __init__(self, arch: str = "gfx1100", native_transcendentals: bool | None = None):
     super().__init__(native_transcendentals)
     if not re.fullmatch(r"gfx[0-9a-f]+", arch): raise ValueError(f"AMD arch {arch!r} is not of the form gfxNNN")
     self.arch = arch
-    # RDNA (gfx10xx and later: four digits) runs HIP compute as wave32 by default, GCN/CDNA (gfx9xx and older) as wave64
-    wave = 32 if len(arch) >= 7 else 64
-    self.limits = HIP_LIMITS if wave == 64 else GPULimits(**{**HIP_LIMITS.__dict__, "warp_size": 32})
+    # RDNA (gfx10xx and later: four digits) runs HIP compute as wave32 by default, GCN/CDNA (gfx9xx and older) as wave64;
+    # the wave32 16x16x16 WMMA builtins are RDNA3's (gfx11xx)
+    if len(arch) < 7: self.target = dataclasses.replace(AMD, warp_size=64, tensor_cores=())
+    elif not arch.startswith("gfx11"): self.target = dataclasses.replace(AMD, tensor_cores=())

@@ -25,6 +25,7 @@ from typing import Any
 
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.renderer import Renderer
+from refgrad.target import check_limits, emulated
 from refgrad.uop.ops import Ops, UOp
 
 FORMAT = "refgrad.linear/1"
@@ -151,4 +152,7 @@ def _no_constant(c: str) -> Any: raise SerializeError(f"bare {c} is not allowed;
 class PythonRenderer(Renderer):
   """Renders a linear program as the JSON the PYTHON device (and the mock GPUs) execute."""
   device = "PYTHON"
-  def render(self, name: str, uops: list[UOp]) -> str: return serialize(name, uops)
+  def render(self, name: str, uops: list[UOp]) -> str:
+    # emulating a GPU (EMULATE=CUDA/AMD): refuse what that GPU could not run, as its renderer would
+    if (t := emulated()) is not None: check_limits(list(uops), t)
+    return serialize(name, uops)

@@ -17,6 +17,7 @@ from refgrad.renderer.cstyle import CRenderer
 from refgrad.runtime.ops_cpu import ClangCompiler, CPUProgram, make_device
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
+from refgrad.uop.spec import SpecError
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 i32 = dtypes.int32
@@ -508,12 +509,11 @@ def test_unsupported_and_bad_programs_fail_clearly():
   g0 = UOp.define_global(0, i32)
   st = g0.store(idx, idx)
   assert "/* barrier" in CRenderer().render("k", [*lin(st), UOp(Ops.BARRIER, dtypes.void, (st,))])   # barriers: test_cpu_barriers.py
-  with pytest.raises(NotImplementedError, match="WMMA"): CRenderer().render("k", [*lin(st), UOp(Ops.WMMA, dtypes.float32, (), None)])
+  with pytest.raises(SpecError, match=r"WMMA dtypes.float, arg=None\): takes 3 sources, got 0"): CRenderer().render("k", [*lin(st), UOp(Ops.WMMA, dtypes.float32, (), None)])
   for bad in ("1bad", "sinf", "data0", "int"):
     with pytest.raises(ValueError, match=f"kernel name '{bad}'"): CRenderer().render(bad, lin(st))
   v = UOp.variable("data0", 0, 4)
   with pytest.raises(ValueError, match="variable name 'data0'"): CRenderer().render("k", lin(g0.store(idx, idx + v)))
-  from refgrad.uop.spec import SpecError
   with pytest.raises(SpecError, match="not defined before"): CRenderer().render("k", [st, *lin(st)[:-1]])
 
 def test_compile_cache_hits_on_second_compile(tmp_path, monkeypatch):

@@ -264,6 +264,39 @@ def test_barrier_in_a_non_uniform_if_is_refused_by_both():
   with pytest.raises(ValueError, match=r"inside a RANGE whose end is not provably uniform: uop \d+ \(LOAD\)"):
     CRenderer().render("loaded_range", seq(out, a, tmp, l, r, st2 := tmp.store(l, r), barrier(st2), end(r), out.store(l, l)))
 
+@pytest.mark.parametrize("vec", [False, True], ids=["scalar", "float4"])
+def test_loads_carrying_their_barrier(vec: bool):
+  """LOADs of local memory with the BARRIER they follow as a last source (ordering only), gated and not: the same bits on
+  CPU and PYTHON, and the same C text as without that source (the program order already puts the load after the barrier)."""
+  G, L = 3, 8
+  dt = F.vec(4) if vec else F
+  n = 4 if vec else 1
+  rng = np.random.default_rng(7)
+  a_in = f32(rng, G * L * n)
+  a, out, out2 = UOp.define_global(0, F), UOp.define_global(1, F), UOp.define_global(2, F)
+  g, l = UOp.special("gidx0", G), UOp.special("lidx0", L)
+  tmp = local(F, L * n)
+  gi = g * L + l
+  x = a.load(gi * n, dtype=dt) * 2.0           # loaded before the barrier, used after it: kept per work-item
+  st = tmp.store(l * n, a.load(gi * n, dtype=dt))
+  bar = barrier(st)
+  nxt, gate, alt = ((l + 3) % L) * n, (l % 3).ne(0), UOp.const(dt, -1.0) if vec else UOp.const(F, -1.0)
+  def loads(b: tuple[UOp, ...]) -> list[UOp]:
+    ld = UOp(Ops.LOAD, dt, (tmp, nxt, *b))
+    gl = UOp(Ops.LOAD, dt, (tmp, nxt, gate, alt, *b))
+    return seq(a, out, out2, tmp, g, l, x, st, bar, out.store(gi * n, ld + x), out2.store(gi * n, gl))
+  uops, plain = loads((bar,)), loads(())
+  assert [len(u.src) for u in uops if u.op is Ops.LOAD and u.src[0] is tmp] == [3, 5]
+  assert [u.op for u in uops] == [u.op for u in plain], "the same positions with and without the ordering source"
+  src = CRenderer().render("barrier_loads", uops)
+  assert src == CRenderer().render("barrier_loads", plain)
+  assert src.count("for (int lidx0 = 0;") == 2 and f"[{L}];" in src, "two phases, x kept across the barrier"
+  res = both("barrier_loads", uops, [(a_in, F), (np.zeros(G * L * n, np.float32), F), (np.zeros(G * L * n, np.float32), F)])
+  ai = a_in.reshape(G, L, n)
+  rot = ai[:, [(i + 3) % L for i in range(L)]]
+  assert np.array_equal(res[1].reshape(G, L, n), rot + ai * np.float32(2))
+  assert np.array_equal(res[2].reshape(G, L, n), np.where((np.arange(L) % 3 != 0)[None, :, None], rot, np.float32(-1)))
+
 def test_programs_without_barriers_render_as_before():
   g, l = UOp.special("gidx0", 3), UOp.special("lidx0", 4)
   a, out = UOp.define_global(0, F), UOp.define_global(1, F)

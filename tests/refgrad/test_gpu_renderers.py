@@ -19,7 +19,8 @@ import pytest
 
 from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
-from refgrad.renderer.gpu import CUDA_LIMITS, HIP_LIMITS, CUDARenderer, GPURenderer, HIPRenderer
+from refgrad.renderer.gpu import CUDARenderer, GPURenderer, HIPRenderer
+from refgrad.target import AMD, CPU, CUDA
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import SpecError
@@ -252,16 +253,21 @@ def test_every_program_renders_one_kernel(ren: GPURenderer, name: str):
 def test_every_non_transcendental_alu_op_is_covered():
   assert set().union(*(ops_for(d) for d in dtypes.all)) == GroupOp.ALU - GroupOp.Transcendental
 
-def test_renderer_interface_and_limits_as_data():
+def test_renderer_interface_and_targets():
   for r, dev in ((CUDARenderer(), "NV"), (HIPRenderer(), "AMD")):
     assert isinstance(r, Renderer) and r.device == dev and r.native_transcendentals is False
   assert CUDARenderer(native_transcendentals=True).native_transcendentals is True
-  c = CUDARenderer().limits
+  assert Renderer.target is CPU and not hasattr(CUDARenderer(), "limits")
+  c = CUDARenderer().target
   assert (c.max_threads_per_block, c.max_block_dims, c.max_grid_dims, c.shared_memory_per_block, c.warp_size) == \
-    (1024, (1024, 1024, 64), (2 ** 31 - 1, 65535, 65535), 48 * 1024, 32) and c is CUDA_LIMITS
-  h = HIPRenderer().limits
-  assert (h.max_threads_per_block, h.shared_memory_per_block, h.warp_size) == (1024, 64 * 1024, 64) and h is HIP_LIMITS
-  assert HIPRenderer("gfx1100").limits.warp_size == 32 and HIPRenderer("gfx90a").limits.warp_size == 64
+    (1024, (1024, 1024, 64), (2 ** 31 - 1, 65535, 65535), 48 * 1024, 32) and c is CUDA and c.name == "CUDA"
+  h = HIPRenderer().target
+  assert (h.max_threads_per_block, h.shared_memory_per_block, h.warp_size) == (1024, 64 * 1024, 32) and h is AMD and HIPRenderer().arch == "gfx1100"
+  # wave64 (GCN/CDNA): AMD's limits with warps of 64 and no tensor cores; RDNA without WMMA (gfx10) and CUDA before sm_80 have none either
+  w64 = HIPRenderer("gfx90a").target
+  assert w64.warp_size == 64 and w64.tensor_cores == () and w64.shared_memory_per_block == AMD.shared_memory_per_block and w64.name == "AMD"
+  assert HIPRenderer("gfx1100").target is AMD and HIPRenderer("gfx1030").target.tensor_cores == () and HIPRenderer("gfx1030").target.warp_size == 32
+  assert CUDARenderer("sm_75").target.tensor_cores == () and CUDARenderer("sm_90").target is CUDA
   with pytest.raises(ValueError, match="sm_XX"): CUDARenderer("compute_80x")
   with pytest.raises(ValueError, match="gfxNNN"): HIPRenderer("sm_80")
 
@@ -441,7 +447,7 @@ def test_locals_are_shared_arrays_and_barriers_sync_threads(ren: GPURenderer):
 
 @pytest.mark.parametrize("ren", RENDERERS, ids=RIDS)
 def test_local_size_limits_name_the_uop(ren: GPURenderer):
-  with pytest.raises(ValueError, match=rf"uop \d+ \(SPECIAL lidx0, size 2048\): 2048 work-items in dimension x exceed {ren.target}'s 1024"):
+  with pytest.raises(ValueError, match=rf"uop \d+ \(SPECIAL lidx0, size 2048\): 2048 work-items in dimension x exceed {ren.target.name}'s 1024"):
     ren.render("k", specials_program(ls=(2048, 1, 1)))
   with pytest.raises(ValueError, match=r"\(SPECIAL lidx\d, size \d+\): 2048 work-items per workgroup \(64x32x1\) exceed .*1024"):
     ren.render("k", specials_program(ls=(64, 32, 1)))
@@ -454,7 +460,7 @@ def test_local_size_limits_name_the_uop(ren: GPURenderer):
     ren.render("k", specials_program(gs=(1, 65536, 1)))
 
 def test_shared_memory_limits_name_the_uop():
-  cuda_max, hip_max = CUDA_LIMITS.shared_memory_per_block, HIP_LIMITS.shared_memory_per_block
+  cuda_max, hip_max = CUDA.shared_memory_per_block, AMD.shared_memory_per_block
   ok = locals_program(L=64, extra_local=cuda_max - 64 * 4)   # exactly 48 KiB
   CUDARenderer().render("k", ok)
   over = locals_program(L=64, extra_local=cuda_max - 64 * 4 + 1)
@@ -462,7 +468,7 @@ def test_shared_memory_limits_name_the_uop():
                                        rf"{cuda_max + 4} bytes, over CUDA's {cuda_max} bytes per workgroup"):
     CUDARenderer().render("k", over)
   assert "__shared__ unsigned char" in HIPRenderer().render("k", over)
-  with pytest.raises(ValueError, match=rf"DEFINE_LOCAL temp1.*over HIP's {hip_max} bytes"):
+  with pytest.raises(ValueError, match=rf"DEFINE_LOCAL temp1.*over AMD's {hip_max} bytes"):
     HIPRenderer().render("k", locals_program(L=64, extra_local=hip_max + 1))
 
 @pytest.mark.parametrize("ren", RENDERERS, ids=RIDS)
@@ -470,7 +476,7 @@ def test_bad_programs_fail_clearly(ren: GPURenderer):
   idx = UOp.special("idx0", 4)
   g0 = UOp.define_global(0, i32)
   st = g0.store(idx, idx)
-  with pytest.raises(NotImplementedError, match="WMMA"): ren.render("k", [*lin(st), UOp(Ops.WMMA, F, (), None)])
+  with pytest.raises(SpecError, match="WMMA"): ren.render("k", [*lin(st), UOp(Ops.WMMA, F, (), None)])
   for bad in ("1bad", "sinf", "data0", "int", "class", "threadIdx", "rg_x", "__x", "float4", "uint3", "dim3", "max"):
     with pytest.raises(ValueError, match=f"kernel name '{bad}'"): ren.render(bad, lin(st))
   with pytest.raises(ValueError, match="variable name 'data0'"): ren.render("k", lin(g0.store(idx, idx + UOp.variable("data0", 0, 4))))

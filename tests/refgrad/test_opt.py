@@ -1,8 +1,11 @@
-"""Opts on kernels from real tensor programs: each valid Opt alone and random valid Opt lists give
-integer results identical to the unoptimized kernel and float results within a tolerance, and CPU equals
-PYTHON bit for bit on every optimized program. Plus each Opt's validity rules and messages."""
+"""Opts on kernels from real tensor programs, optimized for each target (CPU, and the CUDA and AMD GPUs: work-groups,
+GROUP reductions through local memory, tensor cores): each valid Opt alone and random valid Opt lists give integer
+results identical to the unoptimized kernel and float results within a tolerance, and CPU (C) equals PYTHON (the SIMT
+executor) bit for bit on every optimized program. Tensor-core kernels are bit-exact with the plain kernel. Plus each
+Opt's validity rules and messages, and broken GPU programs that the PYTHON device reports."""
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -14,11 +17,14 @@ from refgrad.kernel import Kernel
 from refgrad.lazy import buffer_of
 from refgrad.opt import InvalidOptError, Opt, OptOps, apply_opt, apply_opts, valid_opts
 from refgrad.program import Runner
+from refgrad.runtime.simt import OutOfBoundsError, UndefinedBehaviourError
+from refgrad.target import AMD, CPU, CUDA, Target
 from refgrad.uop import semantics
-from refgrad.uop.ops import Ops
+from refgrad.uop.ops import Ops, UOp
 
-# float tolerance across Opts: UNROLL and PADTO may reorder a float reduction (ARCHITECTURE.md allows it);
-# results must agree within rtol 1e-5 of the largest magnitude in the output (inputs are O(1), sums <= 64 terms)
+# float tolerance across Opts: UNROLL, GROUP/GROUPTOP and PADTO may reorder a float reduction (ARCHITECTURE.md allows
+# it); results must agree within rtol 1e-5 of the largest magnitude in the output (inputs are O(1), sums <= 256 terms).
+# TC keeps the order of k, so tensor-core kernels must match the unoptimized kernel bit for bit.
 RTOL = 1e-5
 
 
@@ -26,8 +32,11 @@ def _programs() -> dict[str, Tensor]:
   rng = np.random.default_rng(0)
   f = lambda *s: Tensor(rng.standard_normal(s).astype(np.float32), device="CPU")
   i = lambda *s: Tensor(rng.integers(-50, 50, s).astype(np.int32), device="CPU")
+  h = lambda *s: Tensor(rng.standard_normal(s).astype(np.float16), device="CPU")
   x = f(4, 12)
   return {
+    "half_matmul": h(32, 32).matmul(h(32, 16), dtype=dtypes.float32),   # tensor cores: CUDA m16n8k16, AMD 16x16x16
+    "long_sum": f(3, 256).sum(1),                                         # GROUP/GROUPTOP have room
     "matmul": f(12, 10) @ f(10, 6),
     "int_matmul": i(6, 8) @ i(8, 5),
     "sum_axis": f(6, 7, 5).sum(1),
@@ -61,22 +70,31 @@ def _check(it: schedule.ScheduleItem, k: Kernel, ref: np.ndarray) -> None:
   else: np.testing.assert_array_equal(cpu, ref, err_msg=str(k.applied))
 
 
-def test_every_single_valid_opt(kernels):
-  n = 0
+TARGETS = [CPU, CUDA, AMD]
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_every_single_valid_opt(kernels, target: Target):
+  n, used = 0, set()
   for name, it in kernels:
-    k = Kernel(it.ast, "k")
-    ref = _run(it, k, "CPU")
+    k = Kernel(it.ast, "k", target)
+    ref = _run(it, Kernel(it.ast, "k"), "CPU")
     opts = valid_opts(k)
     assert opts, name
     for o in opts:
-      _check(it, apply_opt(k, o), ref)
+      _check(it, ko := apply_opt(k, o), ref)
+      if o.op is OptOps.TC:
+        assert semantics.same_bits(_run(it, ko, "CPU"), ref, dtypes.float32).all(), f"{name}: {o} is not bit-exact"
+      used.add(o.op)
       n += 1
   assert n > 100
+  gpu = {OptOps.TC, OptOps.GROUP, OptOps.GROUPTOP, OptOps.LOCAL}
+  assert used >= (gpu if target.gpu else gpu - {OptOps.TC}), f"{target.name}: {used}"
 
-def test_random_valid_opt_lists(kernels):
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_random_valid_opt_lists(kernels, target: Target):
   rnd = random.Random(1234)
   for name, it in kernels:
-    k0 = Kernel(it.ast, "k")
+    k0 = Kernel(it.ast, "k", target)
     ref = _run(it, k0, "CPU")
     for _ in range(4):
       k = k0
@@ -139,3 +157,81 @@ def test_padto_refuses_undefined_ops_on_padded_lanes():
   a = Tensor(np.arange(1, 7, dtype=np.int32), device="CPU")
   k = _kernel(a._alu(Ops.IDIV, a))
   with pytest.raises(InvalidOptError, match="can be undefined"): apply_opt(k, Opt(OptOps.PADTO, 0, 4))
+
+
+# ---- GPU targets: what TC, GROUP and LOCAL refuse, and broken GPU programs the PYTHON device reports -------------
+
+def _gpu_kernel(target: Target, shape: tuple[int, int, int] = (32, 32, 16), dt=dtypes.float16) -> Kernel:
+  M, K, N = shape
+  a, b = Tensor.empty(M, K, dtype=dt, device="CPU"), Tensor.empty(K, N, dtype=dt, device="CPU")
+  items, _ = schedule.create_schedule([a.matmul(b, dtype=dtypes.float32).uop], "CPU")
+  return Kernel(items[-1].ast, "k", target)
+
+T0, NL = Opt(OptOps.TC, 0, 0), Opt(OptOps.NOLOCALS)
+
+@pytest.mark.parametrize("target", [CUDA, AMD], ids=lambda t: t.name)
+@pytest.mark.parametrize("opts,why", [
+  ([Opt(OptOps.UPCAST, 0, 2), T0], "TC must be the first Opt"),
+  ([NL, T0], "TC must be the first Opt"),
+  ([Opt(OptOps.TC, 0, 2)], r"arg must be 0..1: a tensor core of (CUDA|AMD)"),
+  ([Opt(OptOps.TC, 9, 0)], r"axis must be 0..\d among the \(M, N, K\) axis choices"),
+  ([Opt(OptOps.TC, 0, 1)], r"takes products of dtypes.bfloat16 values cast to dtypes.float"),
+  ([T0, Opt(OptOps.UNROLL, 0, 2)], "the reduction runs on tensor cores: its axes can be neither unrolled nor grouped"),
+  ([T0, Opt(OptOps.GROUPTOP, 0, 2)], "the reduction runs on tensor cores"),
+  ([NL, Opt(OptOps.GROUP, 0, 2)], "NOLOCALS forbids local axes"),
+])
+def test_invalid_gpu_opts_say_why(target: Target, opts: list[Opt], why: str):
+  *pre, last = opts
+  k = apply_opts(_gpu_kernel(target), pre)
+  with pytest.raises(InvalidOptError, match=why) as e: apply_opt(k, last)
+  assert repr(last) in str(e.value)
+
+def test_tensor_core_shapes_and_inputs_must_fit():
+  with pytest.raises(InvalidOptError, match="M axis of size 24 is not a multiple of CUDA_m16n8k16_half_float's M = 16"):
+    apply_opt(_gpu_kernel(CUDA, (24, 32, 16)), T0)
+  with pytest.raises(InvalidOptError, match="N axis of size 8 is not a multiple of AMD_16x16x16_half_float's N = 16"):
+    apply_opt(_gpu_kernel(AMD, (32, 32, 8)), T0)
+  assert not [o for o in valid_opts(_gpu_kernel(CUDA, dt=dtypes.float32)) if o.op is OptOps.TC]
+  with pytest.raises(InvalidOptError, match="not a single ADD reduction of products of two casts"): apply_opt(_gpu_kernel(CUDA, dt=dtypes.float32), T0)
+  with pytest.raises(InvalidOptError, match="target CPU has no tensor cores"): apply_opt(_gpu_kernel(CPU), T0)
+
+def test_local_limits_are_the_targets():
+  k = _kernel(Tensor.ones(4096) + 1)
+  for tgt, ok, bad in ((CPU, 256, 512), (CUDA, 1024, 2048), (AMD, 1024, 2048)):
+    kt = Kernel(k.ast, "k", tgt)
+    assert apply_opt(kt, Opt(OptOps.LOCAL, 0, ok)).local_size == ok
+    with pytest.raises(InvalidOptError, match=f"workgroup would have {bad} > {ok} work-items"): apply_opt(kt, Opt(OptOps.LOCAL, 0, bad))
+  tiny = dataclasses.replace(CUDA, shared_memory_per_block=64)   # 16 float partials fit, 32 do not
+  long = Kernel(_kernel(Tensor.ones(4, 256).sum(1)).ast, "k", tiny)
+  apply_opt(long, Opt(OptOps.GROUP, 0, 16))
+  with pytest.raises(InvalidOptError, match="the partials of the grouped reductions would need 128 bytes of local memory > 64"):
+    apply_opt(long, Opt(OptOps.GROUPTOP, 0, 32))
+
+def _group_sink(barrier: bool = True, local_scale: int = 1):
+  """A GROUPTOP-16 sum over 256 (CUDA), lowered; optionally with its BARRIER taken out, or its local memory shrunk."""
+  k = apply_opt(Kernel(_kernel(Tensor.empty(4, 256).sum(1)).ast, "k", CUDA), Opt(OptOps.GROUPTOP, 0, 16))
+  sink = k.lower()
+  sub, keep = {}, []
+  for u in sink.toposort:
+    if u.op is Ops.BARRIER and not barrier: keep += list(u.src)   # the stores of the partials, now reached from the sink
+    if u.op is Ops.LOAD and not barrier and u.src[-1].op is Ops.BARRIER: sub[u] = u.replace(src=u.src[:-1])
+    if u.op is Ops.DEFINE_LOCAL and local_scale != 1: sub[u] = u.replace(dtype=u.dtype.base.ptr(u.dtype.size // local_scale, local=True))
+  return UOp.sink(*sink.src, *keep).substitute(sub) if sub else sink
+
+def _run_sum(sink) -> np.ndarray:
+  out, x = Buffer("PYTHON", 4, dtypes.float32), Buffer("PYTHON", 1024, dtypes.float32)
+  x.copyin(np.arange(1024, dtype=np.float32) % 7)
+  Runner.from_sink("k", sink, "PYTHON")(out, x)
+  return out.numpy()
+
+def test_broken_group_programs_are_reported_by_the_python_device():
+  """The grouped reduction is right as lowered; without its barrier the reads of the partials race with their writes;
+  with half the local memory its partials are stored out of bounds. Both name the uop and the thread."""
+  sink = _group_sink()
+  assert any(u.op is Ops.BARRIER for u in sink.toposort) and any(u.op is Ops.DEFINE_LOCAL for u in sink.toposort)
+  assert np.array_equal(_run_sum(sink), (np.arange(1024, dtype=np.float32) % 7).reshape(4, 256).sum(1))
+  with pytest.raises(UndefinedBehaviourError, match=r"local memory race in kernel k at uop \d+ \((LOAD|STORE).*thread gidx=\(\d, 0, 0\) lidx="):
+    _run_sum(_group_sink(barrier=False))
+  with pytest.raises(OutOfBoundsError, match=r"out-of-bounds STORE in kernel k at uop \d+ \(STORE.*thread gidx=\(0, 0, 0\) lidx=\(8, 0, 0\) "
+                                             r"accesses index 8 of local temp0 with 8 elements"):
+    _run_sum(_group_sink(local_scale=2))
