@@ -139,13 +139,18 @@ class _GPUProgram(CStyleProgram):
 
   def wmma_helper(self, i: int, tc: TensorCore) -> str:
     """The name of the device function `D = helper(a, b, c)` that runs the tensor core's instruction, made on first use."""
-    raise ValueError(f"uop {i} (WMMA {tc.name}): {self.dialect} has no tensor-core instruction for it")
-
-  def wmma_types(self, tc: TensorCore) -> tuple[str, str, str]:
+    name = f"rg_wmma_{tc.name}"
+    if name in self.generated: return name
     if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16) or tc.dtype_out != dtypes.float32:
-      raise ValueError(f"{self.name}: tensor core {tc.name} ({tc.dtype_in!r} -> {tc.dtype_out!r}) has no {self.dialect} instruction here")
+      raise ValueError(f"uop {i} (WMMA {tc.name}): {tc.dtype_in!r} -> {tc.dtype_out!r} has no {self.dialect} instruction here")
     fa, fb, fc = (self.ctype(d) for d in tc.frag_dtypes)
-    return fa, fb, fc
+    self.generated[name] = "\n".join([f"static __device__ __forceinline__ {fc} {name}({fa} a, {fb} b, {fc} c) {{",
+                                       f"  {fc} d;", *self.wmma_body(i, tc), "  return d;", "}"])
+    return name
+
+  def wmma_body(self, i: int, tc: TensorCore) -> list[str]:
+    """The lines that set `d` from the fragments `a`, `b`, `c` with the tensor core's instruction."""
+    raise ValueError(f"uop {i} (WMMA {tc.name}): {self.dialect} has no tensor-core instruction for it")
 
 
 class _CUDAProgram(_GPUProgram):
@@ -163,10 +168,8 @@ class _CUDAProgram(_GPUProgram):
   def funary(self, op: Ops, suf: str, a: str) -> str:
     return f"__{'d' if suf == '' else 'f'}{'rcp' if op is Ops.RECIP else 'sqrt'}_rn({a})"
 
-  def wmma_helper(self, i: int, tc: TensorCore) -> str:
-    name = f"rg_wmma_{tc.name}"
-    if name in self.generated: return name
-    fa, fb, fc = self.wmma_types(tc)
+  def wmma_body(self, i: int, tc: TensorCore) -> list[str]:
+    # one mma.sync per warp; 16-bit fragment elements packed in pairs into 32-bit registers, the first in the low half
     M, N, K = tc.dims
     half = tc.dtype_in == dtypes.float16
     ty = "f16" if half else "bf16"
@@ -176,17 +179,11 @@ class _CUDAProgram(_GPUProgram):
     nc = tc.c.elems
     ops, k = [], 0
     for n in (nc, len(ra), len(rb), nc): ops.append("{" + ", ".join(f"%{k + j}" for j in range(n)) + "}"); k += n
-    self.generated[name] = "\n".join([
-      f"/* WMMA {tc.name}: one mma.sync per warp; 16-bit fragment elements packed in pairs, the first in the low half */",
-      f"static __device__ __forceinline__ {fc} {name}({fa} a, {fb} b, {fc} c) {{",
-      f"  {fc} d;",
-      f'  asm volatile("mma.sync.aligned.m{M}n{N}k{K}.row.col.f32.{ty}.{ty}.f32 {", ".join(ops)};"',
-      f'    : {", ".join(f"{chr(34)}=f{chr(34)}(d.v[{j}])" for j in range(nc))}',
-      f'    : {", ".join(f"{chr(34)}r{chr(34)}({r})" for r in ra + rb)},',
-      f'      {", ".join(f"{chr(34)}f{chr(34)}(c.v[{j}])" for j in range(nc))});',
-      "  return d;",
-      "}"])
-    return name
+    q = '"'
+    return [f'  asm volatile("mma.sync.aligned.m{M}n{N}k{K}.row.col.f32.{ty}.{ty}.f32 {", ".join(ops)};"',
+            f'    : {", ".join(f"{q}=f{q}(d.v[{j}])" for j in range(nc))}',
+            f'    : {", ".join(f"{q}r{q}({r})" for r in ra + rb)},',
+            f'      {", ".join(f"{q}f{q}(c.v[{j}])" for j in range(nc))});']
 
 
 class _HIPProgram(_GPUProgram):
@@ -197,28 +194,19 @@ class _HIPProgram(_GPUProgram):
   memcpy = "__builtin_memcpy"
   subst = _subst("_Float16", "(float)", "(_Float16)", memcpy, "((a) + (b))", "((a) - (b))", "((a) * (b))")
 
-  def wmma_helper(self, i: int, tc: TensorCore) -> str:
-    name = f"rg_wmma_{tc.name}"
-    if name in self.generated: return name
-    fa, fb, fc = self.wmma_types(tc)
+  def wmma_body(self, i: int, tc: TensorCore) -> list[str]:
+    # one v_wmma per wave (gfx11); the fragment structs and the builtin's vectors hold the same elements in the same
+    # order, so the bytes are copied
     M, N, K = tc.dims
     half = tc.dtype_in == dtypes.float16
-    ea, eb, ec = tc.a.elems, tc.b.elems, tc.c.elems
     el = "_Float16" if half else "short"   # the builtin takes bfloat16 as the bits in shorts
-    # fragment structs and the builtin's vectors hold the same elements in the same order: copy the bytes
-    self.generated[name] = "\n".join([
-      f"/* WMMA {tc.name}: one v_wmma per wave of {tc.threads} (gfx11) */",
-      f"static __device__ __forceinline__ {fc} {name}({fa} a, {fb} b, {fc} c) {{",
-      f"  typedef {el} va_t __attribute__((ext_vector_type({ea})));",
-      f"  typedef {el} vb_t __attribute__((ext_vector_type({eb})));",
-      f"  typedef float vc_t __attribute__((ext_vector_type({ec})));",
-      "  va_t va; vb_t vb; vc_t vc;",
-      "  __builtin_memcpy(&va, &a, sizeof(va)); __builtin_memcpy(&vb, &b, sizeof(vb)); __builtin_memcpy(&vc, &c, sizeof(vc));",
-      f"  vc_t vd = __builtin_amdgcn_wmma_f32_{M}x{N}x{K}_{'f16' if half else 'bf16'}_w{tc.threads}(va, vb, vc);",
-      f"  {fc} d; __builtin_memcpy(&d, &vd, sizeof(d));",
-      "  return d;",
-      "}"])
-    return name
+    return [f"  typedef {el} va_t __attribute__((ext_vector_type({tc.a.elems})));",
+            f"  typedef {el} vb_t __attribute__((ext_vector_type({tc.b.elems})));",
+            f"  typedef float vc_t __attribute__((ext_vector_type({tc.c.elems})));",
+            "  va_t va; vb_t vb; vc_t vc;",
+            "  __builtin_memcpy(&va, &a, sizeof(va)); __builtin_memcpy(&vb, &b, sizeof(vb)); __builtin_memcpy(&vc, &c, sizeof(vc));",
+            f"  vc_t vd = __builtin_amdgcn_wmma_f32_{M}x{N}x{K}_{'f16' if half else 'bf16'}_w{tc.threads}(va, vb, vc);",
+            "  __builtin_memcpy(&d, &vd, sizeof(d));"]
 
 
 class GPURenderer(Renderer):

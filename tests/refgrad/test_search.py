@@ -265,28 +265,20 @@ def test_corrupt_cache_file_is_rewritten(programs, monkeypatch, capsys, content)
   assert runs[0] > 0 and "corrupt" in capsys.readouterr().out
   assert json.loads(path.read_text())["opts"] == [[o.op.name, o.axis, o.arg] for o in k.applied]
 
-def test_stale_cache_entry_searches_again(programs, monkeypatch):
+@pytest.mark.parametrize("case", ["stale", "ignored"])
+def test_stale_or_ignored_cache_entry_searches_again(programs, monkeypatch, case: str):
+  """An entry whose Opts no longer apply (no output axis 7) is searched again, and so is any entry under
+  IGNORE_BEAM_CACHE=1; the new result is written either way."""
   _limit_opts(monkeypatch, 3)
   k0 = Kernel(programs["sum_axis"].ast, "k")
   path = search.cache_path(k0, "PYTHON", 2)
   path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(json.dumps({"format": search.CACHE_FORMAT, "opts": [["UPCAST", 7, 2]]}))   # no output axis 7
+  path.write_text(json.dumps({"format": search.CACHE_FORMAT, "opts": [["UPCAST", 7, 2]] if case == "stale" else []}))
+  if case == "ignored": monkeypatch.setenv("IGNORE_BEAM_CACHE", "1")
   runs = _count(monkeypatch, "_run_candidate")
   k = search.cached_beam(k0, "PYTHON", 2)
   assert runs[0] > 0 and Opt(OptOps.UPCAST, 7, 2) not in k.applied
   assert json.loads(path.read_text())["opts"] == [[o.op.name, o.axis, o.arg] for o in k.applied]
-
-def test_ignore_beam_cache_skips_reading(programs, monkeypatch):
-  _limit_opts(monkeypatch, 3)
-  k0 = Kernel(programs["sum_axis"].ast, "k")
-  path = search.cache_path(k0, "PYTHON", 2)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(json.dumps({"format": search.CACHE_FORMAT, "opts": []}))
-  monkeypatch.setenv("IGNORE_BEAM_CACHE", "1")
-  runs = _count(monkeypatch, "_run_candidate")
-  k = search.cached_beam(k0, "PYTHON", 2)
-  assert runs[0] > 0
-  assert json.loads(path.read_text())["opts"] == [[o.op.name, o.axis, o.arg] for o in k.applied]   # still written
 
 
 def test_cached_opts_continue_from_applied_opts(programs, monkeypatch):
