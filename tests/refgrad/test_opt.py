@@ -45,6 +45,10 @@ def _programs() -> dict[str, Tensor]:
     "conv2d": f(1, 2, 7, 7).conv2d(f(3, 2, 3, 3), padding=1),
     "elementwise_pad": (f(5, 6).permute(1, 0) * 2 + 1).pad(((1, 2), (0, 3))),
     "int_mixed": (i(8, 6) * 3 + i(8, 6)).sum(1) * 7,
+    "int_div": (i(8, 12) // 7 + i(8, 12) % 5).sum(0),          # IDIV/MOD: PADTO must not pad them
+    "argmax": f(6, 16).argmax(1),
+    "cumsum": f(4, 12).cumsum(1),
+    "max_pool": f(1, 2, 8, 8).max_pool2d(),
   }
 
 @pytest.fixture(scope="module")
