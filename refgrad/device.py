@@ -75,13 +75,15 @@ class Compiled:
   renderer: Any                                   # refgrad.renderer.Renderer
   compiler: Compiler
   runtime: Callable[[str, bytes], Callable[..., float | None]]  # (function name, binary) -> program
+  def synchronize(self) -> None:
+    """Wait for everything queued on the device (devices that run launches synchronously have nothing to wait for)."""
 
 
 class _DeviceRegistry:
   """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept. A third-party
   backend registers a module with a `make_device(name) -> Compiled` function under the entry-point
   group "refgrad.devices" (entry name = device name) and is then used like the built-in ones."""
-  _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python"}
+  _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python", "NV": "refgrad.runtime.ops_nv"}
 
   @functools.cached_property
   def _modules(self) -> dict[str, str]:
@@ -90,10 +92,11 @@ class _DeviceRegistry:
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)
   def canonicalize(self, name: str) -> str:
-    base = name.split(":")[0].upper()
+    base, sep, idx = name.partition(":")
+    base = base.upper()
     if base not in self._modules:
       raise KeyError(f"unknown device {name!r}: choose one of {', '.join(self._modules)} (set DEV=... or pass device=)")
-    return base + name[len(base):]
+    return base if sep and idx == "0" else base + sep + idx   # "NV:0" is "NV", the first GPU
   @functools.cache  # noqa: B019 -- one registry for the process
   def __getitem__(self, name: str) -> Compiled:
     name = self.canonicalize(name)

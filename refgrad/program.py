@@ -59,7 +59,8 @@ class Runner:
     return Runner(name, to_linear(sink, Device[device].renderer), device)
 
   def __call__(self, *bufs: Buffer, var_vals: dict[str, int] | None = None, wait: bool = True) -> float | None:
-    """Launch once; returns seconds taken when `wait`."""
+    """Launch once. `wait`: wait for the kernel and return the seconds it took (on an HCQ device, from the GPU timestamps
+    around it); otherwise the launch may only be queued (HCQ devices) and None is returned."""
     if len(bufs) != len(self.spec.globals):
       raise ValueError(f"{self.spec.name} takes {len(self.spec.globals)} buffers, got {len(bufs)}")
     for b, (i, dt) in zip(bufs, self.spec.globals):

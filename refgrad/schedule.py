@@ -303,7 +303,7 @@ def traced() -> Iterator[list[Runner]]:
 
 
 def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
-  """Run the items in order. Outputs not in `keep` are intermediates: an intermediate's memory is
+  """Run the items in order without waiting for them (a copy waits for its source). Outputs not in `keep` are intermediates: an intermediate's memory is
   handed to a later output of the same device, size and dtype once its last reader has run."""
   last_use: dict[UOp, int] = {}
   for i, it in enumerate(items):
@@ -323,7 +323,9 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
     else:
       runner = get_runner(it.ast, it.device, it.name)
       if _trace is not None: _trace.append(runner)
-      runner(*bufs)
+      # launches enqueue and return (HCQ devices run them asynchronously; reading a result synchronizes), except under
+      # DEBUG=2, which prints each kernel's time and so waits for it
+      runner(*bufs, wait=program.DEBUG >= 2)
     for b in set(it.bufs):
       if last_use[b] == i and b in produced and b not in keep:
         free.setdefault((b.arg[1], b.arg[2], b.dtype), []).append(buffer_of[b])

@@ -1,0 +1,76 @@
+"""The mock NV GPU against the PYTHON device. Prints tables; run `python -m bench.bench_nv` (sets MOCKGPU=1).
+
+1. The tensor programs of bench/bench_tensor.py on PYTHON (CPU target), PYTHON with EMULATE=CUDA (the very programs NV
+   runs: NV's target is CUDA) and NV: everything a user pays per call, scheduling, launches through GPFIFO + QMD, copies
+   through the copy engine, the copy back to numpy. The mock's overhead is NV over PYTHON-EMULATE=CUDA.
+2. Launches per second of a tiny kernel through the full command path: kernel arguments, a QMD, a pushbuffer segment, a
+   GP entry and a doorbell per launch, then the mock decoding and running them (enqueue rate and end to end).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from bench.bench_tensor import PROGRAMS, bench
+
+
+@contextlib.contextmanager
+def emulate(target: str | None) -> Iterator[None]:
+  prev = os.environ.get("EMULATE")
+  if target: os.environ["EMULATE"] = target
+  else: os.environ.pop("EMULATE", None)
+  try: yield
+  finally:
+    if prev is None: os.environ.pop("EMULATE", None)
+    else: os.environ["EMULATE"] = prev
+
+
+def launches_per_second(device: str, n: int) -> tuple[float, float]:
+  """(launches/s enqueued, launches/s end to end) of a one-element add kernel launched n times."""
+  from refgrad import Tensor
+  from refgrad.device import Buffer, Device
+  from refgrad.schedule import create_schedule, get_runner
+  a = Tensor(np.ones(1, np.float32), device=device).realize()
+  it = create_schedule([(a + 1).uop], device)[0][-1]
+  runner = get_runner(it.ast, device, it.name)
+  bufs = [Buffer(device, b.arg[2], b.dtype).copyin(np.ones(b.arg[2], b.dtype.np)) for b in it.bufs]
+  Device[device].synchronize()
+  st = time.perf_counter()
+  for _ in range(n): runner(*bufs, wait=False)
+  enq = time.perf_counter() - st
+  Device[device].synchronize()
+  tot = time.perf_counter() - st
+  return n / enq, n / tot
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--reps", type=int, default=5)
+  ap.add_argument("--launches", type=int, default=2000)
+  args = ap.parse_args()
+  os.environ.setdefault("MOCKGPU", "1")
+  from rich.console import Console
+  from rich.table import Table
+  con = Console()
+  t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating CUDA, mock NV (CUDA target)")
+  for c in ("program", "PYTHON ms", "PYTHON-CUDA ms", "NV ms", "NV / PYTHON-CUDA"): t.add_column(c, justify="right" if c != "program" else "left")
+  for name, (prog, shapes) in PROGRAMS.items():
+    with emulate(None): py, nv = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, "NV", args.reps)
+    with emulate("CUDA"): pyc = bench(prog, shapes, "PYTHON", args.reps)
+    t.add_row(name, f"{py * 1e3:.2f}", f"{pyc * 1e3:.2f}", f"{nv * 1e3:.2f}", f"{nv / pyc:.2f}x")
+  con.print(t)
+  t = Table(title=f"launches of a 1-element kernel, {args.launches} in a row")
+  for c in ("device", "enqueued / s", "end to end / s"): t.add_column(c, justify="right" if c != "device" else "left")
+  for dev in ("PYTHON", "NV"):
+    enq, tot = launches_per_second(dev, args.launches)
+    t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
+  con.print(t)
+
+
+if __name__ == "__main__":
+  main()

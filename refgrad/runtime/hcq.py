@@ -1,0 +1,402 @@
+"""HCQ: what the hardware-command-queue runtimes share (NV now; AMD adds only its formats).
+
+- `Signal`: 16 bytes of host-visible GPU memory, u64 value at +0 and u64 ns timestamp at +8, timeline semantics.
+- `HWQueue`: a command builder. `wait`, `signal`, `timestamp`, `exec`, `copy`, `memory_barrier` append commands in the
+  architecture's real format (the subclass encodes them) and return the queue; `submit(dev)` writes it to the device's
+  channel and rings the doorbell. A built queue can be submitted again: every command's patchable dwords are recorded
+  (`update_wait`, `update_signal`: signal address and value) and an `exec`'s kernel arguments live in a `KernArgs` area
+  whose buffer addresses and variable values can be rewritten (`KernArgs.set_buffer` / `set_var`).
+- `HCQDevice`: a driver, a compute and a copy channel, a timeline signal (`synchronize()` waits for everything
+  submitted), host waits that poll the driver (a deadlock is reported at once, a fault is raised naming the kernel queued
+  where it happened and the device recovers), scratch memory for QMDs/kernel arguments, memory freed only once the GPU is
+  past its last use.
+- `HCQAllocator`: GPU memory with virtual addresses; copyin/copyout through host-visible staging memory and the copy
+  engine, ordered with the timeline (never a host memcpy into device memory).
+- `HCQProgram`: a program image uploaded to GPU memory, its kernel-argument layout (one u64 VA per DEFINE_GLOBAL in
+  index order, then one int32 per DEFINE_VAR), launches that enqueue and return.
+
+Ordering: every operation the runtime submits waits for the timeline value before it and signals the next one, so work
+on the two channels is totally ordered (no hazard between them) and the host never waits until it reads a result.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from refgrad.device import Allocator
+from refgrad.runtime.driver import Driver, GPUDeadlock, GPUFault, Mapping, QueueHandle
+
+PAGE = 4096
+WAIT_TIMEOUT = float(os.environ.get("HCQ_TIMEOUT", "300"))   # seconds a host wait may last before it is an error (a backstop: deadlocks are found at once)
+
+
+class Signal:
+  """A timeline signal: u64 value at +0, u64 ns timestamp at +8 of host-visible GPU memory."""
+  __slots__ = ("dev", "va", "words")
+  def __init__(self, dev: HCQDevice, va: int, host: np.ndarray):
+    self.dev, self.va, self.words = dev, va, host.view(np.uint64)
+  @property
+  def value(self) -> int: return int(self.words[0])
+  @value.setter
+  def value(self, v: int) -> None: self.words[0] = v
+  @property
+  def timestamp(self) -> int:
+    """The GPU timer (ns) written by the last release with a timestamp."""
+    return int(self.words[1])
+  def wait(self, value: int, timeout: float | None = None) -> None: self.dev.wait_signal(self, value, timeout)
+  def __repr__(self) -> str: return f"<Signal {self.dev.name} 0x{self.va:x} = {self.value}>"
+
+
+class KernArgs:
+  """A kernel's argument area (constant buffer 0 on NV): one little-endian u64 VA per buffer, then one int32 per variable.
+  Rewriting it before a resubmission patches the launch."""
+  __slots__ = ("host", "nbufs", "nvars", "va")
+  def __init__(self, va: int, host: np.ndarray, nbufs: int, nvars: int):
+    self.va, self.host, self.nbufs, self.nvars = va, host, nbufs, nvars
+  @staticmethod
+  def size(nbufs: int, nvars: int) -> int: return 8 * nbufs + 4 * nvars
+  @property
+  def nbytes(self) -> int: return self.size(self.nbufs, self.nvars)
+  def fill(self, bufs: Sequence[int], vals: Sequence[int]) -> KernArgs:
+    if len(bufs) != self.nbufs or len(vals) != self.nvars:
+      raise ValueError(f"kernel arguments take {self.nbufs} buffers and {self.nvars} variables, got {len(bufs)} and {len(vals)}")
+    self.host[:self.nbytes] = np.frombuffer(struct.pack(f"<{self.nbufs}Q{self.nvars}i", *bufs, *vals), np.uint8)
+    return self
+  def set_buffer(self, i: int, va: int) -> None:
+    if not 0 <= i < self.nbufs: raise IndexError(f"buffer {i} of a kernel with {self.nbufs} buffers")
+    self.host[8 * i:8 * i + 8] = np.frombuffer(struct.pack("<Q", va), np.uint8)
+  def set_var(self, j: int, value: int) -> None:
+    if not 0 <= j < self.nvars: raise IndexError(f"variable {j} of a kernel with {self.nvars} variables")
+    o = 8 * self.nbufs + 4 * j
+    self.host[o:o + 4] = np.frombuffer(struct.pack("<i", value), np.uint8)
+  def buffers(self) -> tuple[int, ...]: return struct.unpack_from(f"<{self.nbufs}Q", self.host.tobytes())
+
+
+class Scratch:
+  """Host-visible GPU memory handed out in aligned pieces (QMDs, kernel arguments). A ring waits for the device to be
+  idle before it reuses memory; a persistent scratch (a queue submitted more than once) keeps every piece while it lives."""
+  def __init__(self, dev: HCQDevice, size: int, ring: bool):
+    self.dev, self.size, self.ring = dev, size, ring
+    self.maps: list[Mapping] = []
+    self._new()
+  def _new(self) -> None:
+    self.maps.append(self.dev.drv.alloc(self.size, host_visible=True))
+    self.pos = 0
+  def take(self, nbytes: int, align: int = 16) -> tuple[int, np.ndarray]:
+    """(VA, host view) of `nbytes` fresh bytes."""
+    if nbytes > self.size: raise ValueError(f"a scratch piece of {nbytes} bytes exceeds the {self.size}-byte area")
+    pos = -(-self.pos // align) * align
+    if pos + nbytes > self.size:
+      if self.ring: self.dev.synchronize()   # everything that read the ring has run
+      else: self._new()
+      pos = 0
+    self.pos = pos + nbytes
+    m = self.maps[-1]
+    assert m.host is not None
+    return m.va + pos, m.host[pos:pos + nbytes]
+  def release(self) -> None:
+    for m in self.maps: self.dev.free_later(m)
+    self.maps = []
+
+
+class HWQueue:
+  """A list of commands in the architecture's format. Subclasses implement `_wait`, `_signal`, `_timestamp`, `_exec`,
+  `_copy`, `_memory_barrier`, each returning (dwords, {slot: (dword offset in the command, kind)}); kinds: 'lohi' (u64 as two
+  dwords, low first), 'hilo' (high first), 'u32'. Command i of the queue is the i-th builder call."""
+  engine = "compute"
+
+  def __init__(self, persistent: bool = False):
+    self.words: list[int] = []
+    self.cmds: list[tuple[str, int, dict[str, tuple[int, str]]]] = []   # (kind, first dword, patch slots)
+    self.kernels: list[str] = []       # names of the kernels launched (fault reports)
+    self.args: list[KernArgs] = []     # kernel-argument areas of the launches, in order
+    self.persistent = persistent
+    self._scratch: Scratch | None = None
+
+  def _add(self, kind: str, words: list[int], slots: dict[str, tuple[int, str]] | None = None) -> HWQueue:
+    self.cmds.append((kind, len(self.words), slots or {}))
+    self.words.extend(words)
+    return self
+
+  def wait(self, signal: Signal, value: int) -> HWQueue:
+    """Stall this queue until signal >= value (wrap-aware)."""
+    return self._add("wait", *self._wait(signal.va, value))
+  def signal(self, signal: Signal, value: int) -> HWQueue:
+    """Once everything before has finished, write value (and the GPU time) to the signal."""
+    return self._add("signal", *self._signal(signal.va, value))
+  def timestamp(self, signal: Signal) -> HWQueue:
+    """Once everything before has finished, write the GPU time to signal.timestamp."""
+    return self._add("timestamp", *self._timestamp(signal.va))
+  def exec(self, prg: HCQProgram, args: KernArgs, global_size: Sequence[int], local_size: Sequence[int]) -> HWQueue:
+    """Launch prg with the arguments in `args` on a grid of global_size workgroups of local_size work-items."""
+    gs, ls = tuple(int(x) for x in global_size), tuple(int(x) for x in local_size)
+    if len(gs) != 3 or len(ls) != 3 or min(gs + ls) < 1: raise ValueError(f"{prg.name}: bad launch dims global {gs} local {ls}")
+    self.kernels.append(prg.name)
+    self.args.append(args)
+    return self._add("exec", *self._exec(prg, args, gs, ls))
+  def copy(self, dest: int, src: int, nbytes: int) -> HWQueue:
+    """Copy nbytes from VA src to VA dest on the copy engine."""
+    if nbytes < 0: raise ValueError(f"copy of {nbytes} bytes")
+    return self._add("copy", *self._copy(dest, src, nbytes))
+  def memory_barrier(self) -> HWQueue:
+    """Make earlier writes visible to later work (wait for idle, invalidate caches)."""
+    return self._add("memory_barrier", *self._memory_barrier())
+
+  def update_wait(self, cmd: int, signal: Signal | None = None, value: int | None = None) -> HWQueue:
+    return self._update(cmd, "wait", signal, value)
+  def update_signal(self, cmd: int, signal: Signal | None = None, value: int | None = None) -> HWQueue:
+    return self._update(cmd, "signal", signal, value)
+  def _update(self, cmd: int, kind: str, signal: Signal | None, value: int | None) -> HWQueue:
+    k, start, slots = self.cmds[cmd]
+    if k != kind: raise ValueError(f"command {cmd} of the queue is a {k}, not a {kind}")
+    if signal is not None: self._patch(start, slots["addr"], signal.va)
+    if value is not None: self._patch(start, slots["value"], value)
+    return self
+
+  def _patch(self, start: int, slot: tuple[int, str], v: int) -> None:
+    off, kind = slot
+    p = start + off
+    if kind == "u32":
+      if not 0 <= v < 2**32: raise ValueError(f"value {v} does not fit the 32-bit field of this command")
+      self.words[p] = v
+    else:
+      lo, hi = v & 0xFFFFFFFF, v >> 32
+      if kind == "lohi": self.words[p], self.words[p + 1] = lo, hi
+      else: self.words[p], self.words[p + 1] = hi, lo
+
+  def scratch(self, dev: HCQDevice, nbytes: int, align: int = 16) -> tuple[int, np.ndarray]:
+    """Memory for a QMD/kernel arguments: the device's ring, or the queue's own when it is persistent."""
+    if not self.persistent: return dev.scratch.take(nbytes, align)
+    if self._scratch is None: self._scratch = Scratch(dev, 64 * 1024, ring=False)
+    return self._scratch.take(nbytes, align)
+
+  def submit(self, dev: HCQDevice) -> HWQueue:
+    """Write the commands to the device's channel for this engine and ring its doorbell (one GP entry)."""
+    dev.submit(self)
+    return self
+
+  def __del__(self) -> None:
+    if self._scratch is not None:
+      try: self._scratch.release()
+      except Exception: pass   # interpreter shutdown
+
+  # architecture encodings
+  def _wait(self, addr: int, value: int) -> tuple[list[int], dict[str, tuple[int, str]]]: raise NotImplementedError
+  def _signal(self, addr: int, value: int) -> tuple[list[int], dict[str, tuple[int, str]]]: raise NotImplementedError
+  def _timestamp(self, addr: int) -> tuple[list[int], dict[str, tuple[int, str]]]: raise NotImplementedError
+  def _exec(self, prg: HCQProgram, args: KernArgs, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[list[int], dict[str, tuple[int, str]]]:
+    raise NotImplementedError(f"{type(self).__name__} cannot launch kernels")
+  def _copy(self, dest: int, src: int, nbytes: int) -> tuple[list[int], dict[str, tuple[int, str]]]:
+    raise NotImplementedError(f"{type(self).__name__} cannot copy")
+  def _memory_barrier(self) -> tuple[list[int], dict[str, tuple[int, str]]]: raise NotImplementedError
+
+
+class Channel:
+  """One hardware queue of a device (the architecture writes its ring format): `submit` returns the ring position used."""
+  def __init__(self, dev: HCQDevice, handle: QueueHandle):
+    self.dev, self.handle = dev, handle
+    self.tags: dict[int, tuple[str, ...]] = {}    # ring position -> kernels launched there (fault reports)
+  def submit(self, words: Sequence[int], kernels: tuple[str, ...]) -> int: raise NotImplementedError
+  def idle(self) -> bool: raise NotImplementedError
+  def position(self) -> int: raise NotImplementedError
+
+
+class HCQDevice:
+  """A GPU behind a Driver: channels, timeline, scratch memory, host waits. Subclasses set the queue and channel types."""
+  compute_queue_t: type[HWQueue]
+  copy_queue_t: type[HWQueue]
+  channel_t: type[Channel]
+
+  def __init__(self, name: str, drv: Driver):
+    self.name, self.drv = name, drv
+    self.lock = threading.RLock()   # one thread at a time builds, submits and waits (the ordering and the mock assume it)
+    self._sig_free: list[Signal] = []
+    self._sig_maps: list[Mapping] = []
+    self._pending_free: list[tuple[int, Mapping]] = []
+    self.compute = self.channel_t(self, drv.create_queue("compute"))
+    self.copy = self.channel_t(self, drv.create_queue("copy"))
+    self.timeline = self.new_signal(0)
+    self.timeline_value = 1                  # the value the next submitted operation signals
+    self.scratch = Scratch(self, 4 << 20, ring=True)
+    self.setup()
+
+  def setup(self) -> None:
+    """Bind classes/state on the channels (architecture)."""
+
+  # ---- signals ----
+  def new_signal(self, value: int = 0) -> Signal:
+    if not self._sig_free:
+      m = self.drv.alloc(PAGE, host_visible=True)
+      assert m.host is not None
+      self._sig_maps.append(m)
+      self._sig_free = [Signal(self, m.va + o, m.host[o:o + 16]) for o in range(PAGE - 16, -1, -16)]
+    s = self._sig_free.pop()
+    s.words[:] = (value, 0)
+    return s
+  def free_signal(self, s: Signal) -> None: self._sig_free.append(s)
+
+  def next_value(self) -> int:
+    v = self.timeline_value
+    self.timeline_value += 1
+    return v
+
+  # ---- submission ----
+  def submit(self, q: HWQueue) -> None:
+    ch = self.compute if q.engine == "compute" else self.copy
+    with self.lock:
+      ch.submit(q.words, tuple(q.kernels))
+      self._reclaim()
+
+  def queue(self, engine: str = "compute", persistent: bool = False) -> HWQueue:
+    """A new queue for this device's compute or copy channel."""
+    return (self.compute_queue_t if engine == "compute" else self.copy_queue_t)(persistent)
+
+  def ordered(self, engine: str) -> tuple[HWQueue, int]:
+    """A queue that first waits for everything submitted so far, and the timeline value it must signal last."""
+    return self.queue(engine).wait(self.timeline, self.timeline_value - 1), self.next_value()
+
+  # ---- waiting ----
+  def synchronize(self) -> None:
+    """Wait until the GPU has finished everything submitted."""
+    self.wait_signal(self.timeline, self.timeline_value - 1)
+
+  def wait_signal(self, sig: Signal, value: int, timeout: float | None = None) -> None:
+    """Poll the GPU until sig >= value. Raises GPUDeadlock when no queue can move, the GPU's fault naming the kernel
+    queued where it happened (after recovering the queue), or TimeoutError after `timeout` seconds."""
+    with self.lock: self._wait_signal(sig, value, WAIT_TIMEOUT if timeout is None else timeout)
+
+  def _wait_signal(self, sig: Signal, value: int, limit: float) -> None:
+    st = time.perf_counter()
+    while sig.value < value:
+      try: moved = self.drv.poll()
+      except GPUFault as f: raise self._fault(f) from None
+      if sig.value >= value: break
+      if not moved:
+        raise GPUDeadlock(f"{self.name}: deadlock: the host waits for signal 0x{sig.va:x} to reach {value} (it is {sig.value}), "
+                          f"and no queue can move:\n{self.drv.describe()}")
+      if time.perf_counter() - st > limit:
+        raise TimeoutError(f"{self.name}: signal 0x{sig.va:x} did not reach {value} in {limit:g} s (it is {sig.value}):\n{self.drv.describe()}")
+    self._reclaim()
+
+  def wait_idle(self, ch: Channel) -> None:
+    """Poll until a channel has consumed every entry (before its ring memory is reused)."""
+    st = time.perf_counter()
+    while not ch.idle():
+      try: moved = self.drv.poll()
+      except GPUFault as f: raise self._fault(f) from None
+      if not moved and not ch.idle():
+        raise GPUDeadlock(f"{self.name}: deadlock: {ch.handle.name} cannot drain its ring and no queue can move:\n{self.drv.describe()}")
+      if time.perf_counter() - st > WAIT_TIMEOUT: raise TimeoutError(f"{self.name}: {ch.handle.name} did not drain:\n{self.drv.describe()}")
+
+  def _fault(self, f: GPUFault) -> GPUFault:
+    """Name the kernel queued where the fault happened, drop the faulted queue's work and release the timeline to what
+    was submitted, so the device stays usable."""
+    ch = next((c for c in (self.compute, self.copy) if c.handle.name == f.queue), None)
+    kernel = f.kernel
+    if ch is not None:
+      pos = f.gp_entry if f.gp_entry is not None else ch.position()
+      if kernel is None and (names := ch.tags.get(pos)): kernel = ", ".join(dict.fromkeys(names))
+      self.drv.recover(ch.handle)
+    self.timeline.value = max(self.timeline.value, self.timeline_value - 1)
+    what = f.what + ("" if ch is None else "; the queue's remaining work was dropped and the device recovered")
+    return f.replace(kernel=kernel, what=what, device=f.device or self.name)
+
+  # ---- memory ----
+  def free_later(self, m: Mapping) -> None:
+    """Free m once the GPU has run everything submitted so far (it may still be read or written)."""
+    with self.lock: self._pending_free.append((self.timeline_value - 1, m))
+  def _reclaim(self) -> None:
+    if not self._pending_free: return
+    done, pending, self._pending_free = self.timeline.value, self._pending_free, []
+    for v, m in pending:
+      if v <= done: self.drv.free(m)
+      else: self._pending_free.append((v, m))
+
+
+class HCQAllocator(Allocator):
+  """GPU memory (handles are driver Mappings); copies go through host-visible staging memory and the copy engine."""
+  def __init__(self, dev: HCQDevice): self.dev = dev
+  def alloc(self, nbytes: int) -> Mapping:
+    if nbytes < 0: raise ValueError(f"cannot allocate {nbytes} bytes")
+    return self.dev.drv.alloc(max(nbytes, 1))
+  def free(self, handle: Mapping, nbytes: int) -> None: self.dev.free_later(handle)
+  def _staging(self, nbytes: int) -> Mapping:
+    m = self.dev.drv.alloc(max(nbytes, 1), host_visible=True)
+    assert m.host is not None
+    return m
+  def copyin(self, dest: Mapping, src: memoryview) -> None:
+    """Host bytes -> staging -> copy engine -> dest, after everything submitted before; returns without waiting."""
+    if src.nbytes > dest.size: raise ValueError(f"copyin of {src.nbytes} bytes into a {dest.size}-byte {self.dev.name} buffer")
+    if not src.nbytes: return
+    with self.dev.lock: self._copyin(dest, src)
+  def _copyin(self, dest: Mapping, src: memoryview) -> None:
+    st = self._staging(src.nbytes)
+    st.host[:src.nbytes] = np.frombuffer(src, np.uint8)   # type: ignore[index]
+    q, v = self.dev.ordered("copy")
+    q.copy(dest.va, st.va, src.nbytes).signal(self.dev.timeline, v).submit(self.dev)
+    self.dev.free_later(st)
+  def copyout(self, dest: memoryview, src: Mapping) -> None:
+    """src -> copy engine -> staging, wait for it (the result is read now), staging -> host bytes."""
+    if dest.nbytes > src.size: raise ValueError(f"copyout of {dest.nbytes} bytes from a {src.size}-byte {self.dev.name} buffer")
+    if dest.readonly: raise ValueError("copyout needs a writable destination")
+    if not dest.nbytes: return
+    with self.dev.lock: self._copyout(dest, src)
+  def _copyout(self, dest: memoryview, src: Mapping) -> None:
+    st = self._staging(dest.nbytes)
+    q, v = self.dev.ordered("copy")
+    q.copy(st.va, src.va, dest.nbytes).signal(self.dev.timeline, v).submit(self.dev)
+    self.dev.wait_signal(self.dev.timeline, v)
+    np.frombuffer(dest, np.uint8)[:] = st.host[:dest.nbytes]   # type: ignore[index]
+    self.dev.drv.free(st)
+
+
+class HCQProgram:
+  """A program image in GPU memory plus its argument layout; calling it enqueues one launch and returns (wait=True:
+  waits and returns the kernel's GPU time from the timestamps the queue wrote)."""
+  def __init__(self, dev: HCQDevice, name: str, image: bytes, nbufs: int, nvars: int):
+    self.dev, self.name, self.nbufs, self.nvars = dev, name, nbufs, nvars
+    self.image = dev.drv.alloc(len(image))
+    HCQAllocator(dev).copyin(self.image, memoryview(image))
+
+  def args(self, bufs: Sequence[int], vals: Sequence[int] = (), q: HWQueue | None = None) -> KernArgs:
+    """A filled kernel-argument area: from the device's scratch ring, or the persistent queue q's own memory."""
+    n = KernArgs.size(self.nbufs, self.nvars)
+    va, host = q.scratch(self.dev, max(n, 16), 256) if q is not None else self.dev.scratch.take(max(n, 16), 256)
+    return KernArgs(va, host, self.nbufs, self.nvars).fill(bufs, vals)
+
+  def __call__(self, *bufs: Mapping, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+               vals: Sequence[int] = (), wait: bool = False) -> float | None:
+    with self.dev.lock: return self._launch(bufs, global_size, local_size, vals, wait)
+
+  def _launch(self, bufs: Sequence[Mapping], global_size: Sequence[int], local_size: Sequence[int], vals: Sequence[int], wait: bool) -> float | None:
+    dev = self.dev
+    q, v = dev.ordered("compute")
+    args = self.args([b.va for b in bufs], vals, q)
+    if wait:
+      t0, t1 = dev.new_signal(), dev.new_signal()
+      q.timestamp(t0).exec(self, args, global_size, local_size).timestamp(t1)
+    else: q.exec(self, args, global_size, local_size)
+    q.signal(dev.timeline, v).submit(dev)
+    if not wait: return None
+    dev.wait_signal(dev.timeline, v)
+    et = (t1.timestamp - t0.timestamp) * 1e-9
+    dev.free_signal(t0)
+    dev.free_signal(t1)
+    return et
+
+  def __del__(self) -> None:
+    try: self.dev.free_later(self.image)
+    except Exception: pass   # interpreter shutdown
+
+
+def device_index(name: str) -> int:
+  """The GPU number of a device name: "NV" -> 0, "NV:1" -> 1."""
+  _, _, idx = name.partition(":")
+  try: return int(idx or 0)
+  except ValueError: raise ValueError(f"bad device name {name!r}: expected NAME or NAME:<number>") from None
+

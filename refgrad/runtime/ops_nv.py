@@ -1,0 +1,337 @@
+"""The NV device: the HCQ runtime (refgrad/runtime/hcq.py) writing real NVIDIA command formats (facts: shared/hw/NV.md).
+
+- GPFIFO (class C56F): GP entries (address bits 39:2, LENGTH in dwords at bits 62:42) to pushbuffer segments, GPPut in
+  the control page, the channel's token rung at the doorbell.
+- Pushbuffer methods: one header dword (SEC_OP, COUNT, subchannel, method dword address) then the data dwords. Host
+  methods on subchannel 0, compute (C6C0) on 1, copy (C6B5) on 4.
+- Signals: host SEM_ADDR_LO..SEM_EXECUTE (one 5-dword incrementing method) release with WFI + 64-bit + timestamp, and
+  acquire circular >= 64-bit; on the copy engine SET_SEMAPHORE_A/B/PAYLOAD + LAUNCH_DMA four-word release (32-bit payload).
+- Launches: a QMD V03_00 per launch (from the program's template: field table `QMD_FIELDS`), constant buffer 0 = the
+  kernel arguments, then SEND_PCAS_A(qmd >> 8) + SEND_SIGNALING_PCAS2_B(PREFETCH_SCHEDULE).
+- Copies: copy-engine OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA 0x182 (non-pipelined, pitch to pitch).
+
+Kernels are rendered by PythonRenderer for the CUDA target (EMULATE may name another) and uploaded as a program image:
+b"RGL1" + u32 length + the serialized linear program, executed by the GPU (the mock picks the executor by the magic).
+A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from refgrad.device import Compiled, Compiler
+from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
+from refgrad.runtime.driver import open_driver
+from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
+from refgrad.target import CUDA, check_limits, emulated
+
+# ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
+GPFIFO_CLASS, COMPUTE_CLASS, COPY_CLASS = 0xC56F, 0xC6C0, 0xC6B5
+SUBCH_HOST, SUBCH_COMPUTE, SUBCH_COPY = 0, 1, 4
+
+class SecOp(IntEnum):
+  INC = 1
+  NON_INC = 3
+  IMMD = 4
+  ONE_INC = 5
+
+def header(op: SecOp, subch: int, method: int, count: int) -> int:
+  """(SEC_OP << 29) | (COUNT << 16) | (subchannel << 13) | (method byte address >> 2)."""
+  if method % 4 or not 0 <= method < 0x4000: raise ValueError(f"method 0x{method:x} is not a dword address below 0x4000")
+  if not 0 <= count < 1 << 13: raise ValueError(f"method count {count} does not fit 13 bits")
+  return (int(op) << 29) | (count << 16) | (subch << 13) | (method >> 2)
+
+def method(subch: int, addr: int, *data: int) -> list[int]:
+  """An incrementing method: the header, then one data dword per consecutive method address."""
+  for d in data:
+    if not 0 <= d < 2**32: raise ValueError(f"method 0x{addr:x}: data 0x{d:x} is not a 32-bit word")
+  return [header(SecOp.INC, subch, addr, len(data)), *data]
+
+def gp_entry(addr: int, ndwords: int) -> int:
+  """A GP entry (64 bits): pushbuffer address bits 39:2, LEVEL MAIN, LENGTH = dwords at bits 62:42, SYNC off."""
+  if addr % 4 or not 0 <= addr < 1 << 40: raise ValueError(f"pushbuffer address 0x{addr:x} must be 4-byte aligned and below 2**40")
+  if not 0 < ndwords < 1 << 21: raise ValueError(f"a pushbuffer segment of {ndwords} dwords (1..2**21-1)")
+  return addr | (ndwords << 42)
+
+# host methods (class C56F, NV.md §4)
+HOST = {"SET_OBJECT": 0x000, "NOP": 0x008, "NON_STALL_INTERRUPT": 0x020, "SEM_ADDR_LO": 0x05C, "SEM_ADDR_HI": 0x060,
+        "SEM_PAYLOAD_LO": 0x064, "SEM_PAYLOAD_HI": 0x068, "SEM_EXECUTE": 0x06C, "WFI": 0x078}
+# compute methods (class C6C0, NV.md §5)
+COMPUTE = {"SET_OBJECT": 0x0000, "SEND_PCAS_A": 0x02B4, "SEND_SIGNALING_PCAS2_B": 0x02C0, "INVALIDATE_SHADER_CACHES_NO_WFI": 0x1698}
+# copy-engine methods (class C6B5, NV.md §7)
+COPY = {"SET_OBJECT": 0x000, "SET_SEMAPHORE_A": 0x240, "LAUNCH_DMA": 0x300, "OFFSET_IN_UPPER": 0x400, "LINE_LENGTH_IN": 0x418}
+
+# SEM_EXECUTE fields (NV.md §4.1): name -> (lo bit, width)
+SEM_EXECUTE_FIELDS = {"OPERATION": (0, 3), "ACQUIRE_SWITCH_TSG": (12, 1), "RELEASE_WFI": (20, 1), "PAYLOAD_SIZE": (24, 1),
+                      "RELEASE_TIMESTAMP": (25, 1)}
+SEM_OP = {"ACQUIRE": 0, "RELEASE": 1, "ACQ_STRICT_GEQ": 2, "ACQ_CIRC_GEQ": 3}
+
+def fields(table: dict[str, tuple[int, int]], **vals: int) -> int:
+  """A dword from named fields of a (lo bit, width) table."""
+  out = 0
+  for k, v in vals.items():
+    lo, w = table[k]
+    if not 0 <= v < 1 << w: raise ValueError(f"field {k}={v} does not fit {w} bits")
+    out |= v << lo
+  return out
+
+SEM_RELEASE = fields(SEM_EXECUTE_FIELDS, OPERATION=SEM_OP["RELEASE"], RELEASE_WFI=1, PAYLOAD_SIZE=1, RELEASE_TIMESTAMP=1)   # 0x03100001
+SEM_ACQUIRE = fields(SEM_EXECUTE_FIELDS, OPERATION=SEM_OP["ACQ_CIRC_GEQ"], PAYLOAD_SIZE=1)                                  # 0x01000003
+
+# copy-engine LAUNCH_DMA fields (NV.md §7)
+CE_LAUNCH_FIELDS = {"DATA_TRANSFER_TYPE": (0, 2), "FLUSH_ENABLE": (2, 1), "SEMAPHORE_TYPE": (3, 2), "SRC_MEMORY_LAYOUT": (7, 1),
+                    "DST_MEMORY_LAYOUT": (8, 1), "MULTI_LINE_ENABLE": (9, 1)}
+CE_COPY = fields(CE_LAUNCH_FIELDS, DATA_TRANSFER_TYPE=2, SRC_MEMORY_LAYOUT=1, DST_MEMORY_LAYOUT=1)   # 0x182 non-pipelined pitch->pitch
+CE_RELEASE = fields(CE_LAUNCH_FIELDS, FLUSH_ENABLE=1, SEMAPHORE_TYPE=2)                              # 0x14 four-word release
+CE_CHUNK = 1 << 31          # bytes per LAUNCH_DMA (LINE_LENGTH_IN is 32 bits)
+PCAS_PREFETCH_SCHEDULE = 9
+INVALIDATE_ALL_NO_WFI = 0x1011   # INSTRUCTION | GLOBAL_DATA | CONSTANT
+
+# ---- QMD V03_00 (NV.md §6): field -> (hi, lo) bit range across the 64 dwords --------------------------------------
+QMD_DWORDS = 64
+QMD_FIELDS: dict[str, tuple[int, int]] = {
+  "QMD_GROUP_ID": (133, 128), "SM_GLOBAL_CACHING_ENABLE": (134, 134),
+  "INVALIDATE_TEXTURE_HEADER_CACHE": (186, 186), "INVALIDATE_TEXTURE_SAMPLER_CACHE": (187, 187),
+  "INVALIDATE_TEXTURE_DATA_CACHE": (188, 188), "INVALIDATE_SHADER_DATA_CACHE": (189, 189),
+  "INVALIDATE_INSTRUCTION_CACHE": (190, 190), "INVALIDATE_SHADER_CONSTANT_CACHE": (191, 191),
+  "CWD_MEMBAR_TYPE": (369, 368), "API_VISIBLE_CALL_LIMIT": (378, 378), "SAMPLER_INDEX": (382, 382),
+  "CTA_RASTER_WIDTH": (415, 384), "CTA_RASTER_HEIGHT": (431, 416), "CTA_RASTER_DEPTH": (463, 448),
+  "DEPENDENT_QMD0_ENABLE": (512, 512),
+  "SHARED_MEMORY_SIZE": (561, 544), "MIN_SM_CONFIG_SHARED_MEM_SIZE": (567, 562), "MAX_SM_CONFIG_SHARED_MEM_SIZE": (574, 569),
+  "QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580),
+  "CTA_THREAD_DIMENSION0": (607, 592), "CTA_THREAD_DIMENSION1": (623, 608), "CTA_THREAD_DIMENSION2": (639, 624),
+  **{f"CONSTANT_BUFFER_VALID({i})": (640 + i, 640 + i) for i in range(8)},
+  "REGISTER_COUNT_V": (656, 648), "TARGET_SM_CONFIG_SHARED_MEM_SIZE": (662, 657),
+  "SHADER_LOCAL_MEMORY_LOW_SIZE": (759, 736), "BARRIER_COUNT": (767, 763),
+  **{f"RELEASE{r}_{k}": (hi + 128 * r, lo + 128 * r) for r in range(2)   # RELEASE1 is RELEASE0's layout 128 bits on
+     for k, (hi, lo) in {"ADDRESS_LOWER": (799, 768), "ADDRESS_UPPER": (807, 800), "ENABLE": (823, 823), "PAYLOAD64B": (829, 829),
+                         "STRUCTURE_SIZE": (831, 830), "PAYLOAD_LOWER": (863, 832), "PAYLOAD_UPPER": (895, 864)}.items()},
+  **{f"CONSTANT_BUFFER_ADDR_LOWER({i})": (1055 + 64 * i, 1024 + 64 * i) for i in range(8)},
+  **{f"CONSTANT_BUFFER_ADDR_UPPER({i})": (1072 + 64 * i, 1056 + 64 * i) for i in range(8)},
+  **{f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})": (1087 + 64 * i, 1075 + 64 * i) for i in range(8)},
+  "PROGRAM_ADDRESS_LOWER": (1567, 1536), "PROGRAM_ADDRESS_UPPER": (1584, 1568),
+  "SHADER_LOCAL_MEMORY_HIGH_SIZE": (1623, 1600), "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED": (1640, 1632),
+  "PROGRAM_PREFETCH_SIZE": (1649, 1641), "PROGRAM_PREFETCH_TYPE": (1651, 1650),
+}
+
+def qmd_set(words: np.ndarray, name: str, value: int) -> None:
+  """Write one QMD field (every field lies inside one dword); ValueError names a field the value does not fit."""
+  hi, lo = QMD_FIELDS[name]
+  w = hi - lo + 1
+  if not 0 <= value < 1 << w: raise ValueError(f"QMD field {name} is {w} bits: {value} does not fit")
+  dw, sh = lo // 32, lo % 32
+  mask = ((1 << w) - 1) << sh
+  words[dw] = (int(words[dw]) & ~mask & 0xFFFFFFFF) | (value << sh)
+
+def qmd_get(words: np.ndarray, name: str) -> int:
+  hi, lo = QMD_FIELDS[name]
+  return (int(words[lo // 32]) >> (lo % 32)) & ((1 << (hi - lo + 1)) - 1)
+
+def sm_config(shared: int) -> int:
+  """SM-config shared-memory encoding (KiB / 4 + 1) of the smallest Ampere L1 split holding `shared` bytes."""
+  kib = next((k for k in (8, 16, 32, 64, 100) if shared <= k * 1024), 100)
+  return kib // 4 + 1
+
+# ---- program image (NV_CONTRACT.md) --------------------------------------------------------------------------------
+IMAGE_MAGIC = b"RGL1"
+
+def make_image(src: str) -> bytes:
+  payload = src.encode()
+  return IMAGE_MAGIC + struct.pack("<I", len(payload)) + payload
+
+def read_image(lib: bytes) -> bytes:
+  """The payload of a program image; ValueError names what is wrong."""
+  if lib[:4] != IMAGE_MAGIC: raise ValueError(f"not an NV program image: magic {lib[:4]!r}, expected {IMAGE_MAGIC!r}")
+  if len(lib) < 8 or (n := struct.unpack_from("<I", lib, 4)[0]) != len(lib) - 8:
+    raise ValueError(f"NV program image: the length field says {n if len(lib) >= 8 else '?'} bytes, the payload has {len(lib) - 8}")
+  return lib[8:]
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+  """What the launcher reads from a program: its name, argument counts and bytes of local (shared) memory."""
+  name: str
+  nbufs: int
+  nvars: int
+  shared: int
+
+def image_info(lib: bytes) -> ImageInfo:
+  try: doc = json.loads(read_image(lib))
+  except json.JSONDecodeError as e: raise ValueError(f"NV program image: the payload is not a serialized program ({e})") from None
+  rows = doc.get("uops") if isinstance(doc, dict) else None
+  if not isinstance(rows, list) or not isinstance(doc.get("name"), str): raise ValueError("NV program image: the payload has no name and uops")
+  nbufs = sum(1 for r in rows if r[0] == "DEFINE_GLOBAL")
+  nvars = sum(1 for r in rows if r[0] == "DEFINE_VAR")
+  shared = 0
+  for r in rows:   # DEFINE_LOCALs laid out in order, each aligned to its scalar size (as refgrad.target.launch_geometry counts)
+    if r[0] != "DEFINE_LOCAL": continue
+    dt = decode_dtype(r[1])
+    al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
+    shared = -(-shared // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
+  return ImageInfo(doc["name"], nbufs, nvars, shared)
+
+
+# ---- queues ----------------------------------------------------------------------------------------------------------
+Encoded = tuple[list[int], dict[str, tuple[int, str]]]
+
+def host_semaphore(addr: int, payload: int, execute: int) -> Encoded:
+  """SEM_ADDR_LO, SEM_ADDR_HI, SEM_PAYLOAD_LO, SEM_PAYLOAD_HI, SEM_EXECUTE as one 5-dword incrementing method."""
+  if addr % 16: raise ValueError(f"semaphore address 0x{addr:x} must be 16-byte aligned (64-bit payload with timestamp)")
+  if not 0 <= payload < 2**64: raise ValueError(f"semaphore payload {payload} is not a u64")
+  return (method(SUBCH_HOST, HOST["SEM_ADDR_LO"], addr & 0xFFFFFFFF, addr >> 32, payload & 0xFFFFFFFF, payload >> 32, execute),
+          {"addr": (1, "lohi"), "value": (3, "lohi")})
+
+def wfi() -> list[int]: return method(SUBCH_HOST, HOST["WFI"], 1)
+
+
+class NVComputeQueue(HWQueue):
+  """Commands for the compute channel: host semaphores, QMD launches, barriers."""
+  engine = "compute"
+  def _wait(self, addr: int, value: int) -> Encoded: return host_semaphore(addr, value, SEM_ACQUIRE)
+  def _signal(self, addr: int, value: int) -> Encoded: return host_semaphore(addr, value, SEM_RELEASE)
+  def _timestamp(self, addr: int) -> Encoded: return host_semaphore(addr, 1, SEM_RELEASE)
+  def _memory_barrier(self) -> Encoded:
+    return wfi() + method(SUBCH_COMPUTE, COMPUTE["INVALIDATE_SHADER_CACHES_NO_WFI"], INVALIDATE_ALL_NO_WFI), {}
+  def _exec(self, prg: HCQProgram, args: KernArgs, gs: tuple[int, ...], ls: tuple[int, ...]) -> Encoded:
+    assert isinstance(prg, NVProgram)
+    qva, qhost = self.scratch(prg.dev, QMD_DWORDS * 4, 256)
+    qhost.view(np.uint32)[:] = prg.qmd(gs, ls, args)
+    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> 8) + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], PCAS_PREFETCH_SCHEDULE),
+            {"qmd": (1, "u32")})
+
+
+class NVCopyQueue(HWQueue):
+  """Commands for the copy channel: host acquires, copy-engine linear copies and four-word semaphore releases."""
+  engine = "copy"
+  def _wait(self, addr: int, value: int) -> Encoded: return host_semaphore(addr, value, SEM_ACQUIRE)
+  def _release(self, addr: int, payload: int) -> Encoded:
+    if addr % 16: raise ValueError(f"semaphore address 0x{addr:x} must be 16-byte aligned (four-word release)")
+    if not 0 <= payload < 2**32: raise ValueError(f"the copy engine releases 32-bit payloads: {payload} does not fit")
+    return (method(SUBCH_COPY, COPY["SET_SEMAPHORE_A"], addr >> 32, addr & 0xFFFFFFFF, payload) + method(SUBCH_COPY, COPY["LAUNCH_DMA"], CE_RELEASE),
+            {"addr": (1, "hilo"), "value": (3, "u32")})
+  def _signal(self, addr: int, value: int) -> Encoded: return self._release(addr, value)
+  def _timestamp(self, addr: int) -> Encoded: return self._release(addr, 1)
+  def _memory_barrier(self) -> Encoded: return wfi(), {}
+  def _copy(self, dest: int, src: int, nbytes: int) -> Encoded:
+    out: list[int] = []
+    for o in range(0, nbytes, CE_CHUNK):
+      s, d, n = src + o, dest + o, min(CE_CHUNK, nbytes - o)
+      out += method(SUBCH_COPY, COPY["OFFSET_IN_UPPER"], s >> 32, s & 0xFFFFFFFF, d >> 32, d & 0xFFFFFFFF)
+      out += method(SUBCH_COPY, COPY["LINE_LENGTH_IN"], n) + method(SUBCH_COPY, COPY["LAUNCH_DMA"], CE_COPY)
+    return out, {}
+
+
+# ---- channel, device, program --------------------------------------------------------------------------------------
+USERD_GP_GET, USERD_GP_PUT = 0x88, 0x8C
+
+class NVChannel(Channel):
+  """A GPFIFO channel: pushbuffer segments in a host-visible ring, one GP entry per submission, GPPut, doorbell."""
+  PUSHBUFFER_BYTES = 4 << 20
+
+  def __init__(self, dev: HCQDevice, handle):
+    super().__init__(dev, handle)
+    self.pb = dev.drv.alloc(self.PUSHBUFFER_BYTES, host_visible=True)
+    assert self.pb.host is not None and handle.ring.host is not None and handle.userd.host is not None
+    self.pb_words = self.pb.host.view(np.uint32)
+    self.gp = handle.ring.host.view(np.uint64)
+    self.userd = handle.userd.host.view(np.uint32)
+    self.entries, self.put, self.pb_pos = handle.entries, int(self.userd[USERD_GP_PUT // 4]), 0
+
+  def position(self) -> int: return int(self.userd[USERD_GP_GET // 4])
+  def idle(self) -> bool: return self.position() == self.put
+
+  def submit(self, words: Sequence[int], kernels: tuple[str, ...]) -> int:
+    n = len(words)
+    if n > len(self.pb_words): raise ValueError(f"{self.handle.name}: a queue of {n} dwords exceeds the {len(self.pb_words)}-dword pushbuffer")
+    if not n: return self.put
+    if self.pb_pos + n > len(self.pb_words) or (self.put + 1) % self.entries == self.position():
+      self.dev.wait_idle(self)   # the GPU has fetched every segment: the ring memory can be reused
+      if self.pb_pos + n > len(self.pb_words): self.pb_pos = 0
+    self.pb_words[self.pb_pos:self.pb_pos + n] = words
+    pos = self.put
+    self.gp[pos] = gp_entry(self.pb.va + 4 * self.pb_pos, n)
+    self.tags[pos] = kernels
+    self.pb_pos += n
+    self.put = (pos + 1) % self.entries
+    self.userd[USERD_GP_PUT // 4] = self.put
+    self.dev.drv.ring_doorbell(self.handle.token)
+    return pos
+
+
+class NVDevice(HCQDevice):
+  compute_queue_t = NVComputeQueue
+  copy_queue_t = NVCopyQueue
+  channel_t = NVChannel
+  def setup(self) -> None:
+    self.compute.submit(method(SUBCH_COMPUTE, COMPUTE["SET_OBJECT"], COMPUTE_CLASS), ())
+    self.copy.submit(method(SUBCH_COPY, COPY["SET_OBJECT"], COPY_CLASS), ())
+
+
+class NVProgram(HCQProgram):
+  """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch."""
+  def __init__(self, dev: NVDevice, name: str, lib: bytes):
+    info = image_info(lib)
+    if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
+    super().__init__(dev, name, lib, info.nbufs, info.nvars)
+    t = np.zeros(QMD_DWORDS, np.uint32)
+    for k, v in {"QMD_GROUP_ID": 0x3F, "SM_GLOBAL_CACHING_ENABLE": 1, "INVALIDATE_TEXTURE_HEADER_CACHE": 1,
+                 "INVALIDATE_TEXTURE_SAMPLER_CACHE": 1, "INVALIDATE_TEXTURE_DATA_CACHE": 1, "INVALIDATE_SHADER_DATA_CACHE": 1,
+                 "INVALIDATE_INSTRUCTION_CACHE": 1, "INVALIDATE_SHADER_CONSTANT_CACHE": 1, "CWD_MEMBAR_TYPE": 1,
+                 "API_VISIBLE_CALL_LIMIT": 1, "SAMPLER_INDEX": 1, "QMD_MAJOR_VERSION": 3, "QMD_VERSION": 0, "BARRIER_COUNT": 1,
+                 "SHARED_MEMORY_SIZE": info.shared, "MIN_SM_CONFIG_SHARED_MEM_SIZE": sm_config(info.shared),
+                 "MAX_SM_CONFIG_SHARED_MEM_SIZE": sm_config(100 * 1024), "TARGET_SM_CONFIG_SHARED_MEM_SIZE": sm_config(info.shared),
+                 "REGISTER_COUNT_V": 32, "CONSTANT_BUFFER_VALID(0)": 1,
+                 "PROGRAM_ADDRESS_LOWER": self.image.va & 0xFFFFFFFF, "PROGRAM_ADDRESS_UPPER": self.image.va >> 32}.items():
+      qmd_set(t, k, v)
+    self.template = t
+    self._dims: dict[tuple[tuple[int, ...], tuple[int, ...]], np.ndarray] = {}
+
+  def qmd(self, gs: tuple[int, ...], ls: tuple[int, ...], args: KernArgs) -> np.ndarray:
+    """The QMD words of a launch: the template, the grid and block, constant buffer 0 = the kernel arguments."""
+    if (t := self._dims.get((gs, ls))) is None:
+      t = self._dims[(gs, ls)] = self.template.copy()
+      for k, v in zip(("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH", "CTA_THREAD_DIMENSION0", "CTA_THREAD_DIMENSION1",
+                       "CTA_THREAD_DIMENSION2"), gs + ls):
+        try: qmd_set(t, k, v)
+        except ValueError as e: raise ValueError(f"{self.name}: launch global {gs} local {ls}: {e}") from None
+    q = t.copy()
+    qmd_set(q, "CONSTANT_BUFFER_ADDR_LOWER(0)", args.va & 0xFFFFFFFF)
+    qmd_set(q, "CONSTANT_BUFFER_ADDR_UPPER(0)", args.va >> 32)
+    qmd_set(q, "CONSTANT_BUFFER_SIZE_SHIFTED4(0)", -(-args.nbytes // 16))
+    return q
+
+
+class NVRenderer(PythonRenderer):
+  """The serialized linear program, for the CUDA target (or EMULATE's): programs beyond its limits are refused."""
+  device = "NV"
+  target = CUDA
+  def render(self, name: str, uops: list) -> str:
+    check_limits(list(uops), emulated() or self.target)
+    return serialize(name, uops)
+
+
+class NVCompiler(Compiler):
+  """Serialized program text -> program image (checked to parse, so errors show at compile time)."""
+  cachekey = ""
+  def compile(self, src: str) -> bytes:
+    try: parse_program(src)
+    except SerializeError as e: raise SerializeError(f"NV compile: {e}") from None
+    return make_image(src)
+
+
+@dataclass
+class NVCompiled(Compiled):
+  hcq: NVDevice | None = None
+  def synchronize(self) -> None:
+    assert self.hcq is not None
+    self.hcq.synchronize()
+
+def make_device(name: str) -> Compiled:
+  dev = NVDevice(name, open_driver("NV", device_index(name)))
+  return NVCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)
