@@ -1,0 +1,132 @@
+"""The mock driver: refgrad's `Driver` interface over a mock GPU (loaded by refgrad.runtime.driver under MOCKGPU=1).
+
+Arch-neutral: the address space, the timer, the doorbells, the scheduler (`poll`), the hazard checker and the fault
+reports live here; an architecture only supplies its channel type (`ARCHES`). Each `make_driver` call is a separate
+device with its own address space.
+
+Execution is lazy: a doorbell snapshots the channel's GPPut and nothing runs until `poll()`, which offers one step
+(up to one trigger method) to the queues in round-robin or seeded order (MOCKGPU_ORDER) and returns False when no
+queue can move. Faults and hazards are raised by the poll that finds them, each once.
+
+Hazards: the host joins a releaser's clock only when the runtime says it observed a semaphore, through
+`host_observed(va)` (call it after a successful host wait); `ring_doorbell` carries the host's clock into the work.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from collections import deque
+
+from emulators.hazards import HOST, Hazards, NoHazards
+from emulators.order import Order, hazards_knob, order_knob
+from emulators.vm import AddressSpace, Region
+from refgrad.runtime.driver import Driver, GPUFault, GPUHazard, Mapping, QueueHandle
+
+ARCHES: dict[str, str] = {"NV": "emulators.nv.channel"}   # arch -> module with make_channel(dev, handle, ring, userd, pid)
+USERD_BYTES = 512
+ENGINES = ("compute", "copy")
+
+
+class MockDriver(Driver):
+  def __init__(self, arch: str, index: int):
+    if arch not in ARCHES: raise ValueError(f"no mock GPU for architecture {arch!r} (known: {', '.join(ARCHES)})")
+    if not isinstance(index, int) or index < 0: raise ValueError(f"mock {arch} GPU index must be an integer >= 0, got {index!r}")
+    self.arch, self.index, self.device = arch, index, f"{arch}:{index}"
+    self.order = Order(order_knob(), index)
+    self.hz: Hazards = (Hazards if hazards_knob() else NoHazards)(self._hazard)
+    self.vm = AddressSpace(self.device)
+    self._arch = importlib.import_module(ARCHES[arch])
+    self.channels: list = []
+    self.by_token: dict[int, object] = {}
+    self.reports: deque[Exception] = deque()
+    self.t0 = time.perf_counter_ns()
+
+  # ---- memory ---------------------------------------------------------------------------------
+  def alloc(self, size: int, host_visible: bool = False) -> Mapping:
+    r = self.vm.alloc(size, host_visible)
+    r.mapping = Mapping(va=r.va, size=size, host=r.mem.data if host_visible else None)
+    return r.mapping
+
+  def free(self, m: Mapping) -> None:
+    r = self.vm.free(m.va)
+    self.hz.forget(r.va, r.end)
+
+  def region(self, va: int) -> Region | None:
+    """The mapping holding `va` (for tools and tests)."""
+    return self.vm.find(va)
+
+  # ---- queues ---------------------------------------------------------------------------------
+  def create_queue(self, engine: str, entries: int = 1024) -> QueueHandle:
+    if engine not in ENGINES: raise ValueError(f"{self.device}: queue engine must be one of {ENGINES}, got {engine!r}")
+    if not isinstance(entries, int) or entries < 2 or entries & (entries - 1):
+      raise ValueError(f"{self.device}: a GP ring needs a power-of-two number of entries >= 2, got {entries!r}")
+    ring, userd = self.alloc(entries * 8, True), self.alloc(USERD_BYTES, True)
+    same = sum(1 for c in self.channels if c.handle.engine == engine)
+    name = f"{self.device} {engine}" + (f" {same}" if same else "")
+    token = 0x100 + len(self.channels)   # opaque on real hardware; here just unique per device
+    h = QueueHandle(name=name, engine=engine, ring=ring, userd=userd, token=token)
+    ch = self._arch.make_channel(self, h, self.vm.find(ring.va), self.vm.find(userd.va), self.hz.participant(name))
+    self.channels.append(ch)
+    self.by_token[token] = ch
+    return h
+
+  def ring_doorbell(self, token: int) -> None:
+    if (ch := self.by_token.get(token)) is None:
+      raise ValueError(f"{self.device}: doorbell written with token {token!r}, which belongs to no channel "
+                       f"(tokens: {', '.join(hex(t) for t in self.by_token) or 'none'})")
+    ch.doorbell()
+
+  def read_timer(self) -> int: return time.perf_counter_ns() - self.t0
+
+  # ---- running --------------------------------------------------------------------------------
+  def poll(self) -> bool:
+    if self.reports: raise self.reports.popleft()
+    chans = self.channels
+    moved = False
+    for i in self.order.arrange(len(chans)):
+      ch = chans[i]
+      if ch.has_work() and ch.step():
+        self.order.ran(i)
+        moved = True
+        break
+    if self.reports: raise self.reports.popleft()
+    return moved
+
+  def run_until_idle(self, max_steps: int = 1_000_000) -> bool:
+    """Poll until nothing moves (tests and tools); True if every queue ran dry, False if some are blocked."""
+    for _ in range(max_steps):
+      if not self.poll(): break
+    return not any(c.has_work() for c in self.channels)
+
+  def report(self, e: Exception) -> None: self.reports.append(e)
+
+  def _hazard(self, msg: str) -> None: self.reports.append(GPUHazard(f"{self.device}: {msg}"))
+
+  def host_observed(self, va: int) -> None:
+    """The host saw the semaphore at `va` (a wait returned): what its releaser did happens before the host's later work."""
+    rec = self.hz.sems.get(va)
+    nbytes = rec[1] if rec else 8
+    self.hz.acquire(HOST, va, self.vm.read_uint(va, nbytes, "host", "observed semaphore"), nbytes)
+
+  def describe(self) -> str:
+    if not self.channels: return f"{self.device}: no queues"
+    return "\n".join(c.describe() for c in self.channels)
+
+  def _channel(self, queue: QueueHandle):
+    for c in self.channels:
+      if c.handle == queue: return c
+    raise ValueError(f"{self.device}: {queue!r} is not a queue of this device")
+
+  def recover(self, queue: QueueHandle) -> None:
+    self._channel(queue).recover()
+    # reports of that queue not raised yet are moot now
+    self.reports = deque(r for r in self.reports if not (isinstance(r, GPUFault) and r.queue == queue.name))
+
+  def fault_of(self, queue: QueueHandle) -> GPUFault | None:
+    """The fault that stopped `queue`, if any."""
+    return self._channel(queue).fault
+
+
+def make_driver(arch: str, index: int) -> MockDriver:
+  """A new mock GPU (its own address space, queues and timer); MOCKGPU_ORDER / MOCKGPU_HAZARDS are read here."""
+  return MockDriver(arch, index)

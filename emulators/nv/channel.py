@@ -1,0 +1,225 @@
+"""A GPFIFO channel (NV.md §2, §3): GP entries -> pushbuffer segments -> method headers -> the bound classes' methods.
+
+- The doorbell snapshots GPPut from USERD (0x8C); the channel processes entries while GPGet != that snapshot and
+  writes GPGet (0x88) after each entry.
+- Headers: INC, NON_INC, ONE_INC, IMMD, COUNT 0 (no data), the NOP dword 0, END_PB_SEGMENT; GRP0 subdevice-mask
+  ops are no-ops (one GPU). SEC_OP 2 and 6, a count running past the segment, an unknown method or class are faults.
+- Methods below 0x100 are host methods; the others go to the class bound to the header's subchannel (SET_OBJECT).
+- `step()` runs methods until one trigger (semaphore op, launch, copy, finished inline upload) has run, the queue
+  runs dry, or an acquire fails: then it stays at that data dword and retries on a later step.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from emulators.fault import Fault
+from emulators.nv.compute import ComputeEngine
+from emulators.nv.copy import CopyEngine
+from emulators.nv.host import HostEngine
+from emulators.nv.methods import BLOCKED, DONE
+from refgrad.runtime.driver import GPUFault
+
+GP_GET, GP_PUT = 0x88 // 4, 0x8C // 4
+SEC_OPS = {0: "GRP0", 1: "INC_METHOD", 2: "GRP2", 3: "NON_INC_METHOD", 4: "IMMD_DATA_METHOD", 5: "ONE_INC", 6: "reserved", 7: "END_PB_SEGMENT"}
+GP_OPCODES = {0: "NOP", 1: "ILLEGAL", 2: "GP_CRC", 3: "PB_CRC"}
+# class -> (engine, channel engines that may bind it): a GR (compute) channel has compute and, on subchannel 4, GRCOPY
+CLASSES: dict[int, tuple[type, tuple[str, ...]]] = {
+  0xC6C0: (ComputeEngine, ("compute",)), 0xC7C0: (ComputeEngine, ("compute",)),
+  0xC6B5: (CopyEngine, ("compute", "copy")), 0xC7B5: (CopyEngine, ("compute", "copy")),
+}
+
+
+class Channel:
+  def __init__(self, dev: Any, handle: Any, ring: Any, userd: Any, pid: int):
+    self.dev, self.handle, self.name, self.pid = dev, handle, handle.name, pid
+    self.ring32 = ring.mem.data.view(np.uint32)
+    self.userd32 = userd.mem.data.view(np.uint32)
+    self.entries = ring.size // 8
+    self.get = self.put = 0
+    self.submitted = self.fetched = 0
+    self.doorbells: deque[tuple[int, list[int]]] = deque()   # (first entry of the submission, host clock)
+    self.host = HostEngine(self)
+    self.sub: list[Any] = [None] * 8
+    self.subch = 0
+    self.seg: np.ndarray | None = None   # the current pushbuffer segment
+    self.lst: list[int] = []
+    self.n = self.pos = self.k = 0       # segment dwords, header position, data index within the header
+    self.entry = -1
+    self.entry_words: tuple[int, int] = (0, 0)
+    self.blocked: tuple[int, int, str, int] | None = None    # (address, bytes, condition, payload) of a failed acquire
+    self.fault: GPUFault | None = None
+    self.interrupts: list[int] = []      # NON_STALL_INTERRUPT handles, in order
+
+  def where(self) -> str: return f"{self.name} GP entry {self.entry}"
+
+  def has_work(self) -> bool: return self.fault is None and (self.seg is not None or self.get != self.put)
+
+  # ---- doorbell ---------------------------------------------------------------------------------
+  def doorbell(self) -> None:
+    put = int(self.userd32[GP_PUT])
+    if put >= self.entries:
+      self._fault(Fault(f"GPPut {put} in USERD is outside the ring of {self.entries} entries", "host"), entry=None)
+      return
+    new = (put - self.put) % self.entries
+    if new:
+      self.doorbells.append((self.submitted, self.dev.hz.doorbell()))
+      self.submitted += new
+    self.put = put
+
+  # ---- running ----------------------------------------------------------------------------------
+  def step(self) -> bool:
+    """Run up to one trigger method; True if anything was done."""
+    moved = False
+    try:
+      while True:
+        if self.seg is None:
+          if self.get == self.put: return moved
+          self._fetch()
+          moved = True
+          continue
+        before = (self.pos, self.k)
+        r = self._run()
+        if r == BLOCKED: return moved or (self.pos, self.k) != before
+        moved = True
+        if r == DONE: return True
+        self._finish_entry()
+    except Fault as f:
+      self._fault(f, entry=self.entry)
+      return True
+
+  def _fetch(self) -> None:
+    g = self.get
+    w0, w1 = int(self.ring32[2 * g]), int(self.ring32[2 * g + 1])
+    self.entry, self.entry_words = g, (w0, w1)
+    while self.doorbells and self.doorbells[0][0] <= self.fetched: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    self.fetched += 1
+    length = (w1 >> 10) & 0x1FFFFF
+    if length == 0:   # a control entry
+      op = w1 & 0xFF
+      if op not in GP_OPCODES or op == 1:
+        raise Fault(f"GP entry {g} is a control entry with opcode {op} ({GP_OPCODES.get(op, 'unknown')})", "host", None, words=(w0, w1))
+      self._finish_entry()
+      return
+    va = ((w1 & 0xFF) << 32) | (w0 & 0xFFFFFFFC)
+    try: r, off = self.dev.vm.resolve(va, 4 * length, "host", f"pushbuffer segment of GP entry {g} ({length} dwords)")
+    except Fault as f:
+      f.words = (w0, w1)
+      raise
+    self.seg = r.mem.data[off:off + 4 * length].view(np.uint32)
+    self.lst, self.n, self.pos, self.k = self.seg.tolist(), length, 0, 0
+
+  def _finish_entry(self) -> None:
+    self.seg = None
+    self.get = (self.get + 1) % self.entries
+    self.userd32[GP_GET] = self.get
+
+  def _run(self) -> int:
+    """Walk the segment from (pos, k): DONE after a trigger, BLOCKED at a failed acquire, 0 at the segment's end."""
+    lst, n, pos, k = self.lst, self.n, self.pos, self.k
+    j = k
+    try:
+      while pos < n:
+        h = lst[pos]
+        op = h >> 29
+        if op == 1 or op == 3 or op == 5 or op == 4:
+          addr, subch = (h & 0xFFF) << 2, (h >> 13) & 7
+          if op == 4: count, ndata = 1, 0
+          else:
+            count = ndata = (h >> 16) & 0x1FFF
+            if pos + 1 + count > n:
+              raise Fault(f"{SEC_OPS[op]} header 0x{h:08x} at dword {pos} announces {count} data dwords but the segment ends after "
+                          f"{n - pos - 1}", "host")
+          self.subch = subch
+          j = k
+          while j < count:
+            m = addr if op == 3 or op == 4 or (op == 5 and j == 0) else addr + 4 if op == 5 else addr + 4 * j
+            eng = self.host if m < 0x100 else self.sub[subch]
+            if eng is None: raise Fault(f"method 0x{m:x} on subchannel {subch}, which has no class bound (SET_OBJECT first)", "host")
+            row = eng.table.get(m)
+            if row is None: raise Fault(f"unknown method 0x{m:x} for class {eng.label} on subchannel {subch}", eng.engine)
+            if row.bulk:
+              if op == 3: data, last = self.seg[pos + 1 + j:pos + 1 + count], count - 1
+              else: data, last = np.array([(h >> 16) & 0x1FFF if op == 4 else lst[pos + 1 + j]], np.uint32), j
+              eng.regs[m] = int(data[-1])
+              r = row.action(eng, data)
+              j = last
+            else:
+              v = (h >> 16) & 0x1FFF if op == 4 else lst[pos + 1 + j]
+              eng.regs[m] = v
+              r = row.action(eng, v) if row.action is not None else None
+            if r is not None:
+              if r == BLOCKED:
+                self.pos, self.k = pos, j
+                return BLOCKED
+              if j + 1 < count: self.pos, self.k = pos, j + 1
+              else: self.pos, self.k = pos + 1 + ndata, 0
+              return DONE
+            j += 1
+          pos += 1 + ndata
+          k = 0
+        elif op == 0:
+          if h != 0 and ((h >> 16) & 3) == 0:
+            raise Fault(f"GRP0 header 0x{h:08x} at dword {pos} has TERT_OP 0 but is not the NOP dword 0x00000000", "host")
+          pos += 1   # NOP; SET/STORE/USE_SUBDEVICE_MASK: one GPU, nothing to mask
+        elif op == 7:
+          pos = n
+        else: raise Fault(f"header 0x{h:08x} at dword {pos} has SEC_OP {op} ({SEC_OPS[op]}), which the mock does not execute", "host")
+    except Fault as f:
+      self.pos, self.k = pos, j
+      raise
+    self.pos, self.k = pos, 0
+    return 0
+
+  # ---- classes ----------------------------------------------------------------------------------
+  def bind(self, subch: int, cls: int) -> None:
+    if cls not in CLASSES:
+      raise Fault(f"SET_OBJECT on subchannel {subch}: unknown class 0x{cls:04X} (known: {', '.join(f'{c:04X}' for c in CLASSES)})", "host")
+    kind, engines = CLASSES[cls]
+    if self.handle.engine not in engines:
+      raise Fault(f"SET_OBJECT on subchannel {subch}: class 0x{cls:04X} cannot be bound on a {self.handle.engine} channel", "host")
+    cur = self.sub[subch]
+    if cur is None or cur.cls != cls: self.sub[subch] = kind(self, cls)
+
+  # ---- faults and state -------------------------------------------------------------------------
+  def _fault(self, f: Fault, entry: int | None) -> None:
+    words = f.words
+    dword = None
+    if entry is not None and self.seg is not None:
+      dword = self.pos
+      if not words: words = tuple(self.lst[self.pos:self.pos + 1 + min(8, max(0, self.n - self.pos - 1))])
+    elif entry is not None and not words: words = self.entry_words
+    self.fault = GPUFault(device=self.dev.device, engine=f.engine, queue=self.name, gp_entry=entry, dword_offset=dword, words=words,
+                          address=f.address, kernel=f.kernel, uop=f.uop, what=f.what)
+    self.dev.report(self.fault)
+
+  def recover(self) -> None:
+    """Drop the remaining work (GPGet = GPPut) and any half-done method state; the channel runs again."""
+    self.fault, self.seg, self.blocked = None, None, None
+    put = int(self.userd32[GP_PUT])
+    self.get = self.put = put if put < self.entries else 0
+    self.userd32[GP_GET] = self.get
+    while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    self.fetched = self.submitted
+    for e in self.sub:
+      if e is not None: e.reset()
+
+  def describe(self) -> str:
+    userd_put = int(self.userd32[GP_PUT])
+    s = f"{self.name}: GPGet {self.get}, GPPut {self.put}"
+    if userd_put != self.put: s += f" (USERD GPPut is {userd_put}: written but no doorbell rung since)"
+    if self.fault is not None: return s + f"; stopped by a fault: {self.fault}"
+    if self.seg is not None:
+      s += f"; at GP entry {self.entry} dword {self.pos} of {self.n}"
+      if self.pos < self.n: s += f" (header 0x{self.lst[self.pos]:08x})"
+    if self.blocked is not None:
+      addr, nbytes, cond, payload = self.blocked
+      try: cur = f"{self.dev.vm.read_uint(addr, nbytes, 'host', 'semaphore'):#x}"
+      except Fault: cur = "unreadable (unmapped)"
+      return s + f"; blocked: acquire {cond} on the semaphore at 0x{addr:x} waits for 0x{payload:x}, current value {cur}"
+    return s + ("; idle" if not self.has_work() else "; ready")
+
+
+def make_channel(dev: Any, handle: Any, ring: Any, userd: Any, pid: int) -> Channel: return Channel(dev, handle, ring, userd, pid)

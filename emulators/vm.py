@@ -1,0 +1,103 @@
+"""A GPU virtual address space over host memory.
+
+- Mappings are page-granular (4 KiB): each starts on a page, and at least one unmapped guard page
+  follows it. VAs are handed out by a bump pointer and never reused, so a stale address (a use after
+  free) faults instead of reaching a newer allocation.
+- A mapping's usable bytes are exactly the size asked for: an access past it faults even inside the
+  mapping's last page.
+- Each mapping is backed by a `simt.Memory`: device memory tracks which bytes were written (as on the
+  PYTHON device), host-visible memory counts as written.
+- Lookup VA -> (region, offset) is a bisect over the sorted starts.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+import numpy as np
+
+from emulators.fault import Fault
+from refgrad.runtime.simt import Memory
+
+PAGE = 4096
+VA_BASE = 1 << 32     # nothing below 4 GiB is mapped, so small integers (and 0) used as addresses fault
+VA_LIMIT = 1 << 40    # 40-bit GPU virtual addresses (GP entries and semaphores carry 40 bits)
+
+
+class Region:
+  """One mapping: [va, va + size) backed by `mem` (bytes + initialization)."""
+  __slots__ = ("end", "host_visible", "init", "mapping", "mem", "size", "va")
+
+  def __init__(self, va: int, size: int, host_visible: bool):
+    self.va, self.size, self.end, self.host_visible = va, size, va + size, host_visible
+    # our own init array (device memory only), so a view at an offset can share it
+    self.init: np.ndarray | None = None if host_visible else np.zeros(size, np.bool_)
+    self.mem = Memory(np.zeros(size, np.uint8), self.init)
+    self.mapping: Any = None   # the driver's Mapping record
+
+  def view(self, off: int) -> Memory:
+    """The memory from `off` to the mapping's end (the whole Memory when off is 0)."""
+    if off == 0: return self.mem
+    return Memory(self.mem.data[off:], None if self.init is None else self.init[off:])
+
+  def __repr__(self) -> str: return f"<Region 0x{self.va:x}+0x{self.size:x}>"
+
+
+class AddressSpace:
+  """The mappings of one device; every GPU-side access goes through `resolve`."""
+
+  def __init__(self, device: str):
+    self.device = device
+    self.starts: list[int] = []
+    self.regions: list[Region] = []
+    self.next_va = VA_BASE
+
+  def alloc(self, size: int, host_visible: bool) -> Region:
+    if not isinstance(size, int) or size < 0: raise ValueError(f"{self.device}: cannot map {size!r} bytes")
+    pages = max(1, -(-size // PAGE))
+    va = self.next_va
+    if va + pages * PAGE > VA_LIMIT: raise MemoryError(f"{self.device}: the 40-bit GPU virtual address space is exhausted")
+    self.next_va = va + (pages + 1) * PAGE   # + one guard page
+    r = Region(va, size, host_visible)
+    self.starts.append(va)   # bump allocation keeps the lists sorted
+    self.regions.append(r)
+    return r
+
+  def free(self, va: int) -> Region:
+    i = bisect_right(self.starts, va) - 1
+    if i < 0 or self.starts[i] != va: raise ValueError(f"{self.device}: free of 0x{va:x}, which is not the start of a mapping (double free?)")
+    del self.starts[i]
+    return self.regions.pop(i)
+
+  def find(self, va: int) -> Region | None:
+    i = bisect_right(self.starts, va) - 1
+    if i >= 0:
+      r = self.regions[i]
+      if va < r.end: return r
+    return None
+
+  def resolve(self, va: int, nbytes: int, engine: str, what: str) -> tuple[Region, int]:
+    """(region, offset) of [va, va + nbytes); an MMU fault naming `what` (who accesses, and why) otherwise."""
+    r = self.find(va)
+    if r is None or va + nbytes > r.end:
+      if r is None: why = "is not mapped"
+      else: why = f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
+      raise Fault(f"MMU fault: {what} at 0x{va:x}..0x{va + nbytes:x} ({nbytes} bytes) {why} (access by the {engine} engine)", "mmu", va)
+    return r, va - r.va
+
+  def bytes(self, va: int, nbytes: int, engine: str, what: str) -> np.ndarray:
+    """A uint8 view of mapped bytes."""
+    r, off = self.resolve(va, nbytes, engine, what)
+    return r.mem.data[off:off + nbytes]
+
+  def read_uint(self, va: int, nbytes: int, engine: str, what: str) -> int:
+    return int.from_bytes(self.bytes(va, nbytes, engine, what).tobytes(), "little")
+
+  def write(self, va: int, data: bytes | np.ndarray, engine: str, what: str) -> None:
+    """Store bytes (they count as initialized)."""
+    n = len(data) if isinstance(data, bytes) else data.nbytes
+    r, off = self.resolve(va, n, engine, what)
+    r.mem.write(data, off)
+
+  def write_uint(self, va: int, nbytes: int, value: int, engine: str, what: str) -> None:
+    self.write(va, (value & ((1 << (8 * nbytes)) - 1)).to_bytes(nbytes, "little"), engine, what)
