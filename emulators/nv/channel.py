@@ -167,7 +167,7 @@ class Channel:
         elif op == 7:
           pos = n
         else: raise Fault(f"header 0x{h:08x} at dword {pos} has SEC_OP {op} ({SEC_OPS[op]}), which the mock does not execute", "host")
-    except Fault as f:
+    except Fault:
       self.pos, self.k = pos, j
       raise
     self.pos, self.k = pos, 0
@@ -212,8 +212,11 @@ class Channel:
     if userd_put != self.put: s += f" (USERD GPPut is {userd_put}: written but no doorbell rung since)"
     if self.fault is not None: return s + f"; stopped by a fault: {self.fault}"
     if self.seg is not None:
-      s += f"; at GP entry {self.entry} dword {self.pos} of {self.n}"
-      if self.pos < self.n: s += f" (header 0x{self.lst[self.pos]:08x})"
+      if self.pos < self.n:
+        h = self.lst[self.pos]
+        d = self.pos if h >> 29 == 4 else self.pos + 1 + self.k   # the data dword it stands at (IMMD: the header)
+        s += f"; at GP entry {self.entry} dword {d} of {self.n} (header 0x{h:08x} at dword {self.pos})"
+      else: s += f"; at the end of GP entry {self.entry}"
     if self.blocked is not None:
       addr, nbytes, cond, payload = self.blocked
       try: cur = f"{self.dev.vm.read_uint(addr, nbytes, 'host', 'semaphore'):#x}"

@@ -7,7 +7,7 @@ import numpy as np
 
 from emulators.mock_driver import MockDriver
 from emulators.nv import qmd as Q
-from refgrad.runtime.driver import Mapping, QueueHandle
+from refgrad.runtime.driver import Mapping
 
 HOST, COMPUTE, COPY = 0, 1, 4   # subchannels
 INC, NON_INC, IMMD, ONE_INC, END = 1, 3, 4, 5, 7
