@@ -97,9 +97,9 @@ class _DeviceRegistry:
     if base not in self._modules:
       raise KeyError(f"unknown device {name!r}: choose one of {', '.join(self._modules)} (set DEV=... or pass device=)")
     return base if sep and idx == "0" else base + sep + idx   # "NV:0" is "NV", the first GPU
+  def __getitem__(self, name: str) -> Compiled: return self._get(self.canonicalize(name))   # "NV:0" and "NV" are one device
   @functools.cache  # noqa: B019 -- one registry for the process
-  def __getitem__(self, name: str) -> Compiled:
-    name = self.canonicalize(name)
+  def _get(self, name: str) -> Compiled:
     mod = importlib.import_module(self._modules[name.split(":")[0]])
     return mod.make_device(name)
   @property

@@ -281,6 +281,9 @@ class HCQDevice:
                           f"and no queue can move:\n{self.drv.describe()}")
       if time.perf_counter() - st > limit:
         raise TimeoutError(f"{self.name}: signal 0x{sig.va:x} did not reach {value} in {limit:g} s (it is {sig.value}):\n{self.drv.describe()}")
+    # the host has seen the signal: what it submits next is ordered after the work before that release (the mock's hazard
+    # checker learns this here; a real GPU needs nothing)
+    if (observed := getattr(self.drv, "host_observed", None)) is not None: observed(sig.va)
     self._reclaim()
 
   def wait_idle(self, ch: Channel) -> None:
