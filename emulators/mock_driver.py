@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections import deque
+from collections import Counter, deque
 
 from emulators.hazards import HOST, Hazards, NoHazards
 from emulators.order import Order, hazards_knob, order_knob
@@ -39,6 +39,8 @@ class MockDriver(Driver):
     self.channels: list = []
     self.by_token: dict[int, object] = {}
     self.reports: deque[Exception] = deque()
+    # events by kind: qmd_launch, ce_copy, ce_release, inline_upload, sem_release, sem_acquire, doorbell, gp_entry
+    self.counters: Counter[str] = Counter()
     self.t0 = time.perf_counter_ns()
 
   # ---- memory ---------------------------------------------------------------------------------
@@ -74,6 +76,7 @@ class MockDriver(Driver):
     if (ch := self.by_token.get(token)) is None:
       raise ValueError(f"{self.device}: doorbell written with token {token!r}, which belongs to no channel "
                        f"(tokens: {', '.join(hex(t) for t in self.by_token) or 'none'})")
+    self.counters["doorbell"] += 1
     ch.doorbell()
 
   def read_timer(self) -> int: return time.perf_counter_ns() - self.t0

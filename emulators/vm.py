@@ -28,11 +28,11 @@ class Region:
   """One mapping: [va, va + size) backed by `mem` (bytes + initialization)."""
   __slots__ = ("end", "host_visible", "init", "mapping", "mem", "size", "va")
 
-  def __init__(self, va: int, size: int, host_visible: bool):
+  def __init__(self, va: int, size: int, host_visible: bool, data: np.ndarray | None = None, init: np.ndarray | None = None):
     self.va, self.size, self.end, self.host_visible = va, size, va + size, host_visible
     # our own init array (device memory only), so a view at an offset can share it
-    self.init: np.ndarray | None = None if host_visible else np.zeros(size, np.bool_)
-    self.mem = Memory(np.zeros(size, np.uint8), self.init)
+    self.init: np.ndarray | None = None if host_visible else init if init is not None else np.zeros(size, np.bool_)
+    self.mem = Memory(data if data is not None else np.zeros(size, np.uint8), self.init)
     self.mapping: Any = None   # the driver's Mapping record
 
   def view(self, off: int) -> Memory:
@@ -43,14 +43,23 @@ class Region:
   def __repr__(self) -> str: return f"<Region 0x{self.va:x}+0x{self.size:x}>"
 
 
+POOL_MIN, POOL_MAX = 1 << 16, 1 << 28   # recycle the backing arrays of freed mappings of >= 64 KiB, up to 256 MiB in all
+
+
 class AddressSpace:
-  """The mappings of one device; every GPU-side access goes through `resolve`."""
+  """The mappings of one device; every GPU-side access goes through `resolve`.
+
+  The host arrays behind freed large mappings are kept by size and handed, zeroed, to the next mapping of that size
+  (a new VA all the same): zeroing memory already touched is much cheaper than page-faulting fresh memory, and the
+  runtime allocates staging buffers of the same sizes over and over."""
 
   def __init__(self, device: str):
     self.device = device
     self.starts: list[int] = []
     self.regions: list[Region] = []
     self.next_va = VA_BASE
+    self.pool: dict[tuple[int, bool], list[tuple[np.ndarray, np.ndarray | None]]] = {}
+    self.pooled = 0
 
   def alloc(self, size: int, host_visible: bool) -> Region:
     if not isinstance(size, int) or size < 0: raise ValueError(f"{self.device}: cannot map {size!r} bytes")
@@ -58,7 +67,13 @@ class AddressSpace:
     va = self.next_va
     if va + pages * PAGE > VA_LIMIT: raise MemoryError(f"{self.device}: the 40-bit GPU virtual address space is exhausted")
     self.next_va = va + (pages + 1) * PAGE   # + one guard page
-    r = Region(va, size, host_visible)
+    if (kept := self.pool.get((size, host_visible))):
+      data, init = kept.pop()
+      self.pooled -= size
+      data.fill(0)
+      if init is not None: init.fill(False)
+      r = Region(va, size, host_visible, data, init)
+    else: r = Region(va, size, host_visible)
     self.starts.append(va)   # bump allocation keeps the lists sorted
     self.regions.append(r)
     return r
@@ -67,7 +82,11 @@ class AddressSpace:
     i = bisect_right(self.starts, va) - 1
     if i < 0 or self.starts[i] != va: raise ValueError(f"{self.device}: free of 0x{va:x}, which is not the start of a mapping (double free?)")
     del self.starts[i]
-    return self.regions.pop(i)
+    r = self.regions.pop(i)
+    if POOL_MIN <= r.size and self.pooled + r.size <= POOL_MAX:
+      self.pool.setdefault((r.size, r.host_visible), []).append((r.mem.data, r.init))
+      self.pooled += r.size
+    return r
 
   def find(self, va: int) -> Region | None:
     i = bisect_right(self.starts, va) - 1

@@ -96,6 +96,7 @@ class Channel:
     self.entry, self.entry_words = g, (w0, w1)
     while self.doorbells and self.doorbells[0][0] <= self.fetched: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
     self.fetched += 1
+    self.dev.counters["gp_entry"] += 1
     length = (w1 >> 10) & 0x1FFFFF
     if length == 0:   # a control entry
       op = w1 & 0xFF

@@ -62,6 +62,7 @@ def load_inline_data(eng: ComputeEngine, data: np.ndarray) -> int | None:
   if got + data.size < buf.size: return None
   eng.upload = None
   ch = eng.ch
+  ch.dev.counters["inline_upload"] += 1
   ch.dev.vm.write(dst, buf.view(np.uint8)[:nbytes], "compute", "inline-upload destination")
   r = ch.dev.vm.find(dst)
   ch.dev.hz.access(ch.pid, r.va, [(dst, dst + nbytes, True)], f"{ch.where()}: inline upload of {nbytes} bytes")
@@ -109,7 +110,7 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
   ch = eng.ch
   dev, vm = ch.dev, ch.dev.vm
   words = vm.bytes(qmd_va, Q.QMD_BYTES, "compute", "QMD").view(np.uint32).tolist()
-  q = Q.decode(words)
+  q = Q.decode(words, Q.LAUNCH_FIELDS)
   grid, block = Q.check(q, qmd_va)
   prg_va = Q.address(q, "PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER")
   head = vm.bytes(prg_va, executors.IMAGE_HEADER, "compute", "program image header (QMD PROGRAM_ADDRESS)")
@@ -138,8 +139,10 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
     bufs.append(r.view(off))
     if hz.enabled and (reads or writes):
       hz.access(ch.pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], what)
+  dev.counters["qmd_launch"] += 1
   k.run(bufs, grid, block, vals, vas)
-  for i in range(3): release(ch, q, i)
+  for i in range(3):
+    if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i)
   if q["DEPENDENT_QMD0_ENABLE"]:
     act = q["DEPENDENT_QMD0_ACTION"]
     if act not in (1, 3): raise Fault(f"{where}: DEPENDENT_QMD0_ACTION {act} is not emulated (only SCHEDULE)", "compute", qmd_va)

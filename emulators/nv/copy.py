@@ -33,6 +33,7 @@ def launch_dma(eng: CopyEngine, v: int) -> int:
   if field(v, 1, 0): copy(eng, v)
   sem = field(v, 4, 3)
   if sem:
+    ch.dev.counters["ce_release"] += 1
     addr = _addr(r, SET_SEMAPHORE_A, SET_SEMAPHORE_B)
     payload = r.get(SET_SEMAPHORE_PAYLOAD, 0)
     four = sem == 2   # 1 ONE_WORD, 2 FOUR_WORD (payload, 0, ns timer), 3 RELEASE_CONDITIONAL_INTR (a one-word release + interrupt)
@@ -54,6 +55,7 @@ def copy(eng: CopyEngine, v: int) -> None:
   src, dst = _addr(r, OFFSET_IN_UPPER, OFFSET_IN_LOWER), _addr(r, OFFSET_OUT_UPPER, OFFSET_OUT_LOWER)
   n = r.get(LINE_LENGTH_IN, 0)
   lines, pin, pout = (r.get(LINE_COUNT, 0), r.get(PITCH_IN, 0), r.get(PITCH_OUT, 0)) if field(v, 9, 9) else (1, n, n)
+  ch.dev.counters["ce_copy"] += 1
   if n == 0 or lines == 0: return
   # every line lies in one mapping for source and destination: check the first and last lines' ends
   span_in, span_out = (lines - 1) * pin + n, (lines - 1) * pout + n

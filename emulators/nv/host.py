@@ -54,9 +54,11 @@ def sem_execute(eng: HostEngine, v: int) -> int:
       ch.blocked = (addr, nbytes, f"{acq[0]} {8 * nbytes}-bit", payload)
       return BLOCKED
     ch.blocked = None
+    ch.dev.counters["sem_acquire"] += 1
     ch.dev.hz.acquire(ch.pid, addr, sv, nbytes)
     return DONE
   if op == RELEASE:
+    ch.dev.counters["sem_release"] += 1
     semaphore.check_align(addr, 16 if ts else nbytes, "host", f"{nbytes * 8}-bit release{' with timestamp' if ts else ''} of a {what}")
     semaphore.release(ch.dev, ch.pid, addr, payload, nbytes, bool(ts), "host", what)
     return DONE

@@ -48,9 +48,18 @@ _DECODE = tuple((name, dw, lo, (1 << (hi - lo + 1)) - 1) for name, dw, hi, lo in
 MAX_BLOCK, MAX_BLOCK_THREADS, MAX_GRID = (1024, 1024, 64), 1024, (2**31 - 1, 65535, 65535)
 
 
-def decode(words: Sequence[int]) -> dict[str, int]:
-  """Every field of the table from the QMD's 64 dwords."""
-  return {name: (words[dw] >> lo) & mask for name, dw, lo, mask in _DECODE}
+def decode(words: Sequence[int], fields: tuple[tuple[str, int, int, int], ...] = _DECODE) -> dict[str, int]:
+  """The fields (default: every field of the table) from the QMD's 64 dwords."""
+  return {name: (words[dw] >> lo) & mask for name, dw, lo, mask in fields}
+
+def subset(*prefixes: str) -> tuple[tuple[str, int, int, int], ...]:
+  """The decoder rows of the fields whose names start with one of `prefixes` (a launch reads a few dozen of ~150)."""
+  return tuple(f for f in _DECODE if f[0].startswith(prefixes))
+
+LAUNCH_FIELDS = subset("QMD_MAJOR_VERSION", "QMD_VERSION", "CTA_", "CONSTANT_BUFFER_VALID0", "CONSTANT_BUFFER_ADDR_LOWER0",
+                       "CONSTANT_BUFFER_ADDR_UPPER0", "CONSTANT_BUFFER_SIZE_SHIFTED4_0", "PROGRAM_ADDRESS_", "SHARED_MEMORY_SIZE",
+                       "RELEASE0_ENABLE", "RELEASE1_ENABLE", "RELEASE2_ENABLE", "DEPENDENT_QMD0_")
+RELEASE_FIELDS = tuple(subset(f"RELEASE{i}_") for i in range(3))
 
 def encode(fields: dict[str, int]) -> list[int]:
   """The 64 dwords holding `fields` (the rest zero); the inverse of decode, for tests and tools."""

@@ -225,6 +225,7 @@ def test_qmd_release_semaphores(drv):
   assert o.host.view(np.float32).tolist() == [1.5 + i for i in range(16)]
   assert u64(s0) == (1 << 32) | 2 and t0 < u64(s0, 8) < drv.read_timer()   # four words: payload, then the ns timer
   assert u64(s1) == 33                                                     # one word
+  assert drv.counters["qmd_launch"] == 1 and drv.counters["gp_entry"] == 2 and drv.counters["doorbell"] == 2
 
 def test_inline_qmd_and_dependent_qmd(drv):
   r = add_kernel()
@@ -251,6 +252,7 @@ def test_copy_engine_linear_copy_and_four_word_semaphore(drv):
   run(drv)
   assert (drv.region(dst.va).mem.data[3:993] == src.host[1:991]).all()
   assert u64(sig) == 7 and 0 < u64(sig, 8) < drv.read_timer()   # upper payload word cleared
+  assert drv.counters["ce_copy"] == 1 and drv.counters["ce_release"] == 1
 
 def test_copy_engine_multi_line_one_word_semaphore_and_reduction(drv):
   s = copy_stream(drv)
