@@ -283,6 +283,8 @@ def optimize(ast: UOp, device: str, name: str = "kernel") -> Kernel:
 # kernel cache: the same AST for the same device, target and choice of Opts is compiled once
 _runners: dict[tuple[UOp, str, str, str, str], Runner] = {}
 _trace: list[Runner] | None = None
+# TinyJit (refgrad/jit.py) sets a list here to record what run_schedule runs: (runner, buffers) per launch, (None, [dest, src]) per copy
+_capture: list[tuple[Runner | None, list[Buffer]]] | None = None
 
 def get_runner(ast: UOp, device: str, name: str = "kernel") -> Runner:
   key = (ast, device, target_for(device).name, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"))
@@ -319,10 +321,12 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
     if it.ast is None:
       st = time.perf_counter()
       bufs[0].copyin(bufs[1].numpy())
+      if _capture is not None: _capture.append((None, bufs))
       if program.DEBUG >= 2: print(f"{it.device:7s} {it.name:30s} {bufs[0].nbytes:9d} bytes {(time.perf_counter() - st) * 1e3:9.3f} ms")
     else:
       runner = get_runner(it.ast, it.device, it.name)
       if _trace is not None: _trace.append(runner)
+      if _capture is not None: _capture.append((runner, bufs))
       # launches enqueue and return (HCQ devices run them asynchronously; reading a result synchronizes), except under
       # DEBUG=2, which prints each kernel's time and so waits for it
       runner(*bufs, wait=program.DEBUG >= 2)
