@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,8 @@ class _DeviceRegistry:
   """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept. A third-party
   backend registers a module with a `make_device(name) -> Compiled` function under the entry-point
   group "refgrad.devices" (entry name = device name) and is then used like the built-in ones."""
+  _made: dict[str, Compiled] = {}
+  _lock = threading.Lock()
   _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python", "NV": "refgrad.runtime.ops_nv"}
 
   @functools.cached_property
@@ -97,11 +100,13 @@ class _DeviceRegistry:
     if base not in self._modules:
       raise KeyError(f"unknown device {name!r}: choose one of {', '.join(self._modules)} (set DEV=... or pass device=)")
     return base if sep and idx == "0" else base + sep + idx   # "NV:0" is "NV", the first GPU
-  def __getitem__(self, name: str) -> Compiled: return self._get(self.canonicalize(name))   # "NV:0" and "NV" are one device
-  @functools.cache  # noqa: B019 -- one registry for the process
-  def _get(self, name: str) -> Compiled:
-    mod = importlib.import_module(self._modules[name.split(":")[0]])
-    return mod.make_device(name)
+  def __getitem__(self, name: str) -> Compiled:
+    name = self.canonicalize(name)   # "NV:0" and "NV" are one device
+    if (dev := self._made.get(name)) is None:
+      with self._lock:               # threads asking at once get the same device (a GPU must be opened once)
+        if (dev := self._made.get(name)) is None:
+          dev = self._made[name] = importlib.import_module(self._modules[name.split(":")[0]]).make_device(name)
+    return dev
   @property
   def DEFAULT(self) -> str: return self.canonicalize(os.environ.get("DEV", "CPU"))
   @DEFAULT.setter

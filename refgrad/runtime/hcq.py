@@ -230,6 +230,8 @@ class HCQDevice:
 
   # ---- signals ----
   def new_signal(self, value: int = 0) -> Signal:
+    with self.lock: return self._new_signal(value)
+  def _new_signal(self, value: int) -> Signal:
     if not self._sig_free:
       m = self.drv.alloc(PAGE, host_visible=True)
       assert m.host is not None
@@ -326,7 +328,7 @@ class HCQAllocator(Allocator):
   def __init__(self, dev: HCQDevice): self.dev = dev
   def alloc(self, nbytes: int) -> Mapping:
     if nbytes < 0: raise ValueError(f"cannot allocate {nbytes} bytes")
-    return self.dev.drv.alloc(max(nbytes, 1))
+    with self.dev.lock: return self.dev.drv.alloc(max(nbytes, 1))
   def free(self, handle: Mapping, nbytes: int) -> None: self.dev.free_later(handle)
   def _staging(self, nbytes: int) -> Mapping:
     m = self.dev.drv.alloc(max(nbytes, 1), host_visible=True)
@@ -363,8 +365,9 @@ class HCQProgram:
   waits and returns the kernel's GPU time from the timestamps the queue wrote)."""
   def __init__(self, dev: HCQDevice, name: str, image: bytes, nbufs: int, nvars: int):
     self.dev, self.name, self.nbufs, self.nvars = dev, name, nbufs, nvars
-    self.image = dev.drv.alloc(len(image))
-    HCQAllocator(dev).copyin(self.image, memoryview(image))
+    with dev.lock:
+      self.image = dev.drv.alloc(len(image))
+      HCQAllocator(dev).copyin(self.image, memoryview(image))
 
   def args(self, bufs: Sequence[int], vals: Sequence[int] = (), q: HWQueue | None = None) -> KernArgs:
     """A filled kernel-argument area: from the device's scratch ring, or the persistent queue q's own memory."""

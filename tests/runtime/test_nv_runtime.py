@@ -187,3 +187,14 @@ def test_debug2_times_come_from_gpu_timestamps(monkeypatch: pytest.MonkeyPatch):
   st = time.perf_counter()
   et = r(out, inp, wait=True)
   assert et is not None and et >= 1.0 and float(et).is_integer() and time.perf_counter() - st < 1.0
+
+
+def test_conformance_runs_the_mock_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path):
+  import json
+
+  from conformance.__main__ import main
+  monkeypatch.delenv("MOCKGPU")                          # conformance sets it for the mock GPUs itself
+  assert "NV" in Device.names
+  assert main(["--device", "NV", "--device", "PYTHON", "--group", "bitcast", "--jobs", "4", "--json", str(tmp_path / "r.json")]) == 0
+  results = json.loads((tmp_path / "r.json").read_text())
+  assert {r["device"] for r in results} == {"NV", "PYTHON"} and all(r["status"] == "pass" for r in results)
