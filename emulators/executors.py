@@ -28,6 +28,8 @@ class LinearKernel:
       name, uops = parse_program(payload)
       self.program = Program(name, uops)
     except (SerializeError, SpecError, ExecutionError) as e: raise Fault(f"the program image is not a valid {self.format}: {e}", "compute") from None
+    except (ValueError, TypeError, KeyError, IndexError) as e:   # a payload that parses but is no program the executor can prepare
+      raise Fault(f"the program image is not a valid {self.format}: {type(e).__name__}: {e}", "compute") from None
     p = self.program
     self.name = name
     self.nglobals = len(p.globals)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
 from emulators.fault import Fault
 from emulators.nv import semaphore
 from emulators.nv.methods import DONE, Method, field, table
@@ -11,6 +14,7 @@ from emulators.nv.methods import DONE, Method, field, table
 SET_SEMAPHORE_A, SET_SEMAPHORE_B, SET_SEMAPHORE_PAYLOAD = 0x240, 0x244, 0x248
 OFFSET_IN_UPPER, OFFSET_IN_LOWER, OFFSET_OUT_UPPER, OFFSET_OUT_LOWER = 0x400, 0x404, 0x408, 0x40C
 PITCH_IN, PITCH_OUT, LINE_LENGTH_IN, LINE_COUNT = 0x410, 0x414, 0x418, 0x41C
+MAX_BYTES = 1 << 32   # one LAUNCH_DMA moves at most this much (a zero pitch could otherwise ask for 2^64 bytes)
 CE_REDUCTIONS = {0: "IMIN", 1: "IMAX", 2: "IXOR", 3: "IAND", 4: "IOR", 5: "IADD", 6: "INC", 7: "DEC"}
 
 
@@ -57,6 +61,8 @@ def copy(eng: CopyEngine, v: int) -> None:
   lines, pin, pout = (r.get(LINE_COUNT, 0), r.get(PITCH_IN, 0), r.get(PITCH_OUT, 0)) if field(v, 9, 9) else (1, n, n)
   ch.dev.counters["ce_copy"] += 1
   if n == 0 or lines == 0: return
+  if lines * n > MAX_BYTES:
+    raise Fault(f"copy-engine LAUNCH_DMA: {lines} lines of {n} bytes is more than the {MAX_BYTES} bytes one launch may move here", "copy")
   # every line lies in one mapping for source and destination: check the first and last lines' ends
   span_in, span_out = (lines - 1) * pin + n, (lines - 1) * pout + n
   sr, so = vm.resolve(src, span_in, "copy", f"copy source ({lines} x {n} bytes)")
@@ -65,8 +71,10 @@ def copy(eng: CopyEngine, v: int) -> None:
   ch.dev.hz.access(ch.pid, sr.va, [(src, src + span_in, False)], what)
   ch.dev.hz.access(ch.pid, dr.va, [(dst, dst + span_out, True)], what)
   if lines == 1 or (pin == n and pout == n): dr.mem.write(sr.mem.data[so:so + span_in], do)
-  else:
-    for i in range(lines): dr.mem.write(sr.mem.data[so + i * pin:so + i * pin + n], do + i * pout)
+  else:   # lines x n bytes at the pitches, in one numpy assignment (line order is kept where destination lines overlap)
+    src2d = as_strided(sr.mem.data[so:], (lines, n), (pin, 1), writeable=False)
+    as_strided(dr.mem.data[do:], (lines, n), (pout, 1))[...] = np.array(src2d) if sr is dr else src2d
+    if dr.init is not None: as_strided(dr.init[do:], (lines, n), (pout, 1))[...] = True
 
 
 TABLE = table("C6B5", [

@@ -64,7 +64,9 @@ def sem_execute(eng: HostEngine, v: int) -> int:
     return DONE
   if op == REDUCTION:
     semaphore.check_align(addr, nbytes, "host", f"{nbytes * 8}-bit reduction of a {what}")
-    red = semaphore.HOST_REDUCTIONS[field(v, 30, 27)]
+    if (ri := field(v, 30, 27)) >= len(semaphore.HOST_REDUCTIONS):
+      raise Fault(f"SEM_EXECUTE 0x{v:08x}: REDUCTION {ri} is not a reduction (0-7)", "host", addr)
+    red = semaphore.HOST_REDUCTIONS[ri]
     semaphore.reduce(ch.dev, ch.pid, addr, red, payload, nbytes, not field(v, 31, 31), "host", what)
     return DONE
   raise Fault(f"SEM_EXECUTE 0x{v:08x} has OPERATION {op}, which is not an operation (0-6)", "host", addr)
