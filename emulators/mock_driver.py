@@ -22,8 +22,8 @@ from emulators.order import Order, hazards_knob, order_knob
 from emulators.vm import AddressSpace, Region
 from refgrad.runtime.driver import Driver, GPUFault, GPUHazard, Mapping, QueueHandle
 
-ARCHES: dict[str, str] = {"NV": "emulators.nv.channel"}   # arch -> module with make_channel(dev, handle, ring, userd, pid)
-USERD_BYTES = 512
+# arch -> module with RING_ENTRY_BYTES, CONTROL_BYTES and make_channel(dev, handle, ring region, control region, hazard participant)
+ARCHES: dict[str, str] = {"NV": "emulators.nv.channel"}
 ENGINES = ("compute", "copy")
 
 
@@ -62,7 +62,7 @@ class MockDriver(Driver):
     if engine not in ENGINES: raise ValueError(f"{self.device}: queue engine must be one of {ENGINES}, got {engine!r}")
     if not isinstance(entries, int) or entries < 2 or entries & (entries - 1):
       raise ValueError(f"{self.device}: a GP ring needs a power-of-two number of entries >= 2, got {entries!r}")
-    ring, userd = self.alloc(entries * 8, True), self.alloc(USERD_BYTES, True)
+    ring, userd = self.alloc(entries * self._arch.RING_ENTRY_BYTES, True), self.alloc(self._arch.CONTROL_BYTES, True)
     same = sum(1 for c in self.channels if c.handle.engine == engine)
     name = f"{self.device} {engine}" + (f" {same}" if same else "")
     token = 0x100 + len(self.channels)   # opaque on real hardware; here just unique per device

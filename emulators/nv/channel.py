@@ -22,6 +22,7 @@ from emulators.nv.host import HostEngine
 from emulators.nv.methods import BLOCKED, DONE
 from refgrad.runtime.driver import GPUFault
 
+RING_ENTRY_BYTES, CONTROL_BYTES = 8, 512   # a GP entry; the USERD page
 GP_GET, GP_PUT = 0x88 // 4, 0x8C // 4
 SEC_OPS = {0: "GRP0", 1: "INC_METHOD", 2: "GRP2", 3: "NON_INC_METHOD", 4: "IMMD_DATA_METHOD", 5: "ONE_INC", 6: "reserved", 7: "END_PB_SEGMENT"}
 GP_OPCODES = {0: "NOP", 1: "ILLEGAL", 2: "GP_CRC", 3: "PB_CRC"}
@@ -37,7 +38,7 @@ class Channel:
     self.dev, self.handle, self.name, self.pid = dev, handle, handle.name, pid
     self.ring32 = ring.mem.data.view(np.uint32)
     self.userd32 = userd.mem.data.view(np.uint32)
-    self.entries = ring.size // 8
+    self.entries = ring.size // RING_ENTRY_BYTES
     self.get = self.put = 0
     self.submitted = self.fetched = 0
     self.doorbells: deque[tuple[int, list[int]]] = deque()   # (first entry of the submission, host clock)
