@@ -11,7 +11,7 @@ from emulators.mock_driver import make_driver
 from refgrad.runtime.driver import GPUHazard
 
 from .kernels import Launcher, add_kernel, compute_stream
-from .nvenc import ACQ_CIRC64, COPY, REL32, REL64, REL64_TS, Stream, ce_copy, ce_sem, sem, set_object, u32, u64
+from .nvenc import ACQ_CIRC64, COPY, REL32, REL64, REL64_TS, Stream, ce_copy, ce_sem, inline_upload, sem, set_object, u32, u64
 
 
 def copy_stream(drv) -> Stream:
@@ -155,3 +155,31 @@ def test_two_devices_are_independent():
   assert d1.run_until_idle() is False   # device 1's queue waits on its own memory, which device 0 never wrote
   d1.free(m1)
   assert d0.region(m0.va) is not None
+
+def test_kernel_writes_and_inline_uploads_race_across_compute_queues():
+  drv = make_driver("NV", 0)
+  c0, c1 = compute_stream(drv), compute_stream(drv)
+  a, b, o = drv.alloc(64, True), drv.alloc(64, True), drv.alloc(64, True)
+  kern = Launcher(drv, add_kernel(), [o.va, a.va, b.va])
+  c0.entry(kern.words())
+  c1.entry(inline_upload(o.va + 16, bytes(8)))   # writes into the kernel's output with no ordering
+  with pytest.raises(GPUHazard, match=r"kernel add writes .* NV:0 compute 1 GP entry 1: inline upload of 8 bytes writes"):
+    drv.run_until_idle()
+
+def test_many_ordered_operations_then_one_unordered_is_still_found():
+  # 40 rounds of ping-pong: the copy queue fills dst and signals, the compute queue copies dst out and signals back
+  # (so the next fill waits for it); then one more fill the compute queue does not wait for (older records get pruned)
+  drv = make_driver("NV", 0)
+  k, c = copy_stream(drv), compute_stream(drv)
+  src, dst, out, sig, back = drv.alloc(64, True), drv.alloc(64, True), drv.alloc(64, True), drv.alloc(16, True), drv.alloc(16, True)
+  wk, wc = [], list(set_object(COPY, 0xC6B5))
+  for i in range(1, 41):
+    wk += [*sem(back.va, i - 1, ACQ_CIRC64), *ce_copy(dst.va, src.va, 64), *ce_sem(sig.va, i)]
+    wc += [*sem(sig.va, i, ACQ_CIRC64), *ce_copy(out.va, dst.va, 64), *sem(back.va, i, REL64)]
+  k.entry(wk)
+  c.entry(wc)
+  assert drv.run_until_idle()
+  assert len(drv.hz.records[dst.va]) <= 4
+  k.entry(ce_copy(dst.va, src.va, 64))
+  c.entry(ce_copy(out.va, dst.va, 64))
+  with pytest.raises(GPUHazard, match="copy of 64 bytes"): drv.run_until_idle()
