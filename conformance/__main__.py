@@ -9,25 +9,50 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
-from conformance.suite import Result, all_cases, run_case
-from refgrad.device import Device, write_atomic
-from refgrad.dtype import dtypes
+if TYPE_CHECKING:
+  from conformance.suite import Result
 
 MOCK_GPUS = ("NV",)
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 
+GROUPS = ("alu", "cast", "bitcast", "transcendental", "native")
+
+def _parser() -> argparse.ArgumentParser:
+  ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__,
+                               epilog="Knobs (environment) apply too, e.g. EMULATE=CUDA; a bad value is reported before anything runs. "
+                                      "Exit status: 0 all passed, 1 some case failed, 2 bad arguments or environment.")
+  ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
+  ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
+                  "transcendentals (bit-exact), native transcendentals (ULP bound)")
+  ap.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the random inputs (default 0)")
+  ap.add_argument("--jobs", type=int, default=4, metavar="N", help="cases run concurrently, so compiles overlap (default 4)")
+  ap.add_argument("--json", type=Path, metavar="PATH", help="write all results as JSON here")
+  ap.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
+  return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-  ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
-  ap.add_argument("--device", action="append", help=f"device to test (repeatable); default: all of {', '.join(Device.names)}")
-  ap.add_argument("--group", action="append", choices=["alu", "cast", "bitcast", "transcendental", "native"], help="only these case groups")
-  ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-  ap.add_argument("--jobs", type=int, default=4, help="cases run concurrently (compiles overlap)")
-  ap.add_argument("--json", type=Path, help="write all results as JSON here")
-  ap.add_argument("--junit", type=Path, help="write JUnit XML here")
-  args = ap.parse_args(argv)
+  args = _parser().parse_args(argv)
+  try:   # refgrad reads some knobs when imported: a bad one is one line here, not a traceback per case
+    from refgrad import knobs
+    knobs.check_all()
+  except ValueError as e:
+    if not hasattr(e, "knob"): raise
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  from conformance.suite import all_cases, run_case
+  from refgrad.device import Device, write_atomic
+  try: _ = Device.DEFAULT   # DEV must name a registered device
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if args.jobs < 1:
+    print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+    return 2
   try: devices = [Device.canonicalize(d) for d in (args.device or Device.names)]
   except KeyError as e:
     print(f"error: {e.args[0]}", file=sys.stderr)
@@ -58,6 +83,7 @@ SHORT = {"bool": "bool", "char": "i8", "short": "i16", "int": "i32", "long": "i6
 def _print_tables(console, results: list[Result], device: str) -> None:
   from rich.table import Table
 
+  from refgrad.dtype import dtypes
   from refgrad.uop.ops import Ops
   by = {(r.group, r.op if r.group in ("alu", "transcendental", "native") else r.src_dtype, r.dtype): r for r in results}
   cols = [d.name for d in dtypes.all]

@@ -7,10 +7,14 @@ environment variable (CPU when unset).
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import importlib
+import json
 import os
+import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -20,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from refgrad import knobs
 from refgrad.dtype import DType, dtypes
 
 
@@ -38,23 +43,92 @@ class CompileError(RuntimeError):
 class Compiler:
   """Turns rendered source into a program binary, with a content-addressed on-disk cache: the key
   is a hash of (cachekey, source), so a changed compiler or flag set never serves a stale
-  binary, and parallel writers publish with an atomic rename."""
+  binary, and parallel writers publish with an atomic rename.
+
+  An entry is one file: a JSON header line (format, key, sha256 of the source and of the binary, its size)
+  and the binary's raw bytes. Nothing read back is trusted: a truncated, garbage or swapped entry fails the
+  check, is reported in one line and recompiled. DISABLE_COMPILER_CACHE=1 never touches the disk."""
   cachekey: str = ""
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_cached(self, src: str) -> bytes:
-    if not self.cachekey or os.environ.get("DISABLE_COMPILER_CACHE"): return self.compile(src)
+    if not self.cachekey or knobs.get("DISABLE_COMPILER_CACHE"): return self.compile(src)
     key = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).hexdigest()
-    path = cache_dir() / "compiled" / key[:2] / key
-    try: return path.read_bytes()
-    except FileNotFoundError: pass
+    src_sha = hashlib.sha256(src.encode()).hexdigest()
+    path = cache_dir(writable=False) / "compiled" / key[:2] / key
+    try: lib = _read_entry(path.read_bytes(), key, src_sha)
+    except (FileNotFoundError, NotADirectoryError): lib = None
+    except OSError as e:
+      warn(f"cannot read compile cache entry {path} ({e.strerror or e}); recompiling")
+      lib = None
+    except ValueError as e:
+      warn(f"compile cache entry {path} is damaged ({e}); recompiling")
+      lib = None
+    if lib is not None: return lib
     lib = self.compile(src)
-    write_atomic(path, lib)
+    head = {"format": COMPILED_FORMAT, "key": key, "src_sha256": src_sha, "bin_sha256": hashlib.sha256(lib).hexdigest(), "bin_size": len(lib)}
+    cache_write(Path("compiled") / key[:2] / key, json.dumps(head).encode() + b"\n" + lib)
     return lib
 
+COMPILED_FORMAT = "refgrad.compiled/1"
 
-def cache_dir() -> Path:
-  """Where compiled programs are kept: $REFGRAD_CACHE, else ~/.cache/refgrad."""
-  return Path(os.environ.get("REFGRAD_CACHE", Path.home() / ".cache" / "refgrad"))
+def _read_entry(data: bytes, key: str, src_sha: str) -> bytes:
+  """The binary of a compile-cache entry after checking its header against what is expected; ValueError says what is wrong."""
+  nl = data.find(b"\n")
+  if nl < 0: raise ValueError("no header line")
+  try: head = json.loads(data[:nl])
+  except ValueError: raise ValueError("the header is not JSON") from None
+  if not isinstance(head, dict) or head.get("format") != COMPILED_FORMAT: raise ValueError(f"the header is not a {COMPILED_FORMAT} header")
+  if head.get("key") != key or head.get("src_sha256") != src_sha: raise ValueError("it was compiled from another source or compiler")
+  lib = data[nl + 1:]
+  if head.get("bin_size") != len(lib): raise ValueError(f"the binary has {len(lib)} bytes, the header says {head.get('bin_size')}")
+  if head.get("bin_sha256") != hashlib.sha256(lib).hexdigest(): raise ValueError("the binary does not match its digest")
+  return lib
+
+
+def warn(msg: str) -> None:
+  """One line on stderr (cache trouble is worth knowing, never worth failing for)."""
+  print(f"refgrad: warning: {msg}", file=sys.stderr)
+
+
+_fallback: Path | None = None     # the private temporary cache of this process, once the configured one failed
+_checked_dirs: set[Path] = set()  # configured cache directories known to be writable
+
+def private_dir(prefix: str) -> Path:
+  d = Path(tempfile.mkdtemp(prefix=prefix))   # mode 0700: only this user
+  atexit.register(shutil.rmtree, d, True)
+  return d
+
+def cache_dir(writable: bool = True) -> Path:
+  """Where cached files are kept: $REFGRAD_CACHE, else ~/.cache/refgrad. With `writable`, a directory that cannot be
+  created or written is replaced (for the rest of the process) by a private temporary one, with a one-line warning."""
+  if _fallback is not None: return _fallback
+  d = knobs.get("REFGRAD_CACHE") or Path.home() / ".cache" / "refgrad"
+  if not writable or d in _checked_dirs: return d
+  try:
+    d.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=d, prefix=".probe.")
+    os.close(fd)
+    os.unlink(probe)
+  except OSError as e: return _fall_back(d, e)
+  _checked_dirs.add(d)
+  return d
+
+def _fall_back(d: Path, e: OSError) -> Path:
+  global _fallback
+  if _fallback is None:
+    _fallback = private_dir("refgrad-cache-")
+    warn(f"cache directory {d} is not usable ({e.strerror or e}); using the private temporary {_fallback} for this process")
+  return _fallback
+
+def cache_write(rel: Path, data: bytes) -> Path:
+  """Publish `data` at `rel` under the cache directory, atomically; a failed write (read-only, full disk) moves the
+  process to a private temporary cache with a warning and writes there."""
+  path = cache_dir() / rel
+  try: write_atomic(path, data)
+  except OSError as e:
+    path = _fall_back(path.parent, e) / rel
+    write_atomic(path, data)
+  return path
 
 def write_atomic(path: Path, data: bytes) -> None:
   """Write a file so readers see either nothing or all of it (temp file + rename)."""
@@ -108,7 +182,9 @@ class _DeviceRegistry:
           dev = self._made[name] = importlib.import_module(self._modules[name.split(":")[0]]).make_device(name)
     return dev
   @property
-  def DEFAULT(self) -> str: return self.canonicalize(os.environ.get("DEV", "CPU"))
+  def DEFAULT(self) -> str:
+    try: return self.canonicalize(knobs.get("DEV"))
+    except KeyError as e: raise knobs.KnobError("DEV", f"DEV={os.environ.get('DEV')!r} is not allowed: {e.args[0]}") from None
   @DEFAULT.setter
   def DEFAULT(self, name: str) -> None: os.environ["DEV"] = self.canonicalize(name)   # DEV stays the one source
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
+from refgrad import knobs
 from refgrad.device import Buffer, Device
 from refgrad.dtype import PtrDType
 from refgrad.uop.ops import Ops, UOp
 
-DEBUG = int(os.environ.get("DEBUG", "0"))  # 2: print each launch and its time; 4: also each kernel's source
+DEBUG = knobs.get("DEBUG")  # 2: print each launch and its time; 4: also each kernel's source
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from refgrad import program
+from refgrad import knobs, program
 from refgrad.device import Buffer
 from refgrad.dtype import dtypes
 from refgrad.heuristic import hand_coded_optimizations
@@ -274,8 +273,8 @@ def optimize(ast: UOp, device: str, name: str = "kernel") -> Kernel:
   """The kernel as it runs on `device`: for the device's target (refgrad/target.py), unoptimized with NOOPT=1,
   searched with BEAM=n (refgrad/search.py), else with the hand-coded Opts (refgrad/heuristic.py)."""
   k = Kernel(ast, name, target_for(device))
-  if os.environ.get("NOOPT", "0") == "1": return k
-  if (beam := int(os.environ.get("BEAM", "0") or 0)) > 0:
+  if knobs.get("NOOPT"): return k
+  if (beam := knobs.get("BEAM")) > 0:
     from refgrad.search import cached_beam
     return cached_beam(k, device, beam)
   return hand_coded_optimizations(k)
@@ -287,7 +286,7 @@ _trace: list[Runner] | None = None
 _capture: list[tuple[Runner | None, list[Buffer]]] | None = None
 
 def get_runner(ast: UOp, device: str, name: str = "kernel") -> Runner:
-  key = (ast, device, target_for(device).name, os.environ.get("NOOPT", "0"), os.environ.get("BEAM", "0"))
+  key = (ast, device, target_for(device).name, knobs.get("NOOPT"), knobs.get("BEAM"))
   if (r := _runners.get(key)) is None:
     k = optimize(ast, device, name)
     r = _runners[key] = Runner.from_sink(name, k.lower(), device)

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from refgrad import program
+from refgrad import knobs, program
 from refgrad.codegen import to_linear
-from refgrad.device import Buffer, CompileError, Device, cache_dir, write_atomic
+from refgrad.device import Buffer, CompileError, Device, cache_dir, cache_write, warn
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, Opt, OptOps, apply_opt, apply_opts, valid_opts
@@ -61,7 +61,7 @@ _SKIP = (ValueError, NotImplementedError, CompileError, UndefinedBehaviourError,
 
 def beam_width() -> int:
   """$BEAM: the beam width to search with (0: no search)."""
-  return int(os.environ.get("BEAM", "0") or 0)
+  return int(knobs.get("BEAM"))
 
 
 # ---- the search ------------------------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def _compile_candidates(name: str, sinks: list[UOp], device: str) -> list[Runner
   are compiled in a thread pool first -- the compiler is a subprocess -- so building each Runner on this thread
   only loads the cached binary."""
   dev = Device[device]
-  if dev.compiler.cachekey and not os.environ.get("DISABLE_COMPILER_CACHE") and len(sinks) > 1:
+  if dev.compiler.cachekey and not knobs.get("DISABLE_COMPILER_CACHE") and len(sinks) > 1:
     srcs = []
     for s in sinks:
       try: srcs.append(dev.renderer.render(name, to_linear(s, dev.renderer)))
@@ -246,7 +246,7 @@ def cache_key(k: Kernel, device: str, amt: int) -> str:
            Device.canonicalize(device).split(":")[0], tgt, str(amt)]
   return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
-def cache_path(k: Kernel, device: str, amt: int) -> Path: return cache_dir() / "beam" / f"{cache_key(k, device, amt)}.json"
+def cache_path(k: Kernel, device: str, amt: int) -> Path: return cache_dir(writable=False) / "beam" / f"{cache_key(k, device, amt)}.json"
 
 def _opt_json(o: Opt) -> list[Any]: return [o.op.name, o.axis, o.arg]
 
@@ -256,35 +256,38 @@ def _opt_from_json(x: Any) -> Opt:
     raise ValueError(f"not an Opt [op name, axis, arg]: {x!r}")
   return Opt(OptOps[x[0]], x[1], x[2])
 
-def _read_cache(path: Path) -> list[Opt] | None:
-  """The cached Opts, or None when there is no entry; a file that cannot be read or is not an entry is reported
-  at DEBUG>=1 and treated as missing (the search rewrites it)."""
+def _read_cache(path: Path, key: str) -> list[Opt] | None:
+  """The cached Opts, or None when there is no entry; a file that cannot be read, is not an entry or is the entry
+  of another key (swapped) is reported in one line and treated as missing (the search rewrites it)."""
   try: text = path.read_bytes()
-  except FileNotFoundError: return None
+  except (FileNotFoundError, NotADirectoryError): return None
   except OSError as e:
-    _debug(1, f"beam cache: cannot read {path} ({e}); searching again")
+    warn(f"beam cache: cannot read {path} ({e.strerror or e}); searching again")
     return None
   try:
     doc = json.loads(text)
     if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or not isinstance(doc.get("opts"), list):
       raise ValueError(f"expected an object with \"format\": {CACHE_FORMAT!r} and a list \"opts\"")
+    if doc.get("key") != key: raise ValueError("it is the entry of another kernel (its key differs)")
     return [_opt_from_json(x) for x in doc["opts"]]
   except ValueError as e:   # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-    _debug(1, f"beam cache: {path} is corrupt ({_first_line(e)}); searching again")
+    warn(f"beam cache: {path} is corrupt ({_first_line(e)}); searching again")
     return None
 
 
 def cached_beam(k: Kernel, device: str, amt: int) -> Kernel:
   """beam_search(k, device, amt) through the on-disk cache: a hit applies the cached Opts without timing anything;
   a miss, a corrupt entry or Opts that no longer apply search again and (over)write the entry."""
+  # DISABLE_COMPILER_CACHE=1: no file is read or written
+  key, use_disk = cache_key(k, device, amt), not knobs.get("DISABLE_COMPILER_CACHE")
   path = cache_path(k, device, amt)
-  if os.environ.get("IGNORE_BEAM_CACHE", "0") != "1" and (opts := _read_cache(path)) is not None:
+  if use_disk and not knobs.get("IGNORE_BEAM_CACHE") and (opts := _read_cache(path, key)) is not None:
     try: return apply_opts(k, opts)
     except InvalidOptError as e: _debug(1, f"beam cache: {path} no longer applies ({_first_line(e)}); searching again")
   best = beam_search(k, device, amt)
-  doc = {"format": CACHE_FORMAT, "kernel": k.name, "device": Device.canonicalize(device).split(":")[0], "amt": amt,
+  doc = {"format": CACHE_FORMAT, "key": key, "kernel": k.name, "device": Device.canonicalize(device).split(":")[0], "amt": amt,
          "opts": [_opt_json(o) for o in best.applied[len(k.applied):]]}
-  write_atomic(path, (json.dumps(doc) + "\n").encode())
+  if use_disk: cache_write(Path("beam") / path.name, (json.dumps(doc) + "\n").encode())
   return best
 
 

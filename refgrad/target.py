@@ -24,11 +24,11 @@ l % 16 of B, and rows 2e + l // 16 of column l % 16 of C/D).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from refgrad import knobs
 from refgrad.dtype import DType, dtypes
 
 Bits = tuple[tuple[str, int], ...]   # ("l" | "e", bit) for each bit of a coordinate, least significant first
@@ -132,10 +132,8 @@ TENSOR_CORES: dict[str, TensorCore] = {tc.name: tc for t in TARGETS.values() for
 
 def emulated() -> Target | None:
   """The target named by $EMULATE (CUDA or AMD), or None when it is unset."""
-  name = os.environ.get("EMULATE", "").strip().upper()
-  if not name: return None
-  if name not in TARGETS or name == "CPU": raise ValueError(f"EMULATE={name!r}: choose one of {', '.join(n for n in TARGETS if n != 'CPU')}")
-  return TARGETS[name]
+  name = knobs.get("EMULATE")
+  return TARGETS[name] if name else None
 
 def target_for(device: str) -> Target:
   """The target kernels for `device` are optimized for: $EMULATE's, else the device renderer's own (CPU by default)."""

@@ -43,6 +43,11 @@ def _f(x: Tensor) -> Tensor:
   """x as a float tensor (ints and bool go to the default float, as in tinygrad)."""
   return x.cast(least_upper_float(x.dtype))
 
+def _const_value(u: UOp) -> Any:
+  """The value of a constant seen through movement ops (a broadcast scalar), else None."""
+  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.FLIP): u = u.src[0]
+  return u.arg if u.op is Ops.CONST else None
+
 def _f32(x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
   """fn of float x; float16/bfloat16 are computed in float32 and rounded once at the end."""
   x = _f(x)
@@ -96,6 +101,7 @@ class MathMixin:
     """(quotient, remainder) of same-shape int tensors: C's (trunc) or Python's (floor). MIN // -1 wraps to MIN."""
     a = self
     a._need_int("integer division", allow_bool=False)
+    if _const_value(b.uop) == 0: raise ZeroDivisionError(f"integer division or modulo by zero: the divisor is the constant 0 ({a.dtype!r})")
     if dtypes.is_unsigned(a.dtype): return a._alu(Ops.IDIV, b), a._alu(Ops.MOD, b)
     neg1 = b == -1
     bs = neg1.where(1, b)               # C traps on MIN / -1: divide by 1 there and negate (wraps) instead

@@ -1,14 +1,13 @@
 """Renderers turn a linear program (refgrad/uop/spec.py) into the source a device compiles."""
 from __future__ import annotations
 
-import os
-
+from refgrad import knobs
 from refgrad.dtype import DType
 from refgrad.target import CPU, Target
 from refgrad.uop.ops import UOp
 
 # default for every renderer: decompose transcendentals (bit-exact everywhere) unless NATIVE_TRANSCENDENTALS=1
-NATIVE_TRANSCENDENTALS = os.environ.get("NATIVE_TRANSCENDENTALS", "0") == "1"
+NATIVE_TRANSCENDENTALS = bool(knobs.get("NATIVE_TRANSCENDENTALS"))
 
 
 class Renderer:

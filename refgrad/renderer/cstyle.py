@@ -12,6 +12,11 @@ refgrad.runtime.ops_cpu.ClangCompiler (-fwrapv -ffp-contract=off, no fast-math):
 
 - integer ADD/MUL/NEG/SHL are computed in an unsigned type and converted back, so no signed
   overflow or small-type promotion is involved; SHR/IDIV/MOD/compares use C's own operators;
+- C (not the GPU dialects) makes the undefined cases total, so no input can trap (SIGFPE) or let the compiler
+  assume it away: IDIV/MOD by 0 give 0, MIN / -1 gives MIN and MIN % -1 gives 0 (`rg_div_*`, `rg_mod_*`), shift
+  amounts are masked to the width, float->int casts saturate and NaN gives 0 (`rg_f2i_*`). Defined inputs give
+  exactly what C's operators give; these results are the CPU's, not reference semantics (the PYTHON device reports
+  the same inputs as undefined behaviour in checked mode);
 - float16 is `_Float16` for storage and conversion only: ops compute in float and convert back
   once; bfloat16 is stored as its bits (`unsigned short`) and goes through small helpers;
 - helpers implement what C does not give directly: MAX with the NaN/+-0 rules, MULACC of 16-bit
@@ -127,6 +132,7 @@ class CStyleProgram:
   memcpy = "__builtin_memcpy"
   ident = ("a usable C identifier", "a C identifier")   # for errors: kernel names, variable names
   dialect = "C"                    # for errors: what the program cannot be rendered to
+  total = False                    # whether undefined integer ops and casts get a defined result (see the module docstring)
 
   def __init__(self, name: str, uops: list[UOp]):
     self.name, self.uops = name, uops
@@ -224,8 +230,10 @@ class CStyleProgram:
     if op is Ops.ADD: return f"(({t})(({u}){s[0]} + ({u}){s[1]}))"
     if op is Ops.MUL: return f"(({t})(({u}){s[0]} * ({u}){s[1]}))"
     if op is Ops.NEG: return f"(({t})(-({u}){s[0]}))"
+    if op in (Ops.SHL, Ops.SHR) and self.total: s = [s[0], f"({s[1]} & {dt.bits - 1})"]   # no shift amount outside [0, bits)
     if op is Ops.SHL: return f"(({t})(({u}){s[0]} << {s[1]}))"
     if op is Ops.MAX: return f"(({t})({s[0]} > {s[1]} ? {s[0]} : {s[1]}))"
+    if op in (Ops.IDIV, Ops.MOD) and self.total: return f"{self.total_divmod(op, dt)}({s[0]}, {s[1]})"
     ops = {Ops.SHR: ">>", Ops.IDIV: "/", Ops.MOD: "%", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}
     if op in ops: return f"(({t})({s[0]} {ops[op]} {s[1]}))"
     raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
@@ -283,10 +291,35 @@ class CStyleProgram:
       return f"(({t}){x})"
     # src is a float: widen 16-bit floats to float (exact) first
     w, wdt = self.widen(x, src), (dtypes.float32 if src in (dtypes.float16, dtypes.bfloat16) else src)
+    if dtypes.is_int(dst) and self.total: return f"{self.total_f2i(wdt, dst)}({w})"
     if dtypes.is_int(dst) or dst == wdt: return f"(({t}){w})"   # truncation toward zero; out of range is UB
     if dst == dtypes.bfloat16: return f"{self.use('rg_d2bf')}({w})" if wdt == dtypes.float64 else f"{self.use('rg_f2bf')}({w})"
     if dst == dtypes.float16: return f"{self.use('rg_d2h')}({w})" if wdt == dtypes.float64 else self.cast_to_half(w)
     return f"(({t}){w})"  # float <-> double: the conversion rounds once (RNE) or is exact
+
+  def total_divmod(self, op: Ops, dt: DType) -> str:
+    """The helper computing IDIV or MOD of `dt` for every input: by 0 gives 0, MIN / -1 gives MIN (wraps), MIN % -1 gives 0."""
+    name = f"rg_{'div' if op is Ops.IDIV else 'mod'}_{dt.name}"
+    if name not in self.generated:
+      t, sym = self.scalar_type(dt), "/" if op is Ops.IDIV else "%"
+      u = "unsigned long long" if dt.bits == 64 else "unsigned int"
+      minus1 = "" if dtypes.is_unsigned(dt) else f"if (b == -1) return {f'({t})(-({u})a)' if op is Ops.IDIV else '0'}; "
+      self.generated[name] = f"{self.subst.get('fn', 'static inline')} {t} {name}({t} a, {t} b) {{ if (b == 0) return 0; {minus1}return ({t})(a {sym} b); }}"
+    return name
+
+  def total_f2i(self, src: DType, dst: DType) -> str:
+    """The helper casting float32/float64 `src` to int `dst` for every input: truncation where it fits, else saturation, NaN -> 0."""
+    name = f"rg_f2i_{src.name}_{dst.name}"
+    if name not in self.generated:
+      t, fs = self.scalar_type(dst), self.scalar_type(src)
+      if dtypes.is_unsigned(dst): lo, hi, vmin, vmax = "d <= -1.0", f"d >= {float(2 ** dst.bits)!r}", "0", f"({t})~0ull"
+      else:
+        # below MIN: d <= MIN - 1 where that is a double (bits <= 32); for 64 bits no double lies in (MIN - 1, MIN)
+        lo = f"d <= {float(-2 ** (dst.bits - 1) - 1)!r}" if dst.bits <= 32 else f"d < {float(-2 ** 63)!r}"
+        hi, vmin, vmax = f"d >= {float(2 ** (dst.bits - 1))!r}", f"({t})(-{2 ** (dst.bits - 1) - 1}ll - 1)", f"({t}){2 ** (dst.bits - 1) - 1}ll"
+      self.generated[name] = (f"{self.subst.get('fn', 'static inline')} {t} {name}({fs} x) {{ double d = x; "
+                              f"if (d != d) return 0; if ({lo}) return {vmin}; if ({hi}) return {vmax}; return ({t})x; }}")
+    return name
 
   # ---- lane-wise wrapper ---------------------------------------------------------------------
   def lanes(self, dt: DType, fn, srcs: tuple[UOp, ...]) -> str:
@@ -414,6 +447,7 @@ class CStyleProgram:
 
 class _CProgram(CStyleProgram):
   """C: SPECIALs are loops around the body, BARRIERs and WMMAs split it into phases."""
+  total = True
   subst = {"fn": "static inline", "half": "_Float16", "u_of_f": "unsigned int u; __builtin_memcpy(&u, &f, 4);",
            "u_of_r": "unsigned int u; __builtin_memcpy(&u, &r, 4);", "r_of_u": "__builtin_memcpy(&r, &u, 4);", "fabs": "__builtin_fabs",
            "d2h": "(_Float16)rg_d2f_odd(d)", "fma_h": "(double)a * (double)b, (double)c", "fma_bf": "(double)rg_bf2f(a) * (double)rg_bf2f(b)",

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from refgrad.device import Allocator, Compiled, CompileError, Compiler, cache_dir, write_atomic
+from refgrad import knobs
+from refgrad.device import Allocator, Compiled, CompileError, Compiler, cache_dir, cache_write, private_dir, warn, write_atomic
 from refgrad.renderer.cstyle import CRenderer
 
 
@@ -65,6 +66,10 @@ class ClangCompiler(Compiler):
 
 
 @functools.cache
+def _private_lib_dir() -> Path: return private_dir("refgrad-lib-")
+
+
+@functools.cache
 def _compiler_version(path: str) -> str:
   r = subprocess.run([path, "--version"], capture_output=True, check=False)
   return r.stdout.decode(errors="replace").strip() + r.stderr.decode(errors="replace").strip()
@@ -72,11 +77,23 @@ def _compiler_version(path: str) -> str:
 
 class CPUProgram:
   """A compiled kernel loaded with ctypes. The shared object is kept under the cache directory by the
-  hash of its bytes (a temp dir may be mounted noexec), published atomically."""
+  hash of its bytes (a temp dir may be mounted noexec), published atomically; a file already there is loaded
+  only when its bytes are the ones expected (a truncated one would kill the process with SIGBUS).
+  With DISABLE_COMPILER_CACHE=1 it goes to a private temporary directory of the process instead."""
   def __init__(self, name: str, lib: bytes):
     self.name = name
-    path = cache_dir() / "cpu_lib" / f"{hashlib.sha256(lib).hexdigest()}.so"
-    if not path.exists(): write_atomic(path, lib)
+    rel = Path(f"{hashlib.sha256(lib).hexdigest()}.so")
+    if knobs.get("DISABLE_COMPILER_CACHE"): write_atomic(path := _private_lib_dir() / rel, lib)
+    else:
+      path = cache_dir() / "cpu_lib" / rel
+      try: ok = path.read_bytes() == lib
+      except (FileNotFoundError, NotADirectoryError): ok = False
+      except OSError as e:
+        warn(f"cannot read {path} ({e.strerror or e}); writing it again")
+        ok = False
+      if not ok:
+        if path.exists(): warn(f"loadable library {path} is damaged (its bytes do not match its name); writing it again")
+        path = cache_write(Path("cpu_lib") / rel, lib)
     self.lib = ctypes.CDLL(str(path))
     try: self.fxn = getattr(self.lib, name)
     except AttributeError: raise ValueError(f"the compiled program has no function {name!r}") from None

@@ -31,12 +31,12 @@ PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers c
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
@@ -59,7 +59,7 @@ class OutOfBoundsError(UndefinedBehaviourError, IndexError):
 
 def checked_default() -> bool:
   """Checked mode unless the environment says CHECKED=0."""
-  return os.environ.get("CHECKED", "1").strip() != "0"
+  return bool(knobs.get("CHECKED"))
 
 
 class Memory:

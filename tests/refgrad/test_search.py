@@ -262,7 +262,7 @@ def test_corrupt_cache_file_is_rewritten(programs, monkeypatch, capsys, content)
   monkeypatch.setattr(program, "DEBUG", 1)
   runs = _count(monkeypatch, "_run_candidate")
   k = search.cached_beam(k0, "PYTHON", 2)
-  assert runs[0] > 0 and "corrupt" in capsys.readouterr().out
+  assert runs[0] > 0 and "corrupt" in capsys.readouterr().err
   assert json.loads(path.read_text())["opts"] == [[o.op.name, o.axis, o.arg] for o in k.applied]
 
 @pytest.mark.parametrize("case", ["stale", "ignored"])
