@@ -25,8 +25,12 @@ class DType:
   def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
   def __eq__(self, other: object) -> bool:  # the scalar dtypes are singletons: identity answers almost every comparison
     return self is other or (type(self) is type(other) and self._key() == other._key())  # type: ignore[attr-defined]
-  def __hash__(self) -> int: return hash(self._key())
-  def _key(self) -> tuple: return tuple(getattr(self, f) for f in self.__dataclass_fields__)
+  def __hash__(self) -> int:
+    if (h := self.__dict__.get("_hash")) is None: h = self.__dict__["_hash"] = hash(self._key())
+    return h
+  def _key(self) -> tuple:   # computed once per dtype (vector and pointer dtypes are made often and compared a lot)
+    if (k := self.__dict__.get("_k")) is None: k = self.__dict__["_k"] = tuple(getattr(self, f) for f in self.__dataclass_fields__)
+    return k
   def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
 
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self

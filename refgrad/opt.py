@@ -108,6 +108,16 @@ def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:
 
 def valid_opts(k: Kernel) -> list[Opt]:
   """Every Opt (with the small sizes a search would try) that applies to k as it stands, in a fixed order."""
+  out = []
+  for o in candidate_opts(k):
+    try: apply_opt(k, o)
+    except InvalidOptError: continue
+    out.append(o)
+  return out
+
+def candidate_opts(k: Kernel) -> list[Opt]:
+  """The Opts `valid_opts` tries, in its order, before checking which apply (a random walk can draw from these and
+  keep the first that applies, without trying them all)."""
   cands: list[Opt] = []
   if not k.applied: cands += [Opt(OptOps.TC, i, j) for i in range(len(tc_candidates(k))) for j in range(len(k.target.tensor_cores))]
   for i in range(len(k.global_axes)):
@@ -118,12 +128,7 @@ def valid_opts(k: Kernel) -> list[Opt]:
     cands += [Opt(OptOps.UNROLL, i, a) for a in (0, 2, 3, 4, 8)]
     cands += [Opt(op, i, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in (2, 4, 8, 16)]
   cands.append(Opt(OptOps.NOLOCALS))
-  out = []
-  for o in dict.fromkeys(cands):
-    try: apply_opt(k, o)
-    except InvalidOptError: continue
-    out.append(o)
-  return out
+  return list(dict.fromkeys(cands))
 
 
 # ---- tensor cores -----------------------------------------------------------------------------------------

@@ -329,10 +329,16 @@ class CStyleProgram:
 
   # ---- the program ---------------------------------------------------------------------------
   def render(self) -> str:
+    decls, lines = self.parts()
+    return "\n".join([*decls, *lines]) + "\n"
+
+  def parts(self) -> tuple[list[str], list[str]]:
+    """(the declarations the function needs: includes, vector types, helpers; the function's lines). Programs that go
+    into one source (the fuzzer compiles many per compiler call) share equal declarations."""
     if not self.name_ok(self.name): raise ValueError(f"kernel name {self.name!r} is not {self.ident[0]}")
     verify_linear(self.uops)
     lines = self.function(self.params())
-    return "\n".join([*self.includes(), *self.vtypes.values(), *self.helper_texts(), *lines]) + "\n"
+    return [*self.includes(), *self.vtypes.values(), *self.helper_texts()], lines
 
   @staticmethod
   def nest(header: str, lines: list[str]) -> list[str]:
@@ -639,3 +645,7 @@ class CRenderer(Renderer):
     # EXP2/LOG2/SIN that reach the renderer are rendered natively whatever the flag says: the flag only
     # tells the pipeline whether to decompose them first, and a linear program means what it says
     return _CProgram(name, list(uops)).render()
+
+  def render_parts(self, name: str, uops: list[UOp]) -> tuple[list[str], list[str]]:
+    """`render` in two parts, (declarations, function lines), so several programs can share one source."""
+    return _CProgram(name, list(uops)).parts()

@@ -1,0 +1,323 @@
+"""Checking cases: the five oracles (fuzz/case.py ORACLES) on a batch of cases, in the calling process.
+
+Per group (cases with one kernel, target and input set): the unoptimized kernel is lowered once, run on PYTHON in
+checked mode (undefined behaviour: the inputs are regenerated as "simple" ones once, then the group is counted as UB,
+never a finding), compared with the AST evaluator (small kernels), and every optimized kernel is lowered, run on
+PYTHON and compared with it. Then every program of the batch that PYTHON ran cleanly goes to the other devices: the
+CPU compiles all of them in ONE compiler call (one shared object, a function per program) and runs each between red
+zones of sentinel bytes; other devices go through their own Runner. Every device must equal PYTHON bit for bit on
+the same linear program.
+
+Cross-Opt tolerance (float results of non-exact cases; ARCHITECTURE.md allows reordered float reductions): within
+`rtol(dtype) * max(1, largest finite |unoptimized result|)`, rtol 1e-5 for float32/float64 and 8 ulps at 1.0 for
+float16/bfloat16 -- the rule of tests/refgrad/test_opt.py and refgrad/search.py. Everything else is bit for bit.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fuzz.ast_eval import eval_ast, small_enough
+from fuzz.astjson import ast_from_json
+from fuzz.case import Case, Result, opt_from_json
+from fuzz.inputs import exact_reductions, values
+from refgrad.codegen import to_linear
+from refgrad.device import CompileError, Device
+from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.kernel import Kernel
+from refgrad.opt import InvalidOptError, apply_opts
+from refgrad.program import ProgramSpec, Runner
+from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
+from refgrad.target import TARGETS
+from refgrad.uop import semantics
+from refgrad.uop.ops import Ops, UOp
+
+REDZONE = 64            # sentinel bytes before and after every CPU buffer
+SENTINEL = 0xA7
+OUT_FILL = 0x5A         # initial bytes of buffers the kernel only stores to (the same on every device)
+
+
+def rtol(d: DType) -> float:
+  return max(1e-5, 8 * {dtypes.float16: 2.0 ** -10, dtypes.bfloat16: 2.0 ** -7}.get(d, 0.0))
+
+def digest(arrs: list[np.ndarray]) -> str:
+  h = hashlib.sha256()
+  for a in arrs: h.update(np.ascontiguousarray(a).view(np.uint8).tobytes())
+  return h.hexdigest()[:16]
+
+def _first_line(e: BaseException) -> str: return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+
+def _trace_tail(e: BaseException) -> str:
+  tb = traceback.extract_tb(e.__traceback__)
+  return _first_line(e) + (f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else "")
+
+
+# ---- programs -------------------------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Prog:
+  name: str
+  uops: list[UOp]
+  spec: ProgramSpec
+  outs: dict[str, list[np.ndarray]] = field(default_factory=dict)   # device -> buffers after the run
+
+def lower(k: Kernel, name: str) -> Prog:
+  """The linear program of a kernel, for every device (transcendentals decomposed, as every default renderer asks)."""
+  uops = to_linear(k.lower(), _py_renderer())
+  return Prog(name, uops, ProgramSpec.from_uops(name, uops, "PYTHON"))
+
+@functools.cache
+def _py_renderer() -> Any: return Device["PYTHON"].renderer
+
+def run_python(p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
+  """Run on the PYTHON device's executor (checked mode); UndefinedBehaviourError propagates. The program goes to the
+  executor directly: it was verified when lowered, and its JSON round trip is the serializer's own tests' business."""
+  prg = Program(p.name, p.uops, verify=False)
+  mems = [Memory(np.ascontiguousarray(a).view(np.uint8).reshape(-1).copy()) for a in data]
+  prg(mems, p.spec.global_size, p.spec.local_size, checked=True)
+  return [m.data.view(a.dtype).copy() for m, a in zip(mems, data)]
+
+
+class CPUBatch:
+  """Many programs compiled by ONE call of the C compiler: their declarations shared, a function each."""
+  def __init__(self, progs: list[Prog]):
+    self.fns: dict[str, Any] = {}
+    self.errors: dict[str, BaseException] = {}
+    dev = Device["CPU"]
+    parts: dict[str, tuple[list[str], list[str]]] = {}
+    for p in progs:
+      try: parts[p.name] = dev.renderer.render_parts(p.name, p.uops)
+      except Exception as e: self.errors[p.name] = e
+    if not parts: return
+    try: self._load(dev, parts)
+    except CompileError:   # find the program(s) at fault: compile each on its own
+      for name, pr in parts.items():
+        try: self._load(dev, {name: pr})
+        except CompileError as e: self.errors[name] = e
+
+  def _load(self, dev: Any, parts: dict[str, tuple[list[str], list[str]]]) -> None:
+    decls = dict.fromkeys(d for pr in parts.values() for d in pr[0])
+    src = "\n".join([*decls, *(ln for pr in parts.values() for ln in pr[1])]) + "\n"
+    lib = dev.compiler.compile_cached(src)
+    for name in parts: self.fns[name] = dev.runtime(name, lib).fxn
+
+  def run(self, name: str, data: list[np.ndarray]) -> tuple[list[np.ndarray], str | None]:
+    """(the buffers after the run, None or which red zone was written)."""
+    raws = []
+    for a in data:
+      raw = np.full(a.nbytes + 2 * REDZONE, SENTINEL, np.uint8)
+      raw[REDZONE:REDZONE + a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+      raws.append(raw)
+    self.fns[name](*(ctypes.c_void_p(r.ctypes.data + REDZONE) for r in raws))
+    bad = None
+    for i, (a, raw) in enumerate(zip(data, raws)):
+      lo, hi = raw[:REDZONE], raw[REDZONE + a.nbytes:]
+      if (lo != SENTINEL).any() or (hi != SENTINEL).any():
+        where = f"{int(REDZONE - np.flatnonzero(lo != SENTINEL)[0])} bytes before" if (lo != SENTINEL).any() else f"{int(np.flatnonzero(hi != SENTINEL)[-1]) + 1} bytes after"
+        bad = f"buffer {i} ({a.size} x {a.dtype}): a store wrote up to {where} the buffer"
+        break
+    return [raw[REDZONE:REDZONE + a.nbytes].view(a.dtype).copy() for a, raw in zip(data, raws)], bad
+
+
+def run_generic(device: str, p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
+  """Any other device (mock GPUs, third-party backends): through its own Runner."""
+  from refgrad.device import Buffer
+  r = Runner(p.name, p.uops, device)
+  bufs = [Buffer(device, dt.size, dt.base).copyin(a) for (_, dt), a in zip(r.spec.globals, data)]
+  r(*bufs)
+  return [b.numpy().reshape(a.shape) for b, a in zip(bufs, data)]
+
+
+# ---- comparing ------------------------------------------------------------------------------------------------
+
+def differs(a: list[np.ndarray], b: list[np.ndarray], dts: list[DType], tol: bool = False) -> str | None:
+  """None when equal (bit for bit, or within the cross-Opt tolerance for floats with tol), else where they differ."""
+  for i, (x, y, d) in enumerate(zip(a, b, dts)):
+    same = semantics.same_bits(x, y, d)
+    if tol and dtypes.is_float(d):
+      xf, yf = semantics.to_float64(x, d), semantics.to_float64(y, d)
+      fin = np.isfinite(yf)
+      atol = rtol(d) * max(1.0, float(np.abs(yf[fin]).max()) if fin.any() else 1.0)
+      with np.errstate(invalid="ignore"): same = same | (np.abs(xf - yf) <= atol)
+    if not np.all(same):
+      j = int(np.flatnonzero(~np.asarray(same).reshape(-1))[0])
+      return f"buffer {i} ({d.name}) differs at element {j} of {x.size}: {semantics.to_python(x.reshape(-1)[j:j + 1], d)[0]!r}, expected {semantics.to_python(y.reshape(-1)[j:j + 1], d)[0]!r}"
+  return None
+
+
+# ---- a batch of cases -----------------------------------------------------------------------------------------
+
+@dataclass
+class _Group:
+  cases: list[Case]
+  ast: UOp
+  k0: Kernel
+  dts: list[DType]
+  data: list[np.ndarray]
+  exact: bool
+  base: Prog
+  progs: dict[int, Prog] = field(default_factory=dict)   # case index -> optimized program (PYTHON ran it cleanly)
+
+def _buffers(ast: UOp) -> tuple[list[PtrDType], set[int], set[int]]:
+  glb = sorted({u.arg: u.dtype for u in ast.toposort if u.op is Ops.DEFINE_GLOBAL}.items())
+  if [i for i, _ in glb] != list(range(len(glb))): raise ValueError(f"kernel buffers are not numbered 0..n-1: {[i for i, _ in glb]}")
+  loaded = {u.src[0].arg for u in ast.toposort if u.op is Ops.LOAD and u.src[0].op is Ops.DEFINE_GLOBAL}
+  stored = {u.src[0].arg for u in ast.toposort if u.op is Ops.STORE}
+  return [dt for _, dt in glb], loaded, stored
+
+def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
+  ptrs, loaded, _ = _buffers(ast)
+  has_sum = any(u.op is Ops.REDUCE and u.arg is Ops.ADD for u in ast.toposort)
+  out = []
+  for i, pt in enumerate(ptrs):
+    d, n = pt.base.scalar(), pt.size * pt.base.count
+    rng = np.random.default_rng([inputs["seed"], i])
+    if i in loaded:
+      a = values(d, n, inputs["mode"], rng)
+      if has_sum and inputs["mode"] == "random" and dtypes.is_float(d):   # no near-overflow values where sums may be reordered
+        f = semantics.to_float64(a, d)
+        a = np.where(np.isfinite(f) & (np.abs(f) > 1e4), semantics.round_float(np.ones(1), d), a)
+    else: a = np.zeros(n, np.bool_) if d == dtypes.bool else np.full(n * d.itemsize, OUT_FILL, np.uint8).view(d.np)
+    out.append(a)
+  return out
+
+
+def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) -> list[Result]:
+  """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order."""
+  results: dict[int, Result] = {}
+  groups: dict[str, _Group | None] = {}
+  for c in cases:
+    key = c.group_key()
+    if key not in groups:
+      first = c.index
+      try: groups[key] = _start_group(c, results, ast_eval)
+      except _GroupDone: groups[key] = None
+    if (g := groups[key]) is None:   # UB inputs or a failing unoptimized kernel: reported once, by the group's first case
+      if c.index not in results: results[c.index] = Result(c.index, "ub" if results[first].status == "ub" else "invalid", detail=results[first].detail, target=c.target)
+      continue
+    g.cases.append(c)
+    _optimized(g, c, results)
+  live = [g for g in groups.values() if g is not None]
+  for dev in devices:   # every other device runs all programs of the batch; the CPU compiles them in one call
+    tgt = _device_target(dev)
+    todo = [(g, c) for g in live if tgt in (None, g.k0.target.name) for c in [None, *g.cases] if c is None or c.index in g.progs]
+    progs = list(dict.fromkeys(g.base if c is None else g.progs[c.index] for g, c in todo))  # type: ignore[misc]
+    if not progs: continue
+    batch = CPUBatch(progs) if dev == "CPU" else None
+    bad_base: set[int] = set()
+    for g, c in todo:
+      if id(g) in bad_base: continue
+      p = g.base if c is None else g.progs[c.index]
+      if c is not None and p is g.base: continue   # an empty Opt list: the base program, checked already
+      if (fail := _on_device(dev, batch, p, g)) is None: continue  # type: ignore[arg-type]
+      if c is None:   # the unoptimized program is wrong on this device: the group's first case reports it
+        bad_base.add(id(g))
+        fail.detail = f"unoptimized kernel: {fail.detail}"
+        fail.index = g.cases[0].index
+        _put(results, fail, _unopt_case_of(g.cases[0]))
+      elif c.index not in results:
+        fail.index = c.index
+        _put(results, fail, c)
+  for c in cases:
+    if c.index not in results:
+      g = groups.get(c.group_key())
+      results[c.index] = Result(c.index, "pass", exact=bool(g and g.exact), target=c.target, opt_kinds=sorted({o[0] for o in c.opts}))
+  return [results[c.index] for c in cases]
+
+
+class _GroupDone(Exception):
+  """The group's cases all have results already (UB inputs, or the unoptimized kernel failed)."""
+
+def _put(results: dict[int, Result], r: Result, case: Case) -> None:
+  r.case, r.target, r.opt_kinds = case.to_json(), case.target, sorted({o[0] for o in case.opts})
+  results[r.index] = r
+
+def _device_target(dev: str) -> str | None:
+  """The target a device runs (None: any, like the CPU: C runs every linear program)."""
+  t = getattr(Device[dev].renderer, "target", None)
+  return None if t is None or t.name == "CPU" else t.name
+
+def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
+  ast = ast_from_json(c.ast)
+  k0 = Kernel(ast, c.kernel, TARGETS[c.target])
+  ptrs, _, _ = _buffers(ast)
+  dts = [p.base.scalar() for p in ptrs]
+  try: base = lower(k0, f"u{c.index}")
+  except Exception as e:
+    _put(results, Result(c.index, "fail", "compile", "PYTHON", f"unoptimized kernel: {_trace_tail(e)}"), _unopt_case_of(c))
+    raise _GroupDone from None
+  inputs = dict(c.inputs)
+  for attempt in range(2):
+    data = make_inputs(ast, inputs)
+    try:
+      ref = run_python(base, data)
+      break
+    except UndefinedBehaviourError as e:
+      if attempt == 1 or inputs["mode"] == "simple":
+        results[c.index] = Result(c.index, "ub", detail=_first_line(e), target=c.target)
+        raise _GroupDone from None
+      inputs = {"seed": inputs["seed"], "mode": "simple"}
+    except Exception as e:
+      _put(results, Result(c.index, "fail", "reference", "PYTHON", f"unoptimized kernel: {_trace_tail(e)}"), _unopt_case_of(c))
+      raise _GroupDone from None
+  base.outs["PYTHON"] = ref
+  g = _Group([], ast, k0, dts, data, inputs["mode"] == "exact" and exact_reductions(ast), base)
+  if ast_eval and small_enough(ast):
+    try:
+      ev = eval_ast(ast, dict(enumerate(data)))
+      want = [ev[i] for i in range(len(data))]
+      if (bad := differs(ref, want, dts)) is not None:
+        _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"unoptimized kernel vs AST evaluator: {bad}", digest(want), digest(ref)), _unopt_case_of(c))
+        raise _GroupDone
+    except _GroupDone: raise
+    except Exception as e:
+      _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"AST evaluator failed: {_trace_tail(e)}"), _unopt_case_of(c))
+      raise _GroupDone from None
+  return g
+
+def _unopt_case_of(c: Case) -> Case: return Case(c.index, c.kernel, c.ast, c.target, [], c.inputs, c.source, c.recipe)
+
+def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
+  if not c.opts:   # the unoptimized kernel itself: its program is the group's
+    g.progs[c.index] = g.base  # type: ignore[assignment]
+    return
+  try: k = apply_opts(g.k0, [opt_from_json(o) for o in c.opts])
+  except InvalidOptError as e:
+    results[c.index] = Result(c.index, "invalid", detail=_first_line(e), target=c.target)
+    return
+  try: p = lower(k, f"f{c.index}")
+  except Exception as e:
+    _put(results, Result(c.index, "fail", "compile", "PYTHON", _trace_tail(e)), c)
+    return
+  try: out = run_python(p, g.data)
+  except UndefinedBehaviourError as e:
+    _put(results, Result(c.index, "fail", "checked", "PYTHON", _first_line(e)), c)
+    return
+  except Exception as e:
+    _put(results, Result(c.index, "fail", "reference", "PYTHON", _trace_tail(e)), c)
+    return
+  p.outs["PYTHON"] = out
+  ref = g.base.outs["PYTHON"]  # type: ignore[union-attr]
+  if (bad := differs(out, ref, g.dts, tol=not g.exact)) is not None:
+    _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"{'exact' if g.exact else 'tolerance'}: {bad}", digest(ref), digest(out), g.exact), c)
+    return
+  g.progs[c.index] = p
+
+def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
+  try:
+    if batch is not None:
+      if p.name in batch.errors: raise batch.errors[p.name]
+      out, red = batch.run(p.name, g.data)
+      if red is not None: return Result(0, "fail", "redzone", dev, red)
+    else: out = run_generic(dev, p, g.data)
+  except (CompileError, ValueError, TypeError, NotImplementedError, RuntimeError) as e:
+    return Result(0, "fail", "compile", dev, _trace_tail(e))
+  want = p.outs["PYTHON"]
+  if (bad := differs(out, want, g.dts)) is not None: return Result(0, "fail", "device", dev, bad, digest(want), digest(out))
+  return None

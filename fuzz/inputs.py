@@ -1,0 +1,103 @@
+"""Input values of a case, per buffer and dtype, from a seed; and whether a kernel is exact on "exact" inputs.
+
+Modes:
+  random  ints: the dtype's specials (0, +-1, MIN, MAX) mixed with uniform bits and small values; floats: scaled normal
+          values mixed with +-0, +-inf, NaN, subnormals and the largest finite value; bools 0/1.
+  exact   floats are small dyadic values (k/4 with |k| <= 32; integers -2..2 for float16/bfloat16), with some +-0, +-inf
+          and NaN, so that every order of a reduction gives the same bits when `exact_reductions` says so.
+  simple  ints 1..3, floats standard normal, no specials: the fallback when the other modes make the kernel undefined.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refgrad.dtype import DType, dtypes
+from refgrad.uop import semantics
+from refgrad.uop.ops import Ops, UOp
+
+MODES = ("random", "exact", "simple")
+SPECIAL_SHARE = 0.08      # share of special values among random/exact inputs
+
+
+def _float_specials(d: DType) -> list[float]:
+  sub = {dtypes.float16: 2.0 ** -24, dtypes.bfloat16: 2.0 ** -133, dtypes.float32: 2.0 ** -149, dtypes.float64: 5e-324}[d]
+  big = {dtypes.float16: 65504.0, dtypes.bfloat16: 3.3895313892515355e38, dtypes.float32: 3.4028234663852886e38, dtypes.float64: 1.7976931348623157e308}[d]
+  return [0.0, -0.0, math.inf, -math.inf, math.nan, sub, -sub, big, -big, 1.0, -1.0]
+
+def values(d: DType, n: int, mode: str, rng: np.random.Generator) -> np.ndarray:
+  """n values of scalar dtype d in storage form (bfloat16 as uint16 bits)."""
+  if mode not in MODES: raise ValueError(f"input mode {mode!r}: choose one of {', '.join(MODES)}")
+  if d == dtypes.bool: return rng.integers(0, 2, n).astype(np.bool_)
+  if dtypes.is_float(d):
+    if mode == "simple": x = rng.standard_normal(n)
+    elif mode == "exact":
+      x = rng.integers(-2, 3, n).astype(np.float64) if d.itemsize == 2 else rng.integers(-32, 33, n) / 4.0
+      sp = rng.random(n) < SPECIAL_SHARE / 2
+      x[sp] = rng.choice(np.array([0.0, -0.0, math.inf, -math.inf, math.nan]), int(sp.sum()))
+    else:
+      x = rng.standard_normal(n) * np.exp2(rng.integers(-3, 4, n))
+      sp = rng.random(n) < SPECIAL_SHARE
+      x[sp] = rng.choice(np.array(_float_specials(d)), int(sp.sum()))
+    return semantics.round_float(x, d)
+  info = np.iinfo(d.np)
+  if mode == "simple": return rng.integers(1, 4, n).astype(d.np)
+  kind = rng.integers(0, 3, n)
+  full = rng.integers(info.min, info.max, n, dtype=d.np, endpoint=True)
+  small = rng.integers(max(info.min, -9), 10, n).astype(d.np)
+  spec = rng.choice(np.array([0, 1, info.max, info.min, info.max - 1] + ([-1] if info.min < 0 else []), dtype=d.np), n)
+  return np.where(kind == 0, full, np.where(kind == 1, small, spec)).astype(d.np)
+
+
+# ---- exactness: every order of each float ADD reduction gives the same bits -------------------------------------
+
+_MANT = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24, dtypes.float64: 53}
+
+def _exact_range(d: DType) -> tuple[float, int]:
+  """(largest |value|, exponent of its grain) of d's exact-mode inputs."""
+  return (2.0, 0) if d.itemsize == 2 else (8.0, -2)
+
+def exact_reductions(ast: UOp) -> bool:
+  """Whether, on exact-mode inputs, every float ADD reduction of the kernel sums values that are multiples of one
+  power of two and whose every partial sum is representable: then any reduction order gives the same bits (+-inf and
+  NaN inputs give the same result in any order too). Values are tracked as (max magnitude, grain exponent)."""
+  info: dict[UOp, tuple[float, int] | None] = {}
+  for u in ast.toposort:
+    info[u] = _range_of(u, info)
+    if u.op is Ops.REDUCE and u.arg is Ops.ADD and dtypes.is_float(u.dtype) and info[u] is None: return False
+  return True
+
+def _fits(m: float, e: int, d: DType) -> bool:
+  return m == 0 or (m < 2.0 ** 60 and m / 2.0 ** e < 2.0 ** _MANT[d] and e >= -24)
+
+def _range_of(u: UOp, info: dict[UOp, tuple[float, int] | None]) -> tuple[float, int] | None:
+  d = u.dtype
+  if not dtypes.is_float(d):   # ints wrap within their range, bools are 0/1: bounded by the dtype
+    if d == dtypes.bool: return (1.0, 0)
+    try: ii = np.iinfo(d.np)
+    except (ValueError, TypeError, AttributeError): return None   # pointers, void
+    return (float(max(-int(ii.min), int(ii.max))), 0)
+  s = [info.get(x) for x in u.src]
+  out: tuple[float, int] | None
+  if u.op is Ops.LOAD: out = _exact_range(d) if len(u.src) == 2 else (max(_exact_range(d)[0], s[3][0]), min(_exact_range(d)[1], s[3][1])) if s[3] else None
+  elif u.op is Ops.CONST:
+    c = float(u.arg)
+    if not math.isfinite(c): out = (0.0, 0)   # inf/nan: order-independent in sums
+    elif c == 0: out = (0.0, 0)
+    else:
+      m, e = math.frexp(abs(c))
+      k = 0
+      while m != int(m) and k < 1100: m, k = m * 2, k + 1
+      out = (abs(c), e - k)
+  elif u.op is Ops.CAST: out = s[0] if s[0] is not None and _fits(*s[0], d) else None
+  elif any(x is None for x in s[-2:]) if u.op is Ops.WHERE else any(x is None for x in s): out = None
+  elif u.op in (Ops.NEG,): out = s[0]
+  elif u.op in (Ops.MAX, Ops.WHERE): a, b = s[-2], s[-1]; out = (max(a[0], b[0]), min(a[1], b[1]))  # type: ignore[index]
+  elif u.op is Ops.ADD: out = (s[0][0] + s[1][0], min(s[0][1], s[1][1]))  # type: ignore[index]
+  elif u.op is Ops.MUL: out = (s[0][0] * s[1][0], s[0][1] + s[1][1])  # type: ignore[index]
+  elif u.op is Ops.REDUCE:
+    n = math.prod(r.src[0].arg for r in u.src[1:])
+    out = (s[0][0] * (n if u.arg is Ops.ADD else 1), s[0][1])  # type: ignore[index]
+  else: out = None
+  return out if out is not None and _fits(*out, d) else None

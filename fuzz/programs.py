@@ -1,0 +1,167 @@
+"""Random tensor programs: recipes drawn from a seed (steered by coverage), built with the Tensor API and scheduled
+into kernels.
+
+A recipe is plain JSON: {"dtype", "shape", "steps": [[step name, r0, r1, r2], ...], "kernel": r}. Drawing a recipe is
+cheap and needs no tensors, so the coordinator draws every case in order (the same stream whatever the worker count)
+and counts coverage as it goes; the random ints r0..r2 are read modulo what the current shape allows when the
+recipe is built. A step that does not apply to the tensor it meets (a dtype an op does not take, say) is skipped,
+the same way every time. The kernel a recipe stands for is one of its schedule's kernels (index r modulo their
+number).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from refgrad.dtype import DType, dtypes
+
+DTYPES = [d.name for d in dtypes.all]
+SIZES = [1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 32]   # odd and prime sizes included
+MAX_ELEMENTS = 2048
+
+
+def _dt(name: str) -> DType: return next(d for d in dtypes.all if d.name == name)
+def _is_float(name: str) -> bool: return dtypes.is_float(_dt(name))
+
+# ---- steps: name -> (which dtypes it is drawn for, how it applies) ----------------------------------------------
+# each function takes (tensor, [r0, r1, r2], new_input(shape, dtype)) and returns a tensor
+
+def _other(t: Any, r: list[int], new: Callable) -> Any:
+  """The second operand of a binary step: a new input of the same shape and dtype, or the tensor flipped."""
+  return new(t.shape, t.dtype) if r[2] % 2 else t.flip(r[1] % t.ndim)
+
+def _axis(t: Any, r: int) -> int: return r % t.ndim
+
+def _shift(t: Any, r: list[int]) -> Any: return r[1] % (8 * t.dtype.itemsize)
+
+def _reshape(t: Any, r: list[int], new: Callable) -> Any:
+  if t.ndim >= 2 and r[0] % 2: return t.reshape(t.shape[0] * t.shape[1], *t.shape[2:])
+  n = t.shape[-1]
+  f = next((d for d in (2, 3, 5, 7) if n % d == 0 and n > d), None)
+  return t.reshape(*t.shape[:-1], f, n // f) if f and t.ndim < 4 else t.reshape(-1)
+
+def _matmul(t: Any, r: list[int], new: Callable) -> Any:
+  a = t if t.ndim >= 2 else t.reshape(1, -1)
+  w = new((a.shape[-1], SIZES[r[0] % 9]), a.dtype)
+  return a.matmul(w, dtype=dtypes.float32) if a.dtype in (dtypes.float16, dtypes.bfloat16) and r[1] % 2 else a @ w
+
+def _conv(t: Any, r: list[int], new: Callable) -> Any:
+  x = t.reshape(1, 1, *t.shape[-2:]) if t.ndim >= 2 else t.reshape(1, 1, 1, -1)
+  x = x.reshape(1, 1, *x.shape[-2:])
+  k = 1 + r[0] % min(3, *x.shape[-2:])
+  return x.conv2d(new((1 + r[1] % 3, 1, k, k if x.shape[-1] >= k else 1), x.dtype), padding=r[2] % 2)
+
+def _gather(t: Any, r: list[int], new: Callable) -> Any:
+  from refgrad import Tensor
+  ax = _axis(t, r[0])
+  idx = Tensor(np.random.default_rng(r[1]).integers(0, t.shape[ax], t.shape).astype(np.int32), device=t.device)
+  return t.gather(ax, idx)
+
+def _pad(t: Any, r: list[int], new: Callable) -> Any:
+  return t.pad([(r[0] % 3, r[1] % 3) if i == _axis(t, r[2]) else (0, 0) for i in range(t.ndim)])
+
+def _shrink(t: Any, r: list[int], new: Callable) -> Any:
+  ax = _axis(t, r[2])
+  n = t.shape[ax]
+  lo = r[0] % max(1, n // 2)
+  hi = n - r[1] % max(1, (n - lo) // 2)
+  return t.shrink([(lo, hi) if i == ax else None for i in range(t.ndim)])
+
+def _cast(t: Any, r: list[int], new: Callable) -> Any: return t.cast(_dt(DTYPES[r[0] % len(DTYPES)]))
+
+def _bitcast(t: Any, r: list[int], new: Callable) -> Any:
+  same = [d for d in dtypes.all if d.itemsize == t.dtype.itemsize and d != dtypes.bool]
+  return t.bitcast(same[r[0] % len(same)])
+
+_F, _I, _B = "f", "i", "b"   # float, int (signed and unsigned), bool
+STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
+  "neg": (_F + _I, lambda t, r, n: -t), "abs": (_F + _I, lambda t, r, n: t.abs()), "relu": (_F + _I, lambda t, r, n: t.relu()),
+  "exp": (_F, lambda t, r, n: t.exp()), "log": (_F, lambda t, r, n: t.log()), "sqrt": (_F, lambda t, r, n: t.sqrt()),
+  "sin": (_F, lambda t, r, n: t.sin()), "recip": (_F, lambda t, r, n: t.reciprocal()), "sigmoid": (_F, lambda t, r, n: t.sigmoid()),
+  "floor": (_F, lambda t, r, n: t.floor()), "square": (_F + _I, lambda t, r, n: t * t),
+  "add": (_F + _I, lambda t, r, n: t + _other(t, r, n)), "sub": (_F + _I, lambda t, r, n: t - _other(t, r, n)),
+  "mul": (_F + _I, lambda t, r, n: t * _other(t, r, n)), "div": (_F, lambda t, r, n: t / _other(t, r, n)),
+  "idiv_const": (_I, lambda t, r, n: t // (1 + r[0] % 7)), "mod_const": (_I, lambda t, r, n: t % (1 + r[0] % 7)),
+  "idiv": (_I, lambda t, r, n: t // _other(t, r, n)),
+  "maximum": (_F + _I + _B, lambda t, r, n: t.maximum(_other(t, r, n))), "minimum": (_F + _I, lambda t, r, n: t.minimum(_other(t, r, n))),
+  "lt": (_F + _I + _B, lambda t, r, n: t < _other(t, r, n)), "eq": (_F + _I + _B, lambda t, r, n: t == _other(t, r, n)),
+  "where": (_F + _I + _B, lambda t, r, n: (_other(t, r, n) > t).where(t, _other(t, [r[0], r[1] + 1, r[2] + 1], n))),
+  "and": (_I + _B, lambda t, r, n: t & _other(t, r, n)), "or": (_I + _B, lambda t, r, n: t | _other(t, r, n)),
+  "xor": (_I + _B, lambda t, r, n: t ^ _other(t, r, n)), "not": (_I + _B, lambda t, r, n: ~t),
+  "shl": (_I, lambda t, r, n: t << _shift(t, r)), "shr": (_I, lambda t, r, n: t >> _shift(t, r)),
+  "cast": (_F + _I + _B, _cast), "bitcast": (_F + _I, _bitcast),
+  "sum": (_F + _I, lambda t, r, n: t.sum(_axis(t, r[0]), keepdim=bool(r[1] % 2))), "max": (_F + _I, lambda t, r, n: t.max(_axis(t, r[0]))),
+  "min": (_F + _I, lambda t, r, n: t.min(_axis(t, r[0]))), "prod": (_F + _I, lambda t, r, n: t.prod(_axis(t, r[0]))),
+  "mean": (_F, lambda t, r, n: t.mean(_axis(t, r[0]))), "argmax": (_F + _I, lambda t, r, n: t.argmax(_axis(t, r[0]))),
+  "cumsum": (_F + _I, lambda t, r, n: t.cumsum(_axis(t, r[0]))),
+  "permute": (_F + _I + _B, lambda t, r, n: t.permute(tuple(np.random.default_rng(r[0]).permutation(t.ndim).tolist()))),
+  "reshape": (_F + _I + _B, _reshape), "pad": (_F + _I + _B, _pad), "shrink": (_F + _I + _B, _shrink),
+  "flip": (_F + _I + _B, lambda t, r, n: t.flip(_axis(t, r[0]))),
+  "expand": (_F + _I + _B, lambda t, r, n: t.reshape(1, *t.shape).expand(1 + r[0] % 3, *t.shape)),
+  "matmul": (_F + _I, _matmul), "conv2d": (_F, _conv), "gather": (_F + _I + _B, _gather),
+  "contiguous": (_F + _I + _B, lambda t, r, n: t.contiguous()),
+}
+
+def _kind(dtype: str) -> str: return _B if dtype == "bool" else _F if _is_float(dtype) else _I
+
+
+class RecipeStream:
+  """Draws recipes one after another; each draw favours the (step, dtype) cells drawn least so far, so generation
+  moves toward what has not been exercised. Deterministic: the same sequence of calls gives the same recipes."""
+  def __init__(self) -> None: self.coverage: Counter[tuple[str, str]] = Counter()
+
+  def draw(self, rng: np.random.Generator) -> dict[str, Any]:
+    dtype = DTYPES[int(rng.integers(len(DTYPES)))]
+    ndim = int(rng.integers(1, 4))
+    shape = [SIZES[int(rng.integers(len(SIZES)))] for _ in range(ndim)]
+    while math.prod(shape) > MAX_ELEMENTS: shape[int(np.argmax(shape))] //= 2
+    steps = []
+    cur = dtype
+    for _ in range(int(rng.integers(1, 6))):
+      names = [s for s, (kinds, _) in STEPS.items() if _kind(cur) in kinds]
+      w = np.array([1.0 / (1 + self.coverage[(s, cur)]) for s in names])
+      name = names[int(rng.choice(len(names), p=w / w.sum()))]
+      self.coverage[(name, cur)] += 1
+      r = [int(x) for x in rng.integers(0, 1 << 16, 3)]
+      steps.append([name, *r])
+      if name in ("lt", "eq"): cur = "bool"
+      elif name == "cast": cur = DTYPES[r[0] % len(DTYPES)]
+      elif name in ("mean", "exp", "log", "sqrt", "sin", "recip", "sigmoid", "div") and not _is_float(cur): cur = "float"
+      elif name == "argmax": cur = "int"
+    return {"dtype": dtype, "shape": shape, "steps": steps, "kernel": int(rng.integers(1 << 16))}
+
+
+def build(recipe: dict[str, Any]) -> Any:
+  """The recipe's tensor (lazy; nothing is run). Inputs are empty tensors: the fuzzer fills every kernel buffer itself."""
+  from refgrad import Tensor
+  def new(shape: tuple[int, ...], dt: DType) -> Tensor: return Tensor.empty(*shape, dtype=dt, device="CPU")
+  t = new(tuple(recipe["shape"]), _dt(recipe["dtype"]))
+  for name, *r in recipe["steps"]:
+    if name not in STEPS: raise ValueError(f"unknown recipe step {name!r}")
+    try: nt = STEPS[name][1](t, r, new)
+    except (TypeError, ValueError, AssertionError, IndexError, ZeroDivisionError): continue   # does not apply here
+    if nt.numel() == 0 or nt.numel() > 4 * MAX_ELEMENTS: continue
+    t = nt
+  return t
+
+@functools.lru_cache(maxsize=256)
+def _kernels(recipe_text: str) -> tuple[tuple[str, Any], ...]:
+  from refgrad import schedule
+  t = build(json.loads(recipe_text))
+  items, _ = schedule.create_schedule([t.uop], "CPU")
+  return tuple((it.name, it.ast) for it in items if it.ast is not None)
+
+def kernels_of(recipe: dict[str, Any]) -> list[tuple[str, Any]]:
+  """(name, AST) of every kernel the recipe's schedule runs."""
+  return list(_kernels(json.dumps(recipe, sort_keys=True)))
+
+def kernel_of(recipe: dict[str, Any]) -> tuple[str, Any] | None:
+  """The kernel the recipe stands for, or None when its schedule has none (a program of constants, say)."""
+  ks = kernels_of(recipe)
+  return ks[recipe["kernel"] % len(ks)] if ks else None

@@ -1,0 +1,200 @@
+"""The coordinator: draws the case stream, keeps K warm workers busy, isolates crashes and hangs, records findings
+(atomically, before moving on), shrinks them, and keeps the statistics the display and reports show."""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+from fuzz.case import Case, Finding, Result
+from fuzz.stream import GROUP, OPT_KINDS, Stream
+from fuzz.worker import Worker
+
+GROUPS_PER_JOB = 4          # groups a worker checks per message: their programs share one C compiler call
+SHRINK_PER_SIGNATURE = 3    # findings shrunk per (oracle, device); later ones with the same signature are saved as found
+
+
+@dataclass
+class Options:
+  seed: int = 0
+  seconds: float | None = None
+  cases: int | None = None
+  workers: int = 2
+  devices: list[str] = field(default_factory=list)
+  targets: list[str] = field(default_factory=lambda: ["CPU", "CUDA", "AMD"])
+  corpus: Path = field(default_factory=lambda: Path(__file__).with_name("corpus"))
+  shard: tuple[int, int] = (0, 1)
+  depth: int = 4
+  case_timeout: float = 60.0
+  shrink: bool = True
+  ast_eval: bool = True
+  preload: list[str] = field(default_factory=list)   # modules every worker imports first (plugins; tests inject bugs this way)
+  models: bool = True
+
+
+@dataclass
+class Stats:
+  started: float = field(default_factory=time.monotonic)
+  checked: int = 0                      # cases whose oracles all ran (pass or fail)
+  exact: int = 0                        # of those, bit-exact cross-Opt checks
+  ub: int = 0                           # cases whose inputs were undefined behaviour twice (regenerated, not findings)
+  invalid: int = 0
+  by_target: Counter[str] = field(default_factory=Counter)
+  by_oracle: Counter[str] = field(default_factory=Counter)
+  by_device: Counter[str] = field(default_factory=Counter)
+  opt_cov: Counter[tuple[str, str]] = field(default_factory=Counter)       # (target, Opt kind) exercised
+  op_cov: Counter[tuple[str, str]] = field(default_factory=Counter)        # (step, dtype) drawn
+  crashes: int = 0
+  findings: list[dict[str, Any]] = field(default_factory=list)
+  @property
+  def elapsed(self) -> float: return time.monotonic() - self.started
+  @property
+  def rate(self) -> float: return self.checked / max(1e-9, self.elapsed)
+
+
+def worker_config(opts: Options) -> dict[str, Any]:
+  return {"env": {"MOCKGPU": "1", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {})},
+          "devices": opts.devices, "preload": opts.preload, "ast_eval": opts.ast_eval, "models": opts.models}
+
+
+class Fuzzer:
+  def __init__(self, opts: Options, models: list[dict[str, Any]], on_update: Callable[[Fuzzer], None] | None = None):
+    self.opts, self.models, self.on_update = opts, models, on_update
+    self.stats = Stats()
+    self.stream = Stream(opts.seed, opts.targets, opts.depth, models)
+    self.config = worker_config(opts)
+    self._spare: Worker | None = None
+    self.shrunk: Counter[tuple[str, str]] = Counter()
+    self.notes: list[str] = []
+    self.drawn = 0
+
+  # ---- the case stream ---------------------------------------------------------------------------------------
+  def _next_specs(self, n: int) -> list[dict[str, Any]]:
+    i, k = self.opts.shard
+    out = []
+    while len(out) < n and not self._enough_drawn():
+      spec = self.stream.draw()
+      if "recipe" in spec:
+        for name, *_ in spec["recipe"]["steps"]: self.stats.op_cov[(name, spec["recipe"]["dtype"])] += 1
+      if spec["group"] % k == i: out.append(spec); self.drawn += GROUP
+    return out
+
+  def _enough_drawn(self) -> bool:
+    return (self.opts.cases is not None and self.drawn >= self.opts.cases) or self._time_up()
+
+  def _time_up(self) -> bool: return self.opts.seconds is not None and self.stats.elapsed >= self.opts.seconds
+
+  # ---- the run -----------------------------------------------------------------------------------------------
+  def run(self) -> Stats:
+    self.drawn = 0
+    workers = [Worker(self.config) for _ in range(max(1, self.opts.workers))]
+    try:
+      while True:
+        for w in workers:
+          if w.job is None and (specs := self._next_specs(GROUPS_PER_JOB)):
+            w.send("fuzz", specs, self.opts.case_timeout * (1 + len(specs) * GROUP // 8))
+        busy = [w for w in workers if w.job is not None]
+        if not busy: break
+        ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=0.25)
+        for w in busy:
+          if w.conn in ready:
+            try: status, payload = w.conn.recv()
+            except (EOFError, OSError): status, payload = "died", None
+            if status == "ok":
+              job, w.job = w.job, None
+              self._take([Result(**r) for r in payload], job)
+              continue
+            if status == "error":
+              w.job = None
+              raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
+          if w.proc.sentinel in ready or not w.proc.is_alive() or time.monotonic() > w.deadline:
+            job, why = w.job, ("timeout" if w.proc.is_alive() else "crash")
+            w.kill()
+            workers[workers.index(w)] = Worker(self.config)
+            self._isolate(job, why)
+        if self.on_update: self.on_update(self)
+    finally:
+      for w in workers: w.stop()
+      if self._spare is not None: self._spare.stop()
+    return self.stats
+
+  def _take(self, results: list[Result], job: Any) -> None:
+    for r in results:
+      if r.status in ("pass", "fail"):
+        self.stats.checked += 1
+        self.stats.exact += r.exact
+        self.stats.by_target[r.target] += 1
+        for k in r.opt_kinds: self.stats.opt_cov[(r.target, k)] += 1
+      elif r.status == "ub": self.stats.ub += 1
+      else: self.stats.invalid += 1
+      if r.status == "fail": self._record(r)
+
+  # ---- crashes and hangs: find the case, in a fresh worker each time ------------------------------------------
+  def _isolate(self, job: Any, why: str) -> None:
+    kind, payload = job
+    if kind == "fuzz":
+      w = Worker(self.config)
+      try:
+        w.send("materialize", payload, self.opts.case_timeout)
+        st, cases = w.conn.recv() if w.conn.poll(self.opts.case_timeout) else ("timeout", None)
+      finally: w.stop()
+      if st != "ok": raise RuntimeError(f"cannot rebuild the cases of a {why}ed job: {cases}")
+      cases = [Case.from_json(c) for c in cases]
+    else: cases = [Case.from_json(c) for c in payload]
+    dead_groups: set[str] = set()
+    for c in cases:
+      if c.group_key() in dead_groups:
+        self.stats.invalid += 1
+        continue
+      r = self.check_one(c)
+      self._take([r], None)
+      if r.oracle in ("crash", "timeout"): dead_groups.add(c.group_key())
+
+  def check_one(self, c: Case) -> Result:
+    """Check one case in the spare worker; a crash or hang of that worker is the case's Result."""
+    if self._spare is None or not self._spare.proc.is_alive(): self._spare = Worker(self.config)
+    w = self._spare
+    w.send("check", [c.to_json()], self.opts.case_timeout)
+    ready = wait([w.conn, w.proc.sentinel], timeout=self.opts.case_timeout)
+    if w.conn in ready:
+      try:
+        st, payload = w.conn.recv()
+        w.job = None
+        if st == "ok": return Result(**payload[0])
+        raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
+      except (EOFError, OSError): pass
+    timed_out = w.proc.is_alive()
+    text = w.exitcode_text() if not timed_out else f"no answer within {self.opts.case_timeout:g} s"
+    w.kill()
+    self._spare = None
+    self.stats.crashes += 1
+    return Result(c.index, "fail", "timeout" if timed_out else "crash", "worker", f"the worker checking this case: {text}",
+                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json())
+
+  # ---- findings ----------------------------------------------------------------------------------------------
+  def _record(self, r: Result) -> None:
+    assert r.case is not None
+    case = Case.from_json(r.case)
+    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual)
+    first = f.save(self.opts.corpus)          # on disk before anything else happens
+    self.stats.by_oracle[r.oracle] += 1
+    self.stats.by_device[r.device] += 1
+    entry = {"oracle": r.oracle, "device": r.device, "detail": r.detail, "path": str(first), "index": r.index, "shrunk": False}
+    self.stats.findings.append(entry)
+    sig = (r.oracle, r.device)
+    if self.opts.shrink and self.shrunk[sig] < SHRINK_PER_SIGNATURE:
+      self.shrunk[sig] += 1
+      from fuzz.shrink import shrink
+      small, res = shrink(case, r, self.check_one)
+      g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case)
+      path = g.save(self.opts.corpus)
+      if path != first: first.unlink(missing_ok=True)
+      entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts))
+
+
+KINDS = OPT_KINDS

@@ -1,0 +1,91 @@
+"""The case stream: group specs drawn in order from the seed (cheap, in the coordinator), materialized into cases in
+the workers.
+
+Group g covers cases g*GROUP .. g*GROUP+GROUP-1: one kernel (a random program's, or a captured model kernel), one
+target, one input set, and GROUP random walks of 0..depth valid Opts. A spec holds everything the walks need (the
+seed is per case), so a case is a function of (seed, options, its index) alone: the same whatever the worker count,
+shard or order of execution. Coverage steers the draws: the least-drawn (step, dtype) cells of random programs
+(fuzz/programs.py) and, per target, the least-hinted Opt kinds, which a walk tries first.
+`--shard I/N` keeps the groups with g % N == I (every shard draws the whole stream, so steering agrees).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from fuzz.astjson import ast_to_json
+from fuzz.case import Case, opt_to_json
+from fuzz.programs import RecipeStream, kernel_of
+from refgrad.kernel import Kernel
+from refgrad.opt import InvalidOptError, OptOps, apply_opt, candidate_opts
+from refgrad.target import TARGETS
+
+GROUP = 8                       # cases per group (they share the unoptimized kernel's lowering and run)
+OPT_KINDS = [o.name for o in OptOps]
+MODEL_SHARE = 0.3               # groups drawn from the captured model kernels
+EXACT_SHARE = 0.5               # groups with exact float inputs (bit-exact cross-Opt check)
+
+
+class Stream:
+  def __init__(self, seed: int, targets: list[str], depth: int = 4, models: list[dict[str, Any]] | None = None):
+    self.seed, self.targets, self.depth, self.models = seed, targets, depth, models or []
+    self.recipes = RecipeStream()
+    self.hints: Counter[tuple[str, str]] = Counter()
+    self.next_group = 0
+
+  def draw(self) -> dict[str, Any]:
+    """The next group spec."""
+    g = self.next_group
+    self.next_group += 1
+    rng = np.random.default_rng([self.seed, g, 0x5EED])
+    tcount = Counter({t: 0 for t in self.targets}) + Counter(t for (t, _) in self.hints.elements())
+    target = min(self.targets, key=lambda t: (tcount[t], self.targets.index(t)))   # round-robin over targets
+    spec: dict[str, Any] = {"group": g, "seed": self.seed, "target": target, "depth": self.depth,
+                            "mode": "exact" if rng.random() < EXACT_SHARE else "random", "input_seed": int(rng.integers(1 << 31))}
+    if self.models and rng.random() < MODEL_SHARE: spec["model"] = int(rng.integers(len(self.models)))
+    else: spec["recipe"] = self.recipes.draw(rng)
+    hints = []
+    for _ in range(GROUP):
+      kind = min(OPT_KINDS, key=lambda k: (self.hints[(target, k)], rng.random()))
+      self.hints[(target, kind)] += 1
+      hints.append(kind)
+    spec["hints"] = hints
+    return spec
+
+
+def materialize(spec: dict[str, Any], models: list[dict[str, Any]] | None = None) -> list[Case]:
+  """The GROUP cases of a spec (empty when its program has no kernel)."""
+  if "model" in spec:
+    m = (models or [])[spec["model"]]
+    from fuzz.astjson import ast_from_json
+    name, ast, rows, source, recipe = f"{m['model']}/{m['name']}", ast_from_json(m["ast"]), m["ast"], "model", None
+  else:
+    if (kn := kernel_of(spec["recipe"])) is None: return []
+    name, ast = kn
+    rows, source, recipe = ast_to_json(ast), "program", spec["recipe"]
+  k0 = Kernel(ast, name, TARGETS[spec["target"]])
+  inputs = {"seed": spec["input_seed"], "mode": spec["mode"]}
+  out = []
+  for j in range(GROUP):
+    index = spec["group"] * GROUP + j
+    rng = np.random.default_rng([spec["seed"], index])
+    opts = random_walk(k0, int(rng.integers(0, spec["depth"] + 1)), spec["hints"][j], rng)
+    out.append(Case(index, name, rows, spec["target"], [opt_to_json(o) for o in opts], inputs, source, recipe))
+  return out
+
+
+def random_walk(k: Kernel, depth: int, hint: str, rng: np.random.Generator) -> list:
+  """Up to `depth` Opts, each drawn uniformly from those that apply (the hinted kind first, when one applies)."""
+  for _ in range(depth):
+    cands = candidate_opts(k)
+    order = list(rng.permutation(len(cands)))
+    order.sort(key=lambda i: cands[i].op.name != hint)
+    for i in order:
+      try:
+        k = apply_opt(k, cands[i])
+        break
+      except InvalidOptError: continue
+    else: break
+  return k.applied

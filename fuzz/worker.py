@@ -1,0 +1,82 @@
+"""Worker processes: each checks batches of cases in isolation (a segfault, abort or hang there is a finding, not the
+end of the run). Started with the forkserver method (spawn where that is missing), so a worker never inherits the
+coordinator's threads or open state; it stays warm: the C compiler cache, lowering caches and loaded libraries live
+as long as it does.
+
+Messages (multiprocessing pipes, plain dicts/lists): ("fuzz", [group specs]) and ("check", [case dicts]) answer
+("ok", [result dicts]) or ("error", traceback text)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing as mp
+import os
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+def worker_main(conn: Connection, config: dict[str, Any]) -> None:
+  os.environ.update(config.get("env", {}))
+  for m in config.get("preload", []): importlib.import_module(m)
+  from fuzz.case import Case
+  from fuzz.check import check_cases
+  from fuzz.models import load_models
+  from fuzz.stream import materialize
+  models = load_models() if config.get("models", True) else []
+  devices, ast_eval = config["devices"], config.get("ast_eval", True)
+  while True:
+    try: msg = conn.recv()
+    except EOFError: return
+    if msg is None: return
+    kind, payload = msg
+    try:
+      if kind == "fuzz": cases = [c for spec in payload for c in materialize(spec, models)]
+      elif kind == "materialize":
+        conn.send(("ok", [c.to_json() for spec in payload for c in materialize(spec, models)]))
+        continue
+      else: cases = [Case.from_json(c) for c in payload]
+      res = check_cases(cases, devices, ast_eval)
+      conn.send(("ok", [dataclasses.asdict(r) for r in res]))
+    except Exception:
+      conn.send(("error", traceback.format_exc()))
+
+
+class Worker:
+  """One worker process and its pipe."""
+  def __init__(self, config: dict[str, Any]):
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    self.conn, child = ctx.Pipe()
+    self.proc = ctx.Process(target=worker_main, args=(child, config), daemon=True)
+    self.proc.start()
+    child.close()
+    self.job: Any = None
+    self.started = 0.0
+    self.deadline = 0.0
+
+  def send(self, kind: str, payload: list[Any], timeout: float) -> None:
+    self.job, self.started, self.deadline = (kind, payload), time.monotonic(), time.monotonic() + timeout
+    self.conn.send((kind, payload))
+
+  def kill(self) -> None:
+    if self.proc.is_alive(): self.proc.kill()
+    self.proc.join(5)
+    self.conn.close()
+
+  def stop(self) -> None:
+    try: self.conn.send(None)
+    except (OSError, BrokenPipeError): pass
+    self.proc.join(2)
+    if self.proc.is_alive(): self.proc.kill()
+    self.conn.close()
+
+  def exitcode_text(self) -> str:
+    import signal
+    c = self.proc.exitcode
+    if c is None: return "still running"
+    if c < 0:
+      try: return f"killed by signal {signal.Signals(-c).name}"
+      except ValueError: return f"killed by signal {-c}"
+    return f"exited with code {c}"
