@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,8 +73,8 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = None
     self._from_op = False   # computed from tensors that need gradients: realizing it keeps the graph for backward()
+    _all_tensors.add(self)   # before requires_grad_: realizing a constant leaf looks for it among the live tensors
     if requires_grad is not None: self.requires_grad_(requires_grad)
-    _all_tensors.add(self)
 
   # ---- properties ------------------------------------------------------------------------------
   @property
@@ -170,6 +170,20 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if any(t.requires_grad for t in (self, *others)): ret.requires_grad = ret._from_op = True
     return ret
 
+  def _custom_grad(self, value: Tensor, *others: Tensor, rule: Callable[..., tuple[Tensor | None, ...]]) -> Tensor:
+    """`value` (computed from self and others, possibly through detach()) as a tensor whose gradient is given by
+    rule(ret, g, self, *others) -> one gradient (or None) per input, instead of by value's own graph (see
+    refgrad/gradient.py). value must depend on every input (a rule on a constant would apply to every equal constant)."""
+    from refgrad.gradient import set_custom_rule
+    ins = (self, *others)
+    if any(value.uop is t.uop for t in ins): return value
+    dev = self.device
+    def uop_rule(ret: UOp, g: UOp, *srcs: UOp) -> tuple[UOp | None, ...]:
+      gs = rule(Tensor(ret, dev), Tensor(g, dev), *(Tensor(s, dev) for s in srcs))
+      return tuple(None if x is None else x.cast(s.dtype)._expand_to(s.shape).uop for x, s in zip(gs, srcs))
+    set_custom_rule(value.uop, tuple(t.uop for t in ins), uop_rule)
+    return self._new(value.uop, *others)
+
   class train:
     """`with Tensor.train():` sets Tensor.training for the block (restored afterwards)."""
     def __init__(self, mode: bool = True): self.mode = mode
@@ -191,20 +205,28 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     return Tensor.full(_shape_arg(shape), 1, _to_dtype(dtype) or dtypes.default_float, device, requires_grad)
   @staticmethod
-  def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """Uninitialized memory (the PYTHON device reports reads of it)."""
     shape = _shape_arg(shape)
     dt, dev = _to_dtype(dtype) or dtypes.default_float, Device.canonicalize(device or Device.DEFAULT)
-    return Tensor(lazy.reshape(lazy.new_buffer(dev, math.prod(shape), dt), shape), dev)
+    return Tensor(lazy.reshape(lazy.new_buffer(dev, math.prod(shape), dt), shape), dev, requires_grad=requires_grad)
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | str | None = None,
-             device: str | None = None) -> Tensor:
+             device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """start, start + step, ... below stop (above it for a negative step). Ints whose values do not fit int32
+    give int64 (as PyTorch's int64 default would hold them); an explicit int dtype they do not fit raises OverflowError."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be 0")
     n = max(0, math.ceil((stop - start) / step))
     dt = _to_dtype(dtype) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    if dtypes.is_int(dt) and n:
+      last = start + (n - 1) * step
+      fits = all(dtypes.min(dt) <= v <= dtypes.max(dt) for v in (start, last, step))
+      if not fits and dtype is None and all(dtypes.min(dtypes.int64) <= v <= dtypes.max(dtypes.int64) for v in (start, last, step)): dt = dtypes.int64
+      elif not fits: raise OverflowError(f"arange({start}, {stop}, {step}): values up to {last} do not fit {dt}")
     idx = Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device)
-    return (idx.cast(dt) * Tensor.full((), step, dt, device) + Tensor.full((), start, dt, device)) if n else Tensor.zeros(0, dtype=dt, device=device)
+    ret = (idx.cast(dt) * Tensor.full((), step, dt, device) + Tensor.full((), start, dt, device)) if n else Tensor.zeros(0, dtype=dt, device=device)
+    return ret if requires_grad is None else ret.requires_grad_(requires_grad)
 
   # ---- primitives: everything else is built from these -------------------------------------------
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False) -> tuple[Tensor, Tensor]:

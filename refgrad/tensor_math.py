@@ -130,18 +130,29 @@ class MathMixin:
   def pow(self: Tensor, x: Tensor | Any, reverse: bool = False) -> Tensor:
     """self ** x. Floats follow IEEE pow (numpy): a negative base with an integral exponent is exact in sign,
     with a non-integral one NaN; x**0 = 1 and 1**x = 1 for every x (NaN too). Ints: exact with wrap-around;
-    a negative exponent gives 1 // self**-x (0 unless self is 1 or -1); a negative Python int exponent raises."""
+    a negative exponent gives 1 // self**-x (0 unless self is 1 or -1); a negative Python int exponent raises.
+    Gradients are PyTorch's: d/dbase = e * base**(e-1) (0 where e == 0), d/de = out * log(base) (0 where
+    base == 0 and e >= 0)."""
+    if not reverse and isinstance(x, float) and x == 0.5 and dtypes.is_float(self.dtype): return self.sqrt()   # as PyTorch: (-inf)**0.5 is NaN
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and (isinstance(x, int) or x.is_integer()):
       e = int(x)
       if dtypes.is_int(self.dtype) and isinstance(x, int):   # (a float exponent promotes an int tensor to float)
         if e < 0: raise ValueError(f"pow: integer tensors to the negative power {e} are not allowed (use a float tensor)")
         return self._pow_by_squaring(e)
+      if dtypes.is_float(self.dtype) and e == 0:   # 1 everywhere (NaN and inf too), gradient 0
+        one = self.detach().isnan().where(1.0, 1.0).cast(self.dtype)
+        return self._custom_grad(one, rule=lambda ret, g, b: (None,))
       if dtypes.is_float(self.dtype) and abs(e) <= 16:
         return _f32(self, lambda t: (t.reciprocal() if e < 0 else t)._pow_by_squaring(abs(e)))
     a, b = self._broadcasted(x, reverse)
     if a.dtype == dtypes.bool: raise TypeError("pow is not defined on bool tensors")
     if dtypes.is_int(a.dtype): return a._int_pow(b)
-    return _f32(a, lambda a32: a32._float_pow(b.cast(a32.dtype)))
+    value = _f32(a, lambda a32: a32._float_pow(b.cast(a32.dtype)))
+    def rule(ret: Tensor, g: Tensor, base: Tensor, e: Tensor) -> tuple[Tensor, Tensor]:
+      gb = (e == 0).where(0.0, g * e * base.pow(e - 1))
+      ge = ((base == 0) & (e >= 0)).where(0.0, g * ret * base.log())
+      return gb, ge
+    return a._custom_grad(value, b, rule=rule)
 
   def _pow_by_squaring(self: Tensor, e: int) -> Tensor:
     ret: Tensor | None = None
@@ -308,11 +319,17 @@ class MathMixin:
     """max(x, 0), NaN kept; the gradient is 0 at 0."""
     return self.le(0).where(0, self)
   def relu6(self: Tensor) -> Tensor: return self.relu().minimum(6)
-  def sigmoid(self: Tensor) -> Tensor: return _f32(self, lambda x: (1 + (x * -_LOG2E).exp2()).reciprocal())
+  def sigmoid(self: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)); gradient y * (1 - y) from the output (0, not 0 * inf, where exp overflows)."""
+    x = _f(self)
+    value = _f32(x, lambda x: (1 + (x * -_LOG2E).exp2()).reciprocal())
+    return x._custom_grad(value, rule=lambda y, g, x: (g * y * (1 - y),))
   def tanh(self: Tensor) -> Tensor:
     """2*sigmoid(2x) - 1 (as tinygrad: absolute error ~1 ulp of 1), and x itself where |x| is so small that x
-    is tanh(x) correctly rounded (this keeps tanh(-0.0) = -0.0 and tiny inputs exact)."""
-    return _f32(self, lambda x: (x.abs() < 2.0 ** -(dtypes.finfo(x.dtype)[1] // 2 + 1)).where(x, 2.0 * (2.0 * x).sigmoid() - 1.0))
+    is tanh(x) correctly rounded (this keeps tanh(-0.0) = -0.0 and tiny inputs exact). Gradient 1 - y^2."""
+    x = _f(self)
+    value = _f32(x, lambda x: (x.abs() < 2.0 ** -(dtypes.finfo(x.dtype)[1] // 2 + 1)).where(x, 2.0 * (2.0 * x).sigmoid() - 1.0))
+    return x._custom_grad(value, rule=lambda y, g, x: (g * (1 - y * y),))
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * _f(self) + beta).clip(0, 1)
   def hardswish(self: Tensor) -> Tensor: return _f(self) * (_f(self) + 3).relu6() * (1 / 6)
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)
@@ -323,8 +340,11 @@ class MathMixin:
   def silu(self: Tensor) -> Tensor: return _f32(self, lambda x: x * x.sigmoid())
   def swish(self: Tensor) -> Tensor: return self.silu()
   def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
-    """log(1 + exp(beta*x)) / beta, in the overflow-free form relu(bx) + log(1 + exp(-|bx|))."""
-    return _f32(self, lambda x: ((x * beta).relu() + (1 + (-(x * beta).abs()).exp()).log()) * (1 / beta))
+    """log(1 + exp(beta*x)) / beta, in the overflow-free form relu(bx) + log(1 + exp(-|bx|)); gradient sigmoid(bx)
+    (the form's own derivative is wrong at 0, where relu and abs have kinks)."""
+    x = _f(self)
+    value = _f32(x, lambda x: ((x * beta).relu() + (1 + (-(x * beta).abs()).exp()).log()) * (1 / beta))
+    return x._custom_grad(value, rule=lambda y, g, x: (g * (x * beta).sigmoid(),))
   def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
   def mish(self: Tensor) -> Tensor: return _f32(self, lambda x: x * x.softplus().tanh())
   def softsign(self: Tensor) -> Tensor: return _f32(self, lambda x: x / (1 + x.abs()))
@@ -343,22 +363,38 @@ class MathMixin:
     a, b = self._broadcasted(x)
     return a._order_flip()._alu(Ops.MAX, b._order_flip())._order_flip()
   def clip(self: Tensor, min_: Tensor | Any = None, max_: Tensor | Any = None) -> Tensor:
+    """min(max(x, min_), max_) (max_ wins where min_ > max_). Gradient as PyTorch: x gets it inside [min_, max_],
+    bounds included; a tensor bound gets it where it is the result."""
+    from refgrad.tensor import Tensor
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min_ and max_ must be given")
     ret = self.maximum(min_) if min_ is not None else self
-    return ret.minimum(max_) if max_ is not None else ret
+    ret = ret.minimum(max_) if max_ is not None else ret
+    if not dtypes.is_float(ret.dtype): return ret
+    lo = min_ if isinstance(min_, Tensor) else None
+    hi = max_ if isinstance(max_, Tensor) else None
+    x = self.cast(ret.dtype)._expand_to(ret.shape)
+    bounds = [b.cast(ret.dtype)._expand_to(ret.shape) for b in (lo, hi) if b is not None]
+    def rule(y: Tensor, g: Tensor, x: Tensor, *bs: Tensor) -> tuple[Tensor | None, ...]:
+      it = iter(bs)
+      b_lo = next(it) if lo is not None else min_
+      b_hi = next(it) if hi is not None else max_
+      no = x._like(False, dtypes.bool)
+      to_hi = no if max_ is None else (x > b_hi) | (no if min_ is None else b_lo > b_hi)   # the result is max_
+      to_lo = no if min_ is None else (x < b_lo) & to_hi.logical_not()                    # the result is min_
+      out = [(to_hi | to_lo | x.isnan()).where(0.0, g)]
+      if lo is not None: out.append(to_lo.where(g, 0.0))
+      if hi is not None: out.append(to_hi.where(g, 0.0))
+      return tuple(out)
+    return x._custom_grad(ret, *bounds, rule=rule)
   def clamp(self: Tensor, min_: Tensor | Any = None, max_: Tensor | Any = None) -> Tensor: return self.clip(min_, max_)
   def lerp(self: Tensor, end: Tensor | Any, weight: Tensor | Any) -> Tensor: return self + (end - self) * weight
 
   # ---- rounding (float ops only: no float->int cast, so no UB for NaN/inf/huge values) ----------------
-  # The results are piecewise constant: their gradient is 0, so they are computed from `_no_grad(x)`.
-  def _no_grad(self: Tensor) -> Tensor:
-    """self's values, read through a BITCAST pair (no gradient flows through BITCAST) when self needs gradients."""
-    if not self.requires_grad: return self
-    return self.detach().bitcast({2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[self.dtype.itemsize]).bitcast(self.dtype)
+  # The results are piecewise constant: their gradient is 0 (a custom rule: the graph computing them has nonzero
+  # derivatives, e.g. (a + big) - big), whether or not x needed gradients when they were built.
   def _round_op(self: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
     if not dtypes.is_float(self.dtype): return self
-    ret = fn(self._no_grad())
-    return self._new(ret.uop) if self.requires_grad else ret
+    return self._custom_grad(fn(self.detach()), rule=lambda y, g, x: (None,))
 
   def _round_parts(self: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(|x|, |x| rounded to the nearest integer (ties to even), where that rounding applies)."""

@@ -42,13 +42,14 @@ def _lt(a: Tensor, b: Tensor | int) -> Tensor:
 def _select(x: Tensor, mask: Tensor, axes: tuple[int, ...]) -> Tensor:
   """Reduce `where(mask, x, 0)` over `axes` (keeping them as size 1), where the mask selects at most one
   element per output: the selected element comes out bit for bit (-0.0 and NaN payloads included; no
-  inf*0 = NaN as with a multiplied one-hot mask), and 0 where nothing is selected. A float tensor that
-  needs a gradient is summed as floats instead (differentiable; a selected -0.0 comes out as +0.0)."""
+  inf*0 = NaN as with a multiplied one-hot mask), and 0 where nothing is selected. Floats are selected as
+  their bits; the gradient (a custom rule, so it does not matter whether x needed one when this was built)
+  goes to the selected element."""
   dt = x.dtype
   if dt == dtypes.bool: return mask.where(x, False)._reduce(Ops.MAX, axes, keepdim=True)
   if dtypes.is_float(dt):
-    if x.requires_grad: return mask.where(x, 0.0).sum(axes, keepdim=True, acc_dtype=dt)
-    return mask.where(x.bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
+    value = mask.where(x.detach().bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
+    return x._custom_grad(value, mask, rule=lambda y, g, x, m: (m.where(g._expand_to(x.shape), 0.0), None))
   return mask.where(x, 0)._reduce(Ops.ADD, axes, keepdim=True)
 
 
