@@ -314,6 +314,70 @@ class MathMixin:
       return x.sign() * (1.0 - poly * (-(x * x)).exp())
     return _f32(self, f)
 
+  def log10(self: Tensor) -> Tensor: return _f32(self, lambda x: x.log2() * math.log10(2))
+  def atan(self: Tensor) -> Tensor:
+    """Arctangent: reduced to |t| <= tan(pi/8) (atan(x) = pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))) and an odd
+    polynomial there (Cephes' float32 coefficients: relative error ~2e-7 in every dtype). Gradient 1 / (1 + x^2)."""
+    def f(x: Tensor) -> Tensor:
+      a = x.abs()
+      big, mid = a > 2.414213562373095, a > 0.4142135623730950
+      t = big.where(-1 / a, mid.where((a - 1) / (a + 1), a))
+      z = t * t
+      p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+      r = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + p
+      return (x < 0).where(-r, x._signbit().where(x, r))   # odd; atan(+-0) = +-0, NaN stays NaN
+    x = _f(self)
+    return x._custom_grad(_f32(x, f), rule=lambda y, g, x: (g / (1 + x * x),))
+  def asin(self: Tensor) -> Tensor:
+    """asin(x) = 2 atan(x / (1 + sqrt((1 - x)(1 + x)))) (well conditioned on [-1, 1]; NaN outside). Gradient 1/sqrt(1 - x^2)."""
+    x = _f(self)
+    value = _f32(x, lambda x: 2 * (x / (1 + ((1 - x) * (1 + x)).sqrt())).atan())
+    return x._custom_grad(value, rule=lambda y, g, x: (g * (1 - x * x).rsqrt(),))   # PyTorch's formula
+  def acos(self: Tensor) -> Tensor:
+    """acos(x) = 2 atan(sqrt((1 - x) / (1 + x))) (accurate near 1 where acos is small; NaN outside [-1, 1])."""
+    x = _f(self)
+    value = _f32(x, lambda x: 2 * ((1 - x) / (1 + x)).sqrt().atan())
+    return x._custom_grad(value, rule=lambda y, g, x: (-g * (1 - x * x).rsqrt(),))
+
+  def copysign(self: Tensor, other: Tensor | Any) -> Tensor:
+    """|self| with the sign bit of other (exact, -0.0 included). Gradient as PyTorch: result / self, 0 at self == 0."""
+    a, b = _f(self)._broadcasted(other)
+    ut = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[a.dtype.itemsize]
+    sign = 1 << (a.dtype.bits - 1)
+    bits = (a.detach().bitcast(ut) & (sign - 1)) | (b.detach().bitcast(ut) & sign)
+    return a._custom_grad(bits.bitcast(a.dtype), b, rule=lambda y, g, x, o: ((x == 0).where(0.0, g * (y / x)), None))
+  def fmod(self: Tensor, other: Tensor | Any) -> Tensor:
+    """C's fmod: the remainder with the dividend's sign (ints: C's %; division by zero is UB). Floats are built on
+    `mod` (errors of a few ulps of self). Gradient: 1 for self, -trunc(self / other) for other."""
+    a, b = self._broadcasted(other)
+    if dtypes.is_int(a.dtype) or a.dtype == dtypes.bool: return a._int_divmod(b, floor=False)[1]
+    r = a.mod(b)
+    value = ((r != 0) & (r._signbit() != a._signbit())).where(r - b, r)
+    value = ((value == 0) & a._signbit()).where(-0.0, value)   # the dividend's sign, zeros included
+    return a._custom_grad(value, b, rule=lambda y, g, x, o: (g, -g * x.div(o).trunc()))
+  def logaddexp(self: Tensor, other: Tensor | Any) -> Tensor:
+    """log(exp(self) + exp(other)) without overflow: max + log(1 + exp(min - max)); +-inf handled as PyTorch."""
+    a, b = _f(self)._broadcasted(other)
+    def f(x: Tensor, y: Tensor) -> Tensor:
+      m, n = x.maximum(y), x.minimum(y)
+      return m.isinf().where(m, m + (1 + (n - m).exp()).log())
+    value = _f32(a, lambda x: f(x, b.cast(x.dtype)))
+    return a._custom_grad(value, b, rule=lambda r, g, x, y: (g / (1 + (y - x).exp()), g / (1 + (x - y).exp())))   # PyTorch's form
+  def isclose(self: Tensor, other: Tensor | Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| (PyTorch, numpy); equal infinities are close, NaNs only with equal_nan."""
+    a, b = self._broadcasted(other)
+    if not dtypes.is_float(a.dtype): return a == b if rtol == 0 and atol == 0 else _f(a).isclose(_f(b), rtol, atol, equal_nan)
+    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    return (close | (a.isnan() & b.isnan())) if equal_nan else close
+  def allclose(self: Tensor, other: Tensor | Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element is close (see isclose): a Python bool, so it realizes."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+  def softmin(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor: return (-self).softmax(axis, dtype)
+  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """self / max(||self||_p along dim, eps) (PyTorch's F.normalize)."""
+    norm = self.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2.0 else self.square().sum(dim, keepdim=True).sqrt()
+    return self / norm.maximum(eps)
+
   # ---- activations --------------------------------------------------------------------------------
   def relu(self: Tensor) -> Tensor:
     """max(x, 0), NaN kept; the gradient is 0 at 0."""
@@ -333,8 +397,10 @@ class MathMixin:
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * _f(self) + beta).clip(0, 1)
   def hardswish(self: Tensor) -> Tensor: return _f(self) * (_f(self) + 3).relu6() * (1 / 6)
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)
-  def gelu(self: Tensor) -> Tensor:
-    """GELU, tanh approximation (as tinygrad)."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """GELU. approximate="tanh" (the default, as tinygrad) or "none" (x * Phi(x) with erf, PyTorch's default)."""
+    if approximate == "none": return _f32(self, lambda x: 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf()))
+    if approximate != "tanh": raise ValueError(f"gelu: approximate must be 'tanh' or 'none', not {approximate!r}")
     return _f32(self, lambda x: 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh()))
   def quick_gelu(self: Tensor) -> Tensor: return _f32(self, lambda x: x * (x * 1.702).sigmoid())
   def silu(self: Tensor) -> Tensor: return _f32(self, lambda x: x * x.sigmoid())
@@ -457,12 +523,14 @@ class MathMixin:
   def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-  def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
+  def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None, dtype: DType | str | None = None) -> Tensor:
     """Product over axis, in acc_dtype (default as sum: small ints widen to int32/uint32; ints wrap).
     There is no MUL reduction: the reduced axes are flattened, padded with 1s to a power of two and halved
     (x[:h] * x[h:]) until one element is left, a kernel every few levels. Floats are multiplied pairwise,
     not left to right as numpy, so the last bits can differ."""
+    if dtype is not None: return self.cast(dtypes.from_name(dtype) if isinstance(dtype, str) else dtype).prod(axis, keepdim, acc_dtype)
     axes = self._axes(axis)
+    if self.ndim == 0: return self.cast(acc_dtype or sum_acc_dtype(self.dtype))
     x = self.cast(acc_dtype or sum_acc_dtype(self.dtype))
     keep = [i for i in range(self.ndim) if i not in axes]
     out_shape = tuple(1 if i in axes else n for i, n in enumerate(self.shape)) if keepdim else tuple(self.shape[i] for i in keep)

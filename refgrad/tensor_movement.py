@@ -75,6 +75,14 @@ def _iota(n: int, shape: tuple[int, ...], axis: int, device: str) -> Tensor:
   return Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))._expand_to(shape)
 
 
+def _seq_args(first: Any, rest: tuple[Any, ...], what: str) -> tuple[Any, tuple[Any, ...]]:
+  """(first tensor, the others) from f(a, b, c), f([a, b, c]) or a.f([b, c])."""
+  if isinstance(first, (list, tuple)): first, rest = (first[0] if first else None), (*first[1:], *rest)
+  if len(rest) == 1 and isinstance(rest[0], (list, tuple)): rest = tuple(rest[0])
+  if first is None: raise ValueError(f"{what}: needs at least one tensor")
+  return first, rest
+
+
 @dataclass
 class _Item:
   kind: str                 # "int", "slice", "none", "tensor"
@@ -152,10 +160,10 @@ def _place(v: Tensor, items: list[_Item], shape: tuple[int, ...], fill: Any = 0)
   if any(abs(i.step) > 1 for i in src):
     steps = [abs(i.step) for i in src]
     v = v.reshape(tuple(s for i in src for s in (i.size, 1)))
-    v = v.pad(tuple(p for k in steps for p in ((0, 0), (0, k - 1))), fill)
+    v = v.pad(tuple(p for k in steps for p in ((0, 0), (0, k - 1))), value=fill)
     v = v.reshape(tuple(i.size * k for i, k in zip(src, steps))).shrink(tuple((0, b - a) for a, b in (i.bounds for i in src)))
   v = v.flip(tuple(k for k, i in enumerate(src) if i.step < 0))
-  return v.pad(tuple((a, n - b) for (a, b), n in zip((i.bounds for i in src), shape)), fill)
+  return v.pad(tuple((a, n - b) for (a, b), n in zip((i.bounds for i in src), shape)), value=fill)
 
 
 def _advanced(y: Tensor, items: list[_Item]) -> tuple[list[int], tuple[int, ...], list[Tensor], bool]:
@@ -219,7 +227,9 @@ class MovementMixin:
 
   # ---- joining and splitting ------------------------------------------------------------------------
   def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:  # type: ignore[misc]
-    """Concatenate self and args along `dim`; dtypes promote. All other axes must match."""
+    """Concatenate self and args along `dim`; dtypes promote. All other axes must match. `Tensor.cat([a, b])` and
+    `a.cat([b, c])` take sequences too."""
+    self, args = _seq_args(self, args, "cat")
     ts = [self, *args]
     d = self._axis(dim)
     for k, t in enumerate(args, 1):
@@ -243,7 +253,8 @@ class MovementMixin:
     return out
 
   def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:  # type: ignore[misc]
-    """Join self and args along a new axis `dim`; all shapes must be equal."""
+    """Join self and args along a new axis `dim`; all shapes must be equal (sequences as in `cat`)."""
+    self, args = _seq_args(self, args, "stack")
     d = self._axis(dim, self.ndim + 1)
     for k, t in enumerate(args, 1):
       if not isinstance(t, type(self)): raise TypeError(f"stack: argument {k} is a {type(t).__name__}, not a Tensor")
@@ -279,6 +290,101 @@ class MovementMixin:
     x = self.reshape(tuple(v for n in shape for v in (1, n)))
     x = x.expand(tuple(v for r, n in zip(reps, shape) for v in (r, n)))
     return x.reshape(tuple(r * n for r, n in zip(reps, shape)))
+
+  def roll(self: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:  # type: ignore[misc]
+    """Shift elements along dims (None: the flattened tensor), wrapping around (PyTorch)."""
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    sh, ds = ((shifts,), (dims,)) if isinstance(shifts, int) and isinstance(dims, int) else (tuple(_ints((shifts,))), tuple(_ints((dims,))))
+    if len(sh) != len(ds): raise ValueError(f"roll: {len(sh)} shifts for {len(ds)} dims")
+    x = self
+    for s_, d_ in zip(sh, ds):
+      d = x._axis(d_)
+      n = x.shape[d]
+      if n == 0 or s_ % n == 0: continue
+      k = s_ % n
+      a, b = x.split([n - k, k], d)
+      x = b.cat(a, dim=d)
+    return x
+
+  def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:  # type: ignore[misc]
+    """Each element repeated `repeats` times along dim (None: of the flattened tensor)."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0: raise ValueError(f"repeat_interleave: repeats must be an int >= 0, got {repeats!r}")
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else x._axis(dim)
+    y = x.unsqueeze(d + 1)
+    return y.expand(tuple(repeats if i == d + 1 else n for i, n in enumerate(y.shape))).flatten(d, d + 1)
+
+  def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:  # type: ignore[misc]
+    """Every window of `size` elements, `step` apart, along dimension: that axis becomes the window count and a new
+    last axis of `size` holds each window (PyTorch's Tensor.unfold)."""
+    from refgrad.tensor_nn import _windows
+    d = self._axis(dimension)
+    if not isinstance(size, int) or size < 0 or size > self.shape[d]: raise ValueError(f"unfold: size {size} must be in [0, {self.shape[d]}] (axis {d} of {self.shape})")
+    if not isinstance(step, int) or step <= 0: raise ValueError(f"unfold: step must be a positive int, got {step!r}")
+    if size == 0: raise ValueError("unfold: size 0 windows are not supported")
+    x = self.transpose(d, -1) if d != self.ndim - 1 else self
+    w = _windows(x, (size,), (step,), (1,))                          # (..., nwin, size) with dimension's axis last
+    return w.transpose(d, -2) if d != self.ndim - 1 else w
+
+  def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:  # type: ignore[misc]
+    """The diagonal of the (dim1, dim2) planes, shifted by offset (> 0 above), as a new last axis (PyTorch)."""
+    a, b = self._axis(dim1), self._axis(dim2)
+    if a == b: raise ValueError(f"diagonal: dim1 and dim2 are the same axis {a}")
+    x = self.permute([i for i in range(self.ndim) if i not in (a, b)] + [a, b])
+    r, c = x.shape[-2:]
+    lead = x.shape[:-2]
+    keep = tuple(None for _ in lead)
+    x = x.shrink(keep + (((0, r), (min(offset, c), c)) if offset >= 0 else ((min(-offset, r), r), (0, c))))
+    r, c = x.shape[-2:]
+    n = min(r, c)
+    x = x.shrink(tuple(None for _ in lead) + ((0, n), (0, n)))
+    # the diagonal of an n x n block: flatten, pad one, read every (n+1)-th element
+    flat = x.reshape(*lead, n * n)
+    if n == 0: return flat
+    flat = flat.pad(tuple((0, 0) for _ in lead) + ((0, n),))
+    return flat.reshape(*lead, n, n + 1).shrink(tuple(None for _ in lead) + (None, (0, 1))).reshape(*lead, n)
+
+  def diag(self: Tensor, diagonal: int = 0) -> Tensor:  # type: ignore[misc]
+    """1-D: a square matrix with self on the `diagonal`-th diagonal; 2-D: that diagonal (PyTorch)."""
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise ValueError(f"diag: needs a 1-D or 2-D tensor, got shape {self.shape}")
+    n, k = self.shape[0], abs(diagonal)
+    m = n + k
+    # n x n with self on the diagonal: pad each element with n zeros, then fold into rows of n (drop the tail)
+    x = self.reshape(n, 1).pad(((0, 0), (0, n))).reshape(n * (n + 1))[:n * n].reshape(n, n) if n else self.reshape(0, 0)
+    return x.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k))) if k else x.reshape(m, m)
+
+  @staticmethod
+  def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors ('ij': matrix indexing; 'xy': the first two axes swapped)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    if any(t.ndim != 1 for t in tensors): raise ValueError(f"meshgrid: tensors must be 1-D, got shapes {[t.shape for t in tensors]}")
+    n = len(tensors)
+    shape = tuple(t.shape[0] for t in tensors)
+    if indexing == "xy" and n >= 2: shape = (shape[1], shape[0], *shape[2:])
+    out = []
+    for i, t in enumerate(tensors):
+      ax = (1 if i == 0 else 0 if i == 1 else i) if indexing == "xy" and n >= 2 else i
+      out.append(t.reshape(tuple(-1 if k == ax else 1 for k in range(n))).expand(shape))
+    return tuple(out)
+
+  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:  # type: ignore[misc]
+    """value where mask (broadcast) is True, self elsewhere."""
+    return mask.where(value, self) if not isinstance(value, type(self)) else mask.where(value.cast(self.dtype), self)
+
+  def masked_select(self: Tensor, mask: Tensor) -> Tensor:  # type: ignore[misc]
+    """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back)."""
+    from refgrad.tensor import _broadcast_shape
+    shape = _broadcast_shape(self.shape, mask.shape)
+    m = mask.cast(dtypes.bool)._expand_to(shape).numpy().reshape(-1)
+    idx = np.nonzero(m)[0].astype(np.int32)
+    return self._expand_to(shape).flatten()[type(self)(idx, device=self.device) if idx.size else []]
+
+  def nonzero(self: Tensor) -> Tensor:  # type: ignore[misc]
+    """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self)."""
+    nz = np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim)
+    return type(self)(nz, device=self.device) if nz.size else type(self).zeros(0, self.ndim, dtype=dtypes.int32, device=self.device)
 
   # ---- indexing -------------------------------------------------------------------------------------
   def __getitem__(self: Tensor, index: Any) -> Tensor:  # type: ignore[misc]

@@ -165,3 +165,91 @@ class NNMixin:
     or the dtype's minimum for ints)."""
     win, _, _ = self._pool_windows(kernel_size, stride, dilation, padding, dtypes.min(self.dtype))
     return win.max((-2, -1))
+
+  # ---- attention, one-hot, losses (tinygrad's names and arguments) --------------------------------------------
+  def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,  # type: ignore[misc]
+                                   dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> Tensor:
+    """softmax(self @ key^T * scale + mask) @ value, scale = 1/sqrt(head size). attn_mask: bool (False = masked out,
+    -inf) or added to the scores; is_causal masks the upper triangle. Dropout runs only while Tensor.training."""
+    from refgrad.tensor import Tensor
+    if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} need 2+ axes")
+    qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
+    if is_causal: attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()
+    if attn_mask is not None:
+      qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+    att = qk.softmax(-1)
+    if dropout_p and Tensor.training: att = att.dropout(dropout_p)
+    return att.matmul(value)
+
+  def dropout(self: Tensor, p: float = 0.5) -> Tensor:  # type: ignore[misc]
+    """While Tensor.training: zero each element with probability p and scale the rest by 1/(1-p); else self."""
+    from refgrad.tensor import Tensor
+    if not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0: return self
+    if p == 1: return self.zeros_like()
+    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    return keep.where(self, 0) * (1 / (1 - p))
+
+  def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:  # type: ignore[misc]
+    """(..., num_classes) int32 with 1 at each index (num_classes=-1: max + 1, which realizes self)."""
+    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, got {self.dtype}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if not isinstance(num_classes, int) or num_classes < 0: raise ValueError(f"one_hot: num_classes must be an int >= 0 or -1, got {num_classes!r}")
+    return (self.unsqueeze(-1) == self._iota_along(self.ndim, (*self.shape, num_classes)).cast(self.dtype)).cast(dtypes.int32)
+
+  def _do_reduction(self: Tensor, reduction: str) -> Tensor:  # type: ignore[misc]
+    if reduction == "mean": return self.mean()
+    if reduction == "sum": return self.sum()
+    if reduction == "none": return self
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+
+  def _class_mask(self: Tensor, Y: Tensor, dim: int) -> Tensor:  # type: ignore[misc]
+    """bool, self's shape: True at the class Y names along `dim` (Y has self's shape without dim)."""
+    y = Y.unsqueeze(dim)
+    return y._expand_to(self.shape) == self._iota_along(dim).cast(Y.dtype) if y.shape != self.shape else y.cast(dtypes.bool)
+
+  def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # type: ignore[misc]
+    """Cross-entropy of logits (classes on axis 1, or 0 for 1-D) against class indices or probabilities Y (PyTorch)."""
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    cdim = 0 if self.ndim == 1 else 1
+    n = self.shape[cdim]
+    if Y.shape != self.shape:
+      if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
+        raise ValueError(f"cross_entropy: target shape {Y.shape} is neither the logits' {self.shape} nor it without the class axis")
+      if not dtypes.is_int(Y.dtype): raise TypeError(f"cross_entropy: class-index targets must be ints, got {Y.dtype}")
+      Y = self._class_mask(Y, cdim).cast(self.dtype)
+    Y = Y * (1 - label_smoothing) + label_smoothing / n
+    return -(self.log_softmax(cdim) * Y).sum(cdim)._do_reduction(reduction)
+
+  def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:  # type: ignore[misc]
+    """Negative log likelihood of log-probabilities self (N, C, ...) at class indices Y (N, ...); weight per class;
+    targets equal to ignore_index count for nothing ('mean' divides by the summed weight of the rest, as PyTorch)."""
+    cdim = 0 if self.ndim == 1 else 1
+    if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ValueError(f"nll_loss: target shape {Y.shape} does not fit input {self.shape}")
+    hit = self._class_mask(Y, cdim)
+    w = Y.ones_like(dtype=self.dtype) if weight is None else hit.where(weight.reshape((-1,) + (1,) * (self.ndim - cdim - 1)), 0).sum(cdim)
+    if ignore_index is not None: w = (Y != ignore_index).where(w, 0)
+    nll = -hit.where(self, 0).sum(cdim) * w
+    if reduction == "mean": return nll.sum() / w.sum()
+    return nll._do_reduction(reduction)
+
+  def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,  # type: ignore[misc]
+                                      reduction: str = "mean") -> Tensor:
+    """Cross-entropy of logits (..., C) against class indices Y (...) (tinygrad): targets equal to ignore_index
+    (-1: none) are left out, 'mean' averages over the others."""
+    log_p = self.log_softmax(-1)
+    keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+    y = self._class_mask(Y, self.ndim - 1) & keep.unsqueeze(-1)
+    per = (1 - label_smoothing) * y.where(log_p, 0).sum(-1) + label_smoothing * keep.where(log_p.mean(-1), 0)
+    if reduction == "mean": return -per.sum() / keep.sum()
+    return -per._do_reduction(reduction)
+
+  def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:  # type: ignore[misc]
+    """-(Y log p + (1 - Y) log(1 - p)) of probabilities self; the logs are clamped at -100 as PyTorch's BCELoss."""
+    return (-Y * self.log().maximum(-100) - (1 - Y) * (1 - self).log().maximum(-100))._do_reduction(reduction)
+
+  def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:  # type: ignore[misc]
+    """Binary cross-entropy of logits self: -(pos_weight Y logsigmoid(x) + (1 - Y) logsigmoid(-x))."""
+    pw = 1 if pos_weight is None else pos_weight
+    return (-(pw * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)

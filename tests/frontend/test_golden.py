@@ -34,14 +34,15 @@ def _tensor(obj: dict[str, Any], kind: str, device: str) -> Tensor:
 def run(case: Case, rec: dict[str, Any], device: str) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
   """refgrad's outputs and input gradients (float inputs) for a recorded case, as numpy arrays of the raw values."""
   xs = [_tensor(obj, case.kind(i), device) for i, obj in enumerate(rec["inputs"])]
-  for x in xs:
-    if dtypes.is_float(x.dtype) and case.grad: x.requires_grad_(True)
+  if case.grad:
+    for i, x in enumerate(xs):
+      if case.kind(i) == "f": x.requires_grad_(True)
   outs = case.rg(*xs)
   outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
   if case.grad:
     outs[0].backward(_tensor(rec["gout"], "f", device))
   res = [o.numpy() for o in outs]
-  grads = [None if x.grad is None else x.grad.numpy() for x in xs if dtypes.is_float(x.dtype)] if case.grad else []
+  grads = [None if x.grad is None else x.grad.numpy() for i, x in enumerate(xs) if case.kind(i) == "f"] if case.grad else []
   return res, grads
 
 

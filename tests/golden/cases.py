@@ -26,7 +26,7 @@ class Case:
   make: Callable[[np.random.Generator], list[np.ndarray]]
   rg: Callable[..., Any]
   pt: Callable[..., Any]
-  kinds: str = ""                # one letter per input: "f" float (default), "i" integer
+  kinds: str = ""                # one letter per input: "f" float (default), "c" float without gradient, "i" integer, "b" bool
   dtypes: tuple[str, ...] = F32
   grad: bool = True              # backward through the first output
   tol: dict[str, tuple[float, float]] = field(default_factory=dict)   # dtype -> (rtol, atol), only where stated
@@ -83,4 +83,89 @@ EDGES: list[Case] = [
   Case("gelu_tanh", _vals(*EDGE), lambda x: x.gelu(), lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh")),
 ]
 
-GROUPS: dict[str, list[Case]] = {"edges": EDGES}
+def _fn(torch: Any) -> Any: return torch.nn.functional
+
+def _logits_labels(n: int, c: int) -> Callable[[np.random.Generator], list[np.ndarray]]:
+  return lambda rng: [rng.standard_normal((n, c)) * 2, rng.integers(0, c, n)]
+
+def _probs_targets(rng: np.random.Generator) -> list[np.ndarray]:
+  return [rng.uniform(0.02, 0.98, (3, 4)), rng.uniform(0, 1, (3, 4))]
+
+def _sdpa_in(rng: np.random.Generator) -> list[np.ndarray]: return [rng.standard_normal((2, 2, 5, 4)) for _ in range(3)]
+
+# ---- API parity (tinygrad names on refgrad, PyTorch's functions on torch) ------------------------------------------
+API: list[Case] = [
+  Case("cross_entropy_idx", _logits_labels(5, 4), lambda x, y: x.cross_entropy(y), lambda torch, x, y: _fn(torch).cross_entropy(x, y), "fi"),
+  Case("cross_entropy_smooth_sum", _logits_labels(5, 4), lambda x, y: x.cross_entropy(y, reduction="sum", label_smoothing=0.2),
+       lambda torch, x, y: _fn(torch).cross_entropy(x, y, reduction="sum", label_smoothing=0.2), "fi"),
+  Case("cross_entropy_probs", lambda rng: [rng.standard_normal((3, 4)), rng.dirichlet(np.ones(4), 3)],
+       lambda x, y: x.cross_entropy(y, reduction="none"), lambda torch, x, y: _fn(torch).cross_entropy(x, y, reduction="none")),
+  Case("nll_loss_weight_ignore", lambda rng: [rng.standard_normal((6, 4)), np.array([0, 1, 2, 3, 1, 2]), rng.uniform(0.5, 2, 4)],
+       lambda x, y, w: x.log_softmax(1).nll_loss(y, weight=w, ignore_index=2),
+       lambda torch, x, y, w: _fn(torch).nll_loss(x.log_softmax(1), y, weight=w, ignore_index=2), "fic"),
+  Case("nll_loss_none", _logits_labels(4, 3), lambda x, y: x.nll_loss(y, reduction="none"),
+       lambda torch, x, y: _fn(torch).nll_loss(x, y, reduction="none"), "fi"),
+  Case("sparse_cce_ignore_smooth", lambda rng: [rng.standard_normal((6, 4)), np.array([0, 1, 2, 3, 1, 2])],
+       lambda x, y: x.sparse_categorical_crossentropy(y, ignore_index=2, label_smoothing=0.1),
+       lambda torch, x, y: _fn(torch).cross_entropy(x, y, ignore_index=2, label_smoothing=0.1), "fi"),
+  Case("binary_crossentropy", _probs_targets, lambda p, y: p.binary_crossentropy(y), lambda torch, p, y: _fn(torch).binary_cross_entropy(p, y), "fc"),
+  Case("binary_crossentropy_logits", lambda rng: [rng.standard_normal((3, 4)) * 3, rng.uniform(0, 1, (3, 4)), rng.uniform(0.5, 2, 4)],
+       lambda x, y, pw: x.binary_crossentropy_logits(y, pos_weight=pw),
+       lambda torch, x, y, pw: _fn(torch).binary_cross_entropy_with_logits(x, y, pos_weight=pw), "fcc"),
+  Case("sdpa", _sdpa_in, lambda q, k, v: q.scaled_dot_product_attention(k, v),
+       lambda torch, q, k, v: _fn(torch).scaled_dot_product_attention(q, k, v)),
+  Case("sdpa_causal", _sdpa_in, lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True),
+       lambda torch, q, k, v: _fn(torch).scaled_dot_product_attention(q, k, v, is_causal=True)),
+  Case("sdpa_mask", lambda rng: [*(rng.standard_normal((2, 5, 4)) for _ in range(3)), rng.uniform(0, 1, (5, 5)) > 0.3],
+       lambda q, k, v, m: q.scaled_dot_product_attention(k, v, attn_mask=m | _eye_like(m)),
+       lambda torch, q, k, v, m: _fn(torch).scaled_dot_product_attention(q, k, v, attn_mask=m | torch.eye(5, dtype=torch.bool)), "fffb"),
+  Case("softmin", _randn((3, 5)), lambda x: x.softmin(-1), lambda torch, x: _fn(torch).softmin(x, -1)),
+  Case("log10", lambda rng: [rng.uniform(0.01, 100, 10)], lambda x: x.log10(), lambda torch, x: x.log10()),
+  Case("atan", lambda rng: [np.concatenate([rng.standard_normal(8) * 3, [0.0, -0.0, INF, -INF, 1e-20, 0.4142, 2.4143]])],
+       lambda x: x.atan(), lambda torch, x: x.atan()),
+  Case("asin", lambda rng: [np.array([-1.0, -0.99, -0.5, -0.0, 0.0, 0.1, 0.7, 0.999, 1.0, 1.5])], lambda x: x.asin(), lambda torch, x: x.asin()),
+  Case("acos", lambda rng: [np.array([-1.0, -0.99, -0.5, -0.0, 0.0, 0.1, 0.7, 0.999, 1.0, 1.5])], lambda x: x.acos(), lambda torch, x: x.acos()),
+  Case("copysign", lambda rng: [np.array([1.0, -2.0, 0.0, -0.0, 3.0, INF]), np.array([-1.0, 1.0, -0.0, 2.0, 0.0, -1.0])],
+       lambda x, y: x.copysign(y), lambda torch, x, y: x.copysign(y)),
+  Case("fmod", lambda rng: [np.array([5.5, -5.5, 5.5, -5.5, 0.75, -3.0, 7.0]), np.array([2.0, 2.0, -2.0, -2.0, 0.5, 3.0, 2.5])],
+       lambda x, y: x.fmod(y), lambda torch, x, y: x.fmod(y)),
+  Case("logaddexp", lambda rng: [np.array([0.0, 1.0, -INF, INF, -INF, 100.0, -50.0]), np.array([0.0, -3.0, 2.0, 5.0, -INF, 100.0, 50.0])],
+       lambda x, y: x.logaddexp(y), lambda torch, x, y: x.logaddexp(y)),
+  Case("normalize", _randn((3, 4)), lambda x: x.normalize(dim=1), lambda torch, x: _fn(torch).normalize(x, dim=1)),
+  Case("gelu_erf", _vals(-6.0, -3.0, -1.0, -0.3, 0.0, 0.5, 2.0, 5.0), lambda x: x.gelu(approximate="none"), lambda torch, x: _fn(torch).gelu(x)),
+  Case("sum_dtype", _randn((4, 5)), lambda x: x.sum(1, dtype="float64"), lambda torch, x: x.sum(1, dtype=torch.float64)),
+  Case("prod_dtype", lambda rng: [rng.uniform(0.5, 1.5, (3, 4))], lambda x: x.prod(0, dtype="float64"), lambda torch, x: x.prod(0, dtype=torch.float64)),
+  Case("pad_reflect", _randn((2, 3, 4)), lambda x: x.pad((2, 1, 1, 2), mode="reflect"), lambda torch, x: _fn(torch).pad(x, (2, 1, 1, 2), mode="reflect")),
+  Case("pad_replicate", _randn((2, 3, 4)), lambda x: x.pad((2, 3, 0, 1), mode="replicate"),
+       lambda torch, x: _fn(torch).pad(x, (2, 3, 0, 1), mode="replicate")),
+  Case("pad_circular", _randn((1, 2, 3, 4)), lambda x: x.pad((2, 1, 1, 3), mode="circular"),
+       lambda torch, x: _fn(torch).pad(x, (2, 1, 1, 3), mode="circular")),
+  Case("pad_constant_flat", _randn((2, 3)), lambda x: x.pad((1, 2), value=1.5), lambda torch, x: _fn(torch).pad(x, (1, 2), value=1.5)),
+  Case("roll", _randn((3, 4)), lambda x: x.roll((1, -3), (0, -1)), lambda torch, x: x.roll((1, -3), (0, -1))),
+  Case("repeat_interleave", _randn((2, 3)), lambda x: x.repeat_interleave(2, dim=-1), lambda torch, x: x.repeat_interleave(2, dim=-1)),
+  Case("unfold", _randn((3, 7)), lambda x: x.unfold(1, 3, 2), lambda torch, x: x.unfold(1, 3, 2)),
+  Case("diagonal", _randn((2, 4, 3)), lambda x: x.diagonal(1, -2, -1), lambda torch, x: x.diagonal(1, -2, -1)),
+  Case("diag", _randn((4,)), lambda x: x.diag(-1), lambda torch, x: x.diag(-1)),
+  Case("masked_fill", lambda rng: [rng.standard_normal((3, 4)), rng.uniform(0, 1, (1, 4)) > 0.5],
+       lambda x, m: x.masked_fill(m, -2.0), lambda torch, x, m: x.masked_fill(m, -2.0), "fb"),
+  Case("masked_select", lambda rng: [rng.standard_normal((3, 4)), rng.uniform(0, 1, (3, 4)) > 0.5],
+       lambda x, m: x.masked_select(m), lambda torch, x, m: x.masked_select(m), "fb"),
+  Case("one_hot", lambda rng: [np.array([0, 3, 1, 1])], lambda y: y.one_hot(5), lambda torch, y: _fn(torch).one_hot(y, 5), "i", grad=False),
+  Case("nonzero", lambda rng: [np.array([[0.0, 1.5, 0.0], [NAN, 0.0, -2.0]])], lambda x: x.nonzero(), lambda torch, x: x.nonzero(), grad=False),
+  Case("isclose", lambda rng: [np.array([1.0, 1.0, NAN, INF, 0.0, 1e-9]), np.array([1.0 + 1e-6, 1.1, NAN, INF, 1e-7, 0.0])],
+       lambda x, y: x.isclose(y), lambda torch, x, y: x.isclose(y), grad=False),
+  Case("cat_stack_seq", _randn((2, 3), (2, 3)), lambda a, b: Tensor_cat_stack(a, b),
+       lambda torch, a, b: torch.cat([torch.stack([a, b], dim=-1), torch.stack([b, a], dim=-1)], dim=-2)),
+]
+
+
+def _eye_like(m: Any) -> Any:
+  from refgrad import Tensor, dtypes
+  return Tensor.eye(m.shape[0], dtype=dtypes.bool, device=m.device)
+
+def Tensor_cat_stack(a: Any, b: Any) -> Any:
+  from refgrad import Tensor
+  return Tensor.cat([Tensor.stack([a, b], dim=-1), a.stack([b], dim=-1).flip(-1)], dim=-2)
+
+
+GROUPS: dict[str, list[Case]] = {"edges": EDGES, "api": API}

@@ -51,7 +51,7 @@ def run_case(torch: Any, case: Case, dtype: str, seed: int) -> dict[str, Any]:
   for i, a in enumerate(raw):
     if case.kind(i) == "i": xs.append(torch.tensor(np.asarray(a, dtype=np.int64)))
     elif case.kind(i) == "b": xs.append(torch.tensor(np.asarray(a, dtype=np.bool_)))
-    else: xs.append(torch.tensor(np.asarray(a, dtype=np.float64)).to(tdt).requires_grad_(case.grad))
+    else: xs.append(torch.tensor(np.asarray(a, dtype=np.float64)).to(tdt).requires_grad_(case.grad and case.kind(i) == "f"))
   outs = case.pt(torch, *xs)
   outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
   rec: dict[str, Any] = {"inputs": [_enc(torch, x) for x in xs], "outs": [_enc(torch, o) for o in outs]}
@@ -59,7 +59,7 @@ def run_case(torch: Any, case: Case, dtype: str, seed: int) -> dict[str, Any]:
     w = torch.tensor(rng.uniform(0.5, 1.5, tuple(outs[0].shape))).to(outs[0].dtype)
     outs[0].backward(w)
     rec["gout"] = _enc(torch, w)
-    rec["grads"] = [None if x.grad is None else _enc(torch, x.grad) for x in xs if x.dtype.is_floating_point] if case.grad else []
+    rec["grads"] = [None if x.grad is None else _enc(torch, x.grad) for i, x in enumerate(xs) if case.kind(i) == "f"]
   return rec
 
 
