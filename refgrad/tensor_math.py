@@ -32,6 +32,7 @@ Axis = int | Sequence[int] | None
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _LOG2E, _LN2 = math.log2(math.e), math.log(2)
 _PROD_LEVELS = 3   # halving levels of `prod` fused into one kernel (2**3 loads per output element)
+_SCAN_DIRECT = 32  # scans up to this length are one kernel of O(n^2) work; longer ones take log2(n) steps
 
 
 def least_upper_float(dt: DType) -> DType:
@@ -604,13 +605,58 @@ class MathMixin:
     ret = fn(mask, xs)
     inv = [order.index(i) for i in range(self.ndim)]
     return ret.permute(*inv)
+  def _scan(self: Tensor, axis: int, xs: tuple[Tensor, ...], ids: tuple[Any, ...],
+            combine: Callable[[tuple[Tensor, ...], tuple[Tensor, ...]], tuple[Tensor, ...]]) -> tuple[Tensor, ...]:
+    """Inclusive scan of the tensors xs (self's shape) along axis with an associative combine(earlier, later), in
+    ceil(log2 n) steps (Hillis-Steele: step k combines each element with the one 2^k before it, identities `ids`
+    shifted in): O(n log n) work, one kernel per step. Floats are combined in a tree order, not left to right."""
+    ax = self._axis(axis)
+    if self.ndim == 0: return xs
+    order = [i for i in range(self.ndim) if i != ax] + [ax]
+    ys = tuple(x.permute(*order) for x in xs)
+    n = ys[0].shape[-1]
+    k = 1
+    while k < n:
+      keep = ((0, 0),) * (ys[0].ndim - 1)
+      bounds = tuple(None for _ in keep) + ((0, n),)
+      shifted = tuple(y.pad(keep + ((k, 0),), value=i).shrink(bounds) for y, i in zip(ys, ids))
+      ys = combine(shifted, ys)
+      k *= 2
+      if k < n: ys = tuple(y.contiguous() for y in ys)
+    inv = [order.index(i) for i in range(self.ndim)]
+    return tuple(y.permute(*inv) for y in ys)
+
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
-    """Running sum along axis (accumulated as sum: small ints widen to int32)."""
-    return self._cumulative(axis, lambda m, x: m.where(x, 0).sum(-1))
+    """Running sum along axis (accumulated as sum: small ints widen to int32, float16/bfloat16 in float32)."""
+    x = self.cast(sum_acc_dtype(self.dtype))
+    if x.dtype in _HALF: return x.cast(dtypes.float32).cumsum(axis).cast(x.dtype)
+    if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT: return x._cumulative(axis, lambda m, x: m.where(x, 0).sum(-1))
+    return x._scan(axis, (x,), (0,), lambda a, b: (a[0] + b[0],))[0]
   def cumprod(self: Tensor, axis: int = 0) -> Tensor:
-    return self._cumulative(axis, lambda m, x: m.where(x, 1).prod(-1))
-  def cummax(self: Tensor, axis: int = 0) -> Tensor:
-    return self._cumulative(axis, lambda m, x: m.where(x, dtypes.min(x.dtype)).max(-1))
+    x = self.cast(sum_acc_dtype(self.dtype))
+    if x.dtype in _HALF: return x.cast(dtypes.float32).cumprod(axis).cast(x.dtype)
+    if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT: return x._cumulative(axis, lambda m, x: m.where(x, 1).prod(-1))
+    return x._scan(axis, (x,), (1,), lambda a, b: (a[0] * b[0],))[0]
+  def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running maximum, int32 index where it was attained) along axis, as PyTorch: ties and NaNs take the later index,
+    a NaN stays the maximum."""
+    if self.ndim == 0: return self, self._like(0, dtypes.int32)
+    ax = self._axis(axis)
+    idx = self._iota_along(ax)
+    def combine(a: tuple[Tensor, ...], b: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+      take = b[0].isnan() | (a[0].isnan().logical_not() & (b[0] >= a[0]))
+      return take.where(b[0], a[0]), take.where(b[1], a[1])
+    v, i = self._scan(ax, (self, idx), (dtypes.min(self.dtype), 0), combine)
+    return v, i
+  def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running minimum, index): cummax of the order-reversed values (ties take the later index)."""
+    v, i = self._order_flip().cummax(axis)
+    return v._order_flip(), i
+  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along axis without overflow: a logsumexp per prefix (short axes) or a scan of logaddexp."""
+    if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT:
+      return _f32(self, lambda x: x._cumulative(axis, lambda m, x: m.where(x, -math.inf).logsumexp(-1)))
+    return _f32(self, lambda x: x._scan(axis, (x,), (-math.inf,), lambda a, b: (a[0].logaddexp(b[0]),))[0])
 
   # ---- small helpers the math above needs (full_like/zeros_like/ones_like also live in CreationMixin) ----
   def _like(self: Tensor, value: Any, dtype: DType | None = None, shape: tuple[int, ...] | None = None) -> Tensor:

@@ -48,7 +48,7 @@ def _select(x: Tensor, mask: Tensor, axes: tuple[int, ...]) -> Tensor:
   dt = x.dtype
   if dt == dtypes.bool: return mask.where(x, False)._reduce(Ops.MAX, axes, keepdim=True)
   if dtypes.is_float(dt):
-    value = mask.where(x.detach().bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
+    value = mask.detach().where(x.detach().bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
     return x._custom_grad(value, mask, rule=lambda y, g, x, m: (m.where(g._expand_to(x.shape), 0.0), None))
   return mask.where(x, 0)._reduce(Ops.ADD, axes, keepdim=True)
 
@@ -385,6 +385,100 @@ class MovementMixin:
     """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self)."""
     nz = np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim)
     return type(self)(nz, device=self.device) if nz.size else type(self).zeros(0, self.ndim, dtype=dtypes.int32, device=self.device)
+
+  # ---- scatter ---------------------------------------------------------------------------------------
+  def _scatter_parts(self: Tensor, dim: int, index: Tensor, src: Tensor | Any) -> tuple[int, Tensor, Tensor, Tensor, tuple[int, ...]]:
+    """(dim, hit mask (..., m, n), src values (..., m, n), m-position iota, index shape): index's dim moved last as m,
+    self's size n along dim as a new last axis."""
+    d = self._axis(dim)
+    if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype): raise TypeError("scatter: index must be an integer tensor")
+    if index.ndim != self.ndim: raise ValueError(f"scatter: index of shape {index.shape} needs {self.ndim} axes like self {self.shape}")
+    if any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape)) if k != d):
+      raise ValueError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {dim}")
+    if isinstance(src, type(self)):
+      if src.ndim != self.ndim or any(i > n for i, n in zip(index.shape, src.shape)): raise ValueError(f"scatter: src of shape {src.shape} is smaller than index {index.shape}")
+      src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+    else: src = type(self).full(index.shape, src, self.dtype, self.device)
+    n = self.shape[d]
+    idx, sv = index.transpose(d, -1), src.transpose(d, -1)            # (..., m)
+    full = (*idx.shape, n)
+    hit = _one_hot(idx.unsqueeze(-1), n, full, idx.ndim)
+    return d, hit, sv.unsqueeze(-1)._expand_to(full), _iota(idx.shape[-1], full, idx.ndim - 1, self.device), index.shape
+
+  def _scatter_back(self: Tensor, d: int, out: Tensor, ishape: tuple[int, ...], fill: Any) -> Tensor:
+    """(..., n) with dim d's axis last, over index's extent -> self's shape (outside the extent: `fill`)."""
+    out = out.transpose(d, -1)
+    return out.pad(tuple((0, n - i) if k != d else (0, 0) for k, (i, n) in enumerate(zip(ishape, self.shape))), value=fill)
+
+  def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | Any, reduce: str | None = None) -> Tensor:  # type: ignore[misc]
+    """self with src written at index along dim (out[index[i][j]][j] = src[i][j] for dim=0). reduce: None (the last
+    write wins where indices repeat), 'add' or 'multiply' (combined with self)."""
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce is not None: return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
+    d, hit, sv, order, ishape = self._scatter_parts(dim, index, src)
+    winner = hit.where(order, -1).max(-2, keepdim=True)
+    picked = _select(sv, hit & _eq(order, winner._expand_to(hit.shape)), (hit.ndim - 2,)).squeeze(-2)
+    any_hit = self._scatter_back(d, _lt(type(self).full((), -1, dtypes.int32, self.device), winner.squeeze(-2)), ishape, False)
+    return any_hit.where(self._scatter_back(d, picked, ishape, 0), self)
+
+  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:  # type: ignore[misc]
+    """self with src combined in at index along dim by reduce: 'sum', 'prod', 'mean', 'amax' or 'amin' (PyTorch);
+    include_self=False leaves self's value out where something is scattered."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"): raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
+    d, hit, sv, _, ishape = self._scatter_parts(dim, index, src)
+    count = self._scatter_back(d, hit.cast(dtypes.int32).sum(-2), ishape, 0)
+    ident = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}[reduce]
+    vals = hit.where(sv, ident)
+    if reduce in ("sum", "mean"): part = vals.sum(-2, acc_dtype=self.dtype)
+    elif reduce == "prod": part = vals.prod(-2, acc_dtype=self.dtype)
+    elif reduce == "amax": part = vals.max(-2)
+    else: part = vals.min(-2)
+    part = self._scatter_back(d, part, ishape, ident)
+    got = count > 0
+    base = self if include_self else got.where(self._like(ident), self)
+    if reduce in ("sum", "mean"): out = base + part
+    elif reduce == "prod": out = base * part
+    elif reduce == "amax": out = base.maximum(part)
+    else: out = base.minimum(part)
+    if reduce == "mean":
+      n = count + (1 if include_self else 0)
+      out = got.where(out.div(n.maximum(1)).cast(self.dtype) if dtypes.is_float(self.dtype) else out.floordiv(n.maximum(1).cast(self.dtype)), self)
+    return out
+
+  # ---- sorting ---------------------------------------------------------------------------------------
+  def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """(sorted values, int32 indices) along dim. NaN sorts as the largest value (PyTorch); equal values keep their
+    order (stable). Each element's rank is counted by comparing it with every other one: O(n^2) work per row, in
+    one kernel; the values are then selected exactly (bits kept) and get the gradient at their new place."""
+    ax = self._axis(dim) if self.ndim else 0
+    if self.ndim == 0: return self, self._like(0, dtypes.int32)
+    x = self.transpose(ax, -1) if ax != self.ndim - 1 else self
+    n = x.shape[-1]
+    xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)                       # element i along axis -2, j along axis -1
+    full = (*x.shape, n)
+    a, b = (xi, xj) if descending else (xj, xi)   # j sorts before i when a < b (NaN the largest)
+    before = _lt(a, b) | (b.isnan() & a.isnan().logical_not()) if dtypes.is_float(x.dtype) else _lt(a, b)
+    same = _eq(xj, xi) | (xj.isnan() & xi.isnan())
+    i_idx, j_idx = _iota(n, full, x.ndim - 1, x.device), _iota(n, full, x.ndim, x.device)
+    rank = (before._expand_to(full) | (same._expand_to(full) & _lt(j_idx, i_idx))).cast(dtypes.int32).sum(-1)   # (..., n)
+    hit = _eq(rank.unsqueeze(-2)._expand_to(full), _iota(n, full, x.ndim - 1, x.device))     # [.., r, i]: element i has rank r
+    values = _select(xj._expand_to(full), hit, (x.ndim,)).reshape(x.shape)
+    indices = _select(j_idx, hit, (x.ndim,)).reshape(x.shape)
+    if ax != self.ndim - 1: values, indices = values.transpose(ax, -1), indices.transpose(ax, -1)
+    return values, indices
+
+  def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:  # type: ignore[misc]
+    return self.sort(dim, descending)[1]
+
+  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """The k largest (smallest) values along dim and their int32 indices, in sorted order."""
+    d = self._axis(dim) if self.ndim else 0
+    n = self.shape[d] if self.ndim else 1
+    if not isinstance(k, int) or not 0 <= k <= n: raise ValueError(f"topk: k must be an int in [0, {n}], got {k!r}")
+    v, i = self.sort(dim, descending=largest)
+    if not self.ndim: return v, i
+    bounds = tuple((0, k) if a == d else None for a in range(self.ndim))
+    return v.shrink(bounds), i.shrink(bounds)
 
   # ---- indexing -------------------------------------------------------------------------------------
   def __getitem__(self: Tensor, index: Any) -> Tensor:  # type: ignore[misc]
