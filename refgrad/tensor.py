@@ -54,6 +54,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if isinstance(data, UOp): uop = data
     elif isinstance(data, Tensor): uop, device = data.uop, device or data.device
     elif isinstance(data, (bool, int, float)):
+      _check_int(data, dtype or _infer_dtype(data))
       uop = UOp.const(dtype or _infer_dtype(data), data)
     else:
       arr = data if isinstance(data, np.ndarray) else None
@@ -202,6 +203,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
            requires_grad: bool | None = None) -> Tensor:
     shape = _shape_arg(shape)
     dt = _to_dtype(dtype) or _infer_dtype(fill_value)
+    _check_int(fill_value, dt)
     c = UOp.const(dt, fill_value)
     return Tensor(lazy.expand(lazy.reshape(c, (1,) * len(shape)), shape), device, requires_grad=requires_grad)
   @staticmethod
@@ -352,6 +354,11 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis))
+    if self.numel() == 0 and any(self.shape[a] == 0 for a in axes):
+      # an empty reduction is its identity: the empty axes padded to one element of it (which keeps self in the graph)
+      ident = 0 if op is Ops.ADD else dtypes.min(self.dtype)
+      x = self.pad(tuple((0, 1) if i in axes and n == 0 else (0, 0) for i, n in enumerate(self.shape)), value=ident)
+      return x._reduce(op, axis, keepdim)
     ret = self._new(lazy.reduce(self.uop, op, axes)) if self.ndim else self
     return ret if keepdim else ret.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
@@ -432,12 +439,19 @@ def _binop(x: Tensor, y: Any, op: Ops, reverse: bool) -> Tensor:
   a, b = x._broadcasted(y, reverse)
   return a._alu(op, b)
 
+def _check_int(x: Any, dt: DType) -> None:
+  """A Python int must fit an int dtype (numpy 2's rule: OverflowError, not wrap-around)."""
+  if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(dt) and not dtypes.min(dt) <= x <= dtypes.max(dt):
+    raise OverflowError(f"Python integer {x} out of bounds for {dt} [{dtypes.min(dt)}, {dtypes.max(dt)}]")
+
 def _np_values(flat: list[Any], dt: DType) -> np.ndarray:
   """Python values as storage of dt, each converted exactly as a constant of dt would be."""
   if dt == dtypes.bfloat16:
     from refgrad.uop.semantics import from_python
     return from_python(flat, dt)
-  if dtypes.is_int(dt): return np.array([dtypes.as_const(x, dt) for x in flat], dtype=dt.np)
+  if dtypes.is_int(dt):
+    for x in flat: _check_int(x, dt)
+    return np.array([dtypes.as_const(x, dt) for x in flat], dtype=dt.np)
   return np.array(flat, dtype=dt.np)
 
 def _shape_arg(shape: Any, allow_neg: bool = False) -> tuple[int, ...]:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 def _tuple(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
   t = (x,) * n if isinstance(x, int) else tuple(x)
   if len(t) != n or any(not isinstance(v, int) or isinstance(v, bool) for v in t): raise ValueError(f"{what} must be an int or {n} ints, got {x!r}")
+  if what in ("stride", "dilation", "kernel_size") and any(v <= 0 for v in t): raise ValueError(f"{what} must be positive, got {x!r}")
+  if what == "output_padding" and any(v < 0 for v in t): raise ValueError(f"{what} must be >= 0, got {x!r}")
   return t
 
 
@@ -84,6 +86,8 @@ class NNMixin:
     # multiply in the accumulator dtype (an int8 product would wrap before the int32 sum), then
     # x (..., a, 1, n) * w^T (..., 1, b, n), summed over n
     acc = dtype or sum_acc_dtype(least_upper_dtype(x.dtype, w.dtype))
+    if dtype is None and acc in (dtypes.float16, dtypes.bfloat16):   # products and sums in float32, rounded once
+      return x.cast(dtypes.float32).dot(w.cast(dtypes.float32)).cast(acc)
     x, w = x.cast(acc), w.cast(acc)
     if w.ndim > 1:
       w = w.transpose(-1, -2)
