@@ -50,6 +50,14 @@ class DType:
     return np.dtype(_NP[s.name])
   @property
   def bits(self) -> int: return self.scalar().itemsize * 8
+  @property
+  def min(self) -> int | float | bool:
+    """The smallest value (tinygrad's DType.min): the most negative int, -inf, or False."""
+    return dtypes.min(self)
+  @property
+  def max(self) -> int | float | bool:
+    """The largest value: the largest int, +inf, or True."""
+    return dtypes.max(self)
 
 
 @dataclass(frozen=True, eq=False)

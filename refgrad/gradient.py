@@ -15,11 +15,18 @@ Decisions:
     from an integer or bool is piecewise constant (and casting a gradient to an int could be UB; tinygrad
     casts back regardless);
   - a target that is reachable only through non-differentiable ops (comparisons, casts to int, ...)
-    gets a zero gradient.
+    gets a zero gradient;
+  - a node with a custom rule (`set_custom_rule`: pow, sigmoid, tanh, clip, rounding, exact selects) gives
+    gradients straight to the inputs named in the rule, skipping the graph that computes its value: that
+    graph is written for exact values (special cases, bit-exact selects) and its own derivative is wrong or
+    NaN at the edges (0 * inf). Hash-consing may make one node of two equal constructions: both compute the
+    same function of the same inputs, so the rule holds for both.
 """
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Callable
 from typing import Any, cast
 
 from refgrad import lazy
@@ -102,6 +109,16 @@ pm_gradient = PatternMatcher([
 ])
 
 
+# node -> (inputs, rule(ret, g, *inputs) -> one gradient (or None) per input); weak, so a rule dies with its node.
+# A rule must not hold `ret` itself (it would keep the key alive): it gets it as an argument.
+CustomRule = Callable[..., tuple[UOp | None, ...]]
+custom_rules: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], CustomRule]] = weakref.WeakKeyDictionary()
+
+def set_custom_rule(node: UOp, inputs: tuple[UOp, ...], rule: CustomRule) -> None:
+  """Differentiate `node` with `rule` (given node, its gradient and `inputs`, all UOps) instead of through its sources."""
+  custom_rules[node] = (inputs, rule)
+
+
 def _data_node(u: UOp) -> UOp:
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u
@@ -127,10 +144,13 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   grads: dict[UOp, UOp] = {root: _settle(root_grad.cast(root.dtype))} if root in on_path else {}
   for u in reversed(graph):
     if u not in on_path or (g := grads.get(u)) is None or not u.src: continue
-    if (new := pm_gradient.rewrite(u, ctx=g)) is None: raise NotImplementedError(f"gradient: no rule for {u.op.name}")
-    src_grads = cast(tuple, new)
-    if len(src_grads) != len(u.src): raise AssertionError(f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(u.src)} sources")
-    for s, sg in zip(u.src, src_grads):
+    if (custom := custom_rules.get(u)) is not None:
+      srcs, src_grads = custom[0], tuple(custom[1](u, g, *custom[0]))
+    else:
+      if (new := pm_gradient.rewrite(u, ctx=g)) is None: raise NotImplementedError(f"gradient: no rule for {u.op.name}")
+      srcs, src_grads = u.src, cast(tuple, new)
+    if len(src_grads) != len(srcs): raise AssertionError(f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(srcs)} sources")
+    for s, sg in zip(srcs, src_grads):
       if sg is None or s not in on_path or not dtypes.is_float(s.dtype): continue
       if sg.shape != s.shape or sg.dtype != s.dtype:
         raise AssertionError(f"gradient rule for {u.op.name} gave {sg.shape} {sg.dtype} for a source of {s.shape} {s.dtype}")

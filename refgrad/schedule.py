@@ -207,6 +207,7 @@ def _reshape_idx(idx: tuple[UOp, ...], old: tuple[int, ...], new: tuple[int, ...
   """Index into `old` for an index into `new` (same element count), block by block of matching products."""
   zero = UOp.const(dtypes.int32, 0)
   out = [zero] * len(old)
+  if 0 in old: return tuple(out)   # an empty tensor is never read (its reads are masked off): any index will do
   nn = [(k, n) for k, n in enumerate(new) if n != 1]
   oo = [(k, n) for k, n in enumerate(old) if n != 1]
   a = b = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if isinstance(data, UOp): uop = data
     elif isinstance(data, Tensor): uop, device = data.uop, device or data.device
     elif isinstance(data, (bool, int, float)):
+      _check_int(data, dtype or _infer_dtype(data))
       uop = UOp.const(dtype or _infer_dtype(data), data)
     else:
       arr = data if isinstance(data, np.ndarray) else None
@@ -73,8 +74,8 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = None
     self._from_op = False   # computed from tensors that need gradients: realizing it keeps the graph for backward()
+    _all_tensors.add(self)   # before requires_grad_: realizing a constant leaf looks for it among the live tensors
     if requires_grad is not None: self.requires_grad_(requires_grad)
-    _all_tensors.add(self)
 
   # ---- properties ------------------------------------------------------------------------------
   @property
@@ -153,6 +154,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     self.uop, self._from_op = x.uop, False
     return self
   def contiguous(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def clone(self) -> Tensor:
+    """The same values as a new tensor (gradients flow through it; requires_grad is kept). Tensors are never
+    changed in place (`assign` and `t[...] = v` give t a new graph), so the copy may share memory until then."""
+    ret = self.contiguous()
+    ret.requires_grad = self.requires_grad
+    return ret
   def detach(self) -> Tensor:
     """The same values, cut off from the gradient graph."""
     return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), self.device)
@@ -170,6 +177,20 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if any(t.requires_grad for t in (self, *others)): ret.requires_grad = ret._from_op = True
     return ret
 
+  def _custom_grad(self, value: Tensor, *others: Tensor, rule: Callable[..., tuple[Tensor | None, ...]]) -> Tensor:
+    """`value` (computed from self and others, possibly through detach()) as a tensor whose gradient is given by
+    rule(ret, g, self, *others) -> one gradient (or None) per input, instead of by value's own graph (see
+    refgrad/gradient.py). value must depend on every input (a rule on a constant would apply to every equal constant)."""
+    from refgrad.gradient import set_custom_rule
+    ins = (self, *others)
+    if any(value.uop is t.uop for t in ins): return value
+    dev = self.device
+    def uop_rule(ret: UOp, g: UOp, *srcs: UOp) -> tuple[UOp | None, ...]:
+      gs = rule(Tensor(ret, dev), Tensor(g, dev), *(Tensor(s, dev) for s in srcs))
+      return tuple(None if x is None else x.cast(s.dtype)._expand_to(s.shape).uop for x, s in zip(gs, srcs))
+    set_custom_rule(value.uop, tuple(t.uop for t in ins), uop_rule)
+    return self._new(value.uop, *others)
+
   class train:
     """`with Tensor.train():` sets Tensor.training for the block (restored afterwards)."""
     def __init__(self, mode: bool = True): self.mode = mode
@@ -182,6 +203,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
            requires_grad: bool | None = None) -> Tensor:
     shape = _shape_arg(shape)
     dt = _to_dtype(dtype) or _infer_dtype(fill_value)
+    _check_int(fill_value, dt)
     c = UOp.const(dt, fill_value)
     return Tensor(lazy.expand(lazy.reshape(c, (1,) * len(shape)), shape), device, requires_grad=requires_grad)
   @staticmethod
@@ -191,20 +213,28 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     return Tensor.full(_shape_arg(shape), 1, _to_dtype(dtype) or dtypes.default_float, device, requires_grad)
   @staticmethod
-  def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """Uninitialized memory (the PYTHON device reports reads of it)."""
     shape = _shape_arg(shape)
     dt, dev = _to_dtype(dtype) or dtypes.default_float, Device.canonicalize(device or Device.DEFAULT)
-    return Tensor(lazy.reshape(lazy.new_buffer(dev, math.prod(shape), dt), shape), dev)
+    return Tensor(lazy.reshape(lazy.new_buffer(dev, math.prod(shape), dt), shape), dev, requires_grad=requires_grad)
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | str | None = None,
-             device: str | None = None) -> Tensor:
+             device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """start, start + step, ... below stop (above it for a negative step). Ints whose values do not fit int32
+    give int64 (as PyTorch's int64 default would hold them); an explicit int dtype they do not fit raises OverflowError."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be 0")
     n = max(0, math.ceil((stop - start) / step))
     dt = _to_dtype(dtype) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    if dtypes.is_int(dt) and n:
+      last = start + (n - 1) * step
+      fits = all(dtypes.min(dt) <= v <= dtypes.max(dt) for v in (start, last, step))
+      if not fits and dtype is None and all(dtypes.min(dtypes.int64) <= v <= dtypes.max(dtypes.int64) for v in (start, last, step)): dt = dtypes.int64
+      elif not fits: raise OverflowError(f"arange({start}, {stop}, {step}): values up to {last} do not fit {dt}")
     idx = Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device)
-    return (idx.cast(dt) * Tensor.full((), step, dt, device) + Tensor.full((), start, dt, device)) if n else Tensor.zeros(0, dtype=dt, device=device)
+    ret = (idx.cast(dt) * Tensor.full((), step, dt, device) + Tensor.full((), start, dt, device)) if n else Tensor.zeros(0, dtype=dt, device=device)
+    return ret if requires_grad is None else ret.requires_grad_(requires_grad)
 
   # ---- primitives: everything else is built from these -------------------------------------------
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
@@ -254,7 +284,13 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
       if known == 0 or self.numel() % known: raise ValueError(f"reshape: cannot reshape {self.shape} to {shape}")
       shape = tuple(self.numel() // known if s == -1 else s for s in shape)
     return shape
-  def reshape(self, *shape: Any) -> Tensor: return self._new(lazy.reshape(self.uop, self._resolve_shape(shape)))
+  def reshape(self, *shape: Any) -> Tensor:
+    """A new shape with the same elements; -1 is inferred, None keeps the size of that axis (tinygrad)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+    if any(s is None for s in shape):
+      if any(s is None and i >= self.ndim for i, s in enumerate(shape)): raise ValueError(f"reshape: None at an axis that {self.shape} does not have in {shape}")
+      shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
+    return self._new(lazy.reshape(self.uop, self._resolve_shape(shape)))
   def view(self, *shape: Any) -> Tensor: return self.reshape(*shape)
   def permute(self, *order: Any) -> Tensor:
     order = tuple(self._axis(a) for a in _shape_arg(order, allow_neg=True))
@@ -265,10 +301,15 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
     shape = tuple(n if s == -1 else s for s, n in zip(shape, x.shape))
     return x._new(lazy.expand(x.uop, shape))
-  def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> Tensor:
-    """Pad each axis by (before, after) elements of `value` (None: no padding)."""
-    if len(padding) != self.ndim: raise ValueError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
-    arg = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+  def pad(self, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad axes by (before, after): one pair (or None) per axis, or PyTorch's flat tuple (left, right, top, bottom, ...:
+    the last axis first, as many axes as it names). Negative amounts crop. mode: "constant" (value), "reflect"
+    (mirror without the edge), "replicate" (repeat the edge), "circular" (wrap around)."""
+    if not isinstance(mode, str) or mode not in ("constant", "reflect", "replicate", "circular"):
+      raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
+    if mode != "constant" and value != 0: raise ValueError(f"pad: value={value} is only for mode='constant'")
+    arg = _pad_arg(padding, self.shape)
+    if mode != "constant": return self._pad_mode(arg, mode)
     if any(b < 0 or e < 0 for b, e in arg):  # negative padding crops
       self = self.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, self.shape)))
       arg = tuple((max(b, 0), max(e, 0)) for b, e in arg)
@@ -276,12 +317,34 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if value == 0: return ret
     mask = Tensor(lazy.pad(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).uop, arg), self.device)
     return mask.where(ret, value)
+  def _pad_mode(self, arg: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+    """reflect / replicate / circular padding, one axis at a time, from slices of self joined with cat."""
+    x = self
+    for ax, (b, e) in enumerate(arg):
+      n = x.shape[ax]
+      if b < 0 or e < 0: raise ValueError(f"pad: mode {mode!r} needs non-negative padding, got {(b, e)} for axis {ax}")
+      if not b and not e: continue
+      lim = n - 1 if mode == "reflect" else n
+      if mode != "replicate" and (b > lim or e > lim):
+        raise ValueError(f"pad: {mode} padding {(b, e)} of axis {ax} must be at most {lim} (the axis has size {n})")
+      if n == 0: raise ValueError(f"pad: {mode} padding of the empty axis {ax}")
+      def sl(lo: int, hi: int, x: Tensor = x, ax: int = ax) -> Tensor: return x.shrink(tuple((lo, hi) if i == ax else None for i in range(x.ndim)))
+      if mode == "reflect": parts = [sl(1, b + 1).flip(ax), x, sl(n - 1 - e, n - 1).flip(ax)]
+      elif mode == "circular": parts = [sl(n - b, n), x, sl(0, e)]
+      else: parts = [sl(0, 1).expand(tuple(b if i == ax else s for i, s in enumerate(x.shape))), x,
+                     sl(n - 1, n).expand(tuple(e if i == ax else s for i, s in enumerate(x.shape)))]
+      x = parts[0].cat(*parts[1:], dim=ax)
+    return x
   def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
     if len(bounds) != self.ndim: raise ValueError(f"shrink: need one (start, end) per axis of {self.shape}, got {bounds}")
     arg = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(bounds, self.shape))
     return self._new(lazy.shrink(self.uop, arg))
-  def flip(self, axis: int | Sequence[int]) -> Tensor:
-    axes = {self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)}
+  def flip(self, *axis: Any) -> Tensor:
+    """Reverse the given axes (ints or one sequence; each at most once)."""
+    if len(axis) == 1 and isinstance(axis[0], (tuple, list)): axis = tuple(axis[0])
+    given = [self._axis(a) for a in axis]
+    if len(set(given)) != len(given): raise ValueError(f"flip: axis {axis} names an axis twice (shape {self.shape})")
+    axes = set(given)
     return self._new(lazy.flip(self.uop, tuple(i in axes for i in range(self.ndim))))
 
   def _axis(self, a: int, ndim: int | None = None) -> int:
@@ -291,6 +354,11 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis))
+    if self.numel() == 0 and any(self.shape[a] == 0 for a in axes):
+      # an empty reduction is its identity: the empty axes padded to one element of it (which keeps self in the graph)
+      ident = 0 if op is Ops.ADD else dtypes.min(self.dtype)
+      x = self.pad(tuple((0, 1) if i in axes and n == 0 else (0, 0) for i, n in enumerate(self.shape)), value=ident)
+      return x._reduce(op, axis, keepdim)
     ret = self._new(lazy.reduce(self.uop, op, axes)) if self.ndim else self
     return ret if keepdim else ret.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
@@ -309,9 +377,15 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     shape = _broadcast_shape(cond.shape, x.shape)
     return cond._expand_to(shape)._alu(Ops.WHERE, x._expand_to(shape), y._expand_to(shape))
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor.full(self.shape, True, dtypes.bool, self.device))
-  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
+  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None,
+          dtype: DType | str | None = None) -> Tensor:
+    """Sum over axis (None: all). `dtype`: the input is cast to it first and the result has it (PyTorch, tinygrad).
+    Small ints accumulate in int32/uint32; float16/bfloat16 accumulate in float32 and are rounded once at the end."""
     from refgrad.dtype import sum_acc_dtype
-    return self.cast(acc_dtype or sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+    x = self.cast(dt) if (dt := _to_dtype(dtype)) is not None else self
+    if acc_dtype is None and x.dtype in (dtypes.float16, dtypes.bfloat16):
+      return x.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
+    return x.cast(acc_dtype or sum_acc_dtype(x.dtype))._reduce(Ops.ADD, axis, keepdim)
   def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
 
   def __neg__(self) -> Tensor: return self.neg()
@@ -323,6 +397,27 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   def __rmul__(self, y: Any) -> Tensor: return self.mul(y, True)
 
   # ---- autograd ----------------------------------------------------------------------------------
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """d(self)/d(t) for each target, weighted by `gradient` (implicitly 1 for a one-element self), without touching
+    .grad (tinygrad's functional autograd). A target self does not depend on raises, unless materialize_grads
+    (then its gradient is zeros)."""
+    from refgrad.gradient import compute_gradient
+    if gradient is None:
+      if self.numel() != 1: raise RuntimeError(f"gradient() of a tensor of shape {self.shape} needs a gradient argument (only one-element tensors get an implicit one)")
+      gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+    if gradient.shape != self.shape: raise ValueError(f"gradient: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    for k, t in enumerate(targets):
+      if not isinstance(t, Tensor): raise TypeError(f"gradient: target {k} is a {type(t).__name__}, not a Tensor")
+    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
+    out = []
+    for k, t in enumerate(targets):
+      if (g := grads.get(t.uop)) is None:
+        if not materialize_grads: raise RuntimeError(f"gradient: target {k} (shape {t.shape}) is not used to compute this tensor")
+        out.append(t.zeros_like())
+      else: out.append(Tensor(g, t.device))
+    return out
+
+
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d(self)/d(t) into t.grad for every tensor t with requires_grad that self depends on."""
     from refgrad.gradient import compute_gradient
@@ -344,12 +439,19 @@ def _binop(x: Tensor, y: Any, op: Ops, reverse: bool) -> Tensor:
   a, b = x._broadcasted(y, reverse)
   return a._alu(op, b)
 
+def _check_int(x: Any, dt: DType) -> None:
+  """A Python int must fit an int dtype (numpy 2's rule: OverflowError, not wrap-around)."""
+  if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(dt) and not dtypes.min(dt) <= x <= dtypes.max(dt):
+    raise OverflowError(f"Python integer {x} out of bounds for {dt} [{dtypes.min(dt)}, {dtypes.max(dt)}]")
+
 def _np_values(flat: list[Any], dt: DType) -> np.ndarray:
   """Python values as storage of dt, each converted exactly as a constant of dt would be."""
   if dt == dtypes.bfloat16:
     from refgrad.uop.semantics import from_python
     return from_python(flat, dt)
-  if dtypes.is_int(dt): return np.array([dtypes.as_const(x, dt) for x in flat], dtype=dt.np)
+  if dtypes.is_int(dt):
+    for x in flat: _check_int(x, dt)
+    return np.array([dtypes.as_const(x, dt) for x in flat], dtype=dt.np)
   return np.array(flat, dtype=dt.np)
 
 def _shape_arg(shape: Any, allow_neg: bool = False) -> tuple[int, ...]:
@@ -358,6 +460,21 @@ def _shape_arg(shape: Any, allow_neg: bool = False) -> tuple[int, ...]:
   for s in shape:
     if not isinstance(s, int) or isinstance(s, bool) or s < (-1 if allow_neg else 0): raise ValueError(f"invalid shape {tuple(shape)}")
   return tuple(shape)
+
+def _pad_arg(padding: Sequence[Any], shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+  """(before, after) per axis from pairs/None per axis or a flat PyTorch tuple (last axis first)."""
+  p = tuple(padding)
+  if all(isinstance(v, int) and not isinstance(v, bool) for v in p):
+    if len(p) % 2 or len(p) // 2 > len(shape): raise ValueError(f"pad: a flat padding needs an even number of ints, at most {2 * len(shape)}, got {p}")
+    k = len(p) // 2
+    return ((0, 0),) * (len(shape) - k) + tuple((p[2 * i], p[2 * i + 1]) for i in reversed(range(k)))
+  if len(p) != len(shape): raise ValueError(f"pad: need one (before, after) per axis of {shape}, got {padding}")
+  out = []
+  for v in p:
+    if v is None: out.append((0, 0))
+    elif isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v): out.append((v[0], v[1]))
+    else: raise ValueError(f"pad: invalid padding {padding} (each axis takes None or (before, after) ints)")
+  return tuple(out)
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
   n = max(len(a), len(b))

@@ -125,12 +125,12 @@ class CreationMixin:
     """Elements on and above the `diagonal`-th diagonal (0: main, > 0 above), zeros elsewhere."""
     mask = self._tri_mask(diagonal, True)
     if diagonal <= 1 - self.shape[-2]: return self          # everything kept / nothing kept: no kernel needed
-    return self.zeros_like() if diagonal >= self.shape[-1] else mask.where(self, 0)
+    return self.zeros_like() if diagonal >= self.shape[-1] else mask.where(self, self._like(0))   # keeps self's dtype (bool too)
   def tril(self: Tensor, diagonal: int = 0) -> Tensor:
     """Elements on and below the `diagonal`-th diagonal, zeros elsewhere."""
     mask = self._tri_mask(diagonal, False)
     if diagonal >= self.shape[-1] - 1: return self
-    return self.zeros_like() if diagonal <= -self.shape[-2] else mask.where(self, 0)
+    return self.zeros_like() if diagonal <= -self.shape[-2] else mask.where(self, self._like(0))
 
   # ---- random numbers ------------------------------------------------------------------------------
   @staticmethod

@@ -32,6 +32,7 @@ Axis = int | Sequence[int] | None
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _LOG2E, _LN2 = math.log2(math.e), math.log(2)
 _PROD_LEVELS = 3   # halving levels of `prod` fused into one kernel (2**3 loads per output element)
+_SCAN_DIRECT = 32  # scans up to this length are one kernel of O(n^2) work; longer ones take log2(n) steps
 
 
 def least_upper_float(dt: DType) -> DType:
@@ -136,18 +137,29 @@ class MathMixin:
   def pow(self: Tensor, x: Tensor | Any, reverse: bool = False) -> Tensor:
     """self ** x. Floats follow IEEE pow (numpy): a negative base with an integral exponent is exact in sign,
     with a non-integral one NaN; x**0 = 1 and 1**x = 1 for every x (NaN too). Ints: exact with wrap-around;
-    a negative exponent gives 1 // self**-x (0 unless self is 1 or -1); a negative Python int exponent raises."""
+    a negative exponent gives 1 // self**-x (0 unless self is 1 or -1); a negative Python int exponent raises.
+    Gradients are PyTorch's: d/dbase = e * base**(e-1) (0 where e == 0), d/de = out * log(base) (0 where
+    base == 0 and e >= 0)."""
+    if not reverse and isinstance(x, float) and x == 0.5 and dtypes.is_float(self.dtype): return self.sqrt()   # as PyTorch: (-inf)**0.5 is NaN
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and (isinstance(x, int) or x.is_integer()):
       e = int(x)
       if dtypes.is_int(self.dtype) and isinstance(x, int):   # (a float exponent promotes an int tensor to float)
         if e < 0: raise ValueError(f"pow: integer tensors to the negative power {e} are not allowed (use a float tensor)")
         return self._pow_by_squaring(e)
+      if dtypes.is_float(self.dtype) and e == 0:   # 1 everywhere (NaN and inf too), gradient 0
+        one = self.detach().isnan().where(1.0, 1.0).cast(self.dtype)
+        return self._custom_grad(one, rule=lambda ret, g, b: (None,))
       if dtypes.is_float(self.dtype) and abs(e) <= 16:
         return _f32(self, lambda t: (t.reciprocal() if e < 0 else t)._pow_by_squaring(abs(e)))
     a, b = self._broadcasted(x, reverse)
     if a.dtype == dtypes.bool: raise TypeError("pow is not defined on bool tensors")
     if dtypes.is_int(a.dtype): return a._int_pow(b)
-    return _f32(a, lambda a32: a32._float_pow(b.cast(a32.dtype)))
+    value = _f32(a, lambda a32: a32._float_pow(b.cast(a32.dtype)))
+    def rule(ret: Tensor, g: Tensor, base: Tensor, e: Tensor) -> tuple[Tensor, Tensor]:
+      gb = (e == 0).where(0.0, g * e * base.pow(e - 1))
+      ge = ((base == 0) & (e >= 0)).where(0.0, g * ret * base.log())
+      return gb, ge
+    return a._custom_grad(value, b, rule=rule)
 
   def _pow_by_squaring(self: Tensor, e: int) -> Tensor:
     ret: Tensor | None = None
@@ -309,28 +321,103 @@ class MathMixin:
       return x.sign() * (1.0 - poly * (-(x * x)).exp())
     return _f32(self, f)
 
+  def log10(self: Tensor) -> Tensor: return _f32(self, lambda x: x.log2() * math.log10(2))
+  def atan(self: Tensor) -> Tensor:
+    """Arctangent: reduced to |t| <= tan(pi/8) (atan(x) = pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))) and an odd
+    polynomial there (Cephes' float32 coefficients: relative error ~2e-7 in every dtype). Gradient 1 / (1 + x^2)."""
+    def f(x: Tensor) -> Tensor:
+      a = x.abs()
+      big, mid = a > 2.414213562373095, a > 0.4142135623730950
+      t = big.where(-1 / a, mid.where((a - 1) / (a + 1), a))
+      z = t * t
+      p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+      r = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + p
+      return (x < 0).where(-r, x._signbit().where(x, r))   # odd; atan(+-0) = +-0, NaN stays NaN
+    x = _f(self)
+    return x._custom_grad(_f32(x, f), rule=lambda y, g, x: (g / (1 + x * x),))
+  def asin(self: Tensor) -> Tensor:
+    """asin(x) = 2 atan(x / (1 + sqrt((1 - x)(1 + x)))) (well conditioned on [-1, 1]; NaN outside). Gradient 1/sqrt(1 - x^2)."""
+    x = _f(self)
+    value = _f32(x, lambda x: 2 * (x / (1 + ((1 - x) * (1 + x)).sqrt())).atan())
+    return x._custom_grad(value, rule=lambda y, g, x: (g * (1 - x * x).rsqrt(),))   # PyTorch's formula
+  def acos(self: Tensor) -> Tensor:
+    """acos(x) = 2 atan(sqrt((1 - x) / (1 + x))) (accurate near 1 where acos is small; NaN outside [-1, 1])."""
+    x = _f(self)
+    value = _f32(x, lambda x: 2 * ((1 - x) / (1 + x)).sqrt().atan())
+    return x._custom_grad(value, rule=lambda y, g, x: (-g * (1 - x * x).rsqrt(),))
+
+  def copysign(self: Tensor, other: Tensor | Any) -> Tensor:
+    """|self| with the sign bit of other (exact, -0.0 included). Gradient as PyTorch: result / self, 0 at self == 0."""
+    a, b = _f(self)._broadcasted(other)
+    ut = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[a.dtype.itemsize]
+    sign = 1 << (a.dtype.bits - 1)
+    bits = (a.detach().bitcast(ut) & (sign - 1)) | (b.detach().bitcast(ut) & sign)
+    return a._custom_grad(bits.bitcast(a.dtype), b, rule=lambda y, g, x, o: ((x == 0).where(0.0, g * (y / x)), None))
+  def fmod(self: Tensor, other: Tensor | Any) -> Tensor:
+    """C's fmod: the remainder with the dividend's sign (ints: C's %; division by zero is UB). Floats are built on
+    `mod` (errors of a few ulps of self). Gradient: 1 for self, -trunc(self / other) for other."""
+    a, b = self._broadcasted(other)
+    if dtypes.is_int(a.dtype) or a.dtype == dtypes.bool: return a._int_divmod(b, floor=False)[1]
+    r = a.mod(b)
+    value = ((r != 0) & (r._signbit() != a._signbit())).where(r - b, r)
+    value = ((value == 0) & a._signbit()).where(-0.0, value)   # the dividend's sign, zeros included
+    return a._custom_grad(value, b, rule=lambda y, g, x, o: (g, -g * x.div(o).trunc()))
+  def logaddexp(self: Tensor, other: Tensor | Any) -> Tensor:
+    """log(exp(self) + exp(other)) without overflow: max + log(1 + exp(min - max)); +-inf handled as PyTorch."""
+    a, b = _f(self)._broadcasted(other)
+    def f(x: Tensor, y: Tensor) -> Tensor:
+      m, n = x.maximum(y), x.minimum(y)
+      return m.isinf().where(m, m + (1 + (n - m).exp()).log())
+    value = _f32(a, lambda x: f(x, b.cast(x.dtype)))
+    return a._custom_grad(value, b, rule=lambda r, g, x, y: (g / (1 + (y - x).exp()), g / (1 + (x - y).exp())))   # PyTorch's form
+  def isclose(self: Tensor, other: Tensor | Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| (PyTorch, numpy); equal infinities are close, NaNs only with equal_nan."""
+    a, b = self._broadcasted(other)
+    if not dtypes.is_float(a.dtype): return a == b if rtol == 0 and atol == 0 else _f(a).isclose(_f(b), rtol, atol, equal_nan)
+    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    return (close | (a.isnan() & b.isnan())) if equal_nan else close
+  def allclose(self: Tensor, other: Tensor | Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element is close (see isclose): a Python bool, so it realizes."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+  def softmin(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor: return (-self).softmax(axis, dtype)
+  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """self / max(||self||_p along dim, eps) (PyTorch's F.normalize)."""
+    norm = self.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2.0 else self.square().sum(dim, keepdim=True).sqrt()
+    return self / norm.maximum(eps)
+
   # ---- activations --------------------------------------------------------------------------------
   def relu(self: Tensor) -> Tensor:
     """max(x, 0), NaN kept; the gradient is 0 at 0."""
     return self.le(0).where(0, self)
   def relu6(self: Tensor) -> Tensor: return self.relu().minimum(6)
-  def sigmoid(self: Tensor) -> Tensor: return _f32(self, lambda x: (1 + (x * -_LOG2E).exp2()).reciprocal())
+  def sigmoid(self: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)); gradient y * (1 - y) from the output (0, not 0 * inf, where exp overflows)."""
+    x = _f(self)
+    value = _f32(x, lambda x: (1 + (x * -_LOG2E).exp2()).reciprocal())
+    return x._custom_grad(value, rule=lambda y, g, x: (g * y * (1 - y),))
   def tanh(self: Tensor) -> Tensor:
     """2*sigmoid(2x) - 1 (as tinygrad: absolute error ~1 ulp of 1), and x itself where |x| is so small that x
-    is tanh(x) correctly rounded (this keeps tanh(-0.0) = -0.0 and tiny inputs exact)."""
-    return _f32(self, lambda x: (x.abs() < 2.0 ** -(dtypes.finfo(x.dtype)[1] // 2 + 1)).where(x, 2.0 * (2.0 * x).sigmoid() - 1.0))
+    is tanh(x) correctly rounded (this keeps tanh(-0.0) = -0.0 and tiny inputs exact). Gradient 1 - y^2."""
+    x = _f(self)
+    value = _f32(x, lambda x: (x.abs() < 2.0 ** -(dtypes.finfo(x.dtype)[1] // 2 + 1)).where(x, 2.0 * (2.0 * x).sigmoid() - 1.0))
+    return x._custom_grad(value, rule=lambda y, g, x: (g * (1 - y * y),))
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * _f(self) + beta).clip(0, 1)
   def hardswish(self: Tensor) -> Tensor: return _f(self) * (_f(self) + 3).relu6() * (1 / 6)
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)
-  def gelu(self: Tensor) -> Tensor:
-    """GELU, tanh approximation (as tinygrad)."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """GELU. approximate="tanh" (the default, as tinygrad) or "none" (x * Phi(x) with erf, PyTorch's default)."""
+    if approximate == "none": return _f32(self, lambda x: 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf()))
+    if approximate != "tanh": raise ValueError(f"gelu: approximate must be 'tanh' or 'none', not {approximate!r}")
     return _f32(self, lambda x: 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh()))
   def quick_gelu(self: Tensor) -> Tensor: return _f32(self, lambda x: x * (x * 1.702).sigmoid())
   def silu(self: Tensor) -> Tensor: return _f32(self, lambda x: x * x.sigmoid())
   def swish(self: Tensor) -> Tensor: return self.silu()
   def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
-    """log(1 + exp(beta*x)) / beta, in the overflow-free form relu(bx) + log(1 + exp(-|bx|))."""
-    return _f32(self, lambda x: ((x * beta).relu() + (1 + (-(x * beta).abs()).exp()).log()) * (1 / beta))
+    """log(1 + exp(beta*x)) / beta, in the overflow-free form relu(bx) + log(1 + exp(-|bx|)); gradient sigmoid(bx)
+    (the form's own derivative is wrong at 0, where relu and abs have kinks)."""
+    x = _f(self)
+    value = _f32(x, lambda x: ((x * beta).relu() + (1 + (-(x * beta).abs()).exp()).log()) * (1 / beta))
+    return x._custom_grad(value, rule=lambda y, g, x: (g * (x * beta).sigmoid(),))
   def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
   def mish(self: Tensor) -> Tensor: return _f32(self, lambda x: x * x.softplus().tanh())
   def softsign(self: Tensor) -> Tensor: return _f32(self, lambda x: x / (1 + x.abs()))
@@ -349,22 +436,38 @@ class MathMixin:
     a, b = self._broadcasted(x)
     return a._order_flip()._alu(Ops.MAX, b._order_flip())._order_flip()
   def clip(self: Tensor, min_: Tensor | Any = None, max_: Tensor | Any = None) -> Tensor:
+    """min(max(x, min_), max_) (max_ wins where min_ > max_). Gradient as PyTorch: x gets it inside [min_, max_],
+    bounds included; a tensor bound gets it where it is the result."""
+    from refgrad.tensor import Tensor
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min_ and max_ must be given")
     ret = self.maximum(min_) if min_ is not None else self
-    return ret.minimum(max_) if max_ is not None else ret
+    ret = ret.minimum(max_) if max_ is not None else ret
+    if not dtypes.is_float(ret.dtype): return ret
+    lo = min_ if isinstance(min_, Tensor) else None
+    hi = max_ if isinstance(max_, Tensor) else None
+    x = self.cast(ret.dtype)._expand_to(ret.shape)
+    bounds = [b.cast(ret.dtype)._expand_to(ret.shape) for b in (lo, hi) if b is not None]
+    def rule(y: Tensor, g: Tensor, x: Tensor, *bs: Tensor) -> tuple[Tensor | None, ...]:
+      it = iter(bs)
+      b_lo = next(it) if lo is not None else min_
+      b_hi = next(it) if hi is not None else max_
+      no = x._like(False, dtypes.bool)
+      to_hi = no if max_ is None else (x > b_hi) | (no if min_ is None else b_lo > b_hi)   # the result is max_
+      to_lo = no if min_ is None else (x < b_lo) & to_hi.logical_not()                    # the result is min_
+      out = [(to_hi | to_lo | x.isnan()).where(0.0, g)]
+      if lo is not None: out.append(to_lo.where(g, 0.0))
+      if hi is not None: out.append(to_hi.where(g, 0.0))
+      return tuple(out)
+    return x._custom_grad(ret, *bounds, rule=rule)
   def clamp(self: Tensor, min_: Tensor | Any = None, max_: Tensor | Any = None) -> Tensor: return self.clip(min_, max_)
   def lerp(self: Tensor, end: Tensor | Any, weight: Tensor | Any) -> Tensor: return self + (end - self) * weight
 
   # ---- rounding (float ops only: no float->int cast, so no UB for NaN/inf/huge values) ----------------
-  # The results are piecewise constant: their gradient is 0, so they are computed from `_no_grad(x)`.
-  def _no_grad(self: Tensor) -> Tensor:
-    """self's values, read through a BITCAST pair (no gradient flows through BITCAST) when self needs gradients."""
-    if not self.requires_grad: return self
-    return self.detach().bitcast({2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[self.dtype.itemsize]).bitcast(self.dtype)
+  # The results are piecewise constant: their gradient is 0 (a custom rule: the graph computing them has nonzero
+  # derivatives, e.g. (a + big) - big), whether or not x needed gradients when they were built.
   def _round_op(self: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
     if not dtypes.is_float(self.dtype): return self
-    ret = fn(self._no_grad())
-    return self._new(ret.uop) if self.requires_grad else ret
+    return self._custom_grad(fn(self.detach()), rule=lambda y, g, x: (None,))
 
   def _round_parts(self: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(|x|, |x| rounded to the nearest integer (ties to even), where that rounding applies)."""
@@ -427,12 +530,14 @@ class MathMixin:
   def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-  def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
+  def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None, dtype: DType | str | None = None) -> Tensor:
     """Product over axis, in acc_dtype (default as sum: small ints widen to int32/uint32; ints wrap).
     There is no MUL reduction: the reduced axes are flattened, padded with 1s to a power of two and halved
     (x[:h] * x[h:]) until one element is left, a kernel every few levels. Floats are multiplied pairwise,
     not left to right as numpy, so the last bits can differ."""
+    if dtype is not None: return self.cast(dtypes.from_name(dtype) if isinstance(dtype, str) else dtype).prod(axis, keepdim, acc_dtype)
     axes = self._axes(axis)
+    if self.ndim == 0: return self.cast(acc_dtype or sum_acc_dtype(self.dtype))
     x = self.cast(acc_dtype or sum_acc_dtype(self.dtype))
     keep = [i for i in range(self.ndim) if i not in axes]
     out_shape = tuple(1 if i in axes else n for i, n in enumerate(self.shape)) if keepdim else tuple(self.shape[i] for i in keep)
@@ -506,13 +611,58 @@ class MathMixin:
     ret = fn(mask, xs)
     inv = [order.index(i) for i in range(self.ndim)]
     return ret.permute(*inv)
+  def _scan(self: Tensor, axis: int, xs: tuple[Tensor, ...], ids: tuple[Any, ...],
+            combine: Callable[[tuple[Tensor, ...], tuple[Tensor, ...]], tuple[Tensor, ...]]) -> tuple[Tensor, ...]:
+    """Inclusive scan of the tensors xs (self's shape) along axis with an associative combine(earlier, later), in
+    ceil(log2 n) steps (Hillis-Steele: step k combines each element with the one 2^k before it, identities `ids`
+    shifted in): O(n log n) work, one kernel per step. Floats are combined in a tree order, not left to right."""
+    ax = self._axis(axis)
+    if self.ndim == 0: return xs
+    order = [i for i in range(self.ndim) if i != ax] + [ax]
+    ys = tuple(x.permute(*order) for x in xs)
+    n = ys[0].shape[-1]
+    k = 1
+    while k < n:
+      keep = ((0, 0),) * (ys[0].ndim - 1)
+      bounds = tuple(None for _ in keep) + ((0, n),)
+      shifted = tuple(y.pad(keep + ((k, 0),), value=i).shrink(bounds) for y, i in zip(ys, ids))
+      ys = combine(shifted, ys)
+      k *= 2
+      if k < n: ys = tuple(y.contiguous() for y in ys)
+    inv = [order.index(i) for i in range(self.ndim)]
+    return tuple(y.permute(*inv) for y in ys)
+
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
-    """Running sum along axis (accumulated as sum: small ints widen to int32)."""
-    return self._cumulative(axis, lambda m, x: m.where(x, 0).sum(-1))
+    """Running sum along axis (accumulated as sum: small ints widen to int32, float16/bfloat16 in float32)."""
+    x = self.cast(sum_acc_dtype(self.dtype))
+    if x.dtype in _HALF: return x.cast(dtypes.float32).cumsum(axis).cast(x.dtype)
+    if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT: return x._cumulative(axis, lambda m, x: m.where(x, 0).sum(-1))
+    return x._scan(axis, (x,), (0,), lambda a, b: (a[0] + b[0],))[0]
   def cumprod(self: Tensor, axis: int = 0) -> Tensor:
-    return self._cumulative(axis, lambda m, x: m.where(x, 1).prod(-1))
-  def cummax(self: Tensor, axis: int = 0) -> Tensor:
-    return self._cumulative(axis, lambda m, x: m.where(x, dtypes.min(x.dtype)).max(-1))
+    x = self.cast(sum_acc_dtype(self.dtype))
+    if x.dtype in _HALF: return x.cast(dtypes.float32).cumprod(axis).cast(x.dtype)
+    if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT: return x._cumulative(axis, lambda m, x: m.where(x, 1).prod(-1))
+    return x._scan(axis, (x,), (1,), lambda a, b: (a[0] * b[0],))[0]
+  def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running maximum, int32 index where it was attained) along axis, as PyTorch: ties and NaNs take the later index,
+    a NaN stays the maximum."""
+    if self.ndim == 0: return self, self._like(0, dtypes.int32)
+    ax = self._axis(axis)
+    idx = self._iota_along(ax)
+    def combine(a: tuple[Tensor, ...], b: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+      take = b[0].isnan() | (a[0].isnan().logical_not() & (b[0] >= a[0]))
+      return take.where(b[0], a[0]), take.where(b[1], a[1])
+    v, i = self._scan(ax, (self, idx), (dtypes.min(self.dtype), 0), combine)
+    return v, i
+  def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running minimum, index): cummax of the order-reversed values (ties take the later index)."""
+    v, i = self._order_flip().cummax(axis)
+    return v._order_flip(), i
+  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along axis without overflow: a logsumexp per prefix (short axes) or a scan of logaddexp."""
+    if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT:
+      return _f32(self, lambda x: x._cumulative(axis, lambda m, x: m.where(x, -math.inf).logsumexp(-1)))
+    return _f32(self, lambda x: x._scan(axis, (x,), (-math.inf,), lambda a, b: (a[0].logaddexp(b[0]),))[0])
 
   # ---- small helpers the math above needs (full_like/zeros_like/ones_like also live in CreationMixin) ----
   def _like(self: Tensor, value: Any, dtype: DType | None = None, shape: tuple[int, ...] | None = None) -> Tensor:

@@ -42,13 +42,14 @@ def _lt(a: Tensor, b: Tensor | int) -> Tensor:
 def _select(x: Tensor, mask: Tensor, axes: tuple[int, ...]) -> Tensor:
   """Reduce `where(mask, x, 0)` over `axes` (keeping them as size 1), where the mask selects at most one
   element per output: the selected element comes out bit for bit (-0.0 and NaN payloads included; no
-  inf*0 = NaN as with a multiplied one-hot mask), and 0 where nothing is selected. A float tensor that
-  needs a gradient is summed as floats instead (differentiable; a selected -0.0 comes out as +0.0)."""
+  inf*0 = NaN as with a multiplied one-hot mask), and 0 where nothing is selected. Floats are selected as
+  their bits; the gradient (a custom rule, so it does not matter whether x needed one when this was built)
+  goes to the selected element."""
   dt = x.dtype
   if dt == dtypes.bool: return mask.where(x, False)._reduce(Ops.MAX, axes, keepdim=True)
   if dtypes.is_float(dt):
-    if x.requires_grad: return mask.where(x, 0.0).sum(axes, keepdim=True, acc_dtype=dt)
-    return mask.where(x.bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
+    value = mask.detach().where(x.detach().bitcast(_BITS[dt.itemsize]), 0)._reduce(Ops.ADD, axes, keepdim=True).bitcast(dt)
+    return x._custom_grad(value, mask, rule=lambda y, g, x, m: (m.where(g._expand_to(x.shape), 0.0), None))
   return mask.where(x, 0)._reduce(Ops.ADD, axes, keepdim=True)
 
 
@@ -72,6 +73,14 @@ def _iota(n: int, shape: tuple[int, ...], axis: int, device: str) -> Tensor:
   from refgrad.tensor import Tensor
   from refgrad.uop.ops import UOp
   return Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))._expand_to(shape)
+
+
+def _seq_args(first: Any, rest: tuple[Any, ...], what: str) -> tuple[Any, tuple[Any, ...]]:
+  """(first tensor, the others) from f(a, b, c), f([a, b, c]) or a.f([b, c])."""
+  if isinstance(first, (list, tuple)): first, rest = (first[0] if first else None), (*first[1:], *rest)
+  if len(rest) == 1 and isinstance(rest[0], (list, tuple)): rest = tuple(rest[0])
+  if first is None: raise ValueError(f"{what}: needs at least one tensor")
+  return first, rest
 
 
 @dataclass
@@ -151,10 +160,10 @@ def _place(v: Tensor, items: list[_Item], shape: tuple[int, ...], fill: Any = 0)
   if any(abs(i.step) > 1 for i in src):
     steps = [abs(i.step) for i in src]
     v = v.reshape(tuple(s for i in src for s in (i.size, 1)))
-    v = v.pad(tuple(p for k in steps for p in ((0, 0), (0, k - 1))), fill)
+    v = v.pad(tuple(p for k in steps for p in ((0, 0), (0, k - 1))), value=fill)
     v = v.reshape(tuple(i.size * k for i, k in zip(src, steps))).shrink(tuple((0, b - a) for a, b in (i.bounds for i in src)))
   v = v.flip(tuple(k for k, i in enumerate(src) if i.step < 0))
-  return v.pad(tuple((a, n - b) for (a, b), n in zip((i.bounds for i in src), shape)), fill)
+  return v.pad(tuple((a, n - b) for (a, b), n in zip((i.bounds for i in src), shape)), value=fill)
 
 
 def _advanced(y: Tensor, items: list[_Item]) -> tuple[list[int], tuple[int, ...], list[Tensor], bool]:
@@ -218,7 +227,9 @@ class MovementMixin:
 
   # ---- joining and splitting ------------------------------------------------------------------------
   def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:  # type: ignore[misc]
-    """Concatenate self and args along `dim`; dtypes promote. All other axes must match."""
+    """Concatenate self and args along `dim`; dtypes promote. All other axes must match. `Tensor.cat([a, b])` and
+    `a.cat([b, c])` take sequences too."""
+    self, args = _seq_args(self, args, "cat")
     ts = [self, *args]
     d = self._axis(dim)
     for k, t in enumerate(args, 1):
@@ -242,7 +253,8 @@ class MovementMixin:
     return out
 
   def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:  # type: ignore[misc]
-    """Join self and args along a new axis `dim`; all shapes must be equal."""
+    """Join self and args along a new axis `dim`; all shapes must be equal (sequences as in `cat`)."""
+    self, args = _seq_args(self, args, "stack")
     d = self._axis(dim, self.ndim + 1)
     for k, t in enumerate(args, 1):
       if not isinstance(t, type(self)): raise TypeError(f"stack: argument {k} is a {type(t).__name__}, not a Tensor")
@@ -278,6 +290,195 @@ class MovementMixin:
     x = self.reshape(tuple(v for n in shape for v in (1, n)))
     x = x.expand(tuple(v for r, n in zip(reps, shape) for v in (r, n)))
     return x.reshape(tuple(r * n for r, n in zip(reps, shape)))
+
+  def roll(self: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:  # type: ignore[misc]
+    """Shift elements along dims (None: the flattened tensor), wrapping around (PyTorch)."""
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    sh, ds = ((shifts,), (dims,)) if isinstance(shifts, int) and isinstance(dims, int) else (tuple(_ints((shifts,))), tuple(_ints((dims,))))
+    if len(sh) != len(ds): raise ValueError(f"roll: {len(sh)} shifts for {len(ds)} dims")
+    x = self
+    for s_, d_ in zip(sh, ds):
+      d = x._axis(d_)
+      n = x.shape[d]
+      if n == 0 or s_ % n == 0: continue
+      k = s_ % n
+      a, b = x.split([n - k, k], d)
+      x = b.cat(a, dim=d)
+    return x
+
+  def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:  # type: ignore[misc]
+    """Each element repeated `repeats` times along dim (None: of the flattened tensor)."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0: raise ValueError(f"repeat_interleave: repeats must be an int >= 0, got {repeats!r}")
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else x._axis(dim)
+    y = x.unsqueeze(d + 1)
+    return y.expand(tuple(repeats if i == d + 1 else n for i, n in enumerate(y.shape))).flatten(d, d + 1)
+
+  def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:  # type: ignore[misc]
+    """Every window of `size` elements, `step` apart, along dimension: that axis becomes the window count and a new
+    last axis of `size` holds each window (PyTorch's Tensor.unfold)."""
+    from refgrad.tensor_nn import _windows
+    d = self._axis(dimension)
+    if not isinstance(size, int) or size < 0 or size > self.shape[d]: raise ValueError(f"unfold: size {size} must be in [0, {self.shape[d]}] (axis {d} of {self.shape})")
+    if not isinstance(step, int) or step <= 0: raise ValueError(f"unfold: step must be a positive int, got {step!r}")
+    if size == 0: raise ValueError("unfold: size 0 windows are not supported")
+    x = self.transpose(d, -1) if d != self.ndim - 1 else self
+    w = _windows(x, (size,), (step,), (1,))                          # (..., nwin, size) with dimension's axis last
+    return w.transpose(d, -2) if d != self.ndim - 1 else w
+
+  def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:  # type: ignore[misc]
+    """The diagonal of the (dim1, dim2) planes, shifted by offset (> 0 above), as a new last axis (PyTorch)."""
+    a, b = self._axis(dim1), self._axis(dim2)
+    if a == b: raise ValueError(f"diagonal: dim1 and dim2 are the same axis {a}")
+    x = self.permute([i for i in range(self.ndim) if i not in (a, b)] + [a, b])
+    r, c = x.shape[-2:]
+    lead = x.shape[:-2]
+    keep = tuple(None for _ in lead)
+    x = x.shrink(keep + (((0, r), (min(offset, c), c)) if offset >= 0 else ((min(-offset, r), r), (0, c))))
+    r, c = x.shape[-2:]
+    n = min(r, c)
+    x = x.shrink(tuple(None for _ in lead) + ((0, n), (0, n)))
+    # the diagonal of an n x n block: flatten, pad one, read every (n+1)-th element
+    flat = x.reshape(*lead, n * n)
+    if n == 0: return flat
+    flat = flat.pad(tuple((0, 0) for _ in lead) + ((0, n),))
+    return flat.reshape(*lead, n, n + 1).shrink(tuple(None for _ in lead) + (None, (0, 1))).reshape(*lead, n)
+
+  def diag(self: Tensor, diagonal: int = 0) -> Tensor:  # type: ignore[misc]
+    """1-D: a square matrix with self on the `diagonal`-th diagonal; 2-D: that diagonal (PyTorch)."""
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise ValueError(f"diag: needs a 1-D or 2-D tensor, got shape {self.shape}")
+    n, k = self.shape[0], abs(diagonal)
+    m = n + k
+    # n x n with self on the diagonal: pad each element with n zeros, then fold into rows of n (drop the tail)
+    x = self.reshape(n, 1).pad(((0, 0), (0, n))).reshape(n * (n + 1))[:n * n].reshape(n, n) if n else self.reshape(0, 0)
+    return x.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k))) if k else x.reshape(m, m)
+
+  @staticmethod
+  def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors ('ij': matrix indexing; 'xy': the first two axes swapped)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    if any(t.ndim != 1 for t in tensors): raise ValueError(f"meshgrid: tensors must be 1-D, got shapes {[t.shape for t in tensors]}")
+    n = len(tensors)
+    shape = tuple(t.shape[0] for t in tensors)
+    if indexing == "xy" and n >= 2: shape = (shape[1], shape[0], *shape[2:])
+    out = []
+    for i, t in enumerate(tensors):
+      ax = (1 if i == 0 else 0 if i == 1 else i) if indexing == "xy" and n >= 2 else i
+      out.append(t.reshape(tuple(-1 if k == ax else 1 for k in range(n))).expand(shape))
+    return tuple(out)
+
+  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:  # type: ignore[misc]
+    """value where mask (broadcast) is True, self elsewhere."""
+    return mask.where(value, self) if not isinstance(value, type(self)) else mask.where(value.cast(self.dtype), self)
+
+  def masked_select(self: Tensor, mask: Tensor) -> Tensor:  # type: ignore[misc]
+    """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back)."""
+    from refgrad.tensor import _broadcast_shape
+    shape = _broadcast_shape(self.shape, mask.shape)
+    m = mask.cast(dtypes.bool)._expand_to(shape).numpy().reshape(-1)
+    idx = np.nonzero(m)[0].astype(np.int32)
+    return self._expand_to(shape).flatten()[type(self)(idx, device=self.device) if idx.size else []]
+
+  def nonzero(self: Tensor) -> Tensor:  # type: ignore[misc]
+    """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self)."""
+    nz = np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim)
+    return type(self)(nz, device=self.device) if nz.size else type(self).zeros(0, self.ndim, dtype=dtypes.int32, device=self.device)
+
+  # ---- scatter ---------------------------------------------------------------------------------------
+  def _scatter_parts(self: Tensor, dim: int, index: Tensor, src: Tensor | Any) -> tuple[int, Tensor, Tensor, Tensor, tuple[int, ...]]:
+    """(dim, hit mask (..., m, n), src values (..., m, n), m-position iota, index shape): index's dim moved last as m,
+    self's size n along dim as a new last axis."""
+    d = self._axis(dim)
+    if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype): raise TypeError("scatter: index must be an integer tensor")
+    if index.ndim != self.ndim: raise ValueError(f"scatter: index of shape {index.shape} needs {self.ndim} axes like self {self.shape}")
+    if any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape)) if k != d):
+      raise ValueError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {dim}")
+    if isinstance(src, type(self)):
+      if src.ndim != self.ndim or any(i > n for i, n in zip(index.shape, src.shape)): raise ValueError(f"scatter: src of shape {src.shape} is smaller than index {index.shape}")
+      src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+    else: src = type(self).full(index.shape, src, self.dtype, self.device)
+    n = self.shape[d]
+    idx, sv = index.transpose(d, -1), src.transpose(d, -1)            # (..., m)
+    full = (*idx.shape, n)
+    hit = _one_hot(idx.unsqueeze(-1), n, full, idx.ndim)
+    return d, hit, sv.unsqueeze(-1)._expand_to(full), _iota(idx.shape[-1], full, idx.ndim - 1, self.device), index.shape
+
+  def _scatter_back(self: Tensor, d: int, out: Tensor, ishape: tuple[int, ...], fill: Any) -> Tensor:
+    """(..., n) with dim d's axis last, over index's extent -> self's shape (outside the extent: `fill`)."""
+    out = out.transpose(d, -1)
+    return out.pad(tuple((0, n - i) if k != d else (0, 0) for k, (i, n) in enumerate(zip(ishape, self.shape))), value=fill)
+
+  def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | Any, reduce: str | None = None) -> Tensor:  # type: ignore[misc]
+    """self with src written at index along dim (out[index[i][j]][j] = src[i][j] for dim=0). reduce: None (the last
+    write wins where indices repeat), 'add' or 'multiply' (combined with self)."""
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce is not None: return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
+    d, hit, sv, order, ishape = self._scatter_parts(dim, index, src)
+    winner = hit.where(order, -1).max(-2, keepdim=True)
+    picked = _select(sv, hit & _eq(order, winner._expand_to(hit.shape)), (hit.ndim - 2,)).squeeze(-2)
+    any_hit = self._scatter_back(d, _lt(type(self).full((), -1, dtypes.int32, self.device), winner.squeeze(-2)), ishape, False)
+    return any_hit.where(self._scatter_back(d, picked, ishape, 0), self)
+
+  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:  # type: ignore[misc]
+    """self with src combined in at index along dim by reduce: 'sum', 'prod', 'mean', 'amax' or 'amin' (PyTorch);
+    include_self=False leaves self's value out where something is scattered."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"): raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
+    d, hit, sv, _, ishape = self._scatter_parts(dim, index, src)
+    count = self._scatter_back(d, hit.cast(dtypes.int32).sum(-2), ishape, 0)
+    ident = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}[reduce]
+    vals = hit.where(sv, ident)
+    if reduce in ("sum", "mean"): part = vals.sum(-2, acc_dtype=self.dtype)
+    elif reduce == "prod": part = vals.prod(-2, acc_dtype=self.dtype)
+    elif reduce == "amax": part = vals.max(-2)
+    else: part = vals.min(-2)
+    part = self._scatter_back(d, part, ishape, ident)
+    got = count > 0
+    base = self if include_self else got.where(self._like(ident), self)
+    if reduce in ("sum", "mean"): out = base + part
+    elif reduce == "prod": out = base * part
+    elif reduce == "amax": out = base.maximum(part)
+    else: out = base.minimum(part)
+    if reduce == "mean":
+      n = count + (1 if include_self else 0)
+      out = got.where(out.div(n.maximum(1)).cast(self.dtype) if dtypes.is_float(self.dtype) else out.floordiv(n.maximum(1).cast(self.dtype)), self)
+    return out
+
+  # ---- sorting ---------------------------------------------------------------------------------------
+  def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """(sorted values, int32 indices) along dim. NaN sorts as the largest value (PyTorch); equal values keep their
+    order (stable). Each element's rank is counted by comparing it with every other one: O(n^2) work per row, in
+    one kernel; the values are then selected exactly (bits kept) and get the gradient at their new place."""
+    ax = self._axis(dim) if self.ndim else 0
+    if self.ndim == 0: return self, self._like(0, dtypes.int32)
+    x = self.transpose(ax, -1) if ax != self.ndim - 1 else self
+    n = x.shape[-1]
+    xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)                       # element i along axis -2, j along axis -1
+    full = (*x.shape, n)
+    a, b = (xi, xj) if descending else (xj, xi)   # j sorts before i when a < b (NaN the largest)
+    before = _lt(a, b) | (b.isnan() & a.isnan().logical_not()) if dtypes.is_float(x.dtype) else _lt(a, b)
+    same = _eq(xj, xi) | (xj.isnan() & xi.isnan())
+    i_idx, j_idx = _iota(n, full, x.ndim - 1, x.device), _iota(n, full, x.ndim, x.device)
+    rank = (before._expand_to(full) | (same._expand_to(full) & _lt(j_idx, i_idx))).cast(dtypes.int32).sum(-1)   # (..., n)
+    hit = _eq(rank.unsqueeze(-2)._expand_to(full), _iota(n, full, x.ndim - 1, x.device))     # [.., r, i]: element i has rank r
+    values = _select(xj._expand_to(full), hit, (x.ndim,)).reshape(x.shape)
+    indices = _select(j_idx, hit, (x.ndim,)).reshape(x.shape)
+    if ax != self.ndim - 1: values, indices = values.transpose(ax, -1), indices.transpose(ax, -1)
+    return values, indices
+
+  def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:  # type: ignore[misc]
+    return self.sort(dim, descending)[1]
+
+  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """The k largest (smallest) values along dim and their int32 indices, in sorted order."""
+    d = self._axis(dim) if self.ndim else 0
+    n = self.shape[d] if self.ndim else 1
+    if not isinstance(k, int) or not 0 <= k <= n: raise ValueError(f"topk: k must be an int in [0, {n}], got {k!r}")
+    v, i = self.sort(dim, descending=largest)
+    if not self.ndim: return v, i
+    bounds = tuple((0, k) if a == d else None for a in range(self.ndim))
+    return v.shrink(bounds), i.shrink(bounds)
 
   # ---- indexing -------------------------------------------------------------------------------------
   def __getitem__(self: Tensor, index: Any) -> Tensor:  # type: ignore[misc]

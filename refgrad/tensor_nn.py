@@ -10,6 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from refgrad.dtype import DType, dtypes, least_upper_dtype, sum_acc_dtype
 
 if TYPE_CHECKING:
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 def _tuple(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
   t = (x,) * n if isinstance(x, int) else tuple(x)
   if len(t) != n or any(not isinstance(v, int) or isinstance(v, bool) for v in t): raise ValueError(f"{what} must be an int or {n} ints, got {x!r}")
+  if what in ("stride", "dilation", "kernel_size") and any(v <= 0 for v in t): raise ValueError(f"{what} must be positive, got {x!r}")
+  if what == "output_padding" and any(v < 0 for v in t): raise ValueError(f"{what} must be >= 0, got {x!r}")
   return t
 
 
@@ -82,6 +86,8 @@ class NNMixin:
     # multiply in the accumulator dtype (an int8 product would wrap before the int32 sum), then
     # x (..., a, 1, n) * w^T (..., 1, b, n), summed over n
     acc = dtype or sum_acc_dtype(least_upper_dtype(x.dtype, w.dtype))
+    if dtype is None and acc in (dtypes.float16, dtypes.bfloat16):   # products and sums in float32, rounded once
+      return x.cast(dtypes.float32).dot(w.cast(dtypes.float32)).cast(acc)
     x, w = x.cast(acc), w.cast(acc)
     if w.ndim > 1:
       w = w.transpose(-1, -2)
@@ -128,40 +134,287 @@ class NNMixin:
     if bias.shape != (cout,): raise ValueError(f"conv2d: bias of shape {bias.shape} does not match {cout} output channels")
     return out + bias.reshape((1, cout) + (1,) * nsp)
 
-  def _pool_windows(self: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None, dilation: int | Sequence[int],  # type: ignore[misc]
-                    padding: int | Sequence[int], value: Any = 0) -> tuple[Tensor, tuple[int, ...], tuple[tuple[int, int], ...]]:
-    """Windows of the last two axes padded with `value`: (..., oh, ow, kh, kw)."""
+  def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,  # type: ignore[misc]
+                       dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+    """The transpose (gradient) of conv2d: input (batch, cin, *spatial), weight (cin, cout/groups, *kernel), N spatial
+    axes as the weight has. Computed as a stride-1 conv2d of the input with stride-1 zeros between its elements,
+    padded by dilation*(kernel-1) - padding (+ output_padding after), with the kernel flipped and its channels swapped."""
+    x, w = self, weight
+    nsp = w.ndim - 2
+    if nsp < 1 or x.ndim != nsp + 2: raise ValueError(f"conv_transpose2d: input {x.shape} and weight {w.shape} need (batch, cin, *spatial) and (cin, cout/groups, *kernel)")
+    cin, cg = x.shape[1], w.shape[1]
+    if not isinstance(groups, int) or groups < 1 or w.shape[0] != cin or cin % groups:
+      raise ValueError(f"conv_transpose2d: weight {w.shape} does not fit {cin} input channels with groups={groups}")
+    k = w.shape[2:]
+    st, dl, op = _tuple(stride, nsp, "stride"), _tuple(dilation, nsp, "dilation"), _tuple(output_padding, nsp, "output_padding")
+    pads = _pads(padding, nsp)
+    if any(o >= max(s_, d_) for o, s_, d_ in zip(op, st, dl)): raise ValueError(f"conv_transpose2d: output_padding {op} must be smaller than stride {st} or dilation {dl}")
+    for j, s_ in enumerate(st):   # stride - 1 zeros between the elements of each spatial axis
+      if s_ == 1: continue
+      ax = 2 + j
+      n = x.shape[ax]
+      x = x.unsqueeze(ax + 1).pad(tuple((0, s_ - 1) if i == ax + 1 else (0, 0) for i in range(x.ndim + 1)))
+      x = x.flatten(ax, ax + 1).shrink(tuple((0, (n - 1) * s_ + 1) if i == ax else None for i in range(x.ndim - 1)))
+    x = x.pad(((0, 0), (0, 0)) + tuple((d_ * (kk - 1) - a, d_ * (kk - 1) - b + o) for d_, kk, (a, b), o in zip(dl, k, pads, op)))
+    wt = w.reshape(groups, cin // groups, cg, *k).transpose(1, 2).reshape(groups * cg, cin // groups, *k).flip(tuple(range(2, 2 + nsp)))
+    return x.conv2d(wt, bias, groups=groups, dilation=dl)
+
+  def _pool_setup(self: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None, dilation: int | Sequence[int],  # type: ignore[misc]
+                  padding: int | Sequence[int], ceil_mode: bool) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
+    """(kernel, stride, dilation, (before, after) padding, extra after-padding for ceil_mode) per pooled axis. The
+    number of pooled axes is kernel_size's length (an int: 2), as tinygrad: the last that many axes are pooled."""
+    n = 2 if isinstance(kernel_size, int) else len(tuple(kernel_size))
+    k = _tuple(kernel_size, n, "kernel_size")
+    if self.ndim < n: raise ValueError(f"pool: a {n}-D kernel {k} needs an input of at least {n} axes, got shape {self.shape}")
+    st, dl, pads = k if stride is None else _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation"), _pads(padding, n)
+    if any(a < 0 or b < 0 for a, b in pads): raise ValueError(f"pool: negative padding {padding!r}")
+    if any(v <= 0 for v in (*k, *st, *dl)): raise ValueError(f"pool: kernel_size {k}, stride {st} and dilation {dl} must be positive")
+    if any(2 * a > kk for (a, _), kk in zip(pads, k)): raise ValueError(f"pool: padding {padding!r} must be at most half the kernel size {k}")
+    extra = []
+    for size, kk, s_, d_, (pa, pb) in zip(self.shape[-n:], k, st, dl, pads):
+      span = size + pa + pb - d_ * (kk - 1) - 1
+      if span < 0: raise ValueError(f"pool: kernel size {k} (dilation {dl}) is larger than the padded input {self.shape[-n:]}")
+      o = span // s_ + 1
+      if ceil_mode:
+        o = -(-span // s_) + 1
+        if (o - 1) * s_ >= size + pa: o -= 1   # the last window must start inside the input or the left padding
+      extra.append(max(0, (o - 1) * s_ + d_ * (kk - 1) + 1 - (size + pa + pb)))
+    return k, st, dl, pads, tuple(extra)
+
+  def _pool_windows(self: Tensor, k: tuple[int, ...], st: tuple[int, ...], dl: tuple[int, ...], pads: tuple[tuple[int, int], ...],  # type: ignore[misc]
+                    extra: tuple[int, ...], value: Any = 0) -> Tensor:
+    """Windows of the last len(k) axes padded with `value`: (..., *out, *k)."""
     from refgrad.tensor import Tensor
-    k = _tuple(kernel_size, 2, "kernel_size")
-    if self.ndim < 2: raise ValueError(f"pool2d: input needs at least 2 axes, got shape {self.shape}")
-    st, dl, pads = k if stride is None else _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation"), _pads(padding, 2)
-    if any(a < 0 or b < 0 for a, b in pads): raise ValueError(f"pool2d: negative padding {padding!r}")
-    lead = ((0, 0),) * (self.ndim - 2)
-    win = _windows(self.pad(lead + pads), k, st, dl)
-    if value != 0 and any(a or b for a, b in pads):
+    n = len(k)
+    lead = ((0, 0),) * (self.ndim - n)
+    full = lead + tuple((a, b + e) for (a, b), e in zip(pads, extra))
+    win = _windows(self.pad(full), k, st, dl)
+    if value != 0 and any(a or b for a, b in full):
       # pad with `value` after taking windows: a padded-with-value input is computed, and the windows' broadcast
       # would give it a kernel of its own; a padded constant mask is not
-      inside = _windows(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).pad(lead + pads), k, st, dl)
+      inside = _windows(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).pad(full), k, st, dl)
       win = inside.where(win, value)
-    return win, k, pads
+    return win
 
   def avg_pool2d(self: Tensor, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,  # type: ignore[misc]
-                 dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, count_include_pad: bool = True) -> Tensor:
-    """Mean over each kernel_size window of the last two axes (stride defaults to kernel_size). Padding counts
-    as zeros in the mean unless count_include_pad=False. As `mean`: ints give the default float, float16/bfloat16
-    accumulate in float32, and the sum is multiplied by 1/count."""
+                 dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> Tensor:
+    """Mean over each kernel_size window of the last len(kernel_size) axes (stride defaults to kernel_size). The
+    divisor counts the padding (not the extra of ceil_mode) unless count_include_pad=False, as PyTorch. As `mean`:
+    ints give the default float, float16/bfloat16 accumulate in float32, and the sum is multiplied by 1/count."""
     from refgrad.tensor import Tensor
     dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
     acc = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
-    win, k, pads = self._pool_windows(kernel_size, stride, dilation, padding, 0)
-    total = win.cast(acc).sum((-2, -1))   # cast after the windows' broadcast: it stays in the pooling kernel
-    if count_include_pad or not any(a or b for a, b in pads): return total.div(math.prod(k)).cast(dt)
-    inside = Tensor.ones(self.shape[-2:], dtype=acc, device=self.device)._pool_windows(kernel_size, stride, dilation, padding, 0)[0]
-    return total.div(inside.sum((-2, -1))).cast(dt)
+    k, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k)
+    total = self._pool_windows(k, st, dl, pads, extra, 0).cast(acc).sum(tuple(range(-n, 0)))   # cast after the windows' broadcast
+    if not any(extra) and (count_include_pad or not any(a or b for a, b in pads)): return total.div(math.prod(k)).cast(dt)
+    # divisor per window: its positions inside the input, and inside the padding with count_include_pad (never the ceil_mode extra)
+    if count_include_pad:
+      ones = Tensor.ones(tuple(m + a + b for m, (a, b) in zip(self.shape[-n:], pads)), dtype=acc, device=self.device)
+      cnt = ones._pool_windows(k, st, dl, tuple((0, 0) for _ in pads), extra, 0)
+    else: cnt = Tensor.ones(self.shape[-n:], dtype=acc, device=self.device)._pool_windows(k, st, dl, pads, extra, 0)
+    return total.div(cnt.sum(tuple(range(-n, 0)))).cast(dt)
 
   def max_pool2d(self: Tensor, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,  # type: ignore[misc]
-                 dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0) -> Tensor:
-    """Max over each kernel_size window of the last two axes (stride defaults to kernel_size; padding is -inf,
-    or the dtype's minimum for ints)."""
-    win, _, _ = self._pool_windows(kernel_size, stride, dilation, padding, dtypes.min(self.dtype))
-    return win.max((-2, -1))
+                 dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, ceil_mode: bool = False,
+                 return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max over each kernel_size window of the last len(kernel_size) axes (stride defaults to kernel_size; padding
+    is -inf, or the dtype's minimum for ints). return_indices: also the int32 index of the (first) maximum within
+    the flattened pooled axes of the input, as PyTorch (for max_unpool2d)."""
+    from refgrad.tensor import Tensor
+    k, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k)
+    win = self._pool_windows(k, st, dl, pads, extra, dtypes.min(self.dtype))
+    out = win.max(tuple(range(-n, 0)))
+    if not return_indices: return out
+    sp = self.shape[-n:]
+    flat = Tensor.arange(math.prod(sp), dtype=dtypes.int32, device=self.device).reshape(sp)
+    iwin = flat._pool_windows(k, st, dl, pads, extra, -1)                       # (*out, *k) input positions
+    wflat = win.reshape(*win.shape[:-n], -1)
+    pos = wflat.argmax(-1)                                                       # first max (NaN counts as the max)
+    kk = math.prod(k)
+    pick = pos.unsqueeze(-1) == Tensor.arange(kk, dtype=dtypes.int32, device=self.device)
+    idx = pick.where(iwin.reshape(*iwin.shape[:-n], kk)._expand_to(pick.shape), 0).sum(-1)
+    return out, idx
+
+  def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,  # type: ignore[misc]
+                   dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
+    """The inverse of max_pool2d(return_indices=True): zeros with each value put back at its index (PyTorch). The output
+    size defaults to (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + 1 per pooled axis."""
+    from refgrad.tensor import Tensor
+    n = 2 if isinstance(kernel_size, int) else len(tuple(kernel_size))
+    k = _tuple(kernel_size, n, "kernel_size")
+    st, dl, pads = k if stride is None else _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation"), _pads(padding, n)
+    if indices.shape != self.shape: raise ValueError(f"max_unpool2d: indices of shape {indices.shape} do not match input {self.shape}")
+    osp = tuple(output_size[-n:]) if output_size is not None else \
+      tuple((i - 1) * s_ - a - b + d_ * (kk - 1) + 1 for i, s_, (a, b), d_, kk in zip(self.shape[-n:], st, pads, dl, k))
+    lead = self.shape[:-n]
+    x, ix = self.reshape(*lead, -1), indices.reshape(*lead, -1)
+    base = Tensor.zeros(*lead, math.prod(osp), dtype=self.dtype, device=self.device)
+    return base.scatter(-1, ix, x).reshape(*lead, *osp)
+
+  def interpolate(self: Tensor, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:  # type: ignore[misc]
+    """Resize the last len(size) axes (PyTorch's F.interpolate with size=): mode "nearest" (floor(i * in/out)),
+    "nearest-exact" (floor((i + 0.5) * in/out)), or "linear" (also "bilinear", "trilinear": linear along each axis,
+    separably; align_corners maps the corner samples onto each other). Source positions and weights are computed in
+    float64 and rounded to the tensor's dtype; each output is x0 * (1 - w) + x1 * w of its two neighbours."""
+    from refgrad.tensor import Tensor
+    size = tuple(size)
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: unknown mode {mode!r}")
+    if len(size) > self.ndim or any(not isinstance(v, int) or v < 0 for v in size): raise ValueError(f"interpolate: invalid size {size} for shape {self.shape}")
+    if align_corners and mode.startswith("nearest"): raise ValueError("interpolate: align_corners only applies to the linear modes")
+    x = self if dtypes.is_float(self.dtype) or mode.startswith("nearest") else self.cast(dtypes.default_float)
+    for j, out in enumerate(size):
+      ax = x.ndim - len(size) + j
+      n = x.shape[ax]
+      if out == n and not mode.startswith("nearest") and not align_corners: continue
+      i = np.arange(out, dtype=np.float64)
+      if mode == "nearest": src = np.minimum(np.floor(i * (n / out)), n - 1)
+      elif mode == "nearest-exact": src = np.minimum(np.floor((i + 0.5) * (n / out)), n - 1)
+      elif align_corners: src = i * ((n - 1) / (out - 1)) if out > 1 else np.zeros(out)
+      else: src = np.maximum((i + 0.5) * (n / out) - 0.5, 0)
+      i0 = np.floor(src).astype(np.int64)
+      xt = x.transpose(ax, -1)
+      x0 = xt[..., Tensor(i0.astype(np.int32), device=self.device)]
+      if mode.startswith("nearest"):
+        x = x0.transpose(ax, -1)
+        continue
+      i1 = np.minimum(i0 + 1, n - 1)
+      w = Tensor(src - i0, device=self.device).cast(x.dtype)
+      x1 = xt[..., Tensor(i1.astype(np.int32), device=self.device)]
+      x = (x0 * (1 - w) + x1 * w).transpose(ax, -1)
+    return x
+
+  @staticmethod
+  def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | None = None) -> Tensor:
+    """Einstein summation ("ij,jk->ik"; "..." for broadcast axes; without "->" the output is the letters used once,
+    sorted): every operand is aligned to one axis order, multiplied (broadcast) and summed over the dropped letters.
+    A letter repeated within one operand takes its diagonal."""
+    ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    f = formula.replace(" ", "")
+    lhs, arrow, rhs = f.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(ops): raise ValueError(f"einsum: {formula!r} names {len(ins)} operands, {len(ops)} given")
+    # "..." becomes as many fresh (uppercase) letters as the operand has extra axes, aligned from the right
+    nell = max((t.ndim - len(s.replace("...", "")) for s, t in zip(ins, ops) if "..." in s), default=0)
+    ell = "".join(chr(ord("A") + i) for i in range(nell))
+    specs = []
+    for s, t in zip(ins, ops):
+      if "..." in s: s = s.replace("...", ell[nell - (t.ndim - len(s.replace("...", ""))):])
+      if len(s) != t.ndim or not all(c.isalpha() for c in s): raise ValueError(f"einsum: {s!r} does not fit an operand of shape {t.shape}")
+      specs.append(s)
+    if arrow: out = rhs.replace("...", ell)
+    else: out = ell + "".join(sorted(c for c in set("".join(specs)) if "".join(specs).count(c) == 1 and c not in ell))
+    letters = sorted(set("".join(specs)))
+    if any(c not in letters for c in out) or len(set(out)) != len(out): raise ValueError(f"einsum: bad output {out!r} in {formula!r}")
+    sizes: dict[str, int] = {}
+    aligned = []
+    for s, t in zip(specs, ops):
+      for c in set(s):   # a repeated letter: the diagonal of those axes
+        while s.count(c) > 1:
+          a, b = s.index(c), s.index(c, s.index(c) + 1)
+          t = t.diagonal(0, a, b)
+          s = s[:a] + s[a + 1:b] + s[b + 1:] + c
+      for c, n in zip(s, t.shape):
+        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+        sizes[c] = max(sizes.get(c, 1), n) if c in sizes else n
+      order = sorted(range(len(s)), key=lambda i: letters.index(s[i]))
+      t = t.permute(order) if order else t
+      have = [s[i] for i in order]
+      aligned.append(t.reshape(tuple(t.shape[have.index(c)] if c in have else 1 for c in letters)))
+    prod = aligned[0]
+    for t in aligned[1:]: prod = prod * t
+    if dtype is not None: prod = prod.cast(dtype)
+    summed = tuple(i for i, c in enumerate(letters) if c not in out)
+    ret = prod.sum(summed) if summed else prod
+    left = [c for c in letters if c in out]
+    return ret.permute([left.index(c) for c in out]) if left else ret
+
+  # ---- attention, one-hot, losses (tinygrad's names and arguments) --------------------------------------------
+  def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,  # type: ignore[misc]
+                                   dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> Tensor:
+    """softmax(self @ key^T * scale + mask) @ value, scale = 1/sqrt(head size). attn_mask: bool (False = masked out,
+    -inf) or added to the scores; is_causal masks the upper triangle. Dropout runs only while Tensor.training."""
+    from refgrad.tensor import Tensor
+    if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} need 2+ axes")
+    qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
+    if is_causal: attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()
+    if attn_mask is not None:
+      qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+    att = qk.softmax(-1)
+    if dropout_p and Tensor.training: att = att.dropout(dropout_p)
+    return att.matmul(value)
+
+  def dropout(self: Tensor, p: float = 0.5) -> Tensor:  # type: ignore[misc]
+    """While Tensor.training: zero each element with probability p and scale the rest by 1/(1-p); else self."""
+    from refgrad.tensor import Tensor
+    if not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0: return self
+    if p == 1: return self.zeros_like()
+    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    return keep.where(self, 0) * (1 / (1 - p))
+
+  def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:  # type: ignore[misc]
+    """(..., num_classes) int32 with 1 at each index (num_classes=-1: max + 1, which realizes self)."""
+    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot: needs an integer tensor, got {self.dtype}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if not isinstance(num_classes, int) or num_classes < 0: raise ValueError(f"one_hot: num_classes must be an int >= 0 or -1, got {num_classes!r}")
+    return (self.unsqueeze(-1) == self._iota_along(self.ndim, (*self.shape, num_classes)).cast(self.dtype)).cast(dtypes.int32)
+
+  def _do_reduction(self: Tensor, reduction: str) -> Tensor:  # type: ignore[misc]
+    if reduction == "mean": return self.mean()
+    if reduction == "sum": return self.sum()
+    if reduction == "none": return self
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+
+  def _class_mask(self: Tensor, Y: Tensor, dim: int) -> Tensor:  # type: ignore[misc]
+    """bool, self's shape: True at the class Y names along `dim` (Y has self's shape without dim)."""
+    y = Y.unsqueeze(dim)
+    return y._expand_to(self.shape) == self._iota_along(dim).cast(Y.dtype) if y.shape != self.shape else y.cast(dtypes.bool)
+
+  def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # type: ignore[misc]
+    """Cross-entropy of logits (classes on axis 1, or 0 for 1-D) against class indices or probabilities Y (PyTorch)."""
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    cdim = 0 if self.ndim == 1 else 1
+    n = self.shape[cdim]
+    if Y.shape != self.shape:
+      if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
+        raise ValueError(f"cross_entropy: target shape {Y.shape} is neither the logits' {self.shape} nor it without the class axis")
+      if not dtypes.is_int(Y.dtype): raise TypeError(f"cross_entropy: class-index targets must be ints, got {Y.dtype}")
+      Y = self._class_mask(Y, cdim).cast(self.dtype)
+    Y = Y * (1 - label_smoothing) + label_smoothing / n
+    return -(self.log_softmax(cdim) * Y).sum(cdim)._do_reduction(reduction)
+
+  def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:  # type: ignore[misc]
+    """Negative log likelihood of log-probabilities self (N, C, ...) at class indices Y (N, ...); weight per class;
+    targets equal to ignore_index count for nothing ('mean' divides by the summed weight of the rest, as PyTorch)."""
+    cdim = 0 if self.ndim == 1 else 1
+    if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ValueError(f"nll_loss: target shape {Y.shape} does not fit input {self.shape}")
+    hit = self._class_mask(Y, cdim)
+    w = Y.ones_like(dtype=self.dtype) if weight is None else hit.where(weight.reshape((-1,) + (1,) * (self.ndim - cdim - 1)), 0).sum(cdim)
+    if ignore_index is not None: w = (Y != ignore_index).where(w, 0)
+    nll = -hit.where(self, 0).sum(cdim) * w
+    if reduction == "mean": return nll.sum() / w.sum()
+    return nll._do_reduction(reduction)
+
+  def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,  # type: ignore[misc]
+                                      reduction: str = "mean") -> Tensor:
+    """Cross-entropy of logits (..., C) against class indices Y (...) (tinygrad): targets equal to ignore_index
+    (-1: none) are left out, 'mean' averages over the others."""
+    log_p = self.log_softmax(-1)
+    keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+    y = self._class_mask(Y, self.ndim - 1) & keep.unsqueeze(-1)
+    per = (1 - label_smoothing) * y.where(log_p, 0).sum(-1) + label_smoothing * keep.where(log_p.mean(-1), 0)
+    if reduction == "mean": return -per.sum() / keep.sum()
+    return -per._do_reduction(reduction)
+
+  def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:  # type: ignore[misc]
+    """-(Y log p + (1 - Y) log(1 - p)) of probabilities self; the logs are clamped at -100 as PyTorch's BCELoss."""
+    return (-Y * self.log().maximum(-100) - (1 - Y) * (1 - self).log().maximum(-100))._do_reduction(reduction)
+
+  def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:  # type: ignore[misc]
+    """Binary cross-entropy of logits self: -(pos_weight Y logsigmoid(x) + (1 - Y) logsigmoid(-x))."""
+    pw = 1 if pos_weight is None else pos_weight
+    return (-(pw * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)

@@ -153,7 +153,7 @@ def test_avg_pool2d_is_mean_of_blocks_bit_for_bit():
   assert out.dtype == blocks.dtype and out.numpy().tobytes() == blocks.numpy().tobytes()
 
 def test_pool_errors():
-  with pytest.raises(ValueError, match="kernel_size must be an int or 2 ints"): Tensor(rnd(1, 4, 4)).max_pool2d((2, 2, 2))
+  with pytest.raises(ValueError, match="kernel size"): Tensor(rnd(1, 4, 4)).max_pool2d((2, 2, 2))
   with pytest.raises(ValueError, match="larger than the"): Tensor(rnd(1, 4, 4)).avg_pool2d(5)
   with pytest.raises(ValueError, match="at least 2 axes"): Tensor(rnd(4)).max_pool2d()
 
