@@ -14,6 +14,7 @@ Participants are the host (id 0) and every channel. Each has a vector clock; its
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 HOST = 0
@@ -40,8 +41,8 @@ class Hazards:
   """Vector clocks + access records of one device. `report` gets each hazard message once."""
   enabled = True
 
-  def __init__(self, report: object):
-    self.report = report           # callable(str)
+  def __init__(self, report: Callable[[str], None]):
+    self.report = report
     self.clocks: list[list[int]] = [[1]]
     self.names: list[str] = ["host"]
     self.sems: dict[int, tuple[int, int, list[int]]] = {}  # address -> (value written, its bytes, releaser clock)
