@@ -314,8 +314,8 @@ class TinyJit(Generic[R]):
       if s is not None: cur[s] = b
       nodes[id(b)] = node
     for st in plan.states:
-      t = st.ref()
-      node = buffer_node(t.uop) if t is not None and is_realized(t.uop) else st.nodes[st.latest]
+      if (t := st.ref()) is not None: _realize([t])   # given new lazy contents since the last call: computed now, read below
+      node = buffer_node(t.uop) if t is not None else st.nodes[st.latest]
       if node is st.nodes[0] or node is st.nodes[1]:
         rd = 0 if node is st.nodes[0] else 1
         cur[st.slots[0]], cur[st.slots[1]] = lazy.buffer_of[node], lazy.buffer_of[st.nodes[1 - rd]]

@@ -189,6 +189,19 @@ def test_state_replaced_between_calls_is_read(device: str):
   assert step(x).tolist() == [204.0, 404.0] and w.tolist() == [102.0, 202.0]
 
 
+@pytest.mark.parametrize("device", ["PYTHON", "NV"])
+def test_copies_between_devices_are_replayed(device: str, counts: Counter[str]):
+  """Inputs on the CPU moved to the device inside the function, the result moved back: the copies are part of the replay."""
+  f = TinyJit(lambda a, b: (a.to(device) * b.to(device) + 1).to("CPU").realize())
+  for i in range(5):
+    counts.clear()
+    a, b = Tensor(np.arange(8, dtype=np.float32) + i, device="CPU"), Tensor(np.full(8, 2.0, np.float32), device="CPU")
+    out = f(a, b)
+    if i >= 2: assert not counts
+    assert out.device == "CPU" and out.tolist() == ((np.arange(8, dtype=np.float32) + i) * 2 + 1).tolist()
+  assert f._plan is not None and sum(type(s).__name__ == "_Copy" for s in f._plan.steps) == 3
+
+
 def test_decorated_method_and_jit_off(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]):
   class Model:
     def __init__(self) -> None: self.k = Tensor([3.0], device="CPU").realize()
