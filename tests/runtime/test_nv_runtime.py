@@ -198,3 +198,27 @@ def test_conformance_runs_the_mock_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path
   assert main(["--device", "NV", "--device", "PYTHON", "--group", "bitcast", "--jobs", "4", "--json", str(tmp_path / "r.json")]) == 0
   results = json.loads((tmp_path / "r.json").read_text())
   assert {r["device"] for r in results} == {"NV", "PYTHON"} and all(r["status"] == "pass" for r in results)
+
+
+def test_debug2_prints_gpu_times_from_the_scheduler(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+  from refgrad import program
+  dev = _nv()
+  x = Tensor(np.arange(50, dtype=np.float32), device="NV").realize()
+  dev.synchronize()
+  clock = iter(range(0, 10**15, 10**9))
+  monkeypatch.setattr(dev.drv, "read_timer", lambda: next(clock))
+  monkeypatch.setattr(program, "DEBUG", 2)
+  (x * 5 + 2).realize()
+  line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("NV ") and " lanes " in ln)
+  ms = float(line.split()[-2])
+  assert ms >= 1000.0 and (ms / 1000.0).is_integer()   # whole GPU-timer seconds, not host time
+
+
+def test_wait_timeout_names_device_signal_and_values(monkeypatch: pytest.MonkeyPatch):
+  dev = _nv()
+  sig = dev.new_signal(3)
+  monkeypatch.setattr(dev.drv, "poll", lambda: True)     # a GPU that claims progress but never releases the signal
+  with pytest.raises(TimeoutError) as e:
+    dev.wait_signal(sig, 7, timeout=0.2)
+  msg = str(e.value)
+  assert "NV" in msg and f"0x{sig.va:x}" in msg and "reach 7" in msg and "it is 3" in msg and "GPGet" in msg
