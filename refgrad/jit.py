@@ -35,13 +35,14 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from refgrad import lazy, schedule
-from refgrad.device import Buffer
+from refgrad import lazy, program, schedule
+from refgrad.device import Buffer, Device
 from refgrad.program import Runner
 from refgrad.schedule import buffer_node, is_realized
 from refgrad.tensor import Tensor, _all_tensors
@@ -111,6 +112,7 @@ class _Plan:
   outs: list[_Out]
   template: Any                            # the returned structure with _Out in place of Tensors
   own: set[int] = field(default_factory=set)   # id() of every captured buffer that is not an input
+  aliases: list[tuple[str, str]] = field(default_factory=list)   # Tensor arguments sharing one buffer at the capture
 
 
 class _Launch:
@@ -282,7 +284,7 @@ class TinyJit(Generic[R]):
       else: steps.append(_Launch(r, ss))
     steps = [_HCQGraph(s, bufs) if isinstance(s, list) else s for s in steps]
     own = {id(b) for i, b in enumerate(bufs) if i not in inputs}
-    self._plan = _Plan(bufs, steps, inputs, states, out_list, template, own)
+    self._plan = _Plan(bufs, steps, inputs, states, out_list, template, own, _aliases(named))
     self._sig = [(name, v if not isinstance(v, Tensor) else (v.shape, v.dtype, v.device)) for name, v in named]
     self._sig_values = [v for _, v in named]
     return ret
@@ -304,13 +306,17 @@ class TinyJit(Generic[R]):
     assert plan is not None
     tensors = [v for _, v in named if isinstance(v, Tensor)]
     _realize(tensors)
+    if (al := _aliases(named)) != plan.aliases:
+      raise JitError(f"{self.name}: Tensor arguments sharing memory: {_pairs(al)} now, {_pairs(plan.aliases)} at the capture; "
+                     "the launches were captured for the latter")
+    st0 = time.perf_counter()
     cur = list(plan.bufs)
     nodes: dict[int, UOp] = {}
     for (name, t), s in zip(((n, v) for n, v in named if isinstance(v, Tensor)), plan.inputs):
       node, b = _buffer_of(t)
       if id(b) in plan.own:
-        raise JitError(f"{self.name}: {name} holds memory this TinyJit writes (an output of an earlier call?): pass a copy, "
-                       "e.g. t.contiguous().realize()")
+        raise JitError(f"{self.name}: {name} holds memory the captured launches use besides their inputs (an output of an "
+                       "earlier call, or a tensor the function reads or updates): pass a copy, e.g. t.contiguous().realize()")
       if s is not None: cur[s] = b
       nodes[id(b)] = node
     for st in plan.states:
@@ -325,6 +331,9 @@ class TinyJit(Generic[R]):
         st.latest = 1
       nodes[id(cur[st.slots[1]])] = st.nodes[st.latest]
     for step in plan.steps: step(cur)
+    if program.DEBUG >= 2:
+      for d in {b.device for b in cur}: Device[d].synchronize()
+      print(f"jit {self.name}: replayed {self.captured} launches in {len(plan.steps)} steps, {(time.perf_counter() - st0) * 1e3:.3f} ms")
     for st in plan.states:
       if (t := st.ref()) is not None: t.uop = lazy.reshape(st.nodes[st.latest], st.shape)
 
@@ -333,6 +342,20 @@ class TinyJit(Generic[R]):
       else: node = nodes[id(cur[o.slot])]
       return Tensor(lazy.reshape(node, o.shape), o.device)
     return _map_leaves(plan.template, rebuild, _Out)
+
+
+def _aliases(named: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+  """Pairs (first name, other name) of Tensor arguments whose memory is one buffer."""
+  first: dict[int, str] = {}
+  out = []
+  for name, v in named:
+    if not isinstance(v, Tensor): continue
+    b = id(_buffer_of(v)[1])
+    if b in first: out.append((first[b], name))
+    else: first[b] = name
+  return out
+
+def _pairs(al: list[tuple[str, str]]) -> str: return "; ".join(f"{a} and {b}" for a, b in al) or "none"
 
 
 def _realize(ts: list[Tensor]) -> None:

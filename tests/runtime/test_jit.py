@@ -165,12 +165,23 @@ def test_mismatched_calls_raise_naming_the_argument(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_arguments_sharing_memory_must_match_the_capture(device: str):
+  f = TinyJit(lambda a, b: (a - b).realize())
+  x, y = Tensor([5.0, 7.0], device=device).realize(), Tensor([1.0, 2.0], device=device).realize()
+  assert [f(x, y).tolist() for _ in range(3)] == [[4.0, 5.0]] * 3
+  with pytest.raises(JitError, match=r"argument 0 \('a'\) and argument 1 \('b'\) now, none at the capture"): f(x, x)
+  g = TinyJit(lambda a, b: (a - b).realize())
+  assert [g(x, x).tolist() for _ in range(3)] == [[0.0, 0.0]] * 3
+  with pytest.raises(JitError, match=r"none now, argument 0 \('a'\) and argument 1 \('b'\) at the capture"): g(x, y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_outputs_are_valid_until_the_next_call(device: str):
   f = TinyJit(lambda x: (x * 10).realize())
   outs = [f(Tensor([float(i)], device=device)) for i in range(4)]
   assert outs[3].tolist() == [30.0]
   assert outs[2].tolist() == [30.0]   # the same memory: call 4 overwrote call 3's result (tinygrad's semantics)
-  with pytest.raises(JitError, match="holds memory this TinyJit writes"): f(outs[3])
+  with pytest.raises(JitError, match="holds memory the captured launches use besides their inputs"): f(outs[3])
   assert f(outs[3].contiguous().realize()).tolist() == [300.0]
 
 
