@@ -8,7 +8,7 @@
 - call 3 and later do not call the function. The Tensor arguments are realized, their buffers take the place of the
   captured inputs' buffers, and the captured launches run in order: no scheduling, no lowering, no compiling. On an HCQ
   device (NV) consecutive launches are one prebuilt command buffer (a wait on the device timeline, the launches with
-  memory barriers between them, a signal of the timeline) whose kernel-argument addresses and signal values are patched,
+  memory barriers where one depends on another, a signal of the timeline) whose kernel-argument addresses and signal values are patched,
   submitted with one doorbell.
 
 Inputs are the Tensor arguments, positional and keyword. A later call must match the capture: the same Tensor shapes,
@@ -132,7 +132,8 @@ class _Copy:
 
 class _HCQGraph:
   """Consecutive launches on one HCQ device as one persistent compute queue: wait for the timeline, the launches (a
-  memory barrier between two), signal the timeline. A replay patches the wait/signal values and the kernel-argument
+  memory barrier before one that reads or writes what a launch since the last barrier wrote, or writes what it read),
+  signal the timeline. A replay patches the wait/signal values and the kernel-argument
   buffer addresses that changed (after the GPU has finished the previous replay, which read them), then submits it:
   one GP entry, one doorbell."""
   def __init__(self, launches: list[_Launch], cur: list[Buffer]):
@@ -144,8 +145,17 @@ class _HCQGraph:
     with dev.lock:
       q = dev.queue("compute", persistent=True).wait(dev.timeline, 0)
       self.args: list[tuple[Any, list[int], list[int]]] = []   # (KernArgs, slots, addresses written there)
-      for i, ln in enumerate(launches):
-        if i: q.memory_barrier()
+      self.barriers = 0
+      reads: set[int] = set()
+      writes: set[int] = set()   # slots read/written since the last barrier (distinct slots are distinct memory in every replay)
+      for ln in launches:
+        w, r = {ln.slots[0]}, set(ln.slots[1:])
+        if (r | w) & writes or w & reads:   # a launch that depends on one since the last barrier waits for it
+          q.memory_barrier()
+          self.barriers += 1
+          reads, writes = set(), set()
+        reads |= r
+        writes |= w
         vas = [cur[s].handle.va for s in ln.slots]
         a = ln.prg.args(vas, (), q)
         q.exec(ln.prg, a, ln.runner.spec.global_size, ln.runner.spec.local_size)

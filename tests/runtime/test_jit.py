@@ -263,3 +263,17 @@ def test_nv_graph_patches_addresses_and_signals():
     assert hcq.timeline.value >= v
   assert [o[0] for o in outs] == [0.0, 3.0, 6.0, 9.0, 12.0]
   assert f._plan is not None and any(type(s).__name__ == "_HCQGraph" for s in f._plan.steps)
+
+
+def test_nv_graph_barriers_only_between_dependent_launches():
+  """Three independent kernels then one reading all three: one memory barrier, before the last."""
+  def fn(a: Tensor) -> Tensor:
+    x, y, z = (a + 1).contiguous(), (a * 2).contiguous(), (a - 3).contiguous()
+    Tensor.realize_all(x, y, z)
+    return (x * y + z).realize()
+  f = TinyJit(fn)
+  ins = [np.arange(16, dtype=np.float32) + i for i in range(4)]
+  outs = [f(Tensor(v, device="NV")).numpy() for v in ins]
+  assert [o.tolist() for o in outs[2:]] == [((v + 1) * (v * 2) + (v - 3)).tolist() for v in ins[2:]]
+  graphs = [s for s in f._plan.steps if type(s).__name__ == "_HCQGraph"] if f._plan is not None else []
+  assert len(graphs) == 1 and len(graphs[0].args) == 4 and graphs[0].barriers == 1
