@@ -27,9 +27,10 @@ import numpy as np
 
 from refgrad.device import Compiled, Compiler
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
-from refgrad.runtime.driver import open_driver
+from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
 from refgrad.target import CUDA, check_limits, emulated
+from refgrad.uop.ops import UOp
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
 GPFIFO_CLASS, COMPUTE_CLASS, COPY_CLASS = 0xC56F, 0xC6C0, 0xC6B5
@@ -234,7 +235,7 @@ class NVChannel(Channel):
   """A GPFIFO channel: pushbuffer segments in a host-visible ring, one GP entry per submission, GPPut, doorbell."""
   PUSHBUFFER_BYTES = 4 << 20
 
-  def __init__(self, dev: HCQDevice, handle):
+  def __init__(self, dev: HCQDevice, handle: QueueHandle):
     super().__init__(dev, handle)
     self.pb = dev.drv.alloc(self.PUSHBUFFER_BYTES, host_visible=True)
     assert self.pb.host is not None and handle.ring.host is not None and handle.userd.host is not None
@@ -311,7 +312,7 @@ class NVRenderer(PythonRenderer):
   """The serialized linear program, for the CUDA target (or EMULATE's): programs beyond its limits are refused."""
   device = "NV"
   target = CUDA
-  def render(self, name: str, uops: list) -> str:
+  def render(self, name: str, uops: list[UOp]) -> str:
     check_limits(list(uops), emulated() or self.target)
     return serialize(name, uops)
 
