@@ -62,15 +62,21 @@ def _mode() -> int:
   return int(v)
 
 
-def _describe(v: Any) -> str:
-  if isinstance(v, Tensor): return f"Tensor(shape={v.shape}, dtype={v.dtype!r}, device={v.device})"
-  return f"{type(v).__name__} {v!r}"
+@dataclass(frozen=True)
+class _TensorSig:
+  """What a replay needs to match of a Tensor argument (kept instead of the tensor, which may go)."""
+  shape: tuple[int, ...]
+  dtype: Any
+  device: str
+  def __str__(self) -> str: return f"Tensor(shape={self.shape}, dtype={self.dtype!r}, device={self.device})"
+
+def _sig(v: Any) -> Any: return _TensorSig(v.shape, v.dtype, v.device) if isinstance(v, Tensor) else v
+
+def _describe(v: Any) -> str: return str(v) if isinstance(v, _TensorSig) else f"{type(v).__name__} {v!r}"
 
 def _same(a: Any, b: Any) -> bool:
-  """Two arguments give the same capture: Tensors by shape, dtype and device; other values by equality (identity when
+  """Two signatures give the same capture: Tensors by shape, dtype and device; other values by equality (identity when
   equality is not a plain bool, e.g. numpy arrays)."""
-  if isinstance(a, Tensor) or isinstance(b, Tensor):
-    return isinstance(a, Tensor) and isinstance(b, Tensor) and (a.shape, a.dtype, a.device) == (b.shape, b.dtype, b.device)
   if a is b: return True
   if type(a) is not type(b): return False
   try: return bool(a == b)
@@ -198,7 +204,7 @@ class TinyJit(Generic[R]):
     """Forget the capture (and its buffers): the next call runs the function, the one after captures again."""
     self.cnt = 0
     self._plan: _Plan | None = None
-    self._sig: list[tuple[str, Any]] | None = None
+    self._sig: list[tuple[str, Any]] = []   # (name, _sig) of each argument at the capture
 
   @property
   def captured(self) -> int | None:
@@ -295,19 +301,17 @@ class TinyJit(Generic[R]):
     steps = [_HCQGraph(s, bufs) if isinstance(s, list) else s for s in steps]
     own = {id(b) for i, b in enumerate(bufs) if i not in inputs}
     self._plan = _Plan(bufs, steps, inputs, states, out_list, template, own, _aliases(named))
-    self._sig = [(name, v if not isinstance(v, Tensor) else (v.shape, v.dtype, v.device)) for name, v in named]
-    self._sig_values = [v for _, v in named]
+    self._sig = [(name, _sig(v)) for name, v in named]
     return ret
 
   # ---- replay -----------------------------------------------------------------------------------------------------
   def _check(self, named: list[tuple[str, Any]]) -> None:
-    old = self._sig_values
-    if len(named) != len(old) or any(n != m for (n, _), (m, _) in zip(named, self._sig or [])):
+    if [n for n, _ in named] != [n for n, _ in self._sig]:
       raise JitError(f"{self.name}: called with {', '.join(n for n, _ in named) or 'no arguments'} but captured with "
-                     f"{', '.join(n for n, _ in self._sig or []) or 'no arguments'}; call .reset() to capture again")
-    for (name, v), c in zip(named, old):
-      if not _same(v, c):
-        raise JitError(f"{self.name}: {name} is {_describe(v)} but the captured call had {_describe(c)}; a TinyJit replays "
+                     f"{', '.join(n for n, _ in self._sig) or 'no arguments'}; call .reset() to capture again")
+    for (name, v), (_, c) in zip(named, self._sig):
+      if not _same(sv := _sig(v), c):
+        raise JitError(f"{self.name}: {name} is {_describe(sv)} but the captured call had {_describe(c)}; a TinyJit replays "
                        "one signature: call .reset() or use another TinyJit for this one")
 
   def _replay(self, named: list[tuple[str, Any]]) -> Any:
