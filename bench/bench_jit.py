@@ -1,7 +1,9 @@
 """TinyJit: an Adam training step of the MLP in examples/mnist_mlp.py (64-32-10, batch 32), per device, without the JIT,
 with it (launch by launch, JIT=2) and on HCQ devices with the graph (one command buffer per step). Prints a table.
 
-  python -m bench.bench_jit [--steps 20] [--devices CPU PYTHON NV]     (sets MOCKGPU=1 for NV)
+  python -m bench.bench_jit [--steps 20] [--devices CPU PYTHON PYTHON/CUDA NV]     (sets MOCKGPU=1 for NV)
+
+PYTHON/CUDA is the PYTHON device with EMULATE=CUDA: the very kernels NV runs (NV's target is CUDA), without the mock.
 
 Each step gets new input tensors already on the device; the time is the steps' wall time until the last loss is on the
 host, divided by the steps (the first two calls, which compile and capture, are not counted). The loss of every step is
@@ -67,7 +69,7 @@ def run(device: str, variant: str, steps: int) -> tuple[float, float, list[bytes
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--steps", type=int, default=20)
-  ap.add_argument("--devices", nargs="+", default=["CPU", "PYTHON", "NV"])
+  ap.add_argument("--devices", nargs="+", default=["CPU", "PYTHON", "PYTHON/CUDA", "NV"], help="DEVICE or DEVICE/EMULATED_TARGET")
   args = ap.parse_args()
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
@@ -75,13 +77,16 @@ def main() -> None:
   t = Table(title=f"Adam step of the 64-32-10 MLP (batch 32), ms, mean of {args.steps} steps: call (until the step is enqueued) / step (loss read)")
   for c in ("device", "launches", "no JIT", "JIT, launch by launch", "JIT + graph", "step speed-up"):
     t.add_column(c, justify="left" if c == "device" else "right")
-  for dev in args.devices:
+  for row in args.devices:
+    dev, _, target = row.partition("/")
+    if target: os.environ["EMULATE"] = target
+    else: os.environ.pop("EMULATE", None)
     res = {v: run(dev, v, args.steps) for v in ("eager", "jit", "graph") if v != "graph" or dev.split(":")[0] == "NV"}
     for v, r in res.items():
       if r[2] != res["eager"][2]: raise SystemExit(f"{dev}: the losses of {v} differ from the eager ones")
     cell = {v: f"{r[0] * 1e3:.2f} / {r[1] * 1e3:.2f}" for v, r in res.items()}
     best = min(r[1] for v, r in res.items() if v != "eager")
-    t.add_row(dev, str(res["jit"][3]), cell["eager"], cell["jit"], cell.get("graph", "-"), f"{res['eager'][1] / best:.1f}x")
+    t.add_row(row, str(res["jit"][3]), cell["eager"], cell["jit"], cell.get("graph", "-"), f"{res['eager'][1] / best:.1f}x")
   Console(width=150).print(t)
 
 
