@@ -265,6 +265,22 @@ def test_nv_graph_patches_addresses_and_signals():
   assert f._plan is not None and any(type(s).__name__ == "_HCQGraph" for s in f._plan.steps)
 
 
+def test_nv_two_gpus_one_command_buffer_each():
+  """Launches on NV:0, a copy to NV:1, launches there: a command buffer per GPU; per replay each GPU rings two doorbells,
+  its command buffer's and the copy engine's (NV:0 copies out to the host, NV:1 copies in from it)."""
+  f = TinyJit(lambda a, b: ((a * 2 + 1).to("NV:1") * b).sum().realize())
+  ins = [(np.arange(32, dtype=np.float32) + i, np.full(32, 0.5, np.float32)) for i in range(4)]
+  for i, (a, b) in enumerate(ins):
+    ta, tb = Tensor(a, device="NV").realize(), Tensor(b, device="NV:1").realize()
+    for d in ("NV", "NV:1"): Device[d].synchronize()
+    bells = [Device[d].hcq.drv.counters["doorbell"] for d in ("NV", "NV:1")]   # type: ignore[attr-defined]
+    out = f(ta, tb)
+    if i >= 2:
+      assert [Device[d].hcq.drv.counters["doorbell"] for d in ("NV", "NV:1")] == [bells[0] + 2, bells[1] + 2]   # type: ignore[attr-defined]
+    assert out.item() == float(((a * 2 + 1) * b).sum())
+  assert f._plan is not None and [type(s).__name__ for s in f._plan.steps] == ["_HCQGraph", "_Copy", "_HCQGraph"]
+
+
 def test_nv_graph_barriers_only_between_dependent_launches():
   """Three independent kernels then one reading all three: one memory barrier, before the last."""
   def fn(a: Tensor) -> Tensor:
