@@ -74,6 +74,12 @@ class Hazards:
     self.sems[addr] = (value, nbytes, snap)
     c[pid] += 1
 
+  def settle(self, pid: int) -> None:
+    """`pid` was stopped and its remaining work dropped (recover): the host knows all it did, as after a wait on it."""
+    c = self.clocks[pid]
+    _join(self.clocks[HOST], c)
+    c[pid] += 1
+
   def acquire(self, pid: int, addr: int, value: int, nbytes: int) -> None:
     """`pid` read `value` (`nbytes` wide) at a semaphore and went on."""
     rec = self.sems.get(addr)
