@@ -18,6 +18,7 @@ from refgrad.jit import JitError
 from refgrad.nn.optim import SGD, Adam
 from refgrad.nn.state import get_parameters
 from refgrad.program import Runner
+from refgrad.runtime.driver import GPUFault
 
 
 def _example() -> Any:
@@ -263,6 +264,17 @@ def test_nv_graph_patches_addresses_and_signals():
     assert hcq.timeline.value >= v
   assert [o[0] for o in outs] == [0.0, 3.0, 6.0, 9.0, 12.0]
   assert f._plan is not None and any(type(s).__name__ == "_HCQGraph" for s in f._plan.steps)
+
+
+def test_nv_fault_in_a_replay_names_the_kernel():
+  """Undefined behaviour in a replayed command buffer is the mock's fault report, raised when the result is read. (On a GPU
+  of its own: work queued behind the fault, here the copy of the result, is still reported by the mock afterwards.)"""
+  dev = "NV:3"
+  f = TinyJit(lambda a, b: (a // b).realize())
+  ok = [f(Tensor(np.arange(4, dtype=np.int32) + 10, device=dev), Tensor(np.full(4, 3, np.int32), device=dev)).tolist() for _ in range(3)]
+  assert ok == [[3, 3, 4, 4]] * 3
+  out = f(Tensor(np.arange(4, dtype=np.int32), device=dev), Tensor(np.array([1, 0, 1, 1], np.int32), device=dev))
+  with pytest.raises(GPUFault, match=r"integer division by zero in kernel r?E_\w+.*GP entry"): out.numpy()
 
 
 def test_nv_two_gpus_one_command_buffer_each():
