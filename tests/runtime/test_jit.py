@@ -267,14 +267,15 @@ def test_nv_graph_patches_addresses_and_signals():
 
 
 def test_nv_fault_in_a_replay_names_the_kernel():
-  """Undefined behaviour in a replayed command buffer is the mock's fault report, raised when the result is read. (On a GPU
-  of its own: work queued behind the fault, here the copy of the result, is still reported by the mock afterwards.)"""
+  """Undefined behaviour in a replayed command buffer is the mock's fault report, raised when the result is read; the device
+  recovers and the next replay runs."""
   dev = "NV:3"
   f = TinyJit(lambda a, b: (a // b).realize())
   ok = [f(Tensor(np.arange(4, dtype=np.int32) + 10, device=dev), Tensor(np.full(4, 3, np.int32), device=dev)).tolist() for _ in range(3)]
   assert ok == [[3, 3, 4, 4]] * 3
   out = f(Tensor(np.arange(4, dtype=np.int32), device=dev), Tensor(np.array([1, 0, 1, 1], np.int32), device=dev))
   with pytest.raises(GPUFault, match=r"integer division by zero in kernel r?E_\w+.*GP entry"): out.numpy()
+  assert f(Tensor(np.arange(4, dtype=np.int32) + 20, device=dev), Tensor(np.full(4, 7, np.int32), device=dev)).tolist() == [2, 3, 3, 3]
 
 
 def test_nv_two_gpus_one_command_buffer_each():
