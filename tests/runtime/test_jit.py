@@ -1,6 +1,6 @@
-"""TinyJit on CPU, PYTHON and the mock NV GPU (MOCKGPU=1): replays give the bits the function gives without the JIT (an
+"""TinyJit on CPU, PYTHON and the mock NV and AMD GPUs (MOCKGPU=1): replays give the bits the function gives without the JIT (an
 Adam training step included), replays never schedule, lower or compile, mismatched calls raise naming the argument, and
-on NV a replay is one command buffer submitted with one doorbell."""
+on the HCQ devices a replay is one command buffer submitted with one doorbell."""
 from __future__ import annotations
 
 import importlib.util
@@ -32,7 +32,7 @@ def _example() -> Any:
 _mnist = _example()
 MLP, cross_entropy = _mnist.MLP, _mnist.cross_entropy
 
-DEVICES = ["CPU", "PYTHON", "NV"]
+DEVICES = ["CPU", "PYTHON", "NV", "AMD"]
 
 
 @pytest.fixture(autouse=True)
@@ -232,23 +232,23 @@ def test_decorated_method_and_jit_off(monkeypatch: pytest.MonkeyPatch, counts: C
 
 # ---- NV: the replay is one command buffer ----------------------------------------------------------------------------
 
-def _nv_counters() -> Counter[str]:
-  return Device["NV"].hcq.drv.counters   # type: ignore[attr-defined]
+LAUNCH_COUNTER = {"NV": "qmd_launch", "AMD": "dispatch"}   # the mock's counter of kernel launches (QMDs / PM4 dispatches)
 
+@pytest.mark.parametrize("device", list(LAUNCH_COUNTER))
 @pytest.mark.parametrize("graph", [True, False])
-def test_nv_replay_is_one_submission(graph: bool, monkeypatch: pytest.MonkeyPatch):
+def test_hcq_replay_is_one_submission(device: str, graph: bool, monkeypatch: pytest.MonkeyPatch):
   if not graph: monkeypatch.setenv("JIT", "2")
-  _, _, f = _train("NV", True, 3, "adam", monkeypatch)   # first call, capture, one replay
+  _, _, f = _train(device, True, 3, "adam", monkeypatch)   # first call, capture, one replay
   xs, ys = _data(4, seed=1)
-  x, y = Tensor(xs[3], device="NV").realize(), Tensor(ys[3], device="NV").realize()
-  Device["NV"].synchronize()
-  c = _nv_counters()
+  x, y = Tensor(xs[3], device=device).realize(), Tensor(ys[3], device=device).realize()
+  Device[device].synchronize()
+  c = Device[device].hcq.drv.counters   # type: ignore[attr-defined]
   before = Counter(c)
   loss = f(x, y)
-  Device["NV"].synchronize()   # the mock runs queued work when the host waits
-  assert c["qmd_launch"] - before["qmd_launch"] == f.captured
+  Device[device].synchronize()   # the mock runs queued work when the host waits
+  assert c[LAUNCH_COUNTER[device]] - before[LAUNCH_COUNTER[device]] == f.captured
   assert c["doorbell"] - before["doorbell"] == (1 if graph else f.captured)
-  assert c["gp_entry"] - before["gp_entry"] == (1 if graph else f.captured)
+  if device == "NV": assert c["gp_entry"] - before["gp_entry"] == (1 if graph else f.captured)
   assert np.isfinite(loss.numpy()).all()
 
 
