@@ -1,9 +1,10 @@
 """TinyJit: an Adam training step of the MLP in examples/mnist_mlp.py (64-32-10, batch 32), per device, without the JIT,
 with it (launch by launch, JIT=2) and on HCQ devices with the graph (one command buffer per step). Prints a table.
 
-  python -m bench.bench_jit [--steps 20] [--devices CPU PYTHON PYTHON/CUDA NV]     (sets MOCKGPU=1 for NV)
+  python -m bench.bench_jit [--steps 20] [--devices CPU PYTHON PYTHON/CUDA NV PYTHON/AMD AMD]   (sets MOCKGPU=1)
 
-PYTHON/CUDA is the PYTHON device with EMULATE=CUDA: the very kernels NV runs (NV's target is CUDA), without the mock.
+PYTHON/CUDA is the PYTHON device with EMULATE=CUDA: the very kernels the mock NV GPU runs, without the mock (and
+PYTHON/AMD the mock AMD GPU's).
 
 Each step gets new input tensors already on the device; the time is the steps' wall time until the last loss is on the
 host, divided by the steps (the first two calls, which compile and capture, are not counted). The loss of every step is
@@ -27,6 +28,9 @@ def _example() -> Any:
   mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(mod)
   return mod
+
+
+HCQ = ("NV", "AMD")   # devices whose replay can be one command buffer
 
 
 def run(device: str, variant: str, steps: int) -> tuple[float, float, list[bytes], int | None]:
@@ -69,7 +73,7 @@ def run(device: str, variant: str, steps: int) -> tuple[float, float, list[bytes
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--steps", type=int, default=20)
-  ap.add_argument("--devices", nargs="+", default=["CPU", "PYTHON", "PYTHON/CUDA", "NV"], help="DEVICE or DEVICE/EMULATED_TARGET")
+  ap.add_argument("--devices", nargs="+", default=["CPU", "PYTHON", "PYTHON/CUDA", "NV", "PYTHON/AMD", "AMD"], help="DEVICE or DEVICE/EMULATED_TARGET")
   args = ap.parse_args()
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
@@ -81,7 +85,7 @@ def main() -> None:
     dev, _, target = row.partition("/")
     if target: os.environ["EMULATE"] = target
     else: os.environ.pop("EMULATE", None)
-    res = {v: run(dev, v, args.steps) for v in ("eager", "jit", "graph") if v != "graph" or dev.split(":")[0] == "NV"}
+    res = {v: run(dev, v, args.steps) for v in ("eager", "jit", "graph") if v != "graph" or dev.split(":")[0] in HCQ}
     for v, r in res.items():
       if r[2] != res["eager"][2]: raise SystemExit(f"{dev}: the losses of {v} differ from the eager ones")
     cell = {v: f"{r[0] * 1e3:.2f} / {r[1] * 1e3:.2f}" for v, r in res.items()}
