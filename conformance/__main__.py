@@ -15,7 +15,7 @@ from conformance.suite import Result, all_cases, run_case
 from refgrad.device import Device, write_atomic
 from refgrad.dtype import dtypes
 
-MOCK_GPUS = ("NV",)
+MOCK_GPUS = ("NV", "AMD")
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 

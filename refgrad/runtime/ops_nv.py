@@ -17,8 +17,6 @@ A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
 from __future__ import annotations
 
 import functools
-import json
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -26,9 +24,10 @@ from enum import IntEnum
 import numpy as np
 
 from refgrad.device import Compiled, Compiler
-from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
+from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program, serialize
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
+from refgrad.runtime.image import image_info, make_image
 from refgrad.target import CUDA, check_limits, emulated
 from refgrad.uop.ops import UOp
 
@@ -138,45 +137,6 @@ def sm_config(shared: int) -> int:
   """SM-config shared-memory encoding (KiB / 4 + 1) of the smallest Ampere L1 split holding `shared` bytes."""
   kib = next((k for k in (8, 16, 32, 64, 100) if shared <= k * 1024), 100)
   return kib // 4 + 1
-
-# ---- program image (NV_CONTRACT.md) --------------------------------------------------------------------------------
-IMAGE_MAGIC = b"RGL1"
-
-def make_image(src: str) -> bytes:
-  payload = src.encode()
-  return IMAGE_MAGIC + struct.pack("<I", len(payload)) + payload
-
-def read_image(lib: bytes) -> bytes:
-  """The payload of a program image; ValueError names what is wrong."""
-  if lib[:4] != IMAGE_MAGIC: raise ValueError(f"not an NV program image: magic {lib[:4]!r}, expected {IMAGE_MAGIC!r}")
-  if len(lib) < 8 or (n := struct.unpack_from("<I", lib, 4)[0]) != len(lib) - 8:
-    raise ValueError(f"NV program image: the length field says {n if len(lib) >= 8 else '?'} bytes, the payload has {len(lib) - 8}")
-  return lib[8:]
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-  """What the launcher reads from a program: its name, argument counts and bytes of local (shared) memory."""
-  name: str
-  nbufs: int
-  nvars: int
-  shared: int
-
-def image_info(lib: bytes) -> ImageInfo:
-  try: doc = json.loads(read_image(lib))
-  except json.JSONDecodeError as e: raise ValueError(f"NV program image: the payload is not a serialized program ({e})") from None
-  rows = doc.get("uops") if isinstance(doc, dict) else None
-  if not isinstance(rows, list) or not isinstance(doc.get("name"), str): raise ValueError("NV program image: the payload has no name and uops")
-  nbufs = sum(1 for r in rows if r[0] == "DEFINE_GLOBAL")
-  nvars = sum(1 for r in rows if r[0] == "DEFINE_VAR")
-  shared = 0
-  for r in rows:   # DEFINE_LOCALs laid out in order, each aligned to its scalar size (as refgrad.target.launch_geometry counts)
-    if r[0] != "DEFINE_LOCAL": continue
-    dt = decode_dtype(r[1])
-    al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
-    shared = -(-shared // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
-  return ImageInfo(doc["name"], nbufs, nvars, shared)
-
 
 # ---- queues ----------------------------------------------------------------------------------------------------------
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
