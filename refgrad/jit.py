@@ -6,14 +6,16 @@
 - call 1 runs the function normally (kernels get compiled, lazily made state such as optimizer buffers gets realized);
 - call 2 runs it again while `refgrad.schedule` records every launch (runner + buffers) and copy it makes: the capture;
 - call 3 and later do not call the function. The Tensor arguments are realized, their buffers take the place of the
-  captured inputs' buffers, and the captured launches run in order: no scheduling, no lowering, no compiling. On an HCQ
-  device (NV) consecutive launches are one prebuilt command buffer (a wait on the device timeline, the launches with
-  memory barriers where one depends on another, a signal of the timeline) whose kernel-argument addresses and signal values are patched,
-  submitted with one doorbell.
+  captured inputs' buffers, and the captured launches and copies run in order: no scheduling, no lowering, no compiling.
+  On an HCQ device (NV, AMD) consecutive launches are one prebuilt command buffer (a wait on the device timeline, the
+  launches with memory barriers where one depends on another, a signal of the timeline) whose kernel-argument addresses
+  and signal values are patched, submitted with one doorbell.
 
 Inputs are the Tensor arguments, positional and keyword. A later call must match the capture: the same Tensor shapes,
 dtypes and devices, and equal non-Tensor arguments; anything else raises `JitError` naming the argument and both
-signatures (`reset()` forgets the capture; the next two calls capture again).
+signatures (`reset()` forgets the capture: the next call runs the function, the one after captures again). Tensor
+arguments must share memory (be the same tensor) exactly where they did at the capture, and must not be memory the
+launches use besides their inputs (e.g. an output of an earlier call): both raise `JitError`.
 
 Outputs: the returned structure (a Tensor, or tuples/lists/dicts holding them) is rebuilt at each replay with fresh Tensor
 objects over the captured output buffers, as in tinygrad: **a returned tensor is valid until the next call** (the next call
