@@ -121,16 +121,22 @@ class Queue:
   def _ib_packet(self) -> int | None:
     assert self.ib is not None
     _, words, pos, _ = self.ib
-    if pos >= len(words):
-      size = self.ib[3]
-      self.ib = None
-      self._advance(size)
+    if pos >= len(words):   # an empty indirect buffer
+      self._leave_ib()
       return None
     row, size = self._decode(lambda i: words[pos + i], len(words) - pos, "end of the indirect buffer")
     self.cur = words[pos:pos + size]
     r = row.action(self.engine, self.cur)
-    if r != BLOCKED and self.ib is not None: self.ib[2] = pos + size
+    if r != BLOCKED and self.ib is not None:
+      self.ib[2] = pos + size
+      if pos + size == len(words): self._leave_ib()   # the read pointer passes the INDIRECT_BUFFER packet once its last packet ran
     return r
+
+  def _leave_ib(self) -> None:
+    assert self.ib is not None
+    size = self.ib[3]
+    self.ib = None
+    self._advance(size)
 
   def _advance(self, dwords: int) -> None:
     self.rptr += dwords * 4 // self.unit
@@ -159,6 +165,7 @@ class Queue:
     self.wptr = self.rptr = max(self.wptr, int(self.ctl64[DOORBELL]))
     self.ctl64[RPTR] = self.rptr
     while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    self.dev.hz.settle(self.pid)   # what it did before the fault happens before whatever the host submits next
     self.engine.reset()
 
   def describe(self) -> str:
