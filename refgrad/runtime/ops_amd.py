@@ -32,7 +32,7 @@ from refgrad.device import Compiled, Compiler
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program, serialize
 from refgrad.runtime.driver import open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
-from refgrad.runtime.ops_nv import image_info, make_image
+from refgrad.runtime.image import image_info, make_image
 from refgrad.target import AMD, check_limits, emulated
 from refgrad.uop.ops import Ops
 
