@@ -266,8 +266,9 @@ class HCQDevice:
   def finish(self, q: HWQueue) -> int:
     """Signal the next timeline value last and submit; returns the value. The value is taken only now, so building the
     queue may wait for the GPU (a scratch ring wrapping) without waiting for itself."""
-    v = self.next_value()
-    q.signal(self.timeline, v).submit(self)
+    with self.lock:
+      v = self.next_value()
+      q.signal(self.timeline, v).submit(self)
     return v
 
   # ---- waiting ----
