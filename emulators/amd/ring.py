@@ -91,18 +91,20 @@ class Queue:
 
   def _decode(self, get: Any, avail: int, origin: str) -> tuple[Any, int]:
     """(row, dwords) of the packet whose dword i is get(i); `avail` dwords may be read."""
-    self.cur = [get(i) for i in range(min(avail, 4))]
-    h = self.cur[0]
-    if self.pm4:
-      size = pm4.packet_dwords(h)
-      row = pm4.TABLE.get(pm4.bits(h, 15, 8))
-    else:
-      row = sdma.row(h)
-      if row.name == "WRITE_LINEAR" and avail < 4: size = 5
-      else: size = sdma.packet_dwords(h, get)
-    if size > avail:
-      raise Fault(f"the {row.name} packet (header 0x{h:08x}) is {size} dwords but only {avail} dwords remain before the {origin}",
-                  self.engine.engine)
+    h = get(0)
+    try:
+      if self.pm4:
+        size = pm4.packet_dwords(h)
+        row = pm4.TABLE[(h >> 8) & 0xFF]
+      else:
+        row = sdma.row(h)
+        size = 5 if row.name == "WRITE_LINEAR" and avail < 4 else sdma.packet_dwords(h, get)
+      if size > avail:
+        raise Fault(f"the {row.name} packet (header 0x{h:08x}) is {size} dwords but only {avail} dwords remain before the {origin}",
+                    self.engine.engine)
+    except Fault:
+      self.cur = [get(i) for i in range(min(avail, 12))]   # what the report shows: the header and what follows it
+      raise
     return row, size
 
   def _ring_packet(self) -> int | None:

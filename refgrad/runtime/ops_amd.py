@@ -118,16 +118,10 @@ class AMDComputeQueue(HWQueue):
     return (pkt3("EVENT_WRITE", CS_PARTIAL_FLUSH) + pkt3("ACQUIRE_MEM", 0, 0xFFFFFFFF, 0xFFFFFF, 0, 0, 0xA, GCR_INVALIDATE)), {}
   def _exec(self, prg: HCQProgram, args: KernArgs, gs: tuple[int, ...], ls: tuple[int, ...]) -> Encoded:
     assert isinstance(prg, AMDProgram)
-    for d in range(3):
-      if gs[d] >= 2**32 or ls[d] >= 2**16: raise ValueError(f"{prg.name}: launch global {gs} local {ls} does not fit DIM_* / NUM_THREAD_FULL")
-    kd = prg.kd
-    entry = prg.image.va + kd.entry
-    head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
-            + set_sh_reg("COMPUTE_PGM_RSRC1", kd.rsrc1, kd.rsrc2) + set_sh_reg("COMPUTE_PGM_RSRC3", kd.rsrc3)
-            + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
-    return (head + set_sh_reg("COMPUTE_USER_DATA_0", args.va & 0xFFFFFFFF, args.va >> 32) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0)
-            + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
-            + pkt3("DISPATCH_DIRECT", *gs, DISPATCH_INITIATOR) + pkt3("EVENT_WRITE", CS_PARTIAL_FLUSH)), {"kernarg": (len(head) + 2, "lohi")}
+    words, slot = prg.dispatch(gs, ls)
+    words = list(words)
+    words[slot], words[slot + 1] = args.va & 0xFFFFFFFF, args.va >> 32
+    return words, {"kernarg": (slot, "lohi")}
 
 
 class AMDCopyQueue(HWQueue):
@@ -227,6 +221,7 @@ class AMDDevice(HCQDevice):
   compute_queue_t = AMDComputeQueue
   copy_queue_t = AMDCopyQueue
   channel_t = AMDChannel
+  RING_ENTRIES = 4096   # ring dwords: 1024 INDIRECT_BUFFER packets on the compute queue, 16 KiB of SDMA packets
   def setup(self) -> None:
     self.compute.submit(set_sh_reg("COMPUTE_STATIC_THREAD_MGMT_SE0", 0xFFFFFFFF, 0xFFFFFFFF), ())
 
@@ -284,6 +279,21 @@ class AMDProgram(HCQProgram):
     blob = kd.pack().ljust(KD_ENTRY, b"\0") + lib
     super().__init__(dev, name, blob, info.nbufs, info.nvars)
     self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
+    self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
+
+  def dispatch(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[list[int], int]:
+    """The dispatch packets of a launch (§4.2) with the kernel-argument pointer left 0, and the dword where it goes."""
+    if (t := self._dispatch.get((gs, ls))) is not None: return t
+    for d in range(3):
+      if gs[d] >= 2**32 or ls[d] >= 2**16: raise ValueError(f"{self.name}: launch global {gs} local {ls} does not fit DIM_* / NUM_THREAD_FULL")
+    kd, entry = self.kd, self.image.va + self.kd.entry
+    head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
+            + set_sh_reg("COMPUTE_PGM_RSRC1", kd.rsrc1, kd.rsrc2) + set_sh_reg("COMPUTE_PGM_RSRC3", kd.rsrc3)
+            + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
+    words = (head + set_sh_reg("COMPUTE_USER_DATA_0", 0, 0) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0) + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
+             + pkt3("DISPATCH_DIRECT", *gs, DISPATCH_INITIATOR) + pkt3("EVENT_WRITE", CS_PARTIAL_FLUSH))
+    t = self._dispatch[(gs, ls)] = (words, len(head) + 2)
+    return t
 
 
 class AMDRenderer(PythonRenderer):
