@@ -151,3 +151,16 @@ def test_queues_of_two_devices_are_separate():
   c = A.Ring(d1, "copy")
   c.push(A.fence(m.va, 1))   # d0's address means nothing on d1
   with pytest.raises(GPUFault, match="not mapped"): d1.run_until_idle()
+
+def test_sdma_gcr_req_is_accepted_and_timestamp_set_faults(drv):
+  c = A.Ring(drv, "copy")
+  c.push([17, 0, 0xC3C1 << 16, 0xFFFFFF80, 0xFFFF])   # GCR_REQ: invalidate + write back, whole address range
+  assert drv.run_until_idle() and c.rptr == 20
+  c.push([13, 0, 0])                                 # TIMESTAMP SET
+  with pytest.raises(GPUFault, match="TIMESTAMP SET"): drv.run_until_idle()
+
+def test_wait_reg_mem_hdp_flush_form_is_satisfied(drv):
+  out = drv.alloc(16, True)
+  r = A.Ring(drv, "compute")
+  r.push(A.pkt3(A.WAIT_REG_MEM, 3 | (1 << 6), 0x1234, 0x1235, 0, 0, 4) + A.release32(out.va, 1))   # register space, write-wait-write
+  assert drv.run_until_idle() and u32(out) == 1
