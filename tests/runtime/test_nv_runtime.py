@@ -175,6 +175,8 @@ def test_two_gpus_and_moves_between_devices():
   t2 = t1.to("CPU") - 1
   t3 = t2.to("PYTHON").to("NV:1").to("NV")
   assert t3.tolist() == ((x + 1) * 2 - 1).tolist()
+  b = Buffer.from_numpy("NV:1", x).copy_to("NV").copy_to("CPU").copy_to("NV:1")   # Buffer.copy_to through the host
+  assert b.device == "NV:1" and np.array_equal(b.numpy(), x)
 
 
 def test_debug2_times_come_from_gpu_timestamps(monkeypatch: pytest.MonkeyPatch):
