@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 if TYPE_CHECKING:
   from conformance.suite import Result
 
-MOCK_GPUS = ("NV",)
+MOCK_GPUS = ("NV", "AMD")
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 

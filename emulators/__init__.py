@@ -7,5 +7,6 @@ The layers, bottom up (arch-neutral unless named):
 - `hazards`: vector clocks per queue + host; reports unordered conflicting accesses.
 - `order`: which ready queue runs next (round-robin or a seeded shuffle, MOCKGPU_ORDER).
 - `executors`: kernel bodies, chosen by the program image's magic.
+- `dispatch`: a decoded launch -> program image, kernel arguments, buffers, hazard records, run.
 - `nv/`: the NV formats (GPFIFO, method headers, host/compute/copy classes, QMD V03_00).
 """

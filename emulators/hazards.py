@@ -14,6 +14,7 @@ Participants are the host (id 0) and every channel. Each has a vector clock; its
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 HOST = 0
@@ -40,8 +41,8 @@ class Hazards:
   """Vector clocks + access records of one device. `report` gets each hazard message once."""
   enabled = True
 
-  def __init__(self, report: object):
-    self.report = report           # callable(str)
+  def __init__(self, report: Callable[[str], None]):
+    self.report = report
     self.clocks: list[list[int]] = [[1]]
     self.names: list[str] = ["host"]
     self.sems: dict[int, tuple[int, int, list[int]]] = {}  # address -> (value written, its bytes, releaser clock)
@@ -71,6 +72,12 @@ class Hazards:
     snap = list(c)
     if rmw and (old := self.sems.get(addr)) is not None: _join(snap, old[2])
     self.sems[addr] = (value, nbytes, snap)
+    c[pid] += 1
+
+  def settle(self, pid: int) -> None:
+    """`pid` was stopped and its remaining work dropped (recover): the host knows all it did, as after a wait on it."""
+    c = self.clocks[pid]
+    _join(self.clocks[HOST], c)
     c[pid] += 1
 
   def acquire(self, pid: int, addr: int, value: int, nbytes: int) -> None:

@@ -23,7 +23,7 @@ from emulators.vm import AddressSpace, Region
 from refgrad.runtime.driver import Driver, GPUFault, GPUHazard, Mapping, QueueHandle
 
 # arch -> module with RING_ENTRY_BYTES, CONTROL_BYTES and make_channel(dev, handle, ring region, control region, hazard participant)
-ARCHES: dict[str, str] = {"NV": "emulators.nv.channel"}
+ARCHES: dict[str, str] = {"NV": "emulators.nv.channel", "AMD": "emulators.amd.ring"}
 ENGINES = ("compute", "copy")
 
 

@@ -160,7 +160,8 @@ class _DeviceRegistry:
   group "refgrad.devices" (entry name = device name) and is then used like the built-in ones."""
   _made: dict[str, Compiled] = {}
   _lock = threading.Lock()
-  _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python", "NV": "refgrad.runtime.ops_nv"}
+  _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python", "NV": "refgrad.runtime.ops_nv",
+              "AMD": "refgrad.runtime.ops_amd"}
 
   @functools.cached_property
   def _modules(self) -> dict[str, str]:

@@ -205,6 +205,7 @@ class Channel:
     self.userd32[GP_GET] = self.get
     while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
     self.fetched = self.submitted
+    self.dev.hz.settle(self.pid)   # what it did before the fault happens before whatever the host submits next
     for e in self.sub:
       if e is not None: e.reset()
 

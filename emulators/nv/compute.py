@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from emulators import executors
+from emulators import dispatch
 from emulators.fault import Fault
 from emulators.nv import qmd as Q
 from emulators.nv import semaphore
@@ -113,11 +113,7 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
   q = Q.decode(words, Q.LAUNCH_FIELDS)
   grid, block = Q.check(q, qmd_va)
   prg_va = Q.address(q, "PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER")
-  head = vm.bytes(prg_va, executors.IMAGE_HEADER, "compute", "program image header (QMD PROGRAM_ADDRESS)")
-  n = int(head[4:8].view(np.uint32)[0])
-  image = vm.bytes(prg_va, executors.IMAGE_HEADER + n, "compute", f"program image of {n} bytes (QMD PROGRAM_ADDRESS)").tobytes()
-  try: k = executors.load(image)
-  except Fault as f: raise Fault(f"program at 0x{prg_va:x} (QMD at 0x{qmd_va:x}): {f.what}", f.engine, prg_va) from None
+  k = dispatch.load_program(vm, prg_va, "compute", f"PROGRAM_ADDRESS of the QMD at 0x{qmd_va:x}")
   where = f"QMD at 0x{qmd_va:x} launching kernel {k.name}"
   if q["SHARED_MEMORY_SIZE"] < k.shared_bytes:
     raise Fault(f"{where}: SHARED_MEMORY_SIZE is {q['SHARED_MEMORY_SIZE']} bytes but the kernel's DEFINE_LOCALs need {k.shared_bytes}",
@@ -127,20 +123,8 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
     raise Fault(f"{where}: constant buffer 0 holds {q['CONSTANT_BUFFER_SIZE_SHIFTED4_0'] * 16} bytes (SIZE_SHIFTED4 = "
                 f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4_0']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
                 "compute", cb_va, k.name)
-  args = vm.bytes(cb_va, k.arg_bytes, "compute", f"constant buffer 0 of kernel {k.name}")
-  vas = args[:8 * k.nglobals].view(np.uint64).tolist()
-  vals = args[8 * k.nglobals:].view(np.int32).tolist()
-  bufs = []
-  hz = dev.hz
-  what = f"{ch.where()}: kernel {k.name}"
-  for i, (va, (declared, reads, writes)) in enumerate(zip(vas, k.params)):
-    try: r, off = vm.resolve(va, declared if declared else 1, "compute", f"buffer {i} of kernel {k.name} (constant buffer 0 word {2 * i})")
-    except Fault as f: raise Fault(f.what, "mmu", va, k.name) from None
-    bufs.append(r.view(off))
-    if hz.enabled and (reads or writes):
-      hz.access(ch.pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], what)
   dev.counters["qmd_launch"] += 1
-  k.run(bufs, grid, block, vals, vas)
+  dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block)
   for i in range(3):
     if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i)
   if q["DEPENDENT_QMD0_ENABLE"]:

@@ -211,6 +211,8 @@ class HCQDevice:
   compute_queue_t: type[HWQueue]
   copy_queue_t: type[HWQueue]
   channel_t: type[Channel]
+  SCRATCH_BYTES = 4 << 20   # the ring of QMDs / kernel arguments (wrapping waits for the GPU)
+  RING_ENTRIES = 1024       # entries of each channel's ring (a full ring waits for the GPU)
 
   def __init__(self, name: str, drv: Driver):
     self.name, self.drv = name, drv
@@ -218,11 +220,11 @@ class HCQDevice:
     self._sig_free: list[Signal] = []
     self._sig_maps: list[Mapping] = []
     self._pending_free: list[tuple[int, Mapping]] = []
-    self.compute = self.channel_t(self, drv.create_queue("compute"))
-    self.copy = self.channel_t(self, drv.create_queue("copy"))
+    self.compute = self.channel_t(self, drv.create_queue("compute", self.RING_ENTRIES))
+    self.copy = self.channel_t(self, drv.create_queue("copy", self.RING_ENTRIES))
     self.timeline = self.new_signal(0)
     self.timeline_value = 1                  # the value the next submitted operation signals
-    self.scratch = Scratch(self, 4 << 20, ring=True)
+    self.scratch = Scratch(self, self.SCRATCH_BYTES, ring=True)
     self.setup()
 
   def setup(self) -> None:
@@ -258,9 +260,16 @@ class HCQDevice:
     """A new queue for this device's compute or copy channel."""
     return (self.compute_queue_t if engine == "compute" else self.copy_queue_t)(persistent)
 
-  def ordered(self, engine: str) -> tuple[HWQueue, int]:
-    """A queue that first waits for everything submitted so far, and the timeline value it must signal last."""
-    return self.queue(engine).wait(self.timeline, self.timeline_value - 1), self.next_value()
+  def ordered(self, engine: str) -> HWQueue:
+    """A queue that first waits for everything submitted so far (finish it with `finish`)."""
+    return self.queue(engine).wait(self.timeline, self.timeline_value - 1)
+  def finish(self, q: HWQueue) -> int:
+    """Signal the next timeline value last and submit; returns the value. The value is taken only now, so building the
+    queue may wait for the GPU (a scratch ring wrapping) without waiting for itself."""
+    with self.lock:
+      v = self.next_value()
+      q.signal(self.timeline, v).submit(self)
+    return v
 
   # ---- waiting ----
   def synchronize(self) -> None:
@@ -342,8 +351,7 @@ class HCQAllocator(Allocator):
   def _copyin(self, dest: Mapping, src: memoryview) -> None:
     st = self._staging(src.nbytes)
     st.host[:src.nbytes] = np.frombuffer(src, np.uint8)   # type: ignore[index]
-    q, v = self.dev.ordered("copy")
-    q.copy(dest.va, st.va, src.nbytes).signal(self.dev.timeline, v).submit(self.dev)
+    self.dev.finish(self.dev.ordered("copy").copy(dest.va, st.va, src.nbytes))
     self.dev.free_later(st)
   def copyout(self, dest: memoryview, src: Mapping) -> None:
     """src -> copy engine -> staging, wait for it (the result is read now), staging -> host bytes."""
@@ -353,8 +361,7 @@ class HCQAllocator(Allocator):
     with self.dev.lock: self._copyout(dest, src)
   def _copyout(self, dest: memoryview, src: Mapping) -> None:
     st = self._staging(dest.nbytes)
-    q, v = self.dev.ordered("copy")
-    q.copy(st.va, src.va, dest.nbytes).signal(self.dev.timeline, v).submit(self.dev)
+    v = self.dev.finish(self.dev.ordered("copy").copy(st.va, src.va, dest.nbytes))
     self.dev.wait_signal(self.dev.timeline, v)
     np.frombuffer(dest, np.uint8)[:] = st.host[:dest.nbytes]   # type: ignore[index]
     self.dev.drv.free(st)
@@ -381,13 +388,13 @@ class HCQProgram:
 
   def _launch(self, bufs: Sequence[Mapping], global_size: Sequence[int], local_size: Sequence[int], vals: Sequence[int], wait: bool) -> float | None:
     dev = self.dev
-    q, v = dev.ordered("compute")
+    q = dev.ordered("compute")
     args = self.args([b.va for b in bufs], vals, q)
     if wait:
       t0, t1 = dev.new_signal(), dev.new_signal()
       q.timestamp(t0).exec(self, args, global_size, local_size).timestamp(t1)
     else: q.exec(self, args, global_size, local_size)
-    q.signal(dev.timeline, v).submit(dev)
+    v = dev.finish(q)
     if not wait: return None
     dev.wait_signal(dev.timeline, v)
     et = (t1.timestamp - t0.timestamp) * 1e-9

@@ -17,8 +17,6 @@ A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
 from __future__ import annotations
 
 import functools
-import json
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -26,10 +24,12 @@ from enum import IntEnum
 import numpy as np
 
 from refgrad.device import Compiled, Compiler
-from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
-from refgrad.runtime.driver import open_driver
+from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program, serialize
+from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
+from refgrad.runtime.image import image_info, make_image
 from refgrad.target import CUDA, check_limits, emulated
+from refgrad.uop.ops import UOp
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
 GPFIFO_CLASS, COMPUTE_CLASS, COPY_CLASS = 0xC56F, 0xC6C0, 0xC6B5
@@ -138,45 +138,6 @@ def sm_config(shared: int) -> int:
   kib = next((k for k in (8, 16, 32, 64, 100) if shared <= k * 1024), 100)
   return kib // 4 + 1
 
-# ---- program image (NV_CONTRACT.md) --------------------------------------------------------------------------------
-IMAGE_MAGIC = b"RGL1"
-
-def make_image(src: str) -> bytes:
-  payload = src.encode()
-  return IMAGE_MAGIC + struct.pack("<I", len(payload)) + payload
-
-def read_image(lib: bytes) -> bytes:
-  """The payload of a program image; ValueError names what is wrong."""
-  if lib[:4] != IMAGE_MAGIC: raise ValueError(f"not an NV program image: magic {lib[:4]!r}, expected {IMAGE_MAGIC!r}")
-  if len(lib) < 8 or (n := struct.unpack_from("<I", lib, 4)[0]) != len(lib) - 8:
-    raise ValueError(f"NV program image: the length field says {n if len(lib) >= 8 else '?'} bytes, the payload has {len(lib) - 8}")
-  return lib[8:]
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-  """What the launcher reads from a program: its name, argument counts and bytes of local (shared) memory."""
-  name: str
-  nbufs: int
-  nvars: int
-  shared: int
-
-def image_info(lib: bytes) -> ImageInfo:
-  try: doc = json.loads(read_image(lib))
-  except json.JSONDecodeError as e: raise ValueError(f"NV program image: the payload is not a serialized program ({e})") from None
-  rows = doc.get("uops") if isinstance(doc, dict) else None
-  if not isinstance(rows, list) or not isinstance(doc.get("name"), str): raise ValueError("NV program image: the payload has no name and uops")
-  nbufs = sum(1 for r in rows if r[0] == "DEFINE_GLOBAL")
-  nvars = sum(1 for r in rows if r[0] == "DEFINE_VAR")
-  shared = 0
-  for r in rows:   # DEFINE_LOCALs laid out in order, each aligned to its scalar size (as refgrad.target.launch_geometry counts)
-    if r[0] != "DEFINE_LOCAL": continue
-    dt = decode_dtype(r[1])
-    al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
-    shared = -(-shared // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
-  return ImageInfo(doc["name"], nbufs, nvars, shared)
-
-
 # ---- queues ----------------------------------------------------------------------------------------------------------
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
 
@@ -234,7 +195,7 @@ class NVChannel(Channel):
   """A GPFIFO channel: pushbuffer segments in a host-visible ring, one GP entry per submission, GPPut, doorbell."""
   PUSHBUFFER_BYTES = 4 << 20
 
-  def __init__(self, dev: HCQDevice, handle):
+  def __init__(self, dev: HCQDevice, handle: QueueHandle):
     super().__init__(dev, handle)
     self.pb = dev.drv.alloc(self.PUSHBUFFER_BYTES, host_visible=True)
     assert self.pb.host is not None and handle.ring.host is not None and handle.userd.host is not None
@@ -311,7 +272,7 @@ class NVRenderer(PythonRenderer):
   """The serialized linear program, for the CUDA target (or EMULATE's): programs beyond its limits are refused."""
   device = "NV"
   target = CUDA
-  def render(self, name: str, uops: list) -> str:
+  def render(self, name: str, uops: list[UOp]) -> str:
     check_limits(list(uops), emulated() or self.target)
     return serialize(name, uops)
 

@@ -183,3 +183,17 @@ def test_many_ordered_operations_then_one_unordered_is_still_found():
   k.entry(ce_copy(dst.va, src.va, 64))
   c.entry(ce_copy(out.va, dst.va, 64))
   with pytest.raises(GPUHazard, match="copy of 64 bytes"): drv.run_until_idle()
+
+def test_recover_orders_the_faulted_queues_work_before_later_submissions():
+  from refgrad.runtime.driver import GPUFault
+
+  from .kernels import oob_kernel
+  drv = make_driver("NV", 0)
+  c, k = compute_stream(drv), copy_stream(drv)
+  o, dst = drv.alloc(64, True), drv.alloc(64, True)
+  c.entry(Launcher(drv, oob_kernel(), [o.va]).words())   # stores to o (lanes 0..15) before the out-of-bounds lanes fault
+  with pytest.raises(GPUFault):
+    for _ in range(10): drv.poll()
+  drv.recover(c.q)
+  k.entry(ce_copy(dst.va, o.va, 64))                      # the host reads the output afterwards: no hazard
+  assert drv.run_until_idle()

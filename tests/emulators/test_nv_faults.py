@@ -230,3 +230,15 @@ def test_bad_driver_calls(drv):
   m = drv.alloc(10)
   drv.free(m)
   with pytest.raises(ValueError, match="double free"): drv.free(m)
+
+def test_shared_memory_need_is_counted_with_alignment():
+  from emulators.executors import LinearKernel
+  from refgrad.dtype import dtypes
+  from refgrad.renderer.serialize import serialize
+  from refgrad.uop.ops import Ops, UOp
+  out = UOp.define_global(0, dtypes.int32, 1)
+  t1 = UOp(Ops.DEFINE_LOCAL, dtypes.bool.ptr(3, local=True), (), "flags")
+  t2 = UOp(Ops.DEFINE_LOCAL, dtypes.float.ptr(2, local=True), (), "vals")
+  zero = UOp.const(dtypes.int32, 0)
+  k = LinearKernel(serialize("k", [out, t1, t2, zero, out.store(zero, zero)]).encode())
+  assert k.shared_bytes == 4 + 8   # 3 bool bytes, padded to the float's 4-byte alignment, then 2 floats

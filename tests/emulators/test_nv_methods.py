@@ -274,3 +274,25 @@ def test_copy_class_on_the_compute_channel_subchannel_4(drv):
   s.entry([*set_object(COPY, 0xC6B5), *ce_copy(dst.va, src.va, 8)])
   run(drv)
   assert dst.host.tolist() == [9] * 8
+
+
+# ---- executors ---------------------------------------------------------------------------------
+
+def test_executor_is_chosen_by_the_image_magic_and_programs_are_parsed_once(drv, monkeypatch):
+  from emulators import executors
+  r = add_kernel()
+  a, b, o = drv.alloc(64, True), drv.alloc(64, True), drv.alloc(64, True)
+  k = Launcher(drv, r, [o.va, a.va, b.va])
+  img = k.prog.host.tobytes()
+  assert executors.load(img) is executors.load(img)   # cached by the image bytes
+  ran = []
+  class Fake:   # what a PTX executor would provide
+    name, nglobals, nvars, arg_bytes, shared_bytes, params = "fake", 3, 0, 24, 0, [(64, False, True), (64, True, False), (64, True, False)]
+    def __init__(self, payload: bytes): self.payload = payload
+    def run(self, bufs, gsz, lsz, vals, vas): ran.append((self.payload, gsz, lsz, [m.nbytes for m in bufs], vas))
+  monkeypatch.setitem(executors.EXECUTORS, b"TEST", Fake)
+  k.prog.host[:4] = np.frombuffer(b"TEST", np.uint8)
+  s = compute_stream(drv)
+  s.entry(k.words())
+  run(drv)
+  assert ran == [(r.lib, (16, 1, 1), (1, 1, 1), [64, 64, 64], [o.va, a.va, b.va])]

@@ -6,6 +6,7 @@ import struct
 import numpy as np
 import pytest
 
+from refgrad.runtime import image
 from refgrad.runtime import ops_nv as nv
 from refgrad.runtime.driver import GPUFault, open_driver
 from refgrad.runtime.hcq import KernArgs, device_index
@@ -99,10 +100,12 @@ def test_qmd_field_positions():
 
 
 def test_program_image():
-  img = nv.make_image('{"x": 1}')
-  assert img[:4] == b"RGL1" and struct.unpack_from("<I", img, 4)[0] == 8 and nv.read_image(img) == b'{"x": 1}'
-  with pytest.raises(ValueError, match="magic"): nv.read_image(b"ELF\x7f" + img[4:])
-  with pytest.raises(ValueError, match="length field"): nv.read_image(img[:-1])
+  img = image.make_image('{"x": 1}')
+  assert img[:4] == b"RGL1" and struct.unpack_from("<I", img, 4)[0] == 8 and image.read_image(img) == b'{"x": 1}'
+  with pytest.raises(ValueError, match="magic"): image.read_image(b"ELF\x7f" + img[4:])
+  with pytest.raises(ValueError, match="length field"): image.read_image(img[:-1])
+  with pytest.raises(ValueError, match="not a serialized program"): image.image_info(image.make_image("{"))
+  with pytest.raises(ValueError, match="not \\[op, dtype"): image.image_info(image.make_image('{"name": "k", "uops": [1]}'))
 
 
 def test_image_info_counts_arguments_and_shared_memory():
@@ -114,7 +117,7 @@ def test_image_info_counts_arguments_and_shared_memory():
   i = UOp.range(16, 0)
   sink = UOp(Ops.SINK, dtypes.void, (g0.store(i, g1.load(i) * n.cast(dtypes.float32)),))
   src = nv.NVRenderer().render("k", to_linear(sink, nv.NVRenderer()))
-  info = nv.image_info(nv.NVCompiler().compile(src))
+  info = image.image_info(nv.NVCompiler().compile(src))
   assert (info.name, info.nbufs, info.nvars, info.shared) == ("k", 2, 1, 0)
 
 

@@ -110,14 +110,14 @@ def test_bad_qmd_fault_names_the_kernel_queued_there():
   dev = _nv()
   r, out, inp = _add_one("NV", 8)
   dev.synchronize()
-  q, v = dev.ordered("compute")
+  q = dev.ordered("compute")
   q.exec(r.prg, r.prg.args([out.handle.va, inp.handle.va], [], q), r.spec.global_size, r.spec.local_size)
   va = q.words[q.cmds[-1][1] + 1] << 8                   # the QMD this launch points at: make its version wrong
   host = dev.scratch.maps[-1].host
   off = va - dev.scratch.maps[-1].va
   qmd = host[off:off + 256].view(np.uint32)
   ops_nv.qmd_set(qmd, "QMD_MAJOR_VERSION", 2)
-  q.signal(dev.timeline, v).submit(dev)
+  dev.finish(q)
   with pytest.raises(GPUFault, match=r.spec.name) as e:
     dev.synchronize()
   assert e.value.queue == dev.compute.handle.name and "version" in str(e.value).lower()
@@ -127,8 +127,7 @@ def test_bad_qmd_fault_names_the_kernel_queued_there():
 def test_unsatisfiable_wait_is_a_deadlock_within_a_second():
   dev = _nv()
   sig = dev.new_signal(0)
-  q, v = dev.ordered("compute")
-  q.wait(sig, 1).signal(dev.timeline, v).submit(dev)
+  v = dev.finish(dev.ordered("compute").wait(sig, 1))
   st = time.perf_counter()
   with pytest.raises(GPUDeadlock, match="no queue can move") as e:
     dev.synchronize()
@@ -145,8 +144,8 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
   r, _, _ = _add_one("NV", 16)
   prg = ops_nv.NVProgram(dev, r.prg.name, r.lib)
   out, inp = dev.drv.alloc(64), dev.drv.alloc(64)
-  q, v = dev.ordered("compute")
-  q.exec(prg, prg.args([out.va, inp.va], [], q), r.spec.global_size, r.spec.local_size).signal(dev.timeline, v).submit(dev)
+  q = dev.ordered("compute")
+  dev.finish(q.exec(prg, prg.args([out.va, inp.va], [], q), r.spec.global_size, r.spec.local_size))
   staging = dev.drv.alloc(64, host_visible=True)
   done = dev.new_signal(0)
   dev.queue("copy").copy(staging.va, out.va, 64).signal(done, 1).submit(dev)   # reads `out` without waiting for the kernel
@@ -176,6 +175,8 @@ def test_two_gpus_and_moves_between_devices():
   t2 = t1.to("CPU") - 1
   t3 = t2.to("PYTHON").to("NV:1").to("NV")
   assert t3.tolist() == ((x + 1) * 2 - 1).tolist()
+  b = Buffer.from_numpy("NV:1", x).copy_to("NV").copy_to("CPU").copy_to("NV:1")   # Buffer.copy_to through the host
+  assert b.device == "NV:1" and np.array_equal(b.numpy(), x)
 
 
 def test_debug2_times_come_from_gpu_timestamps(monkeypatch: pytest.MonkeyPatch):
@@ -198,3 +199,65 @@ def test_conformance_runs_the_mock_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path
   assert main(["--device", "NV", "--device", "PYTHON", "--group", "bitcast", "--jobs", "4", "--json", str(tmp_path / "r.json")]) == 0
   results = json.loads((tmp_path / "r.json").read_text())
   assert {r["device"] for r in results} == {"NV", "PYTHON"} and all(r["status"] == "pass" for r in results)
+
+
+def test_debug2_prints_gpu_times_from_the_scheduler(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+  from refgrad import program
+  dev = _nv()
+  x = Tensor(np.arange(50, dtype=np.float32), device="NV").realize()
+  dev.synchronize()
+  clock = iter(range(0, 10**15, 10**9))
+  monkeypatch.setattr(dev.drv, "read_timer", lambda: next(clock))
+  monkeypatch.setattr(program, "DEBUG", 2)
+  (x * 5 + 2).realize()
+  line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("NV ") and " lanes " in ln)
+  ms = float(line.split()[-2])
+  assert ms >= 1000.0 and (ms / 1000.0).is_integer()   # whole GPU-timer seconds, not host time
+
+
+def test_wait_timeout_names_device_signal_and_values(monkeypatch: pytest.MonkeyPatch):
+  dev = _nv()
+  sig = dev.new_signal(3)
+  monkeypatch.setattr(dev.drv, "poll", lambda: True)     # a GPU that claims progress but never releases the signal
+  with pytest.raises(TimeoutError) as e:
+    dev.wait_signal(sig, 7, timeout=0.2)
+  msg = str(e.value)
+  assert "NV" in msg and f"0x{sig.va:x}" in msg and "reach 7" in msg and "it is 3" in msg and "GPGet" in msg
+
+
+def test_rings_wrap_around(monkeypatch: pytest.MonkeyPatch):
+  # small rings: the GP ring (64 entries), the pushbuffer (4 KiB) and the kernel-argument scratch (8 KiB) all wrap many times
+  monkeypatch.setattr(ops_nv.NVChannel, "PUSHBUFFER_BYTES", 4096)
+  monkeypatch.setattr(ops_nv.NVDevice, "SCRATCH_BYTES", 8192)
+  monkeypatch.setattr(ops_nv.NVDevice, "RING_ENTRIES", 64)
+  dev = ops_nv.NVDevice("NV:9", ops_nv.open_driver("NV", 9))
+  r, _, _ = _add_one("NV", 16)
+  prg = ops_nv.NVProgram(dev, r.prg.name, r.lib)
+  alloc = ops_nv.HCQAllocator(dev)
+  bufs = [alloc.alloc(64) for _ in range(2)]
+  alloc.copyin(bufs[0], memoryview(np.zeros(16, np.float32)))
+  for i in range(300):                                   # each launch reads one buffer and writes the other
+    prg(bufs[(i + 1) % 2], bufs[i % 2], global_size=r.spec.global_size, local_size=r.spec.local_size)
+  out = np.empty(16, np.float32)
+  alloc.copyout(memoryview(out), bufs[300 % 2])
+  assert np.array_equal(out, np.full(16, 300, np.float32))
+  assert dev.compute.entries == 64 and dev.drv.counters["gp_entry"] > 4 * 64   # one entry per launch: the GP ring wrapped 4 times
+
+
+def test_resubmitted_queue_with_patched_values():
+  dev = _nv()
+  r, a, b = _add_one("NV", 8)                            # b = arange(8)
+  c = Buffer("NV", 8, dtypes.float32)
+  dev.synchronize()
+  q = dev.queue("compute", persistent=True)
+  args = r.prg.args([a.handle.va, b.handle.va], [], q)
+  v = dev.next_value()
+  q.wait(dev.timeline, v - 1).exec(r.prg, args, r.spec.global_size, r.spec.local_size).memory_barrier().signal(dev.timeline, v).submit(dev)
+  dev.synchronize()
+  for src, dst in ((a, c), (c, a)):                      # replay: a+1 -> c, then c+1 -> a, same command words, patched
+    v = dev.next_value()
+    args.set_buffer(0, dst.handle.va)
+    args.set_buffer(1, src.handle.va)
+    q.update_wait(0, value=v - 1).update_signal(3, value=v).submit(dev)
+    dev.synchronize()
+  assert np.array_equal(a.numpy(), np.arange(8, dtype=np.float32) + 3) and np.array_equal(c.numpy(), np.arange(8, dtype=np.float32) + 2)

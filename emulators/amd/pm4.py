@@ -1,0 +1,225 @@
+"""The compute queue's PM4 type-3 packets (AMD.md §1-§4): one row per opcode (name, body-size rule, action).
+
+A packet is a header (TYPE 31:30 = 3, COUNT 29:16 = body dwords - 1, IT_OPCODE 15:8, SHADER_TYPE 1, PREDICATE 0) and
+COUNT + 1 body dwords; NOP with COUNT 0x3FFF is a one-dword filler. Actions get the whole packet (header first) and return
+None (state only: go on), DONE (a trigger ran: the step ends) or BLOCKED (a wait is not satisfied: retry the packet later).
+
+Registers are state: SET_SH_REG stores values in the SH window (unknown offsets fault), DISPATCH_DIRECT reads them and
+checks what they promise against what the program needs (§4.2, §8.3): the kernel-argument pointer in USER_DATA_0/1 with
+RSRC2.USER_SGPR = 2, LDS_SIZE covering the program's local memory, NUM_THREAD_* = the program's work-group size,
+TGID/TIDIG enables for the dimensions in use, wave32 (CS_W32_EN: the target's WMMA lane layouts are wave32), work-groups
+starting at 0. The mock's GPU clock counter (RELEASE_MEM DATA_SEL 3/4) ticks in nanoseconds.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from emulators import dispatch
+from emulators.amd import regs as R
+from emulators.fault import Fault
+
+DONE, BLOCKED = 1, 2
+NOP_FILLER_COUNT = 0x3FFF
+
+
+def bits(v: int, hi: int, lo: int) -> int: return (v >> lo) & ((1 << (hi - lo + 1)) - 1)
+
+
+class Packet(NamedTuple):
+  name: str
+  opcode: int
+  counts: tuple[int, ...] | None       # the COUNT values the packet may have (None: any, the action checks)
+  action: Callable[[Any, list[int]], int | None] | None = None
+
+
+class ComputeEngine:
+  """The registers and the packet table of one compute queue (MEC pipe)."""
+  engine = "compute"
+
+  def __init__(self, ch: Any):
+    self.ch = ch
+    self.regs: dict[int, int] = {}   # SET_SH_REG offset -> value
+    self.table = TABLE
+
+  def reg(self, name: str) -> int: return self.regs.get(R.BY_NAME[name], 0)
+
+  def reset(self) -> None: pass
+
+
+# ---- registers ----------------------------------------------------------------------------------------------------
+def set_sh_reg(eng: ComputeEngine, w: list[int]) -> None:
+  off = bits(w[1], 15, 0)
+  if bits(w[1], 31, 28) not in (0, 1): raise Fault(f"SET_SH_REG INDEX {bits(w[1], 31, 28)} is not emulated (0 or 1)", "compute")
+  for i, v in enumerate(w[2:]):
+    if off + i not in R.SH_REGS:
+      raise Fault(f"SET_SH_REG writes offset 0x{off + i:x} (register dword address 0x{R.SH_START + off + i:x}), which is no compute "
+                  "register the mock knows", "compute")
+    eng.regs[off + i] = v
+
+
+# ---- dispatch -----------------------------------------------------------------------------------------------------
+def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
+  ch = eng.ch
+  dev = ch.dev
+  grid = (w[1], w[2], w[3])
+  init = w[4]
+  eng.regs[R.BY_NAME["COMPUTE_DISPATCH_INITIATOR"]] = init
+  for d, n in zip("XYZ", grid): eng.regs[R.BY_NAME[f"COMPUTE_DIM_{d}"]] = n
+  I = "COMPUTE_DISPATCH_INITIATOR"
+  if not R.get(I, init, "COMPUTE_SHADER_EN"): raise Fault(f"DISPATCH_DIRECT initiator 0x{init:x} has COMPUTE_SHADER_EN 0", "compute")
+  if R.get(I, init, "USE_THREAD_DIMENSIONS"): raise Fault(f"DISPATCH_DIRECT initiator 0x{init:x}: USE_THREAD_DIMENSIONS is not emulated", "compute")
+  if not R.get(I, init, "CS_W32_EN"):
+    raise Fault(f"DISPATCH_DIRECT initiator 0x{init:x} asks for wave64 (CS_W32_EN 0): the AMD target's programs are wave32", "compute")
+  rsrc2 = eng.reg("COMPUTE_PGM_RSRC2")
+  block = tuple(R.get("COMPUTE_NUM_THREAD", eng.reg(f"COMPUTE_NUM_THREAD_{d}"), "NUM_THREAD_FULL") for d in "XYZ")
+  if min(grid) < 1 or min(block) < 1:
+    raise Fault(f"inconsistent dispatch: {grid} work-groups of {block} work-items (DIM_* and NUM_THREAD_* must be >= 1)", "compute")
+  for d in "XYZ":
+    for r in (f"COMPUTE_START_{d}", f"COMPUTE_RESTART_{d}"):
+      if eng.reg(r): raise Fault(f"inconsistent dispatch: {r} = {eng.reg(r)}; dispatches not starting at work-group 0 are not emulated", "compute")
+  pgm = ((eng.reg("COMPUTE_PGM_HI") & 0xFF) << 40) | (eng.reg("COMPUTE_PGM_LO") << 8)
+  k = dispatch.load_program(dev.vm, pgm, "compute", "COMPUTE_PGM_LO/HI")
+  where = f"DISPATCH_DIRECT of kernel {k.name} (program at 0x{pgm:x})"
+  def bad(msg: str, addr: int | None = None) -> Fault: return Fault(f"inconsistent dispatch: {where}: {msg}", "compute", addr, k.name)
+  # what the registers promise against what the program needs, one check per row
+  if (n := R.get("COMPUTE_PGM_RSRC2", rsrc2, "USER_SGPR")) != 2:
+    raise bad(f"RSRC2.USER_SGPR is {n}, but the kernel takes exactly its kernel-argument pointer in s[0:1] (2 user SGPRs)")
+  lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
+  if lds < k.shared_bytes: raise bad(f"RSRC2.LDS_SIZE gives {lds} bytes of LDS but the kernel's DEFINE_LOCALs need {k.shared_bytes}")
+  need = [1, 1, 1]
+  for u in k.program.specials:
+    nm, size = u.arg
+    if nm.startswith("lidx"): need[int(nm[-1])] = size
+  if tuple(need) != block: raise bad(f"NUM_THREAD_X/Y/Z = {block} but the kernel's work-group is {tuple(need)}")
+  used = max((i for i in range(3) if block[i] > 1), default=0)
+  if R.get("COMPUTE_PGM_RSRC2", rsrc2, "TIDIG_COMP_CNT") < used:
+    raise bad(f"RSRC2.TIDIG_COMP_CNT is {R.get('COMPUTE_PGM_RSRC2', rsrc2, 'TIDIG_COMP_CNT')} but work-items vary along {'XYZ'[used]}")
+  for i, d in enumerate("XYZ"):
+    if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
+  kernarg = eng.reg("COMPUTE_USER_DATA_0") | (eng.reg("COMPUTE_USER_DATA_1") << 32)
+  dev.counters["dispatch"] += 1
+  dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block)
+  return DONE
+
+
+# ---- memory: signals, waits ------------------------------------------------------------------------------------------
+FUNCTIONS: dict[int, tuple[str, Callable[[int, int], bool]]] = {
+  0: ("always", lambda v, r: True), 1: ("<", lambda v, r: v < r), 2: ("<=", lambda v, r: v <= r), 3: ("==", lambda v, r: v == r),
+  4: ("!=", lambda v, r: v != r), 5: (">=", lambda v, r: v >= r), 6: (">", lambda v, r: v > r),
+}
+
+def poll_memory(ch: Any, engine: str, addr: int, nbytes: int, func: int, ref: int, mask: int, what: str) -> int | None:
+  """A wait on memory: (value & mask) FUNCTION reference. BLOCKED (the channel notes on what) or None (go on)."""
+  if func not in FUNCTIONS: raise Fault(f"{what}: FUNCTION {func} is not a compare function (0-6)", engine, addr)
+  if addr % nbytes: raise Fault(f"misaligned semaphore: {what} at 0x{addr:x} must be {nbytes}-byte aligned", engine, addr)
+  v = ch.dev.vm.read_uint(addr, nbytes, engine, what)
+  name, ok = FUNCTIONS[func]
+  if not ok(v & mask, ref):
+    ch.blocked = (addr, nbytes, f"{what}: (value & 0x{mask:x}) {name} 0x{ref:x}")
+    return BLOCKED
+  ch.blocked = None
+  ch.dev.counters["wait"] += 1
+  ch.dev.hz.acquire(ch.pid, addr, v, nbytes)
+  return None
+
+def wait_reg_mem(eng: ComputeEngine, w: list[int], wide: bool = False) -> int | None:
+  nm = "WAIT_REG_MEM64" if wide else "WAIT_REG_MEM"
+  func, space, op = bits(w[1], 2, 0), bits(w[1], 5, 4), bits(w[1], 7, 6)
+  if space == 0:
+    if op == 1: return None   # write-wait-write on registers (an HDP flush): satisfied at once, the mock is coherent
+    raise Fault(f"{nm} on a register (MEM_SPACE 0, OPERATION {op}) is not emulated", "compute")
+  if space != 1: raise Fault(f"{nm} MEM_SPACE {space} is not emulated (1 = memory)", "compute")
+  if op not in (0, 3): raise Fault(f"{nm} on memory with OPERATION {op} (0 wait, 3 wait preemptable)", "compute")
+  addr = w[2] | (w[3] << 32)
+  if wide: ref, mask = w[4] | (w[5] << 32), w[6] | (w[7] << 32)
+  else: ref, mask = w[4], w[5]
+  r = poll_memory(eng.ch, "compute", addr, 8 if wide else 4, func, ref, mask, f"{nm} semaphore")
+  return r if r is not None else DONE
+
+# RELEASE_MEM DATA_SEL -> (bytes written, value(engine, packet))
+DATA_SELS: dict[int, tuple[str, int, Callable[[Any, list[int]], int]] | None] = {
+  0: None,
+  1: ("32-bit data", 4, lambda ch, w: w[5]),
+  2: ("64-bit data", 8, lambda ch, w: w[5] | (w[6] << 32)),
+  3: ("GPU clock counter", 8, lambda ch, w: ch.dev.read_timer()),
+  4: ("system clock counter", 8, lambda ch, w: ch.dev.read_timer()),
+}
+
+def release_mem(eng: ComputeEngine, w: list[int]) -> int:
+  ch = eng.ch
+  ev, idx = bits(w[1], 5, 0), bits(w[1], 11, 8)
+  if ev not in EOP_EVENTS: raise Fault(f"RELEASE_MEM EVENT_TYPE 0x{ev:x} is not an end-of-pipe event the mock knows "
+                                       f"({', '.join(f'0x{e:x} {n}' for e, n in EOP_EVENTS.items())})", "compute")
+  if idx not in (5, 6): raise Fault(f"RELEASE_MEM EVENT_INDEX {idx} (5 end_of_pipe, 6 shader_done)", "compute")
+  dsel, isel = bits(w[2], 31, 29), bits(w[2], 26, 24)
+  if dsel not in DATA_SELS: raise Fault(f"RELEASE_MEM DATA_SEL {dsel} is not emulated (0-4)", "compute")
+  if isel not in (0, 1, 2, 3): raise Fault(f"RELEASE_MEM INT_SEL {isel} is not emulated (0-3)", "compute")
+  if isel: ch.interrupts.append(w[7])
+  sel = DATA_SELS[dsel]
+  if sel is None: return DONE
+  what, nbytes, value = sel
+  addr = w[3] | (w[4] << 32)
+  if addr % nbytes: raise Fault(f"misaligned semaphore: RELEASE_MEM {what} at 0x{addr:x} must be {nbytes}-byte aligned", "compute", addr)
+  v = value(ch, w)
+  ch.dev.vm.write_uint(addr, nbytes, v, "compute", f"RELEASE_MEM {what}")
+  ch.dev.counters["release_mem"] += 1
+  if dsel in (1, 2): ch.dev.hz.release(ch.pid, addr, v, nbytes)
+  return DONE
+
+EOP_EVENTS = {0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x28: "BOTTOM_OF_PIPE_TS", 0x2F: "CS_DONE"}
+EVENTS = {0x07: "CS_PARTIAL_FLUSH", 0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x16: "CACHE_FLUSH_AND_INV_EVENT", 0x28: "BOTTOM_OF_PIPE_TS",
+          0x2F: "CS_DONE", 0x35: "THREAD_TRACE_MARKER", 0x37: "THREAD_TRACE_FINISH"}
+
+def event_write(eng: ComputeEngine, w: list[int]) -> None:
+  ev = bits(w[1], 5, 0)
+  if ev not in EVENTS: raise Fault(f"EVENT_WRITE EVENT_TYPE 0x{ev:x} is not an event the mock knows", "compute")
+  # every dispatch has finished when the next packet runs: a partial flush or cache event has nothing left to do
+
+def acquire_mem(eng: ComputeEngine, w: list[int]) -> None:
+  if bits(w[7], 31, 19): raise Fault(f"ACQUIRE_MEM GCR_CNTL 0x{w[7]:x} sets bits above 18", "compute")
+  # coherent memory: invalidates and write-backs are no-ops
+
+def indirect_buffer(eng: ComputeEngine, w: list[int]) -> int | None:
+  va, ctl = (w[1] & 0xFFFFFFFC) | (w[2] << 32), w[3]
+  n = bits(ctl, 19, 0)
+  if not bits(ctl, 23, 23): raise Fault(f"INDIRECT_BUFFER control 0x{ctl:x} has VALID 0", "compute", va)
+  if bits(ctl, 20, 20): raise Fault(f"INDIRECT_BUFFER control 0x{ctl:x}: CHAIN is not emulated", "compute", va)
+  eng.ch.enter_ib(va, n)
+  return None
+
+def nop(eng: ComputeEngine, w: list[int]) -> None: pass
+
+
+def _rows(rows: list[Packet]) -> dict[int, Packet]:
+  out: dict[int, Packet] = {}
+  for r in rows:
+    if r.opcode in out: raise AssertionError(f"PM4 table: {r.name} and {out[r.opcode].name} share opcode 0x{r.opcode:x}")
+    out[r.opcode] = r
+  return out
+
+TABLE = _rows([
+  Packet("NOP", 0x10, None, nop),
+  Packet("DISPATCH_DIRECT", 0x15, (3,), dispatch_direct),
+  Packet("WAIT_REG_MEM", 0x3C, (5,), wait_reg_mem),
+  Packet("INDIRECT_BUFFER", 0x3F, (2,), indirect_buffer),
+  Packet("EVENT_WRITE", 0x46, (0, 2), event_write),
+  Packet("RELEASE_MEM", 0x49, (6,), release_mem),
+  Packet("ACQUIRE_MEM", 0x58, (6,), acquire_mem),
+  Packet("SET_SH_REG", 0x76, None, set_sh_reg),
+  Packet("WAIT_REG_MEM64", 0x93, (7,), lambda eng, w: wait_reg_mem(eng, w, True)),
+])
+
+
+def packet_dwords(h: int) -> int:
+  """Total dwords of the packet whose header is h (header included); a Fault names a header the queue cannot run."""
+  if h >> 30 != 3: raise Fault(f"header 0x{h:08x} is a type-{h >> 30} packet; the compute queue runs type-3 packets only", "compute")
+  op, count = bits(h, 15, 8), bits(h, 29, 16)
+  row = TABLE.get(op)
+  if row is None: raise Fault(f"unknown PM4 opcode 0x{op:02x} in header 0x{h:08x} (known: "
+                              f"{', '.join(f'0x{o:02x} {r.name}' for o, r in TABLE.items())})", "compute")
+  if op == 0x10 and count == NOP_FILLER_COUNT: return 1
+  if row.counts is not None and count not in row.counts:
+    raise Fault(f"{row.name} header 0x{h:08x} has COUNT {count}; the packet has COUNT {' or '.join(map(str, row.counts))}", "compute")
+  if op == 0x76 and count < 1: raise Fault(f"SET_SH_REG header 0x{h:08x} has COUNT 0: no register value follows the offset", "compute")
+  return count + 2

@@ -1,0 +1,187 @@
+"""An AMD user-mode queue (AMD.md §6): a ring buffer, read/write pointers and a doorbell, in the units of the queue kind,
+feeding the PM4 (compute) or SDMA (copy) decoder.
+
+- Ring: `entries` dwords of host-visible memory (RING_ENTRY_BYTES = 4). Pointers are 64-bit counts that only grow;
+  the ring is indexed modulo its size, so a packet may cross the end of the ring (the wrap).
+- Units: PM4 pointers count dwords, SDMA pointers count bytes (SDMA packets stay dword-aligned).
+- Control page (host-visible, CONTROL_BYTES): u64 read pointer at +0x0 (the GPU writes it after each packet), u64 write
+  pointer at +0x8 (the host writes it), u64 doorbell register at +0x10: the host writes the new write pointer there and
+  rings the doorbell (`ring_doorbell(token)` is the strobe); the queue then runs while rptr < that value.
+- A packet that runs past the write pointer, a doorbell that goes backwards or announces more than the ring holds,
+  and every decoder fault stop the queue with a GPUFault naming the queue, the ring offset, the raw dwords and address.
+- INDIRECT_BUFFER (PM4): the queue runs the buffer's packets, then returns to the ring; the read pointer passes the
+  INDIRECT_BUFFER packet only when the buffer is done (so a fault inside names the ring offset of the packet that called it).
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from emulators.amd import pm4, sdma
+from emulators.amd.pm4 import BLOCKED, DONE
+from emulators.fault import Fault
+from refgrad.runtime.driver import GPUFault
+
+RING_ENTRY_BYTES, CONTROL_BYTES = 4, 64
+RPTR, WPTR, DOORBELL = 0, 1, 2          # u64 slots of the control page
+MAX_IB_DWORDS = (1 << 20) - 1
+
+
+class Queue:
+  def __init__(self, dev: Any, handle: Any, ring: Any, ctl: Any, pid: int):
+    self.dev, self.handle, self.name, self.pid = dev, handle, handle.name, pid
+    self.pm4 = handle.engine == "compute"
+    self.unit = 4 if self.pm4 else 1     # bytes per pointer unit
+    self.engine = pm4.ComputeEngine(self) if self.pm4 else sdma.CopyEngine(self)
+    self.ring32 = ring.mem.data.view(np.uint32)
+    self.n = len(self.ring32)
+    self.ctl64 = ctl.mem.data.view(np.uint64)
+    self.rptr = self.wptr = 0
+    self.doorbells: deque[tuple[int, list[int]]] = deque()   # (write pointer before the doorbell, host clock)
+    self.ib: list[Any] | None = None    # [va, words, position, dwords of the INDIRECT_BUFFER packet in the ring]
+    self.cur: list[int] = []            # the dwords of the packet being run (fault reports)
+    self.blocked: tuple[int, int, str] | None = None
+    self.fault: GPUFault | None = None
+    self.interrupts: list[int] = []
+
+  # ---- where we are ---------------------------------------------------------------------------------------------------
+  def _ring_off(self) -> int: return (self.rptr * self.unit // 4) % self.n
+  def _at(self) -> str:
+    s = f"ring {'dword' if self.pm4 else 'byte'} {(self.rptr * self.unit) % (4 * self.n) // self.unit}"
+    if self.ib is not None: s += f", indirect buffer 0x{self.ib[0]:x} dword {self.ib[2]} of {len(self.ib[1])}"
+    return s
+  def where(self) -> str: return f"{self.name} {self._at()}"
+
+  def has_work(self) -> bool: return self.fault is None and (self.ib is not None or self.rptr < self.wptr)
+
+  # ---- doorbell -------------------------------------------------------------------------------------------------------
+  def doorbell(self) -> None:
+    v = int(self.ctl64[DOORBELL])
+    u = "dwords" if self.pm4 else "bytes"
+    bad = None
+    if v < self.wptr: bad = f"the doorbell value {v} is below the previous write pointer {self.wptr} ({u}): pointers only grow"
+    elif not self.pm4 and v % 4: bad = f"the doorbell value {v} (bytes) is not a whole number of dwords"
+    elif (v - self.rptr) * self.unit > 4 * self.n:
+      bad = f"the doorbell value {v} puts {v - self.rptr} {u} in flight, more than the ring holds ({4 * self.n // self.unit} {u})"
+    if bad is not None:
+      self._fault(Fault(bad, "host"))
+      return
+    if v > self.wptr:
+      self.doorbells.append((self.wptr, self.dev.hz.doorbell()))
+      self.wptr = v
+
+  # ---- running --------------------------------------------------------------------------------------------------------
+  def step(self) -> bool:
+    """Run packets until one trigger (dispatch, signal, copy, satisfied wait) has run, the queue runs dry or blocks."""
+    moved = False
+    try:
+      while True:
+        if self.ib is None:
+          if self.rptr >= self.wptr: return moved
+          r = self._ring_packet()
+        else: r = self._ib_packet()
+        if r == BLOCKED: return moved
+        moved = True
+        if r == DONE: return True
+    except Fault as f:
+      self._fault(f)
+      return True
+
+  def _decode(self, get: Any, avail: int, origin: str) -> tuple[Any, int]:
+    """(row, dwords) of the packet whose dword i is get(i); `avail` dwords may be read."""
+    h = get(0)
+    try:
+      if self.pm4:
+        size = pm4.packet_dwords(h)
+        row = pm4.TABLE[(h >> 8) & 0xFF]
+      else:
+        row = sdma.row(h)
+        size = 5 if row.name == "WRITE_LINEAR" and avail < 4 else sdma.packet_dwords(h, get)
+      if size > avail:
+        raise Fault(f"the {row.name} packet (header 0x{h:08x}) is {size} dwords but only {avail} dwords remain before the {origin}",
+                    self.engine.engine)
+    except Fault:
+      self.cur = [get(i) for i in range(min(avail, 12))]   # what the report shows: the header and what follows it
+      raise
+    return row, size
+
+  def _ring_packet(self) -> int | None:
+    while self.doorbells and self.doorbells[0][0] <= self.rptr: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    d = self._ring_off()
+    ring, n = self.ring32, self.n
+    avail = (self.wptr - self.rptr) * self.unit // 4
+    row, size = self._decode(lambda i: int(ring[(d + i) % n]), avail, "write pointer")
+    self.cur = ring[d:d + size].tolist() if d + size <= n else [int(ring[(d + i) % n]) for i in range(size)]
+    r = row.action(self.engine, self.cur)
+    if r == BLOCKED: return r
+    if self.ib is not None: self.ib[3] = size   # INDIRECT_BUFFER: the read pointer passes it when the buffer is done
+    else: self._advance(size)
+    return r
+
+  def _ib_packet(self) -> int | None:
+    assert self.ib is not None
+    _, words, pos, _ = self.ib
+    if pos >= len(words):   # an empty indirect buffer
+      self._leave_ib()
+      return None
+    row, size = self._decode(lambda i: words[pos + i], len(words) - pos, "end of the indirect buffer")
+    self.cur = words[pos:pos + size]
+    r = row.action(self.engine, self.cur)
+    if r != BLOCKED and self.ib is not None:
+      self.ib[2] = pos + size
+      if pos + size == len(words): self._leave_ib()   # the read pointer passes the INDIRECT_BUFFER packet once its last packet ran
+    return r
+
+  def _leave_ib(self) -> None:
+    assert self.ib is not None
+    size = self.ib[3]
+    self.ib = None
+    self._advance(size)
+
+  def _advance(self, dwords: int) -> None:
+    self.rptr += dwords * 4 // self.unit
+    self.ctl64[RPTR] = self.rptr
+    self.dev.counters["pm4_packet" if self.pm4 else "sdma_packet"] += 1
+
+  def enter_ib(self, va: int, n: int) -> None:
+    """Run the n-dword indirect buffer at va next (called by the INDIRECT_BUFFER row)."""
+    if self.ib is not None: raise Fault(f"INDIRECT_BUFFER at 0x{va:x} inside an indirect buffer: nested indirect buffers are not emulated", "compute", va)
+    try: words = self.dev.vm.bytes(va, 4 * n, "compute", f"indirect buffer of {n} dwords").view(np.uint32).tolist()
+    except Fault as f: raise Fault(f.what, "mmu", va) from None
+    self.dev.counters["indirect_buffer"] += 1
+    self.ib = [va, words, 0, 0]
+
+  # ---- faults and state -----------------------------------------------------------------------------------------------
+  def _fault(self, f: Fault) -> None:
+    words = f.words or tuple(self.cur[:12])
+    off = None if not self.has_work() and f.engine == "host" else self._ring_off()
+    self.fault = GPUFault(device=self.dev.device, engine=f.engine, queue=self.name, gp_entry=None, dword_offset=off, words=words,
+                          address=f.address, kernel=f.kernel, uop=f.uop, what=f"{f.what} (at {self._at()})")
+    self.dev.report(self.fault)
+
+  def recover(self) -> None:
+    """Drop the remaining work (rptr = wptr = the last doorbell value) and any half-run indirect buffer."""
+    self.fault, self.ib, self.blocked = None, None, None
+    self.wptr = self.rptr = max(self.wptr, int(self.ctl64[DOORBELL]))
+    self.ctl64[RPTR] = self.rptr
+    while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    self.dev.hz.settle(self.pid)   # what it did before the fault happens before whatever the host submits next
+    self.engine.reset()
+
+  def describe(self) -> str:
+    u = "dwords" if self.pm4 else "bytes"
+    s = f"{self.name}: rptr {self.rptr}, wptr {self.wptr} ({u})"
+    if (db := int(self.ctl64[DOORBELL])) != self.wptr: s += f" (doorbell register holds {db})"
+    if self.fault is not None: return s + f"; stopped by a fault: {self.fault}"
+    if self.ib is not None: s += f"; in the indirect buffer at 0x{self.ib[0]:x}, dword {self.ib[2]} of {len(self.ib[1])}"
+    if self.blocked is not None:
+      addr, nbytes, cond = self.blocked
+      try: cur = f"0x{self.dev.vm.read_uint(addr, nbytes, 'host', 'semaphore'):x}"
+      except Fault: cur = "unreadable (unmapped)"
+      return s + f"; blocked at {self._at()}: {cond} at 0x{addr:x}, current value {cur}"
+    return s + ("; idle" if not self.has_work() else "; ready")
+
+
+def make_channel(dev: Any, handle: Any, ring: Any, ctl: Any, pid: int) -> Queue: return Queue(dev, handle, ring, ctl, pid)

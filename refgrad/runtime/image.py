@@ -1,0 +1,50 @@
+"""The program image the HCQ runtimes upload and the mock GPUs execute (NV_CONTRACT.md): b"RGL1" + u32 little-endian
+length + the serialized linear program (refgrad/renderer/serialize.py). The mock picks its executor by the 4-byte magic;
+the launcher reads the program's argument counts and local-memory bytes from it."""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+
+from refgrad.renderer.serialize import decode_dtype
+
+IMAGE_MAGIC = b"RGL1"
+
+def make_image(src: str) -> bytes:
+  """The image of a serialized program's text."""
+  payload = src.encode()
+  return IMAGE_MAGIC + struct.pack("<I", len(payload)) + payload
+
+def read_image(lib: bytes) -> bytes:
+  """The payload of a program image; ValueError names what is wrong."""
+  if lib[:4] != IMAGE_MAGIC: raise ValueError(f"not a program image: magic {lib[:4]!r}, expected {IMAGE_MAGIC!r}")
+  if len(lib) < 8 or (n := struct.unpack_from("<I", lib, 4)[0]) != len(lib) - 8:
+    raise ValueError(f"program image: the length field says {n if len(lib) >= 8 else '?'} bytes, the payload has {len(lib) - 8}")
+  return lib[8:]
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+  """What the launcher reads from a program: its name, argument counts and bytes of local (shared) memory."""
+  name: str
+  nbufs: int
+  nvars: int
+  shared: int
+
+def image_info(lib: bytes) -> ImageInfo:
+  """Name, buffer and variable counts, and local-memory bytes of the program in an image; ValueError names what is wrong."""
+  try: doc = json.loads(read_image(lib))
+  except json.JSONDecodeError as e: raise ValueError(f"program image: the payload is not a serialized program ({e})") from None
+  rows = doc.get("uops") if isinstance(doc, dict) else None
+  if not isinstance(rows, list) or not isinstance(doc.get("name"), str): raise ValueError("program image: the payload has no name and uops")
+  if not all(isinstance(r, list) and len(r) == 4 for r in rows): raise ValueError("program image: a uop row is not [op, dtype, srcs, arg]")
+  nbufs = sum(1 for r in rows if r[0] == "DEFINE_GLOBAL")
+  nvars = sum(1 for r in rows if r[0] == "DEFINE_VAR")
+  shared = 0
+  for r in rows:   # DEFINE_LOCALs laid out in order, each aligned to its scalar size (as refgrad.target.launch_geometry counts)
+    if r[0] != "DEFINE_LOCAL": continue
+    dt = decode_dtype(r[1])
+    al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
+    shared = -(-shared // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
+  return ImageInfo(doc["name"], nbufs, nvars, shared)

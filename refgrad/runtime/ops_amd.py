@@ -1,0 +1,326 @@
+"""The AMD device: the HCQ runtime (refgrad/runtime/hcq.py) writing real AMD command formats (facts: shared/hw/AMD.md),
+gfx11 / RDNA3, wave32.
+
+- Compute queue: PM4 type-3 packets (§1-§4). Each submission is written to an indirect buffer (host-visible memory of
+  the channel) and the ring gets one INDIRECT_BUFFER packet, so a persistent queue (TinyJit's graph) replays as one
+  indirect buffer with one doorbell. Signals: RELEASE_MEM end-of-pipe 64-bit data (DATA_SEL 2) and GPU clock counter
+  (DATA_SEL 3) for timestamps; waits: WAIT_REG_MEM64 >= on memory; barriers: EVENT_WRITE CS_PARTIAL_FLUSH + ACQUIRE_MEM.
+- Launch (dispatch recipe §4.2): SET_SH_REG COMPUTE_PGM_LO/HI, PGM_RSRC1/2, PGM_RSRC3, TMPRING_SIZE, RESTART_X..Z,
+  USER_DATA_0/1 = the kernel-argument pointer, RESOURCE_LIMITS, START_X..Z + NUM_THREAD_X..Z, DISPATCH_DIRECT(groups,
+  initiator COMPUTE_SHADER_EN | FORCE_START_AT_000 | CS_W32_EN), EVENT_WRITE CS_PARTIAL_FLUSH. The RSRC values come from
+  the program's 64-byte kernel descriptor (§8), which precedes the program image in GPU memory (entry at +256).
+- Copy queue: SDMA packets (§5) written straight into the ring (pointers in bytes; a packet never straddles the end:
+  the rest of the ring is zero-filled, zero dwords being one-dword NOPs): COPY_LINEAR, FENCE (two 32-bit fences make a
+  64-bit signal), POLL_REGMEM >= for waits (32-bit: timeline values stay below 2**32), TIMESTAMP GET_GLOBAL, GCR_REQ.
+- Rings (§6): read pointer u64 at +0 of the control page (the GPU writes it), write pointer u64 at +8, doorbell register
+  u64 at +0x10 (the new write pointer, then `ring_doorbell(token)`). PM4 pointers count dwords, SDMA pointers bytes.
+
+Kernels are rendered by PythonRenderer for the AMD target (WMMA 16x16x16 wave32 lane layouts; EMULATE may name another)
+and uploaded as the RGL1 program image shared with NV; kernel arguments are laid out as on NV (u64 buffer VAs, then
+int32 variables). A device needs a driver: `MOCKGPU=1` gives the mock AMD GPU of emulators/.
+"""
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from refgrad.device import Compiled, Compiler
+from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program, serialize
+from refgrad.runtime.driver import open_driver
+from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
+from refgrad.runtime.image import image_info, make_image
+from refgrad.target import AMD, check_limits, emulated
+from refgrad.uop.ops import Ops
+
+Encoded = tuple[list[int], dict[str, tuple[int, str]]]
+
+# ---- PM4 (§1-§3) ------------------------------------------------------------------------------------------------------
+PM4 = {"NOP": 0x10, "DISPATCH_DIRECT": 0x15, "WAIT_REG_MEM": 0x3C, "INDIRECT_BUFFER": 0x3F, "EVENT_WRITE": 0x46, "RELEASE_MEM": 0x49,
+       "ACQUIRE_MEM": 0x58, "SET_SH_REG": 0x76, "WAIT_REG_MEM64": 0x93}
+
+def pkt3(op: str, *body: int) -> list[int]:
+  """A type-3 packet: (3 << 30) | ((body dwords - 1) << 16) | (opcode << 8), then the body."""
+  if not body or len(body) > 1 << 14: raise ValueError(f"PM4 {op}: a body of {len(body)} dwords (1..16384)")
+  for d in body:
+    if not 0 <= d < 2**32: raise ValueError(f"PM4 {op}: body dword {d:#x} is not a 32-bit word")
+  return [(3 << 30) | ((len(body) - 1) << 16) | (PM4[op] << 8), *body]
+
+# SET_SH_REG offsets (register dword address - 0x2C00) of the compute registers (§4)
+SH = {"COMPUTE_START_X": 0x204, "COMPUTE_NUM_THREAD_X": 0x207, "COMPUTE_PGM_LO": 0x20C, "COMPUTE_PGM_RSRC1": 0x212,
+      "COMPUTE_RESOURCE_LIMITS": 0x215, "COMPUTE_STATIC_THREAD_MGMT_SE0": 0x216, "COMPUTE_TMPRING_SIZE": 0x218,
+      "COMPUTE_RESTART_X": 0x21B, "COMPUTE_PGM_RSRC3": 0x228, "COMPUTE_USER_DATA_0": 0x240}
+
+def set_sh_reg(reg: str, *vals: int) -> list[int]: return pkt3("SET_SH_REG", SH[reg], *vals)
+
+def field_value(table: dict[str, tuple[int, int]], **vals: int) -> int:
+  """A dword from named (hi, lo) fields; ValueError names a field the value does not fit."""
+  out = 0
+  for k, v in vals.items():
+    hi, lo = table[k]
+    if not 0 <= v < 1 << (hi - lo + 1): raise ValueError(f"field {k}={v} does not fit {hi - lo + 1} bits")
+    out |= v << lo
+  return out
+
+INITIATOR = {"COMPUTE_SHADER_EN": (0, 0), "FORCE_START_AT_000": (2, 2), "CS_W32_EN": (15, 15)}
+RSRC1 = {"VGPRS": (5, 0), "SGPRS": (9, 6), "FLOAT_MODE": (19, 12), "DX10_CLAMP": (21, 21), "IEEE_MODE": (23, 23), "MEM_ORDERED": (30, 30)}
+RSRC2 = {"USER_SGPR": (5, 1), "TGID_X_EN": (7, 7), "TGID_Y_EN": (8, 8), "TGID_Z_EN": (9, 9), "TIDIG_COMP_CNT": (12, 11), "LDS_SIZE": (23, 15)}
+RELEASE_MEM_DW1 = {"EVENT_TYPE": (5, 0), "EVENT_INDEX": (11, 8), "GLM_WB": (12, 12), "GLM_INV": (13, 13), "GLV_INV": (14, 14),
+                   "GL1_INV": (15, 15), "GL2_WB": (21, 21), "GL2_INV": (20, 20)}
+RELEASE_MEM_DW2 = {"DST_SEL": (17, 16), "INT_SEL": (26, 24), "DATA_SEL": (31, 29)}
+WAIT_DW1 = {"FUNCTION": (2, 0), "MEM_SPACE": (5, 4), "OPERATION": (7, 6)}
+GCR = {"GLI_INV": (1, 0), "GLK_INV": (7, 7), "GLV_INV": (8, 8), "GL1_INV": (9, 9), "GL2_INV": (14, 14), "GL2_WB": (15, 15)}
+IB_CTL = {"IB_SIZE": (19, 0), "VALID": (23, 23)}
+
+DISPATCH_INITIATOR = field_value(INITIATOR, COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=1)               # 0x8005
+EOP = field_value(RELEASE_MEM_DW1, EVENT_TYPE=0x14, EVENT_INDEX=5, GLM_WB=1, GLM_INV=1, GLV_INV=1, GL1_INV=1, GL2_WB=1)   # CACHE_FLUSH_AND_INV_TS
+DATA64, CLOCK64 = field_value(RELEASE_MEM_DW2, DATA_SEL=2), field_value(RELEASE_MEM_DW2, DATA_SEL=3)
+WAIT_GEQ_MEM = field_value(WAIT_DW1, FUNCTION=5, MEM_SPACE=1)                                                        # 0x15
+CS_PARTIAL_FLUSH = 0x07 | (4 << 8)
+GCR_INVALIDATE = field_value(GCR, GLI_INV=1, GLK_INV=1, GLV_INV=1, GL1_INV=1, GL2_INV=1, GL2_WB=1)
+
+def release_mem(addr: int, sel: int, value: int = 0) -> list[int]:
+  if addr % 8: raise ValueError(f"RELEASE_MEM address 0x{addr:x} must be 8-byte aligned (64-bit data)")
+  if not 0 <= value < 2**64: raise ValueError(f"signal value {value} is not a u64")
+  return pkt3("RELEASE_MEM", EOP, sel, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32, 0)
+
+def indirect_buffer(va: int, ndwords: int) -> list[int]:
+  if va % 4 or not 0 < ndwords < 1 << 20: raise ValueError(f"indirect buffer at 0x{va:x} of {ndwords} dwords (4-byte aligned, 1..2**20-1 dwords)")
+  return pkt3("INDIRECT_BUFFER", va & 0xFFFFFFFC, va >> 32, field_value(IB_CTL, IB_SIZE=ndwords, VALID=1))
+
+# ---- SDMA (§5) --------------------------------------------------------------------------------------------------------
+def sdma_header(op: int, sub: int = 0, **extra: int) -> int:
+  return op | (sub << 8) | sum(v << SDMA_HEADER_BITS[k] for k, v in extra.items())
+SDMA_HEADER_BITS = {"MTYPE": 16, "FUNC": 28, "MEM_POLL": 31}
+SDMA_COPY, SDMA_FENCE, SDMA_POLL, SDMA_TIMESTAMP, SDMA_GCR = 1, 5, 8, 13, 17
+SDMA_CHUNK = 1 << 22                     # bytes per COPY_LINEAR (COUNT is bytes - 1; 22 bits fit every SDMA version)
+FENCE_HEADER = sdma_header(SDMA_FENCE, MTYPE=3)                                  # 0x00030005
+POLL_GEQ_MEM = sdma_header(SDMA_POLL, FUNC=5, MEM_POLL=1)                        # 0xD0000008
+TIMESTAMP_GLOBAL = sdma_header(SDMA_TIMESTAMP, 2)                                # 0x0000020D
+
+def fence(addr: int, value: int) -> list[int]: return [FENCE_HEADER, addr & 0xFFFFFFFF, addr >> 32, value]
+
+
+class AMDComputeQueue(HWQueue):
+  """PM4 packets for the compute queue (run from an indirect buffer)."""
+  engine = "compute"
+  def _wait(self, addr: int, value: int) -> Encoded:
+    if addr % 8: raise ValueError(f"signal address 0x{addr:x} must be 8-byte aligned")
+    if not 0 <= value < 2**64: raise ValueError(f"signal value {value} is not a u64")
+    return (pkt3("WAIT_REG_MEM64", WAIT_GEQ_MEM, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32, 0xFFFFFFFF, 0xFFFFFFFF, 0x4),
+            {"addr": (2, "lohi"), "value": (4, "lohi")})
+  def _signal(self, addr: int, value: int) -> Encoded: return release_mem(addr, DATA64, value), {"addr": (3, "lohi"), "value": (5, "lohi")}
+  def _timestamp(self, addr: int) -> Encoded: return release_mem(addr + 8, CLOCK64), {}
+  def _memory_barrier(self) -> Encoded:
+    return (pkt3("EVENT_WRITE", CS_PARTIAL_FLUSH) + pkt3("ACQUIRE_MEM", 0, 0xFFFFFFFF, 0xFFFFFF, 0, 0, 0xA, GCR_INVALIDATE)), {}
+  def _exec(self, prg: HCQProgram, args: KernArgs, gs: tuple[int, ...], ls: tuple[int, ...]) -> Encoded:
+    assert isinstance(prg, AMDProgram)
+    words, slot = prg.dispatch(gs, ls)
+    words = list(words)
+    words[slot], words[slot + 1] = args.va & 0xFFFFFFFF, args.va >> 32
+    return words, {"kernarg": (slot, "lohi")}
+
+
+class AMDCopyQueue(HWQueue):
+  """SDMA packets for the copy queue."""
+  engine = "copy"
+  def _wait(self, addr: int, value: int) -> Encoded:
+    if not 0 <= value < 2**32: raise ValueError(f"SDMA POLL_REGMEM compares 32 bits: signal value {value} does not fit")
+    return [POLL_GEQ_MEM, addr & 0xFFFFFFFF, addr >> 32, value, 0xFFFFFFFF, 0x4 | (0xFFF << 16)], {"addr": (1, "lohi"), "value": (3, "u32")}
+  def _signal(self, addr: int, value: int) -> Encoded:
+    if addr % 8: raise ValueError(f"signal address 0x{addr:x} must be 8-byte aligned")
+    if not 0 <= value < 2**32: raise ValueError(f"the SDMA queue signals 32-bit values: {value} does not fit")
+    # upper half first (zero), then the value: a 64-bit reader never sees a half-written pair that passes its wait
+    return fence(addr + 4, 0) + fence(addr, value), {"addr_hi": (1, "lohi"), "addr": (5, "lohi"), "value": (7, "u32")}
+  def _timestamp(self, addr: int) -> Encoded:
+    return [TIMESTAMP_GLOBAL, (addr + 8) & 0xFFFFFFFF, (addr + 8) >> 32], {}
+  def _memory_barrier(self) -> Encoded:
+    return [sdma_header(SDMA_GCR), 0, GCR_INVALIDATE << 16, 0xFFFFFF80, 0xFFFF], {}
+  def _copy(self, dest: int, src: int, nbytes: int) -> Encoded:
+    out: list[int] = []
+    for o in range(0, nbytes, SDMA_CHUNK):
+      s, d, n = src + o, dest + o, min(SDMA_CHUNK, nbytes - o)
+      out += [sdma_header(SDMA_COPY), n - 1, 0, s & 0xFFFFFFFF, s >> 32, d & 0xFFFFFFFF, d >> 32]
+    return out, {}
+  def _update(self, cmd: int, kind: str, signal: Signal | None, value: int | None) -> HWQueue:
+    super()._update(cmd, kind, signal, value)
+    if signal is not None and "addr_hi" in (slots := self.cmds[cmd][2]): self._patch(self.cmds[cmd][1], slots["addr_hi"], signal.va + 4)
+    return self
+
+
+# ---- channels ---------------------------------------------------------------------------------------------------------
+RPTR, WPTR, DOORBELL = 0, 1, 2   # u64 slots of the control page
+
+class AMDChannel(Channel):
+  """A user-mode queue: ring, read/write pointers and doorbell (§6). Compute: each submission is one INDIRECT_BUFFER
+  packet in the ring (pointers in dwords); copy: the SDMA packets themselves (pointers in bytes)."""
+  IB_BYTES = 4 << 20
+
+  def __init__(self, dev: HCQDevice, handle):
+    super().__init__(dev, handle)
+    assert handle.ring.host is not None and handle.userd.host is not None
+    self.pm4 = handle.engine == "compute"
+    self.unit = 4 if self.pm4 else 1
+    self.ring = handle.ring.host.view(np.uint32)
+    self.ctl = handle.userd.host.view(np.uint64)
+    self.wptr = int(self.ctl[WPTR])
+    if self.pm4:
+      self.ib = dev.drv.alloc(self.IB_BYTES, host_visible=True)
+      assert self.ib.host is not None
+      self.ib_words, self.ib_pos = self.ib.host.view(np.uint32), 0
+
+  def position(self) -> int: return int(self.ctl[RPTR])
+  def idle(self) -> bool: return self.position() == self.wptr
+
+  def _room(self, units: int) -> None:
+    """Wait until `units` more fit in the ring."""
+    if units * self.unit > self.ring.nbytes: raise ValueError(f"{self.handle.name}: {units * self.unit} bytes of packets exceed the {self.ring.nbytes}-byte ring")
+    if self.wptr + units - self.position() > self.ring.nbytes // self.unit: self.dev.wait_idle(self)
+
+  def _write(self, words: Sequence[int]) -> None:
+    """Packets into the ring at the write pointer (modulo the ring)."""
+    n, d = len(self.ring), (self.wptr * self.unit // 4) % len(self.ring)
+    k = min(len(words), n - d)
+    self.ring[d:d + k] = words[:k]
+    if k < len(words): self.ring[:len(words) - k] = words[k:]
+    self.wptr += len(words) * 4 // self.unit
+
+  def submit(self, words: Sequence[int], kernels: tuple[str, ...]) -> int:
+    if not words: return self.wptr
+    if self.pm4:
+      n = len(words)
+      if n > len(self.ib_words): raise ValueError(f"{self.handle.name}: a queue of {n} dwords exceeds the {len(self.ib_words)}-dword indirect-buffer area")
+      if self.ib_pos + n > len(self.ib_words):
+        self.dev.wait_idle(self)   # the GPU has run every indirect buffer: the area can be reused
+        self.ib_pos = 0
+      self.ib_words[self.ib_pos:self.ib_pos + n] = words
+      pkt = indirect_buffer(self.ib.va + 4 * self.ib_pos, n)
+      self.ib_pos += n
+      self._room(len(pkt))
+    else:
+      pkt = list(words)
+      nbytes, off = 4 * len(pkt), self.wptr % self.ring.nbytes
+      if off + nbytes > self.ring.nbytes:   # never straddle the end: zero dwords (one-dword NOPs) up to it
+        pad = (self.ring.nbytes - off) // 4
+        self._room(4 * pad + nbytes)
+        self._write([0] * pad)
+      else: self._room(nbytes)
+    pos = self.wptr
+    self._write(pkt)
+    self.tags[pos] = kernels
+    self.ctl[WPTR] = self.wptr
+    self.ctl[DOORBELL] = self.wptr
+    self.dev.drv.ring_doorbell(self.handle.token)
+    return pos
+
+
+class AMDDevice(HCQDevice):
+  compute_queue_t = AMDComputeQueue
+  copy_queue_t = AMDCopyQueue
+  channel_t = AMDChannel
+  RING_ENTRIES = 4096   # ring dwords: 1024 INDIRECT_BUFFER packets on the compute queue, 16 KiB of SDMA packets
+  def setup(self) -> None:
+    self.compute.submit(set_sh_reg("COMPUTE_STATIC_THREAD_MGMT_SE0", 0xFFFFFFFF, 0xFFFFFFFF), ())
+
+
+# ---- kernel descriptor (§8) and programs ------------------------------------------------------------------------------
+KD_BYTES, KD_ENTRY = 64, 256   # the program image follows the descriptor at +256 (PGM_LO/HI take 256-byte aligned addresses)
+KD_FORMAT = "<IIIIq20sIIIHH4s"   # group, private, kernarg size, reserved, entry offset, reserved, rsrc3, rsrc1, rsrc2, properties, preload, reserved
+KERNARG_SEGMENT_PTR, WAVEFRONT_SIZE32 = 1 << 3, 1 << 10
+# user SGPRs each enabled property takes, in the order they are filled (§8.3)
+USER_SGPRS = ((1 << 0, 4), (1 << 1, 2), (1 << 2, 2), (KERNARG_SEGMENT_PTR, 2), (1 << 4, 2), (1 << 5, 2), (1 << 6, 1))
+LDS_GRANULE = 512
+
+
+@dataclass(frozen=True)
+class KernelDescriptor:
+  group_segment: int
+  kernarg_size: int
+  rsrc1: int
+  rsrc2: int
+  rsrc3: int
+  properties: int
+  entry: int = KD_ENTRY
+
+  def pack(self) -> bytes:
+    return struct.pack(KD_FORMAT, self.group_segment, 0, self.kernarg_size, 0, self.entry, b"", self.rsrc3, self.rsrc1, self.rsrc2,
+                       self.properties, 0, b"")
+
+  @staticmethod
+  def unpack(b: bytes) -> KernelDescriptor:
+    g, _, ks, _, entry, _, r3, r1, r2, props, _, _ = struct.unpack(KD_FORMAT, b[:KD_BYTES])
+    return KernelDescriptor(g, ks, r1, r2, r3, props, entry)
+
+  @staticmethod
+  def for_program(shared: int, kernarg: int, specials: Sequence[tuple[str, int]]) -> KernelDescriptor:
+    """The descriptor of a program: LDS for its locals, the kernel-argument pointer as its only user SGPRs, work-group
+    IDs for the dimensions it indexes by group, work-item IDs up to the highest dimension it indexes by lane; wave32."""
+    props = KERNARG_SEGMENT_PTR | WAVEFRONT_SIZE32
+    user = sum(n for bit, n in USER_SGPRS if props & bit)
+    tgid = {d: any(nm[-1] == str(d) and not nm.startswith("lidx") for nm, _ in specials) for d in range(3)}
+    tidig = max((int(nm[-1]) for nm, _ in specials if not nm.startswith("gidx")), default=0)
+    rsrc2 = field_value(RSRC2, USER_SGPR=user, TGID_X_EN=int(tgid[0]), TGID_Y_EN=int(tgid[1]), TGID_Z_EN=int(tgid[2]),
+                        TIDIG_COMP_CNT=tidig, LDS_SIZE=-(-shared // LDS_GRANULE))
+    rsrc1 = field_value(RSRC1, VGPRS=15, SGPRS=10, FLOAT_MODE=0xF0, DX10_CLAMP=1, IEEE_MODE=1, MEM_ORDERED=1)
+    return KernelDescriptor(shared, kernarg, rsrc1, rsrc2, 0, props)
+
+
+class AMDProgram(HCQProgram):
+  """The kernel descriptor + program image in GPU memory; the RSRC registers of a launch are read from the descriptor."""
+  def __init__(self, dev: AMDDevice, name: str, lib: bytes):
+    info = image_info(lib)
+    if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
+    _, uops = parse_program(lib[8:])
+    specials = [u.arg for u in uops if u.op is Ops.SPECIAL]
+    kd = KernelDescriptor.for_program(info.shared, KernArgs.size(info.nbufs, info.nvars), specials)
+    blob = kd.pack().ljust(KD_ENTRY, b"\0") + lib
+    super().__init__(dev, name, blob, info.nbufs, info.nvars)
+    self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
+    self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
+
+  def dispatch(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[list[int], int]:
+    """The dispatch packets of a launch (§4.2) with the kernel-argument pointer left 0, and the dword where it goes."""
+    if (t := self._dispatch.get((gs, ls))) is not None: return t
+    for d in range(3):
+      if gs[d] >= 2**32 or ls[d] >= 2**16: raise ValueError(f"{self.name}: launch global {gs} local {ls} does not fit DIM_* / NUM_THREAD_FULL")
+    kd, entry = self.kd, self.image.va + self.kd.entry
+    head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
+            + set_sh_reg("COMPUTE_PGM_RSRC1", kd.rsrc1, kd.rsrc2) + set_sh_reg("COMPUTE_PGM_RSRC3", kd.rsrc3)
+            + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
+    words = (head + set_sh_reg("COMPUTE_USER_DATA_0", 0, 0) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0) + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
+             + pkt3("DISPATCH_DIRECT", *gs, DISPATCH_INITIATOR) + pkt3("EVENT_WRITE", CS_PARTIAL_FLUSH))
+    t = self._dispatch[(gs, ls)] = (words, len(head) + 2)
+    return t
+
+
+class AMDRenderer(PythonRenderer):
+  """The serialized linear program, for the AMD target (or EMULATE's): programs beyond its limits are refused."""
+  device = "AMD"
+  target = AMD
+  def render(self, name: str, uops: list) -> str:
+    check_limits(list(uops), emulated() or self.target)
+    return serialize(name, uops)
+
+
+class AMDCompiler(Compiler):
+  """Serialized program text -> program image (checked to parse, so errors show at compile time)."""
+  cachekey = ""
+  def compile(self, src: str) -> bytes:
+    try: parse_program(src)
+    except SerializeError as e: raise SerializeError(f"AMD compile: {e}") from None
+    return make_image(src)
+
+
+@dataclass
+class AMDCompiled(Compiled):
+  hcq: AMDDevice | None = None
+  def synchronize(self) -> None:
+    assert self.hcq is not None
+    self.hcq.synchronize()
+
+def make_device(name: str) -> Compiled:
+  dev = AMDDevice(name, open_driver("AMD", device_index(name)))
+  return AMDCompiled(name, HCQAllocator(dev), AMDRenderer(), AMDCompiler(), functools.partial(AMDProgram, dev), dev)
