@@ -51,7 +51,8 @@ class Compiler:
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_cached(self, src: str) -> bytes:
     if not self.cachekey or knobs.get("DISABLE_COMPILER_CACHE"): return self.compile(src)
-    key = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).hexdigest()
+    # the entry format is part of the key: a refgrad that stored bare binaries never reads one of these, nor this one its
+    key = hashlib.sha256(f"{COMPILED_FORMAT}\0{self.cachekey}\0{src}".encode()).hexdigest()
     src_sha = hashlib.sha256(src.encode()).hexdigest()
     path = cache_dir(writable=False) / "compiled" / key[:2] / key
     try: lib = _read_entry(path.read_bytes(), key, src_sha)

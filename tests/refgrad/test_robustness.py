@@ -114,7 +114,7 @@ def test_float_division_by_literal_zero_is_ieee():
 _SRC = "int answer_{n}(void) {{ return {n}; }}\n"
 
 def _entry(cc: ClangCompiler, src: str) -> Path:
-  key = hashlib.sha256(f"{cc.cachekey}\0{src}".encode()).hexdigest()
+  key = hashlib.sha256(f"{device.COMPILED_FORMAT}\0{cc.cachekey}\0{src}".encode()).hexdigest()
   return device.cache_dir() / "compiled" / key[:2] / key
 
 def _call(lib: bytes, n: int) -> int:
