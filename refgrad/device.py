@@ -188,6 +188,7 @@ class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use."""
   def __init__(self, device: str, size: int, dtype: DType):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
+    if size > 2**31 - 1: raise ValueError(f"a buffer of {size} elements of {dtype!r}: more than 2**31-1, which refgrad's int32 indices cannot address")
     self.device, self.size, self.dtype = Device.canonicalize(device), size, dtype
     if (sup := Device[self.device].renderer.supported_dtypes) is not None and dtype.scalar() not in sup:
       raise TypeError(f"device {self.device} does not support {dtype} (it supports {', '.join(sorted(d.name for d in sup))})")

@@ -251,3 +251,30 @@ def test_conformance_reports_a_bad_knob_in_one_line(env):
                      env={**os.environ, **env}, cwd=Path(__file__).resolve().parents[2], timeout=120)
   name = next(iter(env))
   assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith(f"error: {name}=") and r.stderr.count("\n") == 1, r.stderr
+
+
+# ---- class 5: sizes beyond int32 (error paths only: nothing here allocates the huge tensor) ---------------------------------
+
+_BIG = 2**31 + 16
+
+@pytest.mark.parametrize("make,what", [
+  (lambda: Tensor(np.broadcast_to(np.int8(1), (_BIG,))), "a buffer of 2147483664 elements"),   # a numpy view of one byte
+  (lambda: Tensor.empty(_BIG), "a buffer of dtypes.float has 2147483664 elements"),
+  (lambda: Tensor.empty(2**16, 2**16), "a buffer of dtypes.float has 4294967296 elements"),
+  (lambda: Tensor.arange(2**31 + 5, dtype=dtypes.int64), "IOTA of shape (2147483653,): axis 0 has 2147483653 elements"),
+  (lambda: Tensor.ones(_BIG, dtype=dtypes.int8), "axis 0 has 2147483664 elements"),
+  (lambda: Tensor.ones(2**16, 2**16, dtype=dtypes.int8).sum(), "a reduction over axes (0, 1) of shape (65536, 65536) has 4294967296 elements"),
+  (lambda: Tensor.ones(2**16, 2**16, dtype=dtypes.int8).reshape(-1), "a run of merged axes has 4294967296 elements"),
+  (lambda: Tensor.ones(2**16, 1).expand(2**16, 2**16).realize(), "more than 2**31-1 elements"),
+  (lambda: Tensor.ones(2**31 - 1).pad(((0, 17),)), "axis 0 has 2147483664 elements"),
+])
+def test_sizes_beyond_int32_raise_at_the_op(make, what):
+  # before: wrapped indices (a sum of 2**31+16 ones gave 2147483794, arange(2**31+5)[-1] gave -2147483644) or a segfault
+  with pytest.raises(ValueError, match="more than 2\\*\\*31-1") as e: make()
+  assert what in str(e.value)
+
+def test_large_but_indexable_graphs_still_build():
+  # the intermediate of a big matmul (m, n, k) is never indexed flat: fine; so is a per-row sum of a 2**32-element broadcast
+  assert (Tensor.ones(2048, 2048) @ Tensor.ones(2048, 2048)).shape == (2048, 2048)
+  assert Tensor.ones(2**16, 2**16, dtype=dtypes.int8).sum(axis=1).shape == (2**16,)
+  assert Tensor.ones(4, 2**30).reshape(2, 2, 2**30).shape == (2, 2, 2**30)
