@@ -278,3 +278,34 @@ def test_large_but_indexable_graphs_still_build():
   assert (Tensor.ones(2048, 2048) @ Tensor.ones(2048, 2048)).shape == (2048, 2048)
   assert Tensor.ones(2**16, 2**16, dtype=dtypes.int8).sum(axis=1).shape == (2**16,)
   assert Tensor.ones(4, 2**30).reshape(2, 2, 2**30).shape == (2, 2, 2**30)
+
+
+# ---- class 8: newcomer papercuts ------------------------------------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_docs_link_only_to_files_in_the_repository(doc):
+  import re
+  text = (_ROOT / doc).read_text()
+  targets = re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r"`(\.\./[^`]+)`", text)
+  assert "../shared" not in text
+  for t in targets:
+    if "://" in t: continue
+    path = ((_ROOT / doc).parent / t).resolve()
+    assert path.is_relative_to(_ROOT) and path.exists(), f"{doc} links to {t}, which a clone does not have"
+
+def test_readme_says_how_to_install_tox_and_seeds_its_snippet():
+  text = (_ROOT / "README.md").read_text()
+  assert "pip install 'tox>=4'" in text and "Tensor.manual_seed(" in text.split("## Tensors")[1].split("```")[1]
+
+def test_every_cli_option_has_help():
+  import ast
+  files = [_ROOT / "conformance" / "__main__.py", *sorted((_ROOT / "examples").glob("*.py")), *sorted((_ROOT / "bench").glob("*.py"))]
+  calls = [(f.name, n) for f in files for n in ast.walk(ast.parse(f.read_text()))
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"]
+  assert len(calls) >= 10
+  missing = [f"{name}:{n.lineno}" for name, n in calls if not any(k.arg == "help" for k in n.keywords)]
+  assert not missing, f"options without help text: {missing}"
+  r = subprocess.run([sys.executable, "-m", "conformance", "--help"], capture_output=True, text=True, cwd=_ROOT, timeout=120)
+  assert r.returncode == 0 and "seed of the random inputs" in r.stdout
