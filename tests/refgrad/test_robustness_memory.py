@@ -29,7 +29,7 @@ def test_host_read_of_undefined_elements_is_reported_on_python():
 def test_undefined_index_tensor_is_reported_on_python():
   # tensor indexing compares the index against positions: the undefined index flows into the values, read by the host
   idx = Tensor.empty(4, dtype="int32", device="PYTHON")
-  with pytest.raises(UndefinedBehaviourError, match="read of uninitialized memory by the host.*loaded in kernel"):
+  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory by the host.*loaded in kernel"):
     Tensor([1.0, 2.0, 3.0, 4.0], device="PYTHON")[idx].numpy()
 
 def test_memory_bitmap_is_an_eighth_and_dropped_when_written():
