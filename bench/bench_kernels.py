@@ -49,8 +49,8 @@ def bench(name: str, sink: UOp, n_in: int, n_out: int, n_inputs: int, device: st
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("-n", type=int, default=1_000_000)
-  ap.add_argument("--reps", type=int, default=5)
+  ap.add_argument("-n", type=int, default=1_000_000, help="elements per kernel (default 1,000,000)")
+  ap.add_argument("--reps", type=int, default=5, help="runs per measurement; the best is shown (default 5)")
   args = ap.parse_args()
   n = args.n
   rows = [("a*b+c", "muladd", muladd(n), n, n, 3, args.reps), ("sum loop (1 lane)", "sum1", sum_loop(n, 1), n, 1, 1, 1),

@@ -86,9 +86,9 @@ def main(device: str, steps: int, opt: str = "adam", seed: int = 0, verbose: boo
 
 if __name__ == "__main__":
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--device", default="CPU", help="CPU or PYTHON")
-  ap.add_argument("--steps", type=int, default=20)
-  ap.add_argument("--opt", choices=["adam", "sgd"], default="adam")
-  ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--device", default="CPU", help="device to train on: CPU or PYTHON (default CPU)")
+  ap.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+  ap.add_argument("--opt", choices=["adam", "sgd"], default="adam", help="optimizer (default adam)")
+  ap.add_argument("--seed", type=int, default=0, help="seed of the data and the weights (Tensor.manual_seed; default 0)")
   args = ap.parse_args()
   main(args.device, args.steps, args.opt, args.seed, verbose=True)

@@ -52,7 +52,8 @@ class Compiler:
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_cached(self, src: str) -> bytes:
     if not self.cachekey or knobs.get("DISABLE_COMPILER_CACHE"): return self.compile(src)
-    key = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).hexdigest()
+    # the entry format is part of the key: a refgrad that stored bare binaries never reads one of these, nor this one its
+    key = hashlib.sha256(f"{COMPILED_FORMAT}\0{self.cachekey}\0{src}".encode()).hexdigest()
     src_sha = hashlib.sha256(src.encode()).hexdigest()
     path = cache_dir(writable=False) / "compiled" / key[:2] / key
     try: lib = _read_entry(path.read_bytes(), key, src_sha)
@@ -196,6 +197,7 @@ class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use."""
   def __init__(self, device: str, size: int, dtype: DType):
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
+    if size > 2**31 - 1: raise ValueError(f"a buffer of {size} elements of {dtype!r}: more than 2**31-1, which refgrad's int32 indices cannot address")
     self.device, self.size, self.dtype = Device.canonicalize(device), size, dtype
     if (sup := Device[self.device].renderer.supported_dtypes) is not None and dtype.scalar() not in sup:
       raise TypeError(f"device {self.device} does not support {dtype} (it supports {', '.join(sorted(d.name for d in sup))})")

@@ -2,7 +2,7 @@
 
 A knob is read from the environment each time it is asked for (tests and programs change it). An unset or
 empty variable means its default; any other value must parse, or `KnobError` says in one line which variable
-holds what and what it accepts. `python -m refgrad.knobs` prints the table (the README's Knobs section).
+holds what and what it accepts. `knobs.table()` is the README's Knobs table.
 Adding a knob is adding a row to `KNOBS`.
 """
 from __future__ import annotations
@@ -92,6 +92,3 @@ def table() -> str:
   rows += [f"| `{k.name}` | {k.allowed} | {k.doc} |" for k in KNOBS.values()]
   return "\n".join(rows)
 
-
-if __name__ == "__main__":
-  print(table())

@@ -29,6 +29,13 @@ from refgrad.uop.ops import GroupOp, Ops, UOp
 
 Shape = tuple[int, ...]
 
+# Kernels index with int32 (RANGEs, flat offsets). So that no index can wrap, every axis, every buffer, every run of axes
+# a reshape merges and every reduction stays within this many elements; beyond, the op that would need it raises.
+MAX_ELEMENTS = 2**31 - 1
+
+def _too_big(what: str, n: int) -> ValueError:
+  return ValueError(f"{what} has {n} elements, more than 2**31-1: refgrad indexes with int32 (split the work into smaller tensors)")
+
 _uid = itertools.count()
 # the memory behind each live BUFFER node; freed when the node is gone
 buffer_of: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -38,12 +45,19 @@ def new_buffer(device: str, size: int, dtype: DType, buf: Buffer | None = None, 
   """A fresh BUFFER node (a unique id keeps two buffers of one shape apart) backed by `buf`, new memory, or
   (backed=False) nothing yet: the scheduler assigns memory when it runs, so intermediates can share."""
   device = Device.canonicalize(device)
+  if size > MAX_ELEMENTS: raise _too_big(f"a buffer of {dtype!r}", size)
   u = UOp(Ops.BUFFER, dtype, (), (next(_uid), device, size))
   if backed: buffer_of[u] = buf if buf is not None else Buffer(device, size, dtype)
   return u
 
 
 def shape_of(u: UOp) -> Shape:
+  s = _shape_of(u)
+  for i, n in enumerate(s):
+    if n > MAX_ELEMENTS: raise _too_big(f"{u.op.name} of shape {s}: axis {i}", n)
+  return s
+
+def _shape_of(u: UOp) -> Shape:
   op, a = u.op, u.arg
   if op is Ops.BUFFER: return (a[2],)
   if op is Ops.CONST: return ()
@@ -74,7 +88,26 @@ def _axes_error(what: str, shape: Shape, arg: Any) -> ValueError: return ValueEr
 def reshape(x: UOp, shape: Shape) -> UOp:
   if any(not isinstance(n, int) or n < 0 for n in shape): raise ValueError(f"reshape: invalid shape {shape}")
   if math.prod(shape) != math.prod(x.shape): raise ValueError(f"reshape: cannot reshape {x.shape} ({math.prod(x.shape)} elements) to {shape}")
-  return x if shape == x.shape else UOp(Ops.RESHAPE, x.dtype, (x,), tuple(shape))
+  if math.prod(shape) > MAX_ELEMENTS and (n := _largest_block(x.shape, tuple(shape))) > MAX_ELEMENTS:
+    raise _too_big(f"reshape {x.shape} -> {tuple(shape)}: a run of merged axes", n)
+  return x if shape == x.shape else _sized(UOp(Ops.RESHAPE, x.dtype, (x,), tuple(shape)))
+
+def _largest_block(old: Shape, new: Shape) -> int:
+  """The most elements in one run of axes a reshape from old to new maps onto each other (its index is computed flat)."""
+  a, b = [n for n in new if n != 1], [n for n in old if n != 1]
+  i = j = 0
+  best = 1
+  while i < len(a) and j < len(b):
+    pa, pb, i, j = a[i], b[j], i + 1, j + 1
+    while pa != pb:
+      if pa < pb: pa, i = pa * a[i], i + 1
+      else: pb, j = pb * b[j], j + 1
+    best = max(best, pa)
+  return best
+
+def _sized(u: UOp) -> UOp:
+  _ = u.shape   # computed now: an axis too large for int32 raises here, at the op that makes it
+  return u
 
 def permute(x: UOp, order: Shape) -> UOp:
   if sorted(order) != list(range(len(x.shape))): raise _axes_error("permute", x.shape, order)
@@ -83,11 +116,11 @@ def permute(x: UOp, order: Shape) -> UOp:
 def expand(x: UOp, shape: Shape) -> UOp:
   if len(shape) != len(x.shape) or any(s != n and s != 1 for s, n in zip(x.shape, shape)):
     raise ValueError(f"expand: cannot expand {x.shape} to {shape} (only size-1 axes expand)")
-  return x if tuple(shape) == x.shape else UOp(Ops.EXPAND, x.dtype, (x,), tuple(shape))
+  return x if tuple(shape) == x.shape else _sized(UOp(Ops.EXPAND, x.dtype, (x,), tuple(shape)))
 
 def pad(x: UOp, padding: tuple[tuple[int, int], ...]) -> UOp:
   if len(padding) != len(x.shape) or any(b < 0 or e < 0 for b, e in padding): raise _axes_error("pad", x.shape, padding)
-  return x if all(b == e == 0 for b, e in padding) else UOp(Ops.PAD, x.dtype, (x,), tuple(padding))
+  return x if all(b == e == 0 for b, e in padding) else _sized(UOp(Ops.PAD, x.dtype, (x,), tuple(padding)))
 
 def shrink(x: UOp, bounds: tuple[tuple[int, int], ...]) -> UOp:
   if len(bounds) != len(x.shape) or any(not 0 <= b <= e <= n for (b, e), n in zip(bounds, x.shape)): raise _axes_error("shrink", x.shape, bounds)
@@ -107,6 +140,7 @@ def reduce(x: UOp, op: Ops, axes: tuple[int, ...]) -> UOp:
   axes = tuple(sorted(set(a for a in axes if x.shape[a] != 1)))
   if not axes: return x
   n = math.prod(x.shape[a] for a in axes)
+  if n > MAX_ELEMENTS: raise _too_big(f"a reduction over axes {axes} of shape {x.shape}", n)
   if n >= SPLIT_REDUCE and (k := _split_factor(n)):
     keep = [a for a in range(len(x.shape)) if a not in axes]
     kshape = tuple(x.shape[a] for a in keep)

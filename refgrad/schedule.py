@@ -22,7 +22,7 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +126,8 @@ def _walk(roots: list[UOp], forced: set[UOp], compute: set[UOp]) -> tuple[set[UO
   return kernel_roots, fused_into
 
 
+Need = tuple[UOp, tuple[UOp, ...], 'UOp | None']   # a value the lowering needs: (node, index, validity)
+
 class _Lowerer:
   """Builds one kernel's AST: the value of a node at an index, loads numbered as kernel parameters."""
   def __init__(self, bufs: list[UOp], done: dict[UOp, UOp]):
@@ -146,11 +148,23 @@ class _Lowerer:
     return self.params[b]
 
   def value(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None, top: bool = False) -> UOp:
+    """The value of u at idx. `_value` is a generator that yields the (node, idx, valid) it needs and is sent their values:
+    an explicit stack instead of recursion, so thousands of chained ops lower without RecursionError."""
     key = (u, idx, valid)
-    if (ret := self.cache.get(key)) is None: ret = self.cache[key] = self._value(u, idx, valid, top)
-    return ret
+    if (ret := self.cache.get(key)) is not None: return ret
+    stack = [(key, self._value(u, idx, valid, top))]
+    sent: UOp | None = None
+    while stack:
+      k, gen = stack[-1]
+      try: need = gen.send(sent)
+      except StopIteration as done:
+        stack.pop()
+        sent = self.cache[k] = done.value
+        continue
+      if (sent := self.cache.get(need)) is None: stack.append((need, self._value(*need, False)))
+    return self.cache[key]
 
-  def _value(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None, top: bool) -> UOp:
+  def _value(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None, top: bool) -> Generator[Need, UOp, UOp]:
     op, a = u.op, u.arg
     if not top and (u in self.done or is_realized(u)):
       b = self.done[u] if u in self.done else buffer_node(u)
@@ -159,18 +173,19 @@ class _Lowerer:
     if op is Ops.CONST: return UOp.const(u.dtype, a)
     if op is Ops.IOTA: return idx[0].cast(u.dtype)
     if op in GroupOp.Elementwise:
-      srcs = [self.value(s, idx, valid) for s in u.src]
+      srcs = []
+      for x in u.src: srcs.append((yield (x, idx, valid)))
       return UOp(op, u.dtype, tuple(srcs), a)
-    if op in (Ops.CONTIGUOUS, Ops.DETACH): return self.value(u.src[0], idx, valid)
+    if op in (Ops.CONTIGUOUS, Ops.DETACH): return (yield (u.src[0], idx, valid))
     s = u.src[0]
-    if op is Ops.RESHAPE: return self.value(s, _reshape_idx(idx, s.shape, u.shape), valid)
+    if op is Ops.RESHAPE: return (yield (s, _reshape_idx(idx, s.shape, u.shape), valid))
     if op is Ops.PERMUTE:
       new = [idx[0]] * len(a)
       for i, p in enumerate(a): new[p] = idx[i]
-      return self.value(s, tuple(new), valid)
-    if op is Ops.EXPAND: return self.value(s, tuple(UOp.const(dtypes.int32, 0) if n == 1 else i for i, n in zip(idx, s.shape)), valid)
-    if op is Ops.SHRINK: return self.value(s, tuple((i + b).simplify() for i, (b, _) in zip(idx, a)), valid)
-    if op is Ops.FLIP: return self.value(s, tuple((UOp.const(dtypes.int32, n - 1) - i).simplify() if f else i for i, n, f in zip(idx, s.shape, a)), valid)
+      return (yield (s, tuple(new), valid))
+    if op is Ops.EXPAND: return (yield (s, tuple(UOp.const(dtypes.int32, 0) if n == 1 else i for i, n in zip(idx, s.shape)), valid))
+    if op is Ops.SHRINK: return (yield (s, tuple((i + b).simplify() for i, (b, _) in zip(idx, a)), valid))
+    if op is Ops.FLIP: return (yield (s, tuple((UOp.const(dtypes.int32, n - 1) - i).simplify() if f else i for i, n, f in zip(idx, s.shape, a)), valid))
     if op is Ops.PAD:
       conds: list[UOp] = []
       new = []
@@ -179,15 +194,15 @@ class _Lowerer:
         if j.vmin < 0: conds.append(UOp.const(dtypes.int32, -1) < j)
         if j.vmax >= n: conds.append(j < n)
         new.append(j)
-      if not conds: return self.value(s, tuple(new), valid)
+      if not conds: return (yield (s, tuple(new), valid))
       cond = conds[0]
       for c in conds[1:]: cond = cond & c
       v = (valid & cond) if valid is not None else cond
-      return v.where(self.value(s, tuple(new), v), UOp.const(u.dtype, False if u.dtype == dtypes.bool else 0))
+      return v.where((yield (s, tuple(new), v)), UOp.const(u.dtype, False if u.dtype == dtypes.bool else 0))
     if op is Ops.REDUCE_AXIS:
       rop, axes = a
       ranges = {ax: self.axis(s.shape[ax]) for ax in axes}
-      inner = self.value(s, tuple(ranges.get(ax, i) for ax, i in enumerate(idx)), valid)
+      inner = yield (s, tuple(ranges.get(ax, i) for ax, i in enumerate(idx)), valid)
       return UOp(Ops.REDUCE, u.dtype, (inner, *ranges.values()), rop)
     raise NotImplementedError(f"cannot lower {op.name} into a kernel")
 

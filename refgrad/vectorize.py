@@ -26,23 +26,39 @@ def linear_form(u: UOp, memo: dict[UOp, tuple[dict[UOp, int], int]] | None = Non
   terms, const = _linear(u, memo)
   return frozenset((t, c) for t, c in terms.items() if c), const
 
+def _linear_srcs(u: UOp) -> tuple[UOp, ...]:
+  """The sources whose linear forms u's is made of."""
+  if u.op is Ops.ADD: return u.src
+  if u.op is Ops.NEG: return u.src[:1]
+  if u.op is Ops.MUL and (c := next((s for s in u.src if s.op is Ops.CONST), None)) is not None: return (u.src[1] if c is u.src[0] else u.src[0],)
+  return ()
+
 def _linear(u: UOp, memo: dict[UOp, tuple[dict[UOp, int], int]]) -> tuple[dict[UOp, int], int]:
-  if (r := memo.get(u)) is not None: return r
-  if u.op is Ops.CONST: r = ({}, int(u.arg))
-  elif u.op is Ops.ADD:
-    (ta, ca), (tb, cb) = _linear(u.src[0], memo), _linear(u.src[1], memo)
-    t = dict(ta)
-    for k, v in tb.items(): t[k] = t.get(k, 0) + v
-    r = (t, ca + cb)
-  elif u.op is Ops.NEG:
-    ta, ca = _linear(u.src[0], memo)
-    r = ({k: -v for k, v in ta.items()}, -ca)
-  elif u.op is Ops.MUL and (c := next((s for s in u.src if s.op is Ops.CONST), None)) is not None:
-    ta, ca = _linear(u.src[1] if c is u.src[0] else u.src[0], memo)
-    r = ({k: v * int(c.arg) for k, v in ta.items()}, ca * int(c.arg))
-  else: r = ({u: 1}, 0)
-  memo[u] = r
-  return r
+  # sources first with an explicit stack: an index expression can be thousands of ADDs deep
+  stack: list[tuple[UOp, bool]] = [(u, False)]
+  while stack:
+    x, ready = stack.pop()
+    if x in memo: continue
+    if not ready:
+      stack.append((x, True))
+      stack.extend((s, False) for s in _linear_srcs(x) if s not in memo)
+      continue
+    if x.op is Ops.CONST: r: tuple[dict[UOp, int], int] = ({}, int(x.arg))
+    elif x.op is Ops.ADD:
+      (ta, ca), (tb, cb) = memo[x.src[0]], memo[x.src[1]]
+      t = dict(ta)
+      for k, v in tb.items(): t[k] = t.get(k, 0) + v
+      r = (t, ca + cb)
+    elif (srcs := _linear_srcs(x)) and x.op is Ops.NEG:
+      ta, ca = memo[srcs[0]]
+      r = ({k: -v for k, v in ta.items()}, -ca)
+    elif srcs:   # MUL by a constant
+      ta, ca = memo[srcs[0]]
+      c = int((x.src[0] if x.src[1] is srcs[0] else x.src[1]).arg)
+      r = ({k: v * c for k, v in ta.items()}, ca * c)
+    else: r = ({x: 1}, 0)
+    memo[x] = r
+  return memo[u]
 
 
 def vectorize_memory(sink: UOp, max_bytes: int) -> UOp:

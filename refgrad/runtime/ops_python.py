@@ -1,7 +1,8 @@
 """The PYTHON device: the reference. Programs are serialized linear programs run by the SIMT executor.
 
-Memory is host memory that remembers which bytes were written (copyin and kernel stores), so the
-executor can report reads of uninitialized memory in checked mode (CHECKED=0 turns checks off).
+Memory is host memory that remembers which bytes hold defined data (a bitmap, dropped once every byte is written), so
+the executor can report uses of uninitialized memory in checked mode (CHECKED=0 turns checks off), and so can copyout
+when the host reads undefined bytes back.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from refgrad.device import Allocator, Compiled, Compiler
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program
-from refgrad.runtime.simt import Memory, Program
+from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError, checked_default
 
 
 class PythonAllocator(Allocator):
@@ -25,6 +26,10 @@ class PythonAllocator(Allocator):
     dest.write(src)
   def copyout(self, dest: memoryview, src: Memory) -> None:
     if dest.nbytes != src.nbytes: raise ValueError(f"copyout of a buffer of {src.nbytes} bytes into {dest.nbytes} bytes")
+    if src.bits is not None and checked_default() and (bad := src.undefined_bytes()).size:
+      why = f"undefined data was stored there after being loaded {src.origin}" if src.origin else "nothing has written them"
+      raise UndefinedBehaviourError(f"read of uninitialized memory by the host: {bad.size} of the {src.nbytes} bytes of the buffer are "
+                                    f"undefined, the first at byte {int(bad[0])} ({why})")
     np.frombuffer(dest, np.uint8)[:] = src.data
 
 

@@ -20,7 +20,10 @@ PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers c
   built from the tensor core's layouts, `semantics.wmma` computes D, and D is scattered back by C's
   layout. A workgroup size that is not a multiple of the warp is an error in unchecked mode too.
 - Checked mode (default; CHECKED=0 turns it off) reports undefined behaviour as
-  `UndefinedBehaviourError`: `semantics.ub_check` on active lanes, reads of uninitialized memory,
+  `UndefinedBehaviourError`: `semantics.ub_check` on active lanes, uses of uninitialized memory (the memcheck model: a
+  value loaded from memory nothing has written is undefined on those lanes, ALU ops and stores carry that along, and it
+  is reported when it decides a branch, a loop bound, an address, a gate or a divisor, naming the uop that loaded it;
+  the host reading undefined bytes back is reported by the device's copyout),
   local-memory races (two lanes of a workgroup touching one address in one epoch, one writing),
   global write races (two lanes storing to one address in one launch), barriers reached by only
   part of a workgroup, WMMAs reached by only part of a warp, and WMMA replicas (lanes holding the
@@ -43,7 +46,7 @@ from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts
 
-MAX_LANES = 1 << 22   # lanes per batch; bounds the memory of one value (4M lanes * 8 bytes)
+MAX_LANES = 1 << 22   # elements of a value per batch (lanes times the widest vector); bounds its memory (4M * 8 bytes)
 _MAY_UB = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.CAST, Ops.BITCAST})   # the ALU/cast ops semantics.UNDEFINED lists
 
 
@@ -63,32 +66,92 @@ def checked_default() -> bool:
 
 
 class Memory:
-  """A flat byte buffer and, when tracked, which bytes hold written data.
+  """A flat byte buffer and, when tracked, which bytes hold defined data.
 
-  `init` is None when initialization is not tracked (every byte counts as written); `all_init`
-  short-cuts the checks once every byte has been written."""
-  __slots__ = ("all_init", "data", "init")
+  Definedness is a bitmap (`bits`: bit j of byte i is data byte 8i+j; 1/8 of the data's size), dropped (None) as soon as
+  every byte is defined, so fully written memory costs nothing. A byte is defined once copied in by the host or stored
+  by a kernel from a defined value; storing an undefined value (one loaded from undefined memory) makes it undefined
+  again, and `origin` then says where the undefined value was first loaded (the memcheck model)."""
+  __slots__ = ("bits", "data", "origin")
 
   def __init__(self, data: np.ndarray, init: np.ndarray | None = None):
     if data.dtype != np.uint8 or data.ndim != 1: raise TypeError(f"Memory needs a 1-D uint8 array, got {data.dtype} of shape {data.shape}")
     if init is not None and (init.dtype != np.bool_ or init.shape != data.shape):
       raise TypeError(f"Memory init must be a bool array of shape {data.shape}")
-    self.data, self.init = data, init
-    self.all_init = init is None or bool(init.all())
+    self.data, self.origin = data, None
+    self.bits: np.ndarray | None = None if init is None or init.all() else np.packbits(init, bitorder="little")
   @staticmethod
   def zeros(nbytes: int, track_init: bool = True) -> Memory:
-    return Memory(np.zeros(nbytes, np.uint8), np.zeros(nbytes, np.bool_) if track_init else None)
+    m = Memory(np.zeros(nbytes, np.uint8))
+    if track_init and nbytes: m.bits = np.zeros((nbytes + 7) // 8, np.uint8)
+    return m
   @property
   def nbytes(self) -> int: return self.data.nbytes
+  @property
+  def all_init(self) -> bool: return self.bits is None
+  @property
+  def init(self) -> np.ndarray | None:
+    """Which bytes are defined, one bool per byte (None: all of them)."""
+    return None if self.bits is None else np.unpackbits(self.bits, count=self.nbytes, bitorder="little").astype(np.bool_)
   def write(self, src: memoryview | bytes | np.ndarray, offset: int = 0) -> None:
     """Copy bytes in (host copy): they count as initialized."""
     b = np.ascontiguousarray(src).reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else np.frombuffer(src, np.uint8)
     if offset < 0 or offset + b.size > self.nbytes: raise ValueError(f"write of {b.size} bytes at offset {offset} outside {self.nbytes} bytes")
     self.data[offset:offset + b.size] = b
-    if self.init is not None and not self.all_init:
-      self.init[offset:offset + b.size] = True
-      self.all_init = bool(self.init.all())
-  def __repr__(self) -> str: return f"<Memory {self.nbytes} bytes{'' if self.all_init else ', partly uninitialized'}>"
+    self.mark_range(offset, offset + b.size, True)
+    self.settle()
+  def undefined_bytes(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+    """Positions (from lo) of the undefined bytes in [lo, hi)."""
+    hi = self.nbytes if hi is None else hi
+    if self.bits is None or hi <= lo: return np.zeros(0, np.int64)
+    a = lo >> 3
+    ok = np.unpackbits(self.bits[a:(hi + 7) >> 3], bitorder="little")[lo - 8 * a:hi - 8 * a]
+    return np.flatnonzero(ok == 0)
+
+  # ---- the bitmap (used by the executor) ----------------------------------------------------------
+  def mark_range(self, lo: int, hi: int, defined: bool) -> None:
+    """Bytes [lo, hi) become defined or undefined."""
+    if hi <= lo or (defined and self.bits is None): return
+    if self.bits is None: self.bits = np.full((self.nbytes + 7) // 8, 255, np.uint8)
+    bits, a, b = self.bits, lo >> 3, hi >> 3
+    if a == b: _set_bits(bits, a, ((1 << (hi - lo)) - 1) << (lo & 7), defined)
+    else:
+      if lo & 7: _set_bits(bits, a, (0xFF << (lo & 7)) & 0xFF, defined); a += 1
+      bits[a:b] = 255 if defined else 0
+      if hi & 7: _set_bits(bits, b, (1 << (hi & 7)) - 1, defined)
+  def mark_elems(self, e: np.ndarray, k: int, defined: bool) -> None:
+    """Elements e (indices of k-byte elements, k in 1, 2, 4, 8) become defined or undefined."""
+    if e.size == 0 or (defined and self.bits is None): return
+    if self.bits is None: self.bits = np.full((self.nbytes + 7) // 8, 255, np.uint8)
+    e = e.reshape(-1).astype(np.int64, copy=False)
+    if k == 8: self.bits[e] = 255 if defined else 0
+    else:
+      pos = e * k
+      m = (np.uint8((1 << k) - 1) << (pos & 7).astype(np.uint8)).astype(np.uint8)
+      if defined: np.bitwise_or.at(self.bits, pos >> 3, m)
+      else: np.bitwise_and.at(self.bits, pos >> 3, ~m)
+  def elems_defined(self, e: np.ndarray, k: int) -> np.ndarray:
+    """Whether each of the k-byte elements e is defined (bitmap present)."""
+    assert self.bits is not None
+    if k == 8: return self.bits[e] == 255
+    pos = e.astype(np.int64, copy=False) * k
+    m = np.uint8((1 << k) - 1)
+    return ((self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & m) == m
+  def range_defined(self, lo: int, hi: int, k: int) -> np.ndarray:
+    """Whether each k-byte element of [lo, hi) (element indices) is defined (bitmap present)."""
+    assert self.bits is not None
+    a, b = lo * k, hi * k
+    ok = np.unpackbits(self.bits[a >> 3:(b + 7) >> 3], bitorder="little")[a & 7:(a & 7) + b - a]
+    return ok.reshape(hi - lo, k).all(axis=1) if k > 1 else ok.astype(np.bool_)
+  def settle(self) -> None:
+    """Drop the bitmap when every byte is defined (called after a host copy and after each launch, not per store)."""
+    bits, full, rem = self.bits, self.nbytes >> 3, self.nbytes & 7
+    if bits is not None and bool((bits[:full] == 255).all()) and (not rem or (int(bits[full]) & ((1 << rem) - 1)) == (1 << rem) - 1):
+      self.bits, self.origin = None, None
+  def __repr__(self) -> str: return f"<Memory {self.nbytes} bytes{'' if self.bits is None else ', partly uninitialized'}>"
+
+def _set_bits(bits: np.ndarray, i: int, mask: int, on: bool) -> None:
+  bits[i] = (int(bits[i]) | mask) if on else (int(bits[i]) & ~mask & 0xFF)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +169,7 @@ def _coords(flat: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
 class _State:
   """Everything one batch of workgroups needs while the instructions run."""
   __slots__ = ("active", "checked", "gmem", "gsz", "ident", "kernel", "lane0", "lanes_", "lmem", "loops", "ls", "lsz", "n", "readonly", "regs",
-               "specials", "stack", "stored", "wg0", "wg_", "writers")
+               "skipped", "specials", "stack", "stored", "undef", "wg0", "wg_", "writers")
 
   def __init__(self, kernel: str, gsz: tuple[int, int, int], lsz: tuple[int, int, int], wg0: int, wg1: int, checked: bool):
     self.kernel, self.gsz, self.lsz, self.checked = kernel, gsz, lsz, checked
@@ -119,6 +182,9 @@ class _State:
     self.lanes_: np.ndarray | None = None
     self.wg_: np.ndarray | None = None
     self.ident: np.ndarray | None = None     # an array equal to the lane ids, when some SPECIAL is exactly that
+    # slot -> (where its value is undefined: a bool array shaped like the value, where the undefined data was first loaded);
+    # empty while nothing undefined has been loaded, so the common case pays one dict truth test per instruction
+    self.undef: dict[int, tuple[np.ndarray, str]] = {}
 
   @property
   def lanes(self) -> np.ndarray:
@@ -200,6 +266,8 @@ class Program:
       elif u.op is Ops.SPECIAL: self.specials.append(u)
       elif u.op in (Ops.SINK, Ops.NOOP): raise ExecutionError(f"kernel {name}: uop {i}: {u.op.name} does not belong in a linear program")
     self.stored_args = frozenset(u.src[0].arg for u in self.uops if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_GLOBAL)
+    self.width = max((u.dtype.count for u in self.uops if not isinstance(u.dtype, PtrDType)), default=1)
+    self.store_count = {a: sum(1 for u in self.uops if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == a) for a in self.stored_args}
     if sorted(self.globals) != list(range(len(self.globals))):
       raise ExecutionError(f"kernel {name}: buffer parameters must be numbered 0..n-1, got {sorted(self.globals)}")
     self._compile()
@@ -262,6 +330,16 @@ class Program:
       def alu(st: _State) -> None:
         r = st.regs
         xs = [r[a] for a in src]
+        if st.undef:
+          ins = [st.undef.get(a) for a in src]
+          if any(x is not None for x in ins):
+            if op in (Ops.IDIV, Ops.MOD) and ins[1] is not None: self._undef_use(st, i, "a divisor", ins[1])
+            skip = _any_lanes(*(x[0] for x in ins if x is not None))
+            if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts, skip)   # undefined lanes compute anything, silently
+            r[o] = res = fn(xs)
+            st.undef[o] = (_alu_undef(op, ins, xs, res), next(x[1] for x in ins if x is not None))
+            return
+          st.undef.pop(o, None)
         if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts)
         r[o] = fn(xs)
       return alu
@@ -274,26 +352,44 @@ class Program:
     if op is Ops.VECTORIZE:
       def vectorize(st: _State) -> None:
         r = st.regs
-        st.regs[o] = np.stack(np.broadcast_arrays(*[r[a] for a in src]), axis=-1)
+        st.regs[o] = v = np.stack(np.broadcast_arrays(*[r[a] for a in src]), axis=-1)
+        if st.undef:
+          ins = [st.undef.get(a) for a in src]
+          if any(x is not None for x in ins):
+            ms = [np.zeros(r[a].shape, np.bool_) if x is None else x[0] for a, x in zip(src, ins)]
+            st.undef[o] = (np.broadcast_to(np.stack(np.broadcast_arrays(*ms), axis=-1), v.shape), next(x[1] for x in ins if x is not None))
+          else: st.undef.pop(o, None)
       return vectorize
     if op is Ops.GEP:
       a, k = src[0], u.arg[0]
-      def gep(st: _State) -> None: st.regs[o] = st.regs[a][..., k]
+      def gep(st: _State) -> None:
+        st.regs[o] = st.regs[a][..., k]
+        if st.undef: _carry(st, o, a, lambda m: m[..., k])
       return gep
     if op is Ops.DEFINE_ACC:
       a = src[0]
-      def define_acc(st: _State) -> None: st.regs[o] = st.regs[a]
+      def define_acc(st: _State) -> None:
+        st.regs[o] = st.regs[a]
+        if st.undef: _carry(st, o, a, lambda m: m)
       return define_acc
     if op is Ops.ASSIGN:
       a, vec = src[1], dt.count > 1
       def assign(st: _State) -> None:
         r, m = st.regs, st.active
+        if st.undef and (a in st.undef or o in st.undef):
+          ua, uo = st.undef.get(a), st.undef.get(o)
+          ma = np.zeros(r[a].shape, np.bool_) if ua is None else ua[0]
+          mo = np.zeros(r[o].shape, np.bool_) if uo is None else uo[0]
+          new = ma if m is None else np.where(m[:, None] if vec else m, ma, mo)
+          if new.any(): st.undef[o] = (new, (ua or uo)[1])  # type: ignore[index]
+          else: st.undef.pop(o, None)
         r[o] = r[a] if m is None else np.where(m[:, None] if vec else m, r[a], r[o])
       return assign
     if op is Ops.IF:
       a = src[0]
       def if_(st: _State) -> int | None:
         c, m = st.regs[a], st.active
+        if st.undef and a in st.undef: self._undef_use(st, i, "a branch", st.undef[a])
         new = c if m is None else c & m
         if not new.any():
           for s in skip_frees: st.regs[s] = None
@@ -309,6 +405,7 @@ class Program:
       a, npdt = src[0], dt.np
       def range_(st: _State) -> int | None:
         end = st.regs[a]
+        if st.undef and a in st.undef: self._undef_use(st, i, "a loop bound", st.undef[a])
         if end.shape[0] > 1:
           e = end if st.active is None else end[st.active]
           if (e != e[0]).any():
@@ -351,7 +448,7 @@ class Program:
       return barrier
     raise ExecutionError(f"kernel {self.name}: {self.describe(i)}: the SIMT executor cannot run {op.name}")
 
-  def _ub(self, st: _State, i: int, op: Ops, dt: DType, xs: list[np.ndarray], sdts: tuple[DType, ...]) -> None:
+  def _ub(self, st: _State, i: int, op: Ops, dt: DType, xs: list[np.ndarray], sdts: tuple[DType, ...], skip: np.ndarray | None = None) -> None:
     res = semantics.ub_check(op, dt, xs, sdts)
     if res is None: return
     reason, mask = res
@@ -359,11 +456,21 @@ class Program:
     if mask.ndim > 1: mask = mask.reshape(mask.shape[0], -1).any(axis=1)
     if mask.ndim == 0: mask = mask.reshape(1)
     if st.active is not None: mask = mask & st.active
+    if skip is not None: mask = mask & ~skip
     if not mask.any(): return
     rows = st.rows(mask)
     vals = ", ".join(repr(_val(x, int(rows[0]), d)) for x, d in zip(xs, sdts))
     raise UndefinedBehaviourError(f"{reason} in kernel {self.name} at {self.describe(i)}: {st.thread(int(rows[0]))} computes "
                                   f"{op.name}({vals})" + (f" ({len(rows)} lanes in all)" if len(rows) > 1 else ""))
+
+  def _undef_use(self, st: _State, i: int, what: str, und: tuple[np.ndarray, str]) -> None:
+    """Report an undefined value that decides `what` on an active lane (nothing when it does so on none)."""
+    bad = _any_lanes(und[0])
+    if st.active is not None: bad = bad & st.active
+    if not bad.any(): return
+    rows = st.rows(bad)
+    raise UndefinedBehaviourError(f"read of uninitialized memory decides {what} in kernel {self.name} at {self.describe(i)}: {st.thread(int(rows[0]))} "
+                                  f"uses a value loaded {und[1]}" + (f" ({len(rows)} lanes in all)" if len(rows) > 1 else ""))
 
   # ---- running --------------------------------------------------------------------------------
   def __call__(self, bufs: Sequence[Memory], global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
@@ -381,17 +488,16 @@ class Program:
       usable = mem.nbytes - mem.nbytes % npdt.itemsize
       view = mem.data[:usable].view(npdt)
       bound = pdt.size if pdt.size >= 0 else usable // pdt.base.itemsize
-      initv = None
-      if chk and mem.init is not None and not mem.all_init: initv = mem.init[:usable].view(np.dtype(f"u{npdt.itemsize}"))
-      gmem[arg] = (mem, view, bound, initv)
+      gmem[arg] = (mem, view, bound, npdt.itemsize)
     var_vals = [semantics.from_python([v], u.dtype) for (_, u), v in zip(self.vars, vals)]
     writers: dict[tuple[int, int], np.ndarray] = {}
+    skipped: dict[tuple[int, int], list[tuple[int, int]]] = {}
     stored: dict[int, Memory] = {}
     ls, nwg = math.prod(lsz), math.prod(gsz)
-    per_batch = max(1, max_lanes // ls)
+    per_batch = max(1, max_lanes // (ls * self.width))   # bounds the elements of a value, vectors included
     for wg0 in range(0, nwg, per_batch):
       st = _State(self.name, gsz, lsz, wg0, min(nwg, wg0 + per_batch), chk)
-      st.gmem, st.writers, st.stored, st.readonly = gmem, writers, stored, readonly
+      st.gmem, st.writers, st.stored, st.readonly, st.skipped = gmem, writers, stored, readonly, skipped
       nwb = st.n // ls
       st.lmem = {}
       for p, pdt in self.locals.items():
@@ -404,17 +510,19 @@ class Program:
       for (s, _), arr in zip(self.vars, var_vals): regs[s] = arr
       st.regs = regs
       with np.errstate(all="ignore"): self._run(st)   # undefined lanes may compute anything, silently
-    for mem in stored.values():
-      if mem.init is not None and not mem.all_init: mem.all_init = bool(mem.init.all())
+    for mem in stored.values(): mem.settle()
 
   def _run(self, st: _State) -> None:
     code, regs = self.code, st.regs
     pc, end = 0, len(code)
+    undef = st.undef
     while pc < end:
       fn, frees = code[pc]
       nxt = fn(st)
       if nxt is None:
         for s in frees: regs[s] = None
+        if undef:
+          for s in frees: undef.pop(s, None)
         pc += 1
       else: pc = nxt
 
@@ -468,25 +576,32 @@ class _Access:
   def run(self, st: _State) -> None:
     r = st.regs
     mask = st.active
+    if st.undef:   # an undefined gate or address decides which memory is touched
+      if self.gate >= 0 and self.gate in st.undef: self.prg._undef_use(st, self.i, "a gate", st.undef[self.gate])
+      if self.idx in st.undef:
+        u = st.undef[self.idx]
+        if self.gate >= 0: u = (u[0] & r[self.gate], u[1])
+        self.prg._undef_use(st, self.i, "an address", u)
     if self.gate >= 0:
       g = r[self.gate]
       mask = g if mask is None else (mask & g)
       if mask.shape[0] == 1: mask = None if mask[0] and st.active is None else np.broadcast_to(mask, (st.n,))
     idx = r[self.idx]
     if self.local: return self._local(st, idx, mask)
-    mem, view, bound, initv = st.gmem[self.key]
+    mem, view, bound, k = st.gmem[self.key]
+    track = st.checked and mem.bits is not None
     # the common case: every lane active, the index is the lane id, one element per lane
     if mask is None and idx is st.ident and self.c == 1 and self.bc == 1:
       lo, hi = st.lane0, st.lane0 + st.n
       if lo < 0 or hi > bound: self._oob_check(st, None, idx, bound)
-      if self.store: return self._store_range(st, mem, view, lo, hi, r[self.val], initv)
-      if initv is not None and st.checked and not (initv[lo:hi] == _PATTERN[initv.dtype.itemsize]).all():
-        self._uninit(st, np.arange(st.n), idx, initv[lo:hi] != _PATTERN[initv.dtype.itemsize])
-      v = view[lo:hi]
-      # a view is safe when no store of this launch can change the memory behind it
-      st.regs[self.o] = self._bool(st, v, None, idx) if self.is_bool else v if self.key in st.readonly else v.copy()
-      return None
+      return self._range(st, mem, view, lo, hi, k, idx, track)
     uniform = mask is None and idx.shape[0] == 1 and not self.store
+    # every lane active and lane i touching the c elements right after lane i-1's (e.g. an upcast float4 access): a slice
+    if mask is None and idx.shape[0] == st.n > 1 and (self.c % self.bc == 0):
+      step, lo = self.c // self.bc, int(idx[0])
+      if int(idx[-1]) - lo == step * (st.n - 1) and lo >= 0 and (np.diff(idx) == step).all():
+        if (lo + step * st.n) * self.bc > bound * self.bc: self._oob_check(st, None, idx, bound)
+        return self._range(st, mem, view, lo * self.bc, (lo + step * st.n) * self.bc, k, idx, track)
     rows = None if mask is None else np.flatnonzero(mask)
     if uniform: sel = idx
     else:
@@ -497,26 +612,76 @@ class _Access:
       if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
     e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)
-    if self.store: return self._store(st, mem, view, e, rows, initv)
-    if initv is not None and st.checked and e.size:
-      bad = initv[e] != _PATTERN[initv.dtype.itemsize]
-      if bad.any(): self._uninit(st, rows, sel, bad)
-    return self._loaded(st, view[e], rows, sel)
+    if self.store: return self._store(st, mem, view, e, rows, k)
+    und = None
+    if track and e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
+    return self._loaded(st, view[e], rows, sel, und, mem)
+
+  def _range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, k: int, idx: np.ndarray, track: bool) -> None:
+    """A LOAD or STORE of the consecutive elements [lo, hi) of the buffer, lane by lane in order (c per lane)."""
+    if self.store: return self._store_range(st, mem, view, lo, hi, st.regs[self.val], k)
+    und = None
+    shape = (st.n, self.c) if self.c > 1 else (st.n,)
+    if track and not (ok := mem.range_defined(lo, hi, k)).all(): und = ~ok.reshape(shape)
+    v = view[lo:hi].reshape(shape)
+    # a view is safe when no store of this launch can change the memory behind it
+    st.regs[self.o] = self._bool(st, v, None, idx, und) if self.is_bool else v if self.key in st.readonly else v.copy()
+    self._set_undef(st, und, None, idx, mem)
+    return None
+
+  # ---- definedness ------------------------------------------------------------------------------
+  def _set_undef(self, st: _State, und: np.ndarray | None, rows: np.ndarray | None, sel: np.ndarray, mem: Memory | None) -> None:
+    """Record where the loaded value is undefined (`und`: per loaded lane, like the value) and where it was first loaded."""
+    if und is None or not und.any(): st.undef.pop(self.o, None)
+    else: st.undef[self.o] = (und, self._origin(st, und, rows, sel, mem))
+
+  def _origin(self, st: _State, und: np.ndarray, rows: np.ndarray | None, sel: np.ndarray, mem: Memory | None) -> str:
+    """Where an undefined value comes from: the first lane loading it here, or the load that put it into this memory."""
+    if mem is not None and mem.origin: return mem.origin
+    k = int(np.flatnonzero(_any_lanes(und))[0])
+    row = k if rows is None else int(rows[k])
+    ix = int(sel[k] if sel.shape[0] > 1 else sel[0])
+    return f"{self.where()} by {st.thread(row)} from index {ix} of {self.bufname}, which nothing has written"
+
+  def _value_undef(self, st: _State, rows: np.ndarray | None, shape: tuple[int, ...]) -> tuple[np.ndarray, str] | None:
+    """Where the value a STORE writes is undefined, per stored lane (shaped like its element indices), or None."""
+    if not st.undef or (u := st.undef.get(self.val)) is None: return None
+    m = u[0]
+    vshape = (st.n, self.c) if self.c > 1 else (st.n,)
+    if m.shape[0] != st.n: m = np.broadcast_to(m, vshape)
+    if rows is not None: m = m[rows]
+    m = np.broadcast_to(m, shape)
+    return (m, u[1]) if m.any() else None
 
   # ---- global stores ---------------------------------------------------------------------------
-  def _store_range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, val: np.ndarray, initv: np.ndarray | None) -> None:
+  def _store_range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, val: np.ndarray, k: int) -> None:
+    """Lane i of the batch stores the c elements at lo + c*i (all lanes active)."""
+    c = self.c
     if st.checked:
-      w = self._writer(st, mem, view)
-      prev = w[lo:hi]
-      clash = (prev >= 0) & (prev != st.ident)
-      if clash.any():
-        row = int(np.flatnonzero(clash)[0])
-        self._race(st, row, lo + row, int(prev[row]))
-      w[lo:hi] = st.ident
-    view[lo:hi] = val
-    self._mark_init(st, mem, view, initv, slice(lo, hi))
+      wk = (id(mem), view.itemsize)
+      if self.prg.store_count[self.key] == 1 and wk not in st.writers:
+        # the only STORE to this buffer, each lane its own elements: its lanes cannot collide; remember the range in case
+        # a masked run of the same STORE needs the writers later
+        st.skipped.setdefault(wk, []).append((lo, hi, st.lane0, c))
+      else:
+        w = self._writer(st, mem, view)
+        lanes = st.lanes if c == 1 else np.repeat(st.lanes, c)
+        prev = w[lo:hi]
+        clash = (prev >= 0) & (prev != lanes)
+        if clash.any():
+          j = int(np.flatnonzero(clash)[0])
+          self._race(st, j // c, lo + j, int(prev[j]))
+        w[lo:hi] = lanes
+    if val.shape[0] != st.n: val = np.broadcast_to(val, (st.n, c) if c > 1 else (st.n,))
+    view[lo:hi] = val.reshape(-1)
+    st.stored[id(mem)] = mem
+    vu = self._value_undef(st, None, (st.n, c) if c > 1 else (st.n,))
+    if mem.bits is not None: mem.mark_range(lo * k, hi * k, True)
+    if vu is not None and st.checked:
+      mem.mark_elems(lo + np.flatnonzero(vu[0].reshape(-1)), k, False)
+      mem.origin = mem.origin or vu[1]
 
-  def _store(self, st: _State, mem: Memory, view: np.ndarray, e: np.ndarray, rows: np.ndarray | None, initv: np.ndarray | None) -> None:
+  def _store(self, st: _State, mem: Memory, view: np.ndarray, e: np.ndarray, rows: np.ndarray | None, k: int) -> None:
     val = st.regs[self.val]
     n = st.n if rows is None else rows.size
     if n == 0: return
@@ -532,25 +697,24 @@ class _Access:
       w[e] = lanes
       dup = w[e] != lanes
       if clash.any() or dup.any():
-        k = np.flatnonzero((clash | dup).reshape(n, -1).any(axis=1))[0]
-        j = int(np.flatnonzero((clash | dup).reshape(n, -1)[k])[0])
-        other = int(prev.reshape(n, -1)[k, j]) if clash.reshape(n, -1)[k, j] else int(w[e].reshape(n, -1)[k, j])
-        self._race(st, int(k if rows is None else rows[k]), int(e.reshape(n, -1)[k, j]), other)
+        k2 = np.flatnonzero((clash | dup).reshape(n, -1).any(axis=1))[0]
+        j = int(np.flatnonzero((clash | dup).reshape(n, -1)[k2])[0])
+        other = int(prev.reshape(n, -1)[k2, j]) if clash.reshape(n, -1)[k2, j] else int(w[e].reshape(n, -1)[k2, j])
+        self._race(st, int(k2 if rows is None else rows[k2]), int(e.reshape(n, -1)[k2, j]), other)
     view[e] = val
-    self._mark_init(st, mem, view, initv, e)
+    st.stored[id(mem)] = mem
+    vu = self._value_undef(st, rows, e.shape)
+    if mem.bits is not None: mem.mark_elems(e, k, True)
+    if vu is not None and st.checked:
+      mem.mark_elems(e[vu[0]], k, False)
+      mem.origin = mem.origin or vu[1]
 
   def _writer(self, st: _State, mem: Memory, view: np.ndarray) -> np.ndarray:
     k = (id(mem), view.itemsize)
-    if (w := st.writers.get(k)) is None: w = st.writers[k] = np.full(view.size, -1, np.int32)
+    if (w := st.writers.get(k)) is None:
+      w = st.writers[k] = np.full(view.size, -1, np.int32)
+      for lo, hi, lane0, c in st.skipped.pop(k, ()): w[lo:hi] = np.repeat(np.arange(lane0, lane0 + (hi - lo) // c, dtype=np.int32), c)
     return w
-
-  @staticmethod
-  def _mark_init(st: _State, mem: Memory, view: np.ndarray, initv: np.ndarray | None, where: Any) -> None:
-    st.stored[id(mem)] = mem
-    if mem.init is not None and not mem.all_init:
-      k = view.itemsize
-      iv = initv if initv is not None else mem.init[:mem.nbytes - mem.nbytes % k].view(np.dtype(f"u{k}"))
-      iv[where] = _PATTERN[k]
 
   # ---- local memory ----------------------------------------------------------------------------
   def _local(self, st: _State, idx: np.ndarray, mask: np.ndarray | None) -> None:
@@ -583,11 +747,13 @@ class _Access:
           pick = lambda a: int(a.reshape(n, -1)[k, j])
           other, verb = (pick(pw), "writes") if pick(wclash) else (pick(pr), "reads") if pick(rclash) else (pick(writer[e]), "writes")
           self._local_race(st, rows, k, pick(e), "writes", other, verb)
-        init[e] = True
+        vu = self._value_undef(st, rows, e.shape)
+        init[e] = True if vu is None else ~vu[0]
       data[e] = val
       return None
+    und = None
     if st.checked and n:
-      if not (ok := init[e]).all(): self._uninit(st, rows, sel, ~ok)
+      if not (ok := init[e]).all(): und = ~ok
       pw = writer[e]
       if (bad := (pw >= 0) & (pw != lanes)).any():
         k, j = self._first(bad, n)
@@ -598,21 +764,30 @@ class _Access:
       reader[e] = new
       multi = reader[e] != new
       if multi.any(): reader[e[multi]] = -2
-    return self._loaded(st, data[e], rows, sel)
+    return self._loaded(st, data[e], rows, sel, und, None)
 
-  def _loaded(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray) -> None:
-    """Set the load's value: the gathered elements on the lanes that loaded, `alt` on the others."""
-    if self.is_bool: v = self._bool(st, v, rows, sel)
-    if rows is None: st.regs[self.o] = v
-    else:
-      out = np.zeros((st.n, self.c) if self.c > 1 else st.n, v.dtype)
-      if self.alt >= 0: out[...] = st.regs[self.alt]
-      out[rows] = v
-      st.regs[self.o] = out
+  def _loaded(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray, und: np.ndarray | None, mem: Memory | None) -> None:
+    """Set the load's value: the gathered elements on the lanes that loaded, `alt` on the others (and where it is undefined)."""
+    if self.is_bool: v = self._bool(st, v, rows, sel, und)
+    if rows is None:
+      st.regs[self.o] = v
+      return self._set_undef(st, und, None, sel, mem)
+    out = np.zeros((st.n, self.c) if self.c > 1 else st.n, v.dtype)
+    if self.alt >= 0: out[...] = st.regs[self.alt]
+    out[rows] = v
+    st.regs[self.o] = out
+    alt_u = st.undef.get(self.alt) if st.undef and self.alt >= 0 else None
+    if und is None and alt_u is None: return self._set_undef(st, None, rows, sel, mem)
+    full = np.zeros(out.shape, np.bool_)
+    if alt_u is not None: full[...] = alt_u[0]
+    full[rows] = False if und is None else und
+    if not full.any(): return self._set_undef(st, None, rows, sel, mem)
+    st.undef[self.o] = (full, self._origin(st, und, rows, sel, mem) if und is not None and und.any() else alt_u[1])  # type: ignore[index]
+    return None
 
-  def _bool(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray) -> np.ndarray:
-    """Bytes of bool memory as bools; a byte other than 0 or 1 is not a bool (undefined, as in C)."""
-    if st.checked and (bad := v > 1).any():
+  def _bool(self, st: _State, v: np.ndarray, rows: np.ndarray | None, sel: np.ndarray, und: np.ndarray | None = None) -> np.ndarray:
+    """Bytes of bool memory as bools; a byte other than 0 or 1 is not a bool (undefined, as in C). Undefined bytes are not checked."""
+    if st.checked and (bad := (v > 1) if und is None else (v > 1) & ~und).any():
       b = bad.reshape(bad.shape[0], -1)
       k = int(np.flatnonzero(b.any(axis=1))[0])
       row = k if rows is None else int(rows[k])
@@ -639,14 +814,6 @@ class _Access:
     raise OutOfBoundsError(f"out-of-bounds {'STORE' if self.store else 'LOAD'} {self.where()}: {st.thread(row)} accesses index {int(sel[k])} "
                            f"of {self.bufname} with {bound} elements of {self.pdt.base!r}{span}"
                            + (f" ({int(bad.sum())} lanes in all)" if bad.sum() > 1 else ""))
-
-  def _uninit(self, st: _State, rows: np.ndarray | None, sel: np.ndarray, bad: np.ndarray) -> None:
-    b = bad.reshape(bad.shape[0], -1).any(axis=1)
-    k = int(np.flatnonzero(b)[0])
-    row = k if rows is None else int(rows[k])
-    ix = int(sel[k] if sel.shape[0] > 1 else sel[0])
-    raise UndefinedBehaviourError(f"read of uninitialized memory {self.where()}: {st.thread(row)} loads index {ix} of {self.bufname}, "
-                                  f"which nothing has written" + (f" ({int(b.sum())} lanes in all)" if b.sum() > 1 else ""))
 
   def _race(self, st: _State, row: int, elem: int, other_lane: int) -> None:
     ls = st.ls
@@ -715,6 +882,10 @@ class _Wmma:
       out[warps] = frag
       out = out.reshape(st.n, e_c)
     st.regs[self.i] = out if self.vec else out.reshape(st.n)
+    if st.undef:   # an undefined fragment element may reach any lane of its warp: the whole result counts as undefined
+      ins = [u for x in self.src if (u := st.undef.get(x)) is not None]
+      if ins: st.undef[self.i] = (np.ones(st.regs[self.i].shape, np.bool_), ins[0][1])
+      else: st.undef.pop(self.i, None)
 
   # ---- reports ---------------------------------------------------------------------------------
   def _misfit(self, st: _State) -> None:
@@ -751,7 +922,33 @@ class _Wmma:
                                   + (f" ({nbad} fragment elements in all)" if nbad > 1 else "") + " (replicas must hold the same bits)")
 
 
-_PATTERN = {1: np.uint8(1), 2: np.uint16(0x0101), 4: np.uint32(0x01010101), 8: np.uint64(0x0101010101010101)}
+# ---- definedness of values (see Memory) -----------------------------------------------------------------------
+
+def _any_lanes(*masks: np.ndarray) -> np.ndarray:
+  """Per lane ((n,) or (1,)): whether any component of any mask is undefined."""
+  out = None
+  for m in masks:
+    lm = m if m.ndim == 1 else m.reshape(m.shape[0], -1).any(axis=1)
+    out = lm if out is None else out | lm
+  assert out is not None
+  return out
+
+def _alu_undef(op: Ops, ins: list[tuple[np.ndarray, str] | None], xs: list[np.ndarray], res: np.ndarray) -> np.ndarray:
+  """Where the result of an ALU op is undefined: where an operand it depends on is (WHERE: the condition, or the chosen value)."""
+  ms = [np.zeros(x.shape, np.bool_) if u is None else u[0] for u, x in zip(ins, xs)]
+  if op is Ops.WHERE: m = ms[0] | np.where(xs[0], ms[1], ms[2])
+  elif all(x.shape[1:] == res.shape[1:] for x in xs): m = np.logical_or.reduce(np.broadcast_arrays(*ms)) if len(ms) > 1 else ms[0]
+  else:   # the vector width changes (BITCAST): a lane is undefined if any of its source components is
+    lm = _any_lanes(*ms)
+    m = lm if res.ndim == 1 else np.broadcast_to(lm[:, None], (lm.shape[0], *res.shape[1:]))
+  return np.broadcast_to(m, res.shape) if m.shape != res.shape else m
+
+def _carry(st: _State, o: int, a: int, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+  """Slot o's value is fn of slot a's: so is where it is undefined."""
+  if (u := st.undef.get(a)) is not None and (m := fn(u[0])).any(): st.undef[o] = (m, u[1])
+  else: st.undef.pop(o, None)
+
+
 
 def _span(sel: np.ndarray) -> tuple[int, int]:
   """(min, max) of the selected indices; one index (a uniform or single lane) without numpy reductions."""

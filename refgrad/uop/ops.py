@@ -189,10 +189,12 @@ class UOp(metaclass=_UOpCache):
   @functools.cached_property
   def shape(self) -> tuple[int, ...]:
     from refgrad.lazy import shape_of
+    _sources_first(self, "shape")
     return shape_of(self)
   @functools.cached_property
   def device(self) -> str | None:
     from refgrad.lazy import device_of
+    _sources_first(self, "device")
     return device_of(self)
 
   # ---- integer bounds (for symbolic simplification and the spec) -----------------------------
@@ -203,12 +205,29 @@ class UOp(metaclass=_UOpCache):
   @functools.cached_property
   def _bounds(self) -> tuple[int | float, int | float]:
     from refgrad.uop.symbolic import bounds
+    if self.dtype.count == 1 and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool): _sources_first(self, "_bounds")
     return bounds(self)
   def simplify(self) -> UOp:
     """self under the `symbolic` rules. The rules depend on nothing but the node, so each node remembers its result."""
     from refgrad.uop.symbolic import symbolic
     return graph_rewrite(self, symbolic, memo=_SIMPLIFIED)
 
+
+def _sources_first(u: UOp, attr: str) -> None:
+  """Compute the cached property `attr`, defined from the sources' own, on every node below u that lacks it first,
+  sources before users: computed on demand it would recurse once per level of a deep graph (RecursionError past ~1000)."""
+  if all(attr in s.__dict__ for s in u.src): return
+  order: list[UOp] = []
+  seen: set[UOp] = set()
+  stack: list[tuple[UOp, bool]] = [(u, False)]
+  while stack:
+    x, ready = stack.pop()
+    if ready: order.append(x)
+    elif x not in seen:
+      seen.add(x)
+      stack.append((x, True))
+      stack.extend((s, False) for s in x.src if attr not in s.__dict__ and s not in seen)
+  for x in order[:-1]: getattr(x, attr)   # order ends with u itself
 
 def _as_uop(x: UOp | Any, dtype: DType) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtype, x)
 

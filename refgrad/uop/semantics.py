@@ -87,7 +87,9 @@ Undefined behaviour (`UNDEFINED`; each `ub_check` reason starts with one of its 
     bool, divergent WMMA, WMMA replicas differ (lanes holding one element give it different bits): found by the
     device, not by this module.
   `evaluate` never raises or warns on undefined inputs; it returns some value, which no backend has to
-  match. In checked mode the PYTHON device calls `ub_check` on its active lanes and reports the kernel,
+  match. The CPU backend gives the arithmetic cases a fixed result so that no input traps (refgrad/renderer/cstyle.py:
+  IDIV/MOD by 0 -> 0, MIN / -1 -> MIN, MIN % -1 -> 0, shift amounts masked to the width, float->int saturating
+  with NaN -> 0); that is the CPU's choice, not part of this definition. In checked mode the PYTHON device calls `ub_check` on its active lanes and reports the kernel,
   uop and thread. The fuzzer must never generate undefined behaviour.
 
 Implementation-defined behaviour (`IMPLEMENTATION_DEFINED`; backends may differ, comparisons must not

@@ -16,7 +16,7 @@ def test_default_from_env(monkeypatch):
   monkeypatch.setenv("DEV", "cpu")
   assert Device.DEFAULT == "CPU"
   monkeypatch.setenv("DEV", "gpu")
-  with pytest.raises(ValueError, match="DEV=.gpu. is not allowed: unknown device"): _ = Device.DEFAULT
+  with pytest.raises(ValueError, match=r"DEV=.gpu. is not allowed: unknown device"): _ = Device.DEFAULT
 
 @pytest.mark.parametrize("dt", [d for d in dtypes.all])
 def test_copies_round_trip_between_devices(dt):

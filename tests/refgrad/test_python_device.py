@@ -12,6 +12,7 @@ from refgrad.device import Buffer, Device
 from refgrad.dtype import DType, dtypes
 from refgrad.program import ProgramSpec, Runner
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_arg, encode_arg, parse, parse_program
+from refgrad.runtime.ops_python import PythonAllocator
 from refgrad.runtime.simt import ExecutionError, Memory, OutOfBoundsError, Program, UndefinedBehaviourError
 from refgrad.uop import semantics
 from refgrad.uop.linearize import linearize
@@ -539,26 +540,77 @@ def test_out_of_bounds_store_and_vector_overhang():
   with pytest.raises(OutOfBoundsError, match=r"index -1 of buffer 0"):
     run([outb, i, neg := c(dtypes.int32, -1), outb.store(neg, i)], [empty(4, dtypes.int32)], gsz=(2, 1, 1))
 
+def _host_read(m: Memory) -> np.ndarray:
+  out = np.empty(m.nbytes, np.uint8)
+  PythonAllocator().copyout(memoryview(out), m)
+  return out
+
 def test_read_of_uninitialized_global_memory():
+  """The memcheck model: copying undefined data is not an error; the host reading it back is, naming the load it came from."""
   outb, inb, i = g(0, dtypes.float32, 4), g(1, dtypes.float32, 4), special("idx0", 4)
   ld = inb.load(i)
   uops = [outb, inb, i, ld, outb.store(i, ld)]
-  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory in kernel k at uop 3 \(LOAD.*gidx=\(0, 0, 0\).*index 0 of buffer 1"):
-    run(uops, [empty(4, dtypes.float32), empty(4, dtypes.float32)], gsz=(4, 1, 1))
-  # a store initializes: after out is written it may be read
+  out = empty(4, dtypes.float32)
+  run(uops, [out, empty(4, dtypes.float32)], gsz=(4, 1, 1))
+  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory by the host: 16 of the 16 bytes .* first at byte 0 \(undefined data "
+                                                    r"was stored there after being loaded in kernel k at uop 3 \(LOAD.*gidx=\(0, 0, 0\).*index 0 of buffer 1"):
+    _host_read(out)
+  with pytest.raises(UndefinedBehaviourError, match="nothing has written them"): _host_read(empty(4, dtypes.float32))
+  # a store of defined data initializes: after out is written it may be read
   src, out = mem(np.ones(4, np.float32)), empty(4, dtypes.float32)
   run(uops, [out, src], gsz=(4, 1, 1))
-  run(uops, [empty(4, dtypes.float32), out], gsz=(4, 1, 1))
+  assert out.all_init and _host_read(out).view(np.float32).tolist() == [1.0] * 4
   partial = Memory.zeros(16)
   partial.write(np.ones(2, np.float32))
-  with pytest.raises(UndefinedBehaviourError, match="index 2 of buffer 1"): run(uops, [empty(4, dtypes.float32), partial], gsz=(4, 1, 1))
+  out = empty(4, dtypes.float32)
+  run(uops, [out, partial], gsz=(4, 1, 1))
+  assert out.undefined_bytes().tolist() == list(range(8, 16))
+  with pytest.raises(UndefinedBehaviourError, match="index 2 of buffer 1"): _host_read(out)
+
+@pytest.mark.parametrize("use", ["address", "branch", "divisor", "gate", "loop bound"])
+def test_uninitialized_value_reported_where_it_decides_something(use):
+  outb, inb, i = g(0, dtypes.int32, 4), g(1, dtypes.int32, 4), special("idx0", 4)
+  ld = inb.load(i)
+  one = c(dtypes.int32, 1)
+  if use == "address": body = [ld, outb.store(ld, i)]
+  elif use == "divisor": body = [one, q := one.alu(Ops.IDIV, ld), outb.store(i, q)]
+  elif use == "gate": body = [zero := c(dtypes.int32, 0), cond := ld.alu(Ops.CMPLT, zero), outb.store(i, i, cond)]
+  elif use == "branch":
+    zero = c(dtypes.int32, 0)
+    cond = ld.alu(Ops.CMPLT, zero)
+    iff = UOp(Ops.IF, dtypes.void, (cond,))
+    body = [zero, cond, iff, outb.store(i, i), UOp(Ops.ENDIF, dtypes.void, (iff,))]
+  else:
+    rng = UOp.range(ld, 0)
+    body = [rng, outb.store(i, rng), UOp(Ops.ENDRANGE, dtypes.void, (rng,))]
+  uops = list(dict.fromkeys([outb, inb, i, ld, *body]))
+  with pytest.raises(UndefinedBehaviourError, match=rf"read of uninitialized memory decides an? {use} in kernel k at uop \d+ .*uses a value loaded "
+                                                    r"in kernel k at uop 3 \(LOAD.*from index 0 of buffer 1, which nothing has written \(4 lanes in all\)"):
+    run(uops, [empty(4, dtypes.int32), empty(4, dtypes.int32)], gsz=(4, 1, 1))
+  good = [1, 2, 3, 0] if use == "address" else [2, 2, 2, 2]   # a permutation for the stores, a uniform loop bound
+  run(uops, [empty(4, dtypes.int32), mem(np.array(good, np.int32))], gsz=(4, 1, 1))   # defined: runs
+  run(uops, [empty(4, dtypes.int32), empty(4, dtypes.int32)], gsz=(4, 1, 1), checked=False)
+
+def test_undefined_lanes_overwritten_by_where_are_not_reported():
+  # out = where(i < 2, 7, in[i]): lanes 0-1 never use the undefined input, lanes 2-3 copy it
+  outb, inb, i = g(0, dtypes.int32, 4), g(1, dtypes.int32, 4), special("idx0", 4)
+  two, seven = c(dtypes.int32, 2), c(dtypes.int32, 7)
+  ld = inb.load(i)
+  cond = i.alu(Ops.CMPLT, two)
+  val = cond.where(seven, ld)
+  out = empty(4, dtypes.int32)
+  run([outb, inb, i, two, seven, ld, cond, val, outb.store(i, val)], [out, empty(4, dtypes.int32)], gsz=(4, 1, 1))
+  assert out.undefined_bytes().tolist() == list(range(8, 16))
+  partial = mem(np.arange(4, dtype=np.int32))
+  run([outb, inb, i, two, seven, ld, cond, val, outb.store(i, val)], [partial, empty(4, dtypes.int32)], gsz=(4, 1, 1))   # stores undefined over defined
+  assert not partial.all_init and partial.undefined_bytes().tolist() == list(range(8, 16))
 
 def test_read_of_uninitialized_local_memory():
   outb, i = g(0, dtypes.int32, 4), special("lidx0", 4)
   tmp = UOp(Ops.DEFINE_LOCAL, dtypes.int32.ptr(4, local=True), (), "tmp")
   ld = tmp.load(i)
-  uops = [outb, tmp, i, ld, outb.store(i, ld)]
-  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory.*uop 3 \(LOAD.*index 0 of local tmp"):
+  uops = [outb, tmp, i, ld, outb.store(ld, i)]   # the undefined value is an address
+  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory decides an address.*uop 3 \(LOAD.*index 0 of local tmp"):
     run(uops, [empty(4, dtypes.int32)], lsz=(4, 1, 1))
 
 def test_local_memory_race_without_a_barrier():

@@ -114,7 +114,7 @@ def test_float_division_by_literal_zero_is_ieee():
 _SRC = "int answer_{n}(void) {{ return {n}; }}\n"
 
 def _entry(cc: ClangCompiler, src: str) -> Path:
-  key = hashlib.sha256(f"{cc.cachekey}\0{src}".encode()).hexdigest()
+  key = hashlib.sha256(f"{device.COMPILED_FORMAT}\0{cc.cachekey}\0{src}".encode()).hexdigest()
   return device.cache_dir() / "compiled" / key[:2] / key
 
 def _call(lib: bytes, n: int) -> int:
@@ -251,3 +251,61 @@ def test_conformance_reports_a_bad_knob_in_one_line(env):
                      env={**os.environ, **env}, cwd=Path(__file__).resolve().parents[2], timeout=120)
   name = next(iter(env))
   assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith(f"error: {name}=") and r.stderr.count("\n") == 1, r.stderr
+
+
+# ---- class 5: sizes beyond int32 (error paths only: nothing here allocates the huge tensor) ---------------------------------
+
+_BIG = 2**31 + 16
+
+@pytest.mark.parametrize("make,what", [
+  (lambda: Tensor(np.broadcast_to(np.int8(1), (_BIG,))), "a buffer of 2147483664 elements"),   # a numpy view of one byte
+  (lambda: Tensor.empty(_BIG), "a buffer of dtypes.float has 2147483664 elements"),
+  (lambda: Tensor.empty(2**16, 2**16), "a buffer of dtypes.float has 4294967296 elements"),
+  (lambda: Tensor.arange(2**31 + 5, dtype=dtypes.int64), "IOTA of shape (2147483653,): axis 0 has 2147483653 elements"),
+  (lambda: Tensor.ones(_BIG, dtype=dtypes.int8), "axis 0 has 2147483664 elements"),
+  (lambda: Tensor.ones(2**16, 2**16, dtype=dtypes.int8).sum(), "a reduction over axes (0, 1) of shape (65536, 65536) has 4294967296 elements"),
+  (lambda: Tensor.ones(2**16, 2**16, dtype=dtypes.int8).reshape(-1), "a run of merged axes has 4294967296 elements"),
+  (lambda: Tensor.ones(2**16, 1).expand(2**16, 2**16).realize(), "more than 2**31-1 elements"),
+  (lambda: Tensor.ones(2**31 - 1).pad(((0, 17),)), "axis 0 has 2147483664 elements"),
+])
+def test_sizes_beyond_int32_raise_at_the_op(make, what):
+  # before: wrapped indices (a sum of 2**31+16 ones gave 2147483794, arange(2**31+5)[-1] gave -2147483644) or a segfault
+  with pytest.raises(ValueError, match="more than 2\\*\\*31-1") as e: make()
+  assert what in str(e.value)
+
+def test_large_but_indexable_graphs_still_build():
+  # the intermediate of a big matmul (m, n, k) is never indexed flat: fine; so is a per-row sum of a 2**32-element broadcast
+  assert (Tensor.ones(2048, 2048) @ Tensor.ones(2048, 2048)).shape == (2048, 2048)
+  assert Tensor.ones(2**16, 2**16, dtype=dtypes.int8).sum(axis=1).shape == (2**16,)
+  assert Tensor.ones(4, 2**30).reshape(2, 2, 2**30).shape == (2, 2, 2**30)
+
+
+# ---- class 8: newcomer papercuts ------------------------------------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_docs_link_only_to_files_in_the_repository(doc):
+  import re
+  text = (_ROOT / doc).read_text()
+  targets = re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r"`(\.\./[^`]+)`", text)
+  assert "../shared" not in text
+  for t in targets:
+    if "://" in t: continue
+    path = ((_ROOT / doc).parent / t).resolve()
+    assert path.is_relative_to(_ROOT) and path.exists(), f"{doc} links to {t}, which a clone does not have"
+
+def test_readme_says_how_to_install_tox_and_seeds_its_snippet():
+  text = (_ROOT / "README.md").read_text()
+  assert "pip install 'tox>=4'" in text and "Tensor.manual_seed(" in text.split("## Tensors")[1].split("```")[1]
+
+def test_every_cli_option_has_help():
+  import ast
+  files = [_ROOT / "conformance" / "__main__.py", *sorted((_ROOT / "examples").glob("*.py")), *sorted((_ROOT / "bench").glob("*.py"))]
+  calls = [(f.name, n) for f in files for n in ast.walk(ast.parse(f.read_text()))
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"]
+  assert len(calls) >= 10
+  missing = [f"{name}:{n.lineno}" for name, n in calls if not any(k.arg == "help" for k in n.keywords)]
+  assert not missing, f"options without help text: {missing}"
+  r = subprocess.run([sys.executable, "-m", "conformance", "--help"], capture_output=True, text=True, cwd=_ROOT, timeout=120)
+  assert r.returncode == 0 and "seed of the random inputs" in r.stdout
