@@ -42,6 +42,9 @@ class Case:
   def group_key(self) -> str:
     return hashlib.sha256(json.dumps([self.ast, self.target, self.inputs], sort_keys=True).encode()).hexdigest()
   def to_json(self) -> dict[str, Any]: return asdict(self)
+  def key(self) -> str:
+    """A hash of the whole case (index included): equal keys, equal cases."""
+    return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
   @staticmethod
   def from_json(d: Any) -> Case:
     if not isinstance(d, dict): raise ValueError("a case is a JSON object")
@@ -78,6 +81,7 @@ class Result:
   target: str = ""
   opt_kinds: list[str] = field(default_factory=list)
   case: dict[str, Any] | None = None   # the failing case (fail only)
+  key: str = ""                    # Case.key() of the case checked
   def signature(self) -> tuple[str, str]: return (self.oracle, self.device)
 
 

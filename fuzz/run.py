@@ -50,6 +50,7 @@ class Stats:
   opt_cov: Counter[tuple[str, str]] = field(default_factory=Counter)       # (target, Opt kind) exercised
   op_cov: Counter[tuple[str, str]] = field(default_factory=Counter)        # (step, dtype) drawn
   crashes: int = 0
+  case_keys: dict[int, str] = field(default_factory=dict)     # index -> Case.key(), every case checked or skipped
   findings: list[dict[str, Any]] = field(default_factory=list)
   @property
   def elapsed(self) -> float: return time.monotonic() - self.started
@@ -125,6 +126,7 @@ class Fuzzer:
 
   def _take(self, results: list[Result], job: Any) -> None:
     for r in results:
+      self.stats.case_keys[r.index] = r.key
       if r.status in ("pass", "fail"):
         self.stats.checked += 1
         self.stats.exact += r.exact
@@ -150,6 +152,7 @@ class Fuzzer:
     for c in cases:
       if c.group_key() in dead_groups:
         self.stats.invalid += 1
+        self.stats.case_keys[c.index] = c.key()
         continue
       r = self.check_one(c)
       self._take([r], None)
@@ -174,7 +177,7 @@ class Fuzzer:
     self._spare = None
     self.stats.crashes += 1
     return Result(c.index, "fail", "timeout" if timed_out else "crash", "worker", f"the worker checking this case: {text}",
-                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json())
+                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
 
   # ---- findings ----------------------------------------------------------------------------------------------
   def _record(self, r: Result) -> None:
