@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from fuzz.case import Finding
+from fuzz.case import Finding, Result
 from fuzz.run import Fuzzer, Options
 
 
@@ -127,11 +127,12 @@ def replay(argv: list[str]) -> int:
   return 1 if still else 0
 
 
-def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = 60.0, preload: list[str] | None = None):
+def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = 60.0, preload: list[str] | None = None,
+                   env: dict[str, str] | None = None) -> Result:
   """Check a saved finding's case again in an isolated worker: its Result."""
   os.environ.setdefault("MOCKGPU", "1")
   devs = devices if devices is not None else list(dict.fromkeys(["CPU", *([fd.device] if fd.device not in ("PYTHON", "worker") else [])]))
-  f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1), [])
+  f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1, env=env or {}), [])
   try: return f.check_one(fd.case)
   finally:
     if f._spare is not None: f._spare.stop()

@@ -35,6 +35,8 @@ class Options:
   ast_eval: bool = True
   preload: list[str] = field(default_factory=list)   # modules every worker imports first (plugins; tests inject bugs this way)
   models: bool = True
+  env: dict[str, str] = field(default_factory=dict)   # extra environment of the workers
+  shrink_per_signature: int = SHRINK_PER_SIGNATURE
 
 
 @dataclass
@@ -59,7 +61,7 @@ class Stats:
 
 
 def worker_config(opts: Options) -> dict[str, Any]:
-  return {"env": {"MOCKGPU": "1", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {})},
+  return {"env": {"MOCKGPU": "1", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {}), **opts.env},
           "devices": opts.devices, "preload": opts.preload, "ast_eval": opts.ast_eval, "models": opts.models}
 
 
@@ -113,8 +115,8 @@ class Fuzzer:
             if status == "error":
               w.job = None
               raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
-          if w.proc.sentinel in ready or not w.proc.is_alive() or time.monotonic() > w.deadline:
-            job, why = w.job, ("timeout" if w.proc.is_alive() else "crash")
+          if w.conn in ready or w.proc.sentinel in ready or time.monotonic() > w.deadline:
+            job, why = w.job, ("crash" if w.conn in ready or w.proc.sentinel in ready else "timeout")
             w.kill()
             workers[workers.index(w)] = Worker(self.config)
             self._isolate(job, why)
@@ -171,7 +173,8 @@ class Fuzzer:
         if st == "ok": return Result(**payload[0])
         raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
       except (EOFError, OSError): pass
-    timed_out = w.proc.is_alive()
+    timed_out = not ready
+    if not timed_out: w.proc.join(5)   # it died: wait for its exit status (a forkserver child reports it through a pipe)
     text = w.exitcode_text() if not timed_out else f"no answer within {self.opts.case_timeout:g} s"
     w.kill()
     self._spare = None
@@ -190,7 +193,7 @@ class Fuzzer:
     entry = {"oracle": r.oracle, "device": r.device, "detail": r.detail, "path": str(first), "index": r.index, "shrunk": False}
     self.stats.findings.append(entry)
     sig = (r.oracle, r.device)
-    if self.opts.shrink and self.shrunk[sig] < SHRINK_PER_SIGNATURE:
+    if self.opts.shrink and self.shrunk[sig] < self.opts.shrink_per_signature:
       self.shrunk[sig] += 1
       from fuzz.shrink import shrink
       small, res = shrink(case, r, self.check_one)

@@ -6,8 +6,8 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   unroll        lowering an UNROLL drops the last unrolled copy of the reduced value
   simt_max      the PYTHON executor's float MAX ignores NaN (numpy fmax)
   symbolic      a rule folds x < c to true when x <= c (off by one)
-  segv          a test-only device SEGV that segfaults on every program with a float MAX, else runs like the CPU
-  hang          a test-only device HANG that never returns from a program with a REDUCE loop, else runs like the CPU
+  segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 == 3
+  hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 == 11
 """
 from __future__ import annotations
 
@@ -82,23 +82,14 @@ def make_device(name: str) -> Any:
   from refgrad.runtime.ops_cpu import ClangCompiler, CPUAllocator, CPUProgram
   class Prog(CPUProgram):
     def __call__(self, *bufs: Any, **kw: Any) -> Any:
-      src = self.src
-      if name == "SEGV" and "rg_maxf(" in src: ctypes.string_at(0)   # reads address 0: SIGSEGV
-      if name == "HANG" and "for (int ridx" in src:
+      # the optimized program of case i is named f<i>: SEGV crashes on i % 16 == 3, HANG never returns on i % 16 == 11
+      i = int(self.name[1:]) if self.name.startswith("f") and self.name[1:].isdigit() else -1
+      if name == "SEGV" and i % 16 == 3: ctypes.string_at(0)   # reads address 0: SIGSEGV
+      if name == "HANG" and i % 16 == 11:
         while True: time.sleep(1)
       return super().__call__(*bufs, **kw)
-  class Renderer(CRenderer):
-    def render(self, n: str, uops: Any) -> str:
-      src = super().render(n, uops)
-      _sources[n] = src
-      return src
-  def runtime(n: str, lib: bytes) -> Any:
-    p = Prog(n, lib)
-    p.src = _sources.get(n, "")
-    return p
-  return Compiled(name, CPUAllocator(), Renderer(), ClangCompiler(), runtime)
-
-_sources: dict[str, str] = {}
+  runtime = Prog
+  return Compiled(name, CPUAllocator(), CRenderer(), ClangCompiler(), runtime)
 
 def _register(*names: str) -> None:
   from refgrad.device import Device
