@@ -20,7 +20,8 @@ MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
   ap.add_argument("--device", action="append", help=f"device to test (repeatable); default: all of {', '.join(Device.names)}")
-  ap.add_argument("--group", action="append", choices=["alu", "cast", "bitcast", "transcendental", "native"], help="only these case groups")
+  ap.add_argument("--group", action="append", choices=["alu", "cast", "bitcast", "transcendental", "native", "corpus"],
+                  help="only these case groups (corpus: the fuzzer's saved regressions, fuzz/corpus/)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=int, default=4, help="cases run concurrently (compiles overlap)")
   ap.add_argument("--json", type=Path, help="write all results as JSON here")
@@ -38,6 +39,11 @@ def main(argv: list[str] | None = None) -> int:
   jobs = [(c, d) for d in devices for c in cases]
   with console.status(f"running {len(cases)} cases on {', '.join(devices)}..."), ThreadPoolExecutor(args.jobs) as ex:
     results = list(ex.map(lambda cd: run_case(cd[0], cd[1], args.seed), jobs))
+  if not args.group or "corpus" in args.group:
+    from conformance.corpus import corpus_results
+    corpus = corpus_results(devices)
+    results += corpus
+    console.print(f"corpus: {sum(r.status == 'pass' for r in corpus)} of {len(corpus)} saved fuzz cases x devices pass")
   for d in devices: _print_tables(console, [r for r in results if r.device == d], d)
   failed = [r for r in results if r.status != "pass"]
   for r in failed: console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)

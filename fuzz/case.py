@@ -82,6 +82,7 @@ class Result:
   opt_kinds: list[str] = field(default_factory=list)
   case: dict[str, Any] | None = None   # the failing case (fail only)
   key: str = ""                    # Case.key() of the case checked
+  regenerated: bool = False        # its inputs were undefined behaviour and were regenerated ("simple" mode)
   def signature(self) -> tuple[str, str]: return (self.oracle, self.device)
 
 

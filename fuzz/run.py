@@ -15,7 +15,7 @@ from fuzz.case import Case, Finding, Result
 from fuzz.stream import GROUP, OPT_KINDS, Stream
 from fuzz.worker import Worker
 
-GROUPS_PER_JOB = 4          # groups a worker checks per message: their programs share one C compiler call
+GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
 SHRINK_PER_SIGNATURE = 3    # findings shrunk per (oracle, device); later ones with the same signature are saved as found
 
 
@@ -37,6 +37,7 @@ class Options:
   models: bool = True
   env: dict[str, str] = field(default_factory=dict)   # extra environment of the workers
   shrink_per_signature: int = SHRINK_PER_SIGNATURE
+  mix: str = "default"
 
 
 @dataclass
@@ -44,7 +45,8 @@ class Stats:
   started: float = field(default_factory=time.monotonic)
   checked: int = 0                      # cases whose oracles all ran (pass or fail)
   exact: int = 0                        # of those, bit-exact cross-Opt checks
-  ub: int = 0                           # cases whose inputs were undefined behaviour twice (regenerated, not findings)
+  ub: int = 0                           # cases whose inputs were undefined behaviour twice (not findings)
+  regenerated: int = 0                  # cases whose inputs were undefined behaviour once and were regenerated
   invalid: int = 0
   by_target: Counter[str] = field(default_factory=Counter)
   by_oracle: Counter[str] = field(default_factory=Counter)
@@ -69,7 +71,7 @@ class Fuzzer:
   def __init__(self, opts: Options, models: list[dict[str, Any]], on_update: Callable[[Fuzzer], None] | None = None):
     self.opts, self.models, self.on_update = opts, models, on_update
     self.stats = Stats()
-    self.stream = Stream(opts.seed, opts.targets, opts.depth, models)
+    self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
     self._spare: Worker | None = None
     self.shrunk: Counter[tuple[str, str]] = Counter()
@@ -129,6 +131,7 @@ class Fuzzer:
   def _take(self, results: list[Result], job: Any) -> None:
     for r in results:
       self.stats.case_keys[r.index] = r.key
+      self.stats.regenerated += r.regenerated
       if r.status in ("pass", "fail"):
         self.stats.checked += 1
         self.stats.exact += r.exact
