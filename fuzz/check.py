@@ -30,7 +30,7 @@ import numpy as np
 from fuzz.ast_eval import eval_ast, small_enough
 from fuzz.astjson import ast_from_json
 from fuzz.case import Case, Result, opt_from_json
-from fuzz.inputs import exact_reductions, values
+from fuzz.inputs import cross_opt_rules, values
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -176,6 +176,7 @@ class _Group:
   data: list[np.ndarray]
   exact: bool
   base: Prog
+  rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (fuzz/inputs.py)
   progs: dict[int, Prog] = field(default_factory=dict)   # case index -> optimized program (PYTHON ran it cleanly)
   by_uops: dict[tuple[UOp, ...], Prog] = field(default_factory=dict)   # programs already run, by their linear program
 
@@ -297,7 +298,8 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       _put(results, Result(c.index, "fail", "reference", "PYTHON", f"unoptimized kernel: {_trace_tail(e)}"), _unopt_case_of(c))
       raise _GroupDone from None
   base.outs["PYTHON"] = ref
-  g = _Group([], ast, k0, dts, data, inputs["mode"] == "exact" and exact_reductions(ast), base)
+  rules = cross_opt_rules(ast, inputs["mode"])
+  g = _Group([], ast, k0, dts, data, all(r == "exact" for r in rules.values()), base, rules)
   g.by_uops[tuple(base.uops)] = base
   if ast_eval and small_enough(ast):
     try:
@@ -339,9 +341,15 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
     return
   p.outs["PYTHON"] = out
   ref = g.base.outs["PYTHON"]  # type: ignore[union-attr]
-  if (bad := differs(out, ref, g.dts, tol=not g.exact)) is not None:
-    _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"{'exact' if g.exact else 'tolerance'}: {bad}", digest(ref), digest(out), g.exact), c)
-    return
+  for i, rule in g.rules.items():
+    if rule != "skip" and (bad := differs([out[i]], [ref[i]], [g.dts[i]], tol=rule == "tolerance")) is not None:
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"{rule}: {bad.replace('buffer 0', f'buffer {i}', 1)}", digest(ref), digest(out), g.exact), c)
+      return
+  for i in range(len(out)):   # buffers only read stay untouched
+    if i not in g.rules and (bad := differs([out[i]], [ref[i]], [g.dts[i]])) is not None:
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"input {bad.replace('buffer 0', f'buffer {i}', 1)} after the kernel ran",
+                           digest(ref), digest(out), g.exact), c)
+      return
   g.progs[c.index] = p
 
 def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:

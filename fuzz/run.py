@@ -149,6 +149,7 @@ class Fuzzer:
       try:
         w.send("materialize", payload, self.opts.case_timeout)
         st, cases = w.conn.recv() if w.conn.poll(self.opts.case_timeout) else ("timeout", None)
+      except (EOFError, OSError) as e: st, cases = "died", repr(e)
       finally: w.stop()
       if st != "ok": raise RuntimeError(f"cannot rebuild the cases of a {why}ed job: {cases}")
       cases = [Case.from_json(c) for c in cases]

@@ -21,9 +21,9 @@ def _run(tmp_path, **kw):
 
 @pytest.mark.parametrize("bug, cases, oracles", [
   ("unroll", 64, {"cross-opt"}),
-  pytest.param("c_helper", 96, {"device"}, marks=pytest.mark.slow),
-  pytest.param("render_cast", 480, {"device"}, marks=pytest.mark.slow),
-  pytest.param("simt_max", 96, {"ast-eval", "device"}, marks=pytest.mark.slow),
+  pytest.param("c_helper", 192, {"device"}, marks=pytest.mark.slow),
+  pytest.param("render_cast", 640, {"device"}, marks=pytest.mark.slow),
+  pytest.param("simt_max", 192, {"ast-eval", "device"}, marks=pytest.mark.slow),
   pytest.param("symbolic", 96, {"checked", "redzone", "ast-eval", "cross-opt"}, marks=pytest.mark.slow),
 ])
 def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
