@@ -19,7 +19,7 @@ MOCK_GPUS = ("NV", "AMD")
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 
-GROUPS = ("alu", "cast", "bitcast", "transcendental", "native")
+GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus")
 
 def _parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__,
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "Exit status: 0 all passed, 1 some case failed, 2 bad arguments or environment.")
   ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
   ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
-                  "transcendentals (bit-exact), native transcendentals (ULP bound)")
+                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/)")
   ap.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=int, default=4, metavar="N", help="cases run concurrently, so compiles overlap (default 4)")
   ap.add_argument("--json", type=Path, metavar="PATH", help="write all results as JSON here")
@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
   jobs = [(c, d) for d in devices for c in cases]
   with console.status(f"running {len(cases)} cases on {', '.join(devices)}..."), ThreadPoolExecutor(args.jobs) as ex:
     results = list(ex.map(lambda cd: run_case(cd[0], cd[1], args.seed), jobs))
+  if not args.group or "corpus" in args.group:
+    from conformance.corpus import corpus_results
+    corpus = corpus_results(devices)
+    results += corpus
+    console.print(f"corpus: {sum(r.status == 'pass' for r in corpus)} of {len(corpus)} saved fuzz cases x devices pass")
   for d in devices: _print_tables(console, [r for r in results if r.device == d], d)
   failed = [r for r in results if r.status != "pass"]
   for r in failed: console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)

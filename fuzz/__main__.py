@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from fuzz.case import Finding
+from fuzz.case import Finding, Result
 from fuzz.run import Fuzzer, Options
 
 
@@ -54,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
   ap.add_argument("--shard", type=_shard, default=(0, 1), help="I/N: check only slice I of N of the case stream (CI matrices)")
   ap.add_argument("--depth", type=int, choices=range(0, 9), default=4, metavar="D", help="longest random Opt walk, 0..8 (default 4)")
   ap.add_argument("--case-timeout", type=_positive(float, "--case-timeout"), default=60.0, help="seconds a case may take before it is a 'timeout' finding (default 60)")
+  ap.add_argument("--mix", choices=["default", "small"], default="default", help="case mix: default, or small (tiny random programs only, as bench/bench_fuzz.py measures)")
   ap.add_argument("--no-shrink", action="store_true", help="save findings as found, without shrinking them")
   ap.add_argument("--preload", action="append", default=[], help="module every worker imports first (a plugin; repeatable)")
   ap.add_argument("--quiet", action="store_true", help="no live display, only the final summary")
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
   from fuzz.models import load_models
   opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
                  devices=usable, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
-                 case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload)
+                 case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix)
   from rich.console import Console
   from rich.live import Live
 
@@ -127,11 +128,12 @@ def replay(argv: list[str]) -> int:
   return 1 if still else 0
 
 
-def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = 60.0, preload: list[str] | None = None):
+def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = 60.0, preload: list[str] | None = None,
+                   env: dict[str, str] | None = None) -> Result:
   """Check a saved finding's case again in an isolated worker: its Result."""
   os.environ.setdefault("MOCKGPU", "1")
   devs = devices if devices is not None else list(dict.fromkeys(["CPU", *([fd.device] if fd.device not in ("PYTHON", "worker") else [])]))
-  f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1), [])
+  f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1, env=env or {}), [])
   try: return f.check_one(fd.case)
   finally:
     if f._spare is not None: f._spare.stop()

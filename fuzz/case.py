@@ -42,6 +42,9 @@ class Case:
   def group_key(self) -> str:
     return hashlib.sha256(json.dumps([self.ast, self.target, self.inputs], sort_keys=True).encode()).hexdigest()
   def to_json(self) -> dict[str, Any]: return asdict(self)
+  def key(self) -> str:
+    """A hash of the whole case (index included): equal keys, equal cases."""
+    return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
   @staticmethod
   def from_json(d: Any) -> Case:
     if not isinstance(d, dict): raise ValueError("a case is a JSON object")
@@ -78,6 +81,8 @@ class Result:
   target: str = ""
   opt_kinds: list[str] = field(default_factory=list)
   case: dict[str, Any] | None = None   # the failing case (fail only)
+  key: str = ""                    # Case.key() of the case checked
+  regenerated: bool = False        # its inputs were undefined behaviour and were regenerated ("simple" mode)
   def signature(self) -> tuple[str, str]: return (self.oracle, self.device)
 
 
@@ -91,9 +96,10 @@ class Finding:
   expected: str = ""
   actual: str = ""
   original: Case | None = None
+  note: str = ""                   # for people: where the case came from, what was fixed
   def to_json(self) -> dict[str, Any]:
     return {"format": FINDING_FORMAT, "oracle": self.oracle, "device": self.device, "detail": self.detail, "expected": self.expected,
-            "actual": self.actual, "case": self.case.to_json(), "original": self.original.to_json() if self.original else None}
+            "actual": self.actual, "note": self.note, "case": self.case.to_json(), "original": self.original.to_json() if self.original else None}
   @property
   def content_hash(self) -> str:
     """What identifies a finding across runs and shards: the shrunk case (not its index) and the failure."""
@@ -114,6 +120,7 @@ class Finding:
       if d.get("oracle") not in ORACLES: raise ValueError(f"unknown oracle {d.get('oracle')!r}")
       for k in ("device", "detail", "expected", "actual"):
         if not isinstance(d.get(k), str): raise ValueError(f"field {k!r} must be a string")
+      if not isinstance(d.get("note", ""), str): raise ValueError("field 'note' must be a string")
       return Finding(Case.from_json(d.get("case")), d["oracle"], d["device"], d["detail"], d["expected"], d["actual"],
-                     Case.from_json(d["original"]) if d.get("original") is not None else None)
+                     Case.from_json(d["original"]) if d.get("original") is not None else None, d.get("note", ""))
     except (ValueError, OSError) as e: raise ValueError(f"{path}: not a fuzz finding: {e}") from None

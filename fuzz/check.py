@@ -17,7 +17,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import time
 import traceback
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +30,7 @@ import numpy as np
 from fuzz.ast_eval import eval_ast, small_enough
 from fuzz.astjson import ast_from_json
 from fuzz.case import Case, Result, opt_from_json
-from fuzz.inputs import exact_reductions, values
+from fuzz.inputs import cross_opt_rules, values
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -38,6 +42,8 @@ from refgrad.target import TARGETS
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops, UOp
 
+TIMES: Counter[str] = Counter()   # seconds spent per stage in this process (bench/bench_fuzz.py reads them)
+regenerated: set[str] = set()   # groups whose inputs were undefined behaviour and were regenerated (counted by the caller)
 REDZONE = 64            # sentinel bytes before and after every CPU buffer
 SENTINEL = 0xA7
 OUT_FILL = 0x5A         # initial bytes of buffers the kernel only stores to (the same on every device)
@@ -50,6 +56,12 @@ def digest(arrs: list[np.ndarray]) -> str:
   h = hashlib.sha256()
   for a in arrs: h.update(np.ascontiguousarray(a).view(np.uint8).tobytes())
   return h.hexdigest()[:16]
+
+@contextmanager
+def timed(stage: str) -> Iterator[None]:
+  st = time.perf_counter()
+  try: yield
+  finally: TIMES[stage] += time.perf_counter() - st
 
 def _first_line(e: BaseException) -> str: return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
 
@@ -69,7 +81,7 @@ class Prog:
 
 def lower(k: Kernel, name: str) -> Prog:
   """The linear program of a kernel, for every device (transcendentals decomposed, as every default renderer asks)."""
-  uops = to_linear(k.lower(), _py_renderer())
+  with timed("lower"): uops = to_linear(k.lower(), _py_renderer())
   return Prog(name, uops, ProgramSpec.from_uops(name, uops, "PYTHON"))
 
 @functools.cache
@@ -78,9 +90,10 @@ def _py_renderer() -> Any: return Device["PYTHON"].renderer
 def run_python(p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
   """Run on the PYTHON device's executor (checked mode); UndefinedBehaviourError propagates. The program goes to the
   executor directly: it was verified when lowered, and its JSON round trip is the serializer's own tests' business."""
-  prg = Program(p.name, p.uops, verify=False)
-  mems = [Memory(np.ascontiguousarray(a).view(np.uint8).reshape(-1).copy()) for a in data]
-  prg(mems, p.spec.global_size, p.spec.local_size, checked=True)
+  with timed("python"):
+    prg = Program(p.name, p.uops, verify=False)
+    mems = [Memory(np.ascontiguousarray(a).view(np.uint8).reshape(-1).copy()) for a in data]
+    prg(mems, p.spec.global_size, p.spec.local_size, checked=True)
   return [m.data.view(a.dtype).copy() for m, a in zip(mems, data)]
 
 
@@ -92,7 +105,8 @@ class CPUBatch:
     dev = Device["CPU"]
     parts: dict[str, tuple[list[str], list[str]]] = {}
     for p in progs:
-      try: parts[p.name] = dev.renderer.render_parts(p.name, p.uops)
+      try:
+        with timed("render C"): parts[p.name] = dev.renderer.render_parts(p.name, p.uops)
       except Exception as e: self.errors[p.name] = e
     if not parts: return
     try: self._load(dev, parts)
@@ -104,7 +118,7 @@ class CPUBatch:
   def _load(self, dev: Any, parts: dict[str, tuple[list[str], list[str]]]) -> None:
     decls = dict.fromkeys(d for pr in parts.values() for d in pr[0])
     src = "\n".join([*decls, *(ln for pr in parts.values() for ln in pr[1])]) + "\n"
-    lib = dev.compiler.compile_cached(src)
+    with timed("cc"): lib = dev.compiler.compile_cached(src)
     for name in parts: self.fns[name] = dev.runtime(name, lib).fxn
 
   def run(self, name: str, data: list[np.ndarray]) -> tuple[list[np.ndarray], str | None]:
@@ -114,7 +128,7 @@ class CPUBatch:
       raw = np.full(a.nbytes + 2 * REDZONE, SENTINEL, np.uint8)
       raw[REDZONE:REDZONE + a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
       raws.append(raw)
-    self.fns[name](*(ctypes.c_void_p(r.ctypes.data + REDZONE) for r in raws))
+    with timed("run CPU"): self.fns[name](*(ctypes.c_void_p(r.ctypes.data + REDZONE) for r in raws))
     bad = None
     for i, (a, raw) in enumerate(zip(data, raws)):
       lo, hi = raw[:REDZONE], raw[REDZONE + a.nbytes:]
@@ -162,7 +176,9 @@ class _Group:
   data: list[np.ndarray]
   exact: bool
   base: Prog
+  rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (fuzz/inputs.py)
   progs: dict[int, Prog] = field(default_factory=dict)   # case index -> optimized program (PYTHON ran it cleanly)
+  by_uops: dict[tuple[UOp, ...], Prog] = field(default_factory=dict)   # programs already run, by their linear program
 
 def _buffers(ast: UOp) -> tuple[list[PtrDType], set[int], set[int]]:
   glb = sorted({u.arg: u.dtype for u in ast.toposort if u.op is Ops.DEFINE_GLOBAL}.items())
@@ -214,7 +230,7 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
     for g, c in todo:
       if id(g) in bad_base: continue
       p = g.base if c is None else g.progs[c.index]
-      if c is not None and p is g.base: continue   # an empty Opt list: the base program, checked already
+      if c is not None and p.name != f"f{c.index}": continue   # another case's program (or the base): checked there
       if (fail := _on_device(dev, batch, p, g)) is None: continue  # type: ignore[arg-type]
       if c is None:   # the unoptimized program is wrong on this device: the group's first case reports it
         bad_base.add(id(g))
@@ -228,7 +244,18 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
     if c.index not in results:
       g = groups.get(c.group_key())
       results[c.index] = Result(c.index, "pass", exact=bool(g and g.exact), target=c.target, opt_kinds=sorted({o[0] for o in c.opts}))
+  for c in cases:
+    results[c.index].key = c.key()
+    results[c.index].regenerated = c.group_key() in regenerated
+  regenerated.clear()
   return [results[c.index] for c in cases]
+
+
+# undefined behaviour that input values cause (the inputs are regenerated); any other report is a finding
+_VALUE_UB = ("integer division by zero", "signed division overflow", "shift amount out of range", "float->int cast",
+             "bitcast to bool of a byte", "load of an invalid bool")
+
+def input_caused(e: UndefinedBehaviourError) -> bool: return str(e).startswith(_VALUE_UB)
 
 
 class _GroupDone(Exception):
@@ -259,18 +286,24 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       ref = run_python(base, data)
       break
     except UndefinedBehaviourError as e:
+      if not input_caused(e):   # out of bounds, races, divergent barriers: the compiler's fault whatever the inputs
+        _put(results, Result(c.index, "fail", "checked", "PYTHON", f"unoptimized kernel: {_first_line(e)}"), _unopt_case_of(c))
+        raise _GroupDone from None
       if attempt == 1 or inputs["mode"] == "simple":
         results[c.index] = Result(c.index, "ub", detail=_first_line(e), target=c.target)
         raise _GroupDone from None
       inputs = {"seed": inputs["seed"], "mode": "simple"}
+      regenerated.add(c.group_key())
     except Exception as e:
       _put(results, Result(c.index, "fail", "reference", "PYTHON", f"unoptimized kernel: {_trace_tail(e)}"), _unopt_case_of(c))
       raise _GroupDone from None
   base.outs["PYTHON"] = ref
-  g = _Group([], ast, k0, dts, data, inputs["mode"] == "exact" and exact_reductions(ast), base)
+  rules = cross_opt_rules(ast, inputs["mode"])
+  g = _Group([], ast, k0, dts, data, all(r == "exact" for r in rules.values()), base, rules)
+  g.by_uops[tuple(base.uops)] = base
   if ast_eval and small_enough(ast):
     try:
-      ev = eval_ast(ast, dict(enumerate(data)))
+      with timed("AST evaluator"): ev = eval_ast(ast, dict(enumerate(data)))
       want = [ev[i] for i in range(len(data))]
       if (bad := differs(ref, want, dts)) is not None:
         _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"unoptimized kernel vs AST evaluator: {bad}", digest(want), digest(ref)), _unopt_case_of(c))
@@ -295,6 +328,10 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
   except Exception as e:
     _put(results, Result(c.index, "fail", "compile", "PYTHON", _trace_tail(e)), c)
     return
+  if (same := g.by_uops.get(tuple(p.uops))) is not None:   # Opts that give a program already checked (SWAP back, NOLOCALS on CPU, ...)
+    g.progs[c.index] = same
+    return
+  g.by_uops[tuple(p.uops)] = p
   try: out = run_python(p, g.data)
   except UndefinedBehaviourError as e:
     _put(results, Result(c.index, "fail", "checked", "PYTHON", _first_line(e)), c)
@@ -304,9 +341,15 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
     return
   p.outs["PYTHON"] = out
   ref = g.base.outs["PYTHON"]  # type: ignore[union-attr]
-  if (bad := differs(out, ref, g.dts, tol=not g.exact)) is not None:
-    _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"{'exact' if g.exact else 'tolerance'}: {bad}", digest(ref), digest(out), g.exact), c)
-    return
+  for i, rule in g.rules.items():
+    if rule != "skip" and (bad := differs([out[i]], [ref[i]], [g.dts[i]], tol=rule == "tolerance")) is not None:
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"{rule}: {bad.replace('buffer 0', f'buffer {i}', 1)}", digest(ref), digest(out), g.exact), c)
+      return
+  for i in range(len(out)):   # buffers only read stay untouched
+    if i not in g.rules and (bad := differs([out[i]], [ref[i]], [g.dts[i]])) is not None:
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"input {bad.replace('buffer 0', f'buffer {i}', 1)} after the kernel ran",
+                           digest(ref), digest(out), g.exact), c)
+      return
   g.progs[c.index] = p
 
 def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:

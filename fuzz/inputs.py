@@ -101,3 +101,33 @@ def _range_of(u: UOp, info: dict[UOp, tuple[float, int] | None]) -> tuple[float,
     out = (s[0][0] * (n if u.arg is Ops.ADD else 1), s[0][1])  # type: ignore[index]
   else: out = None
   return out if out is not None and _fits(*out, d) else None
+
+
+# ---- how the optimized kernel's buffers compare with the unoptimized one's --------------------------------------
+
+# ops through which a reordered float sum's rounding difference stays within the cross-Opt tolerance
+_SMOOTH = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.WHERE, Ops.REDUCE, Ops.CAST})
+
+def cross_opt_rules(ast: UOp, mode: str) -> dict[int, str]:
+  """Per stored buffer: "exact" (every reduction order gives the same bits: no float ADD reduction, or exact-mode
+  inputs that `exact_reductions` accepts), "tolerance" (a float buffer computed from reordered float sums through
+  ADD/MUL/NEG/MAX/WHERE/float casts only), or "skip" (a comparison, integer cast, floor, exp, ... of a reordered sum:
+  Opts may legitimately change the result, e.g. a bool or an int flips; only the device oracle applies)."""
+  sums = [u for u in ast.toposort if u.op is Ops.REDUCE and u.arg is Ops.ADD and dtypes.is_float(u.dtype)]
+  if not sums or (mode == "exact" and exact_reductions(ast)):
+    return {st.src[0].arg: "exact" for st in ast.src}
+  inexact = set(sums)
+  for u in ast.toposort:   # every node that depends on a reordered float sum
+    if u not in inexact and any(s in inexact for s in u.src): inexact.add(u)
+  out: dict[int, str] = {}
+  for st in ast.src:
+    v = st.src[2]
+    if v not in inexact: rule = "exact"
+    elif not dtypes.is_float(v.dtype): rule = "skip"
+    else:
+      bad = any(u in inexact and (u.op not in _SMOOTH or (u.op is Ops.CAST and not dtypes.is_float(u.dtype))
+                                  or (u.op is Ops.WHERE and u.src[0] in inexact)) for u in v.toposort)
+      rule = "skip" if bad else "tolerance"
+    prev = out.get(st.src[0].arg, "exact")
+    out[st.src[0].arg] = max(prev, rule, key=("exact", "tolerance", "skip").index)
+  return out

@@ -71,7 +71,9 @@ def _cumsum() -> None:
 
 def _half_matmul() -> None:   # what tensor cores take
   from refgrad import Tensor, dtypes
-  Tensor.randn(32, 16, dtype=dtypes.float16).matmul(Tensor.randn(16, 16, dtype=dtypes.float16), dtype=dtypes.float32).realize()
+  a, b = Tensor.randn(32, 16, dtype=dtypes.float16).realize(), Tensor.randn(16, 16, dtype=dtypes.float16).realize()
+  a.matmul(b, dtype=dtypes.float32).realize()
+  (a.cast(dtypes.bfloat16).realize() @ b.cast(dtypes.bfloat16).realize().T).realize()
 
 MODELS: dict[str, Callable[[], None]] = {"mlp_adam": _mlp_adam, "convnet": _convnet, "attention": _attention, "layernorm": _layernorm,
                                          "embedding": _embedding, "pooling": _pooling, "argmax": _argmax, "cumsum": _cumsum,

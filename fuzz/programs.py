@@ -114,16 +114,18 @@ def _kind(dtype: str) -> str: return _B if dtype == "bool" else _F if _is_float(
 class RecipeStream:
   """Draws recipes one after another; each draw favours the (step, dtype) cells drawn least so far, so generation
   moves toward what has not been exercised. Deterministic: the same sequence of calls gives the same recipes."""
-  def __init__(self) -> None: self.coverage: Counter[tuple[str, str]] = Counter()
+  def __init__(self, max_elements: int = MAX_ELEMENTS, max_steps: int = 5) -> None:
+    self.coverage: Counter[tuple[str, str]] = Counter()
+    self.max_elements, self.max_steps = max_elements, max_steps
 
   def draw(self, rng: np.random.Generator) -> dict[str, Any]:
     dtype = DTYPES[int(rng.integers(len(DTYPES)))]
     ndim = int(rng.integers(1, 4))
     shape = [SIZES[int(rng.integers(len(SIZES)))] for _ in range(ndim)]
-    while math.prod(shape) > MAX_ELEMENTS: shape[int(np.argmax(shape))] //= 2
+    while math.prod(shape) > self.max_elements: shape[int(np.argmax(shape))] //= 2
     steps = []
     cur = dtype
-    for _ in range(int(rng.integers(1, 6))):
+    for _ in range(int(rng.integers(1, self.max_steps + 1))):
       names = [s for s, (kinds, _) in STEPS.items() if _kind(cur) in kinds]
       w = np.array([1.0 / (1 + self.coverage[(s, cur)]) for s in names])
       name = names[int(rng.choice(len(names), p=w / w.sum()))]

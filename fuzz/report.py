@@ -19,7 +19,7 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   s, o = f.stats, f.opts
   head = Table.grid(padding=(0, 2))
   head.add_row(f"[b]{s.checked}[/] cases checked", f"[b]{s.rate:.1f}[/] cases/s", f"{s.elapsed:.0f} s",
-               f"{s.exact} bit-exact cross-Opt", f"{s.ub} UB (regenerated)", f"{s.invalid} skipped",
+               f"{s.exact} bit-exact cross-Opt", f"UB inputs: {s.regenerated} regenerated, {s.ub} dropped", f"{s.invalid} skipped",
                f"[{'red' if s.findings else 'green'}]{len(s.findings)} findings[/]")
   head.add_row(f"seed {o.seed}", f"shard {o.shard[0]}/{o.shard[1]}", f"workers {o.workers}", "devices PYTHON + " + (", ".join(o.devices) or "none"),
                "targets " + ", ".join(o.targets), "")
@@ -51,7 +51,7 @@ def to_json(f: Fuzzer) -> dict[str, Any]:
   s = f.stats
   return {"format": "refgrad.fuzz.report/1", "seed": f.opts.seed, "shard": list(f.opts.shard), "workers": f.opts.workers,
           "devices": f.opts.devices, "targets": f.opts.targets, "seconds": round(s.elapsed, 3), "checked": s.checked,
-          "cases_per_second": round(s.rate, 2), "exact": s.exact, "ub": s.ub, "skipped": s.invalid, "by_target": dict(s.by_target),
+          "cases_per_second": round(s.rate, 2), "exact": s.exact, "ub_regenerated": s.regenerated, "ub_dropped": s.ub, "skipped": s.invalid, "by_target": dict(s.by_target),
           "findings_by_oracle": dict(s.by_oracle), "findings": s.findings, "notes": f.notes,
           "opt_coverage": {f"{t}/{k}": n for (t, k), n in sorted(s.opt_cov.items())},
           "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())}}

@@ -15,7 +15,7 @@ from fuzz.case import Case, Finding, Result
 from fuzz.stream import GROUP, OPT_KINDS, Stream
 from fuzz.worker import Worker
 
-GROUPS_PER_JOB = 4          # groups a worker checks per message: their programs share one C compiler call
+GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
 SHRINK_PER_SIGNATURE = 3    # findings shrunk per (oracle, device); later ones with the same signature are saved as found
 
 
@@ -35,6 +35,9 @@ class Options:
   ast_eval: bool = True
   preload: list[str] = field(default_factory=list)   # modules every worker imports first (plugins; tests inject bugs this way)
   models: bool = True
+  env: dict[str, str] = field(default_factory=dict)   # extra environment of the workers
+  shrink_per_signature: int = SHRINK_PER_SIGNATURE
+  mix: str = "default"
 
 
 @dataclass
@@ -42,7 +45,8 @@ class Stats:
   started: float = field(default_factory=time.monotonic)
   checked: int = 0                      # cases whose oracles all ran (pass or fail)
   exact: int = 0                        # of those, bit-exact cross-Opt checks
-  ub: int = 0                           # cases whose inputs were undefined behaviour twice (regenerated, not findings)
+  ub: int = 0                           # cases whose inputs were undefined behaviour twice (not findings)
+  regenerated: int = 0                  # cases whose inputs were undefined behaviour once and were regenerated
   invalid: int = 0
   by_target: Counter[str] = field(default_factory=Counter)
   by_oracle: Counter[str] = field(default_factory=Counter)
@@ -50,6 +54,7 @@ class Stats:
   opt_cov: Counter[tuple[str, str]] = field(default_factory=Counter)       # (target, Opt kind) exercised
   op_cov: Counter[tuple[str, str]] = field(default_factory=Counter)        # (step, dtype) drawn
   crashes: int = 0
+  case_keys: dict[int, str] = field(default_factory=dict)     # index -> Case.key(), every case checked or skipped
   findings: list[dict[str, Any]] = field(default_factory=list)
   @property
   def elapsed(self) -> float: return time.monotonic() - self.started
@@ -58,7 +63,7 @@ class Stats:
 
 
 def worker_config(opts: Options) -> dict[str, Any]:
-  return {"env": {"MOCKGPU": "1", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {})},
+  return {"env": {"MOCKGPU": "1", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {}), **opts.env},
           "devices": opts.devices, "preload": opts.preload, "ast_eval": opts.ast_eval, "models": opts.models}
 
 
@@ -66,7 +71,7 @@ class Fuzzer:
   def __init__(self, opts: Options, models: list[dict[str, Any]], on_update: Callable[[Fuzzer], None] | None = None):
     self.opts, self.models, self.on_update = opts, models, on_update
     self.stats = Stats()
-    self.stream = Stream(opts.seed, opts.targets, opts.depth, models)
+    self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
     self._spare: Worker | None = None
     self.shrunk: Counter[tuple[str, str]] = Counter()
@@ -112,8 +117,8 @@ class Fuzzer:
             if status == "error":
               w.job = None
               raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
-          if w.proc.sentinel in ready or not w.proc.is_alive() or time.monotonic() > w.deadline:
-            job, why = w.job, ("timeout" if w.proc.is_alive() else "crash")
+          if w.conn in ready or w.proc.sentinel in ready or time.monotonic() > w.deadline:
+            job, why = w.job, ("crash" if w.conn in ready or w.proc.sentinel in ready else "timeout")
             w.kill()
             workers[workers.index(w)] = Worker(self.config)
             self._isolate(job, why)
@@ -125,6 +130,8 @@ class Fuzzer:
 
   def _take(self, results: list[Result], job: Any) -> None:
     for r in results:
+      self.stats.case_keys[r.index] = r.key
+      self.stats.regenerated += r.regenerated
       if r.status in ("pass", "fail"):
         self.stats.checked += 1
         self.stats.exact += r.exact
@@ -142,6 +149,7 @@ class Fuzzer:
       try:
         w.send("materialize", payload, self.opts.case_timeout)
         st, cases = w.conn.recv() if w.conn.poll(self.opts.case_timeout) else ("timeout", None)
+      except (EOFError, OSError) as e: st, cases = "died", repr(e)
       finally: w.stop()
       if st != "ok": raise RuntimeError(f"cannot rebuild the cases of a {why}ed job: {cases}")
       cases = [Case.from_json(c) for c in cases]
@@ -150,6 +158,7 @@ class Fuzzer:
     for c in cases:
       if c.group_key() in dead_groups:
         self.stats.invalid += 1
+        self.stats.case_keys[c.index] = c.key()
         continue
       r = self.check_one(c)
       self._take([r], None)
@@ -168,13 +177,14 @@ class Fuzzer:
         if st == "ok": return Result(**payload[0])
         raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
       except (EOFError, OSError): pass
-    timed_out = w.proc.is_alive()
+    timed_out = not ready
+    if not timed_out: w.proc.join(5)   # it died: wait for its exit status (a forkserver child reports it through a pipe)
     text = w.exitcode_text() if not timed_out else f"no answer within {self.opts.case_timeout:g} s"
     w.kill()
     self._spare = None
     self.stats.crashes += 1
     return Result(c.index, "fail", "timeout" if timed_out else "crash", "worker", f"the worker checking this case: {text}",
-                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json())
+                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
 
   # ---- findings ----------------------------------------------------------------------------------------------
   def _record(self, r: Result) -> None:
@@ -187,7 +197,7 @@ class Fuzzer:
     entry = {"oracle": r.oracle, "device": r.device, "detail": r.detail, "path": str(first), "index": r.index, "shrunk": False}
     self.stats.findings.append(entry)
     sig = (r.oracle, r.device)
-    if self.opts.shrink and self.shrunk[sig] < SHRINK_PER_SIGNATURE:
+    if self.opts.shrink and self.shrunk[sig] < self.opts.shrink_per_signature:
       self.shrunk[sig] += 1
       from fuzz.shrink import shrink
       small, res = shrink(case, r, self.check_one)

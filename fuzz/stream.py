@@ -26,14 +26,20 @@ GROUP = 8                       # cases per group (they share the unoptimized ke
 OPT_KINDS = [o.name for o in OptOps]
 MODEL_SHARE = 0.3               # groups drawn from the captured model kernels
 EXACT_SHARE = 0.5               # groups with exact float inputs (bit-exact cross-Opt check)
+MIXES = {"default": {}, "small": {"max_elements": 64, "max_steps": 3}}   # small: tiny random programs only (the throughput benchmark's mix)
+TC_SHARE = 0.1                  # groups on a GPU target drawn from the model kernels a tensor core can take
 
 
 class Stream:
-  def __init__(self, seed: int, targets: list[str], depth: int = 4, models: list[dict[str, Any]] | None = None):
-    self.seed, self.targets, self.depth, self.models = seed, targets, depth, models or []
-    self.recipes = RecipeStream()
+  def __init__(self, seed: int, targets: list[str], depth: int = 4, models: list[dict[str, Any]] | None = None, mix: str = "default"):
+    if mix not in MIXES: raise ValueError(f"mix {mix!r}: choose one of {', '.join(MIXES)}")
+    self.seed, self.targets, self.depth, self.models = seed, targets, depth, (models or []) if mix == "default" else []
+    self.recipes = RecipeStream(**MIXES[mix])
     self.hints: Counter[tuple[str, str]] = Counter()
     self.next_group = 0
+    from fuzz.astjson import ast_from_json
+    from refgrad.opt import tc_candidates
+    self.tc_models = [i for i, m in enumerate(self.models) if tc_candidates(Kernel(ast_from_json(m["ast"])))]
 
   def draw(self) -> dict[str, Any]:
     """The next group spec."""
@@ -44,7 +50,9 @@ class Stream:
     target = min(self.targets, key=lambda t: (tcount[t], self.targets.index(t)))   # round-robin over targets
     spec: dict[str, Any] = {"group": g, "seed": self.seed, "target": target, "depth": self.depth,
                             "mode": "exact" if rng.random() < EXACT_SHARE else "random", "input_seed": int(rng.integers(1 << 31))}
-    if self.models and rng.random() < MODEL_SHARE: spec["model"] = int(rng.integers(len(self.models)))
+    if self.tc_models and TARGETS[target].tensor_cores and rng.random() < TC_SHARE:   # tensor cores need a half matmul
+      spec["model"] = self.tc_models[int(rng.integers(len(self.tc_models)))]
+    elif self.models and rng.random() < MODEL_SHARE: spec["model"] = int(rng.integers(len(self.models)))
     else: spec["recipe"] = self.recipes.draw(rng)
     hints = []
     for _ in range(GROUP):

@@ -48,6 +48,7 @@ class Worker:
   def __init__(self, config: dict[str, Any]):
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(["fuzz.check", "fuzz.stream", "fuzz.models"])  # warm starts
     self.conn, child = ctx.Pipe()
     self.proc = ctx.Process(target=worker_main, args=(child, config), daemon=True)
     self.proc.start()

@@ -1,0 +1,103 @@
+"""Deliberately broken pieces of refgrad, for the fuzzer's tests. Imported by fuzz workers (`--preload` /
+Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in the calling process.
+
+  c_helper      the C helper rg_maxf ignores NaN and the order of +-0 (`a > b ? a : b`)
+  render_cast   the C renderer zero-extends signed ints that are cast to a wider int
+  unroll        lowering an UNROLL drops the last unrolled copy of the reduced value
+  simt_max      the PYTHON executor's float MAX ignores NaN (numpy fmax)
+  symbolic      a rule folds x < c to true when x <= c (off by one)
+  segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 == 3
+  hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 == 11
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+
+def _c_helper() -> None:
+  from refgrad.renderer import cstyle
+  deps, _ = cstyle._HELPERS["rg_maxf"]
+  cstyle._HELPERS["rg_maxf"] = (deps, "$fn float rg_maxf(float a, float b) { return a > b ? a : b; }")
+
+def _render_cast() -> None:
+  from refgrad.dtype import dtypes
+  from refgrad.renderer import cstyle
+  orig = cstyle.CStyleProgram.cast
+  def cast(self: Any, x: str, src: Any, dst: Any) -> str:
+    if dtypes.is_int(src) and dtypes.is_int(dst) and not dtypes.is_unsigned(src) and dst.bits > src.bits:
+      return f"(({self.scalar_type(dst)})({ {8: 'unsigned char', 16: 'unsigned short', 32: 'unsigned int'}[src.bits]}){x})"
+    return orig(self, x, src, dst)
+  cstyle.CStyleProgram.cast = cast  # type: ignore[method-assign]
+
+def _unroll() -> None:
+  import itertools
+
+  from refgrad import kernel
+  from refgrad.uop.ops import Ops, PatternMatcher, UPat
+  def broken(ctx: Any, u: Any) -> Any:
+    unr = [r for r in u.src[1:] if r in ctx]
+    if not unr: return None
+    vals = [u.src[0].substitute({r: r.const_like(v) for r, v in zip(unr, vs)}) for vs in itertools.product(*(range(kernel.axis_size(r)) for r in unr))]
+    acc = vals[0]
+    for v in vals[1:-1]: acc = acc.alu(u.arg, v)   # the bug: the last copy is lost
+    rest = tuple(r for r in u.src[1:] if r not in ctx)
+    return acc if not rest else u.replace(src=(acc, *rest))
+  kernel._expand_unroll = PatternMatcher([(UPat(Ops.REDUCE, name="u"), broken)])
+
+def _simt_max() -> None:
+  from refgrad.dtype import dtypes
+  from refgrad.runtime import simt
+  from refgrad.uop import semantics
+  from refgrad.uop.ops import Ops
+  class Broken:
+    def __getattr__(self, name: str) -> Any: return getattr(semantics, name)
+    @staticmethod
+    def op_fn(op: Any, dt: Any, sdts: Any) -> Any:
+      if op is Ops.MAX and dt in (dtypes.float32, dtypes.float64): return lambda xs: np.fmax(xs[0], xs[1])
+      return semantics.op_fn(op, dt, sdts)
+  simt.semantics = Broken()  # type: ignore[assignment]
+
+def _symbolic() -> None:
+  from refgrad import codegen
+  from refgrad.dtype import dtypes
+  from refgrad.uop import symbolic as sym
+  from refgrad.uop.ops import Ops, PatternMatcher, UOp, UPat
+  def broken(x: Any, c: Any) -> Any:   # x < c is known true when x <= c: off by one
+    return UOp.const(dtypes.bool, True) if sym._is_int(x) and x.vmax <= c.arg and x.vmin < c.arg else None
+  rule = (UPat(Ops.CMPLT, src=(UPat.var("x"), UPat.cvar("c"))), broken)
+  codegen.symbolic = PatternMatcher([rule, *sym.symbolic.rules])  # type: ignore[attr-defined]
+
+
+# ---- test-only devices --------------------------------------------------------------------------------------------
+
+def make_device(name: str) -> Any:
+  """SEGV / HANG: the CPU device whose programs crash / hang on some kernels (see the module docstring)."""
+  from refgrad.device import Compiled
+  from refgrad.renderer.cstyle import CRenderer
+  from refgrad.runtime.ops_cpu import ClangCompiler, CPUAllocator, CPUProgram
+  class Prog(CPUProgram):
+    def __call__(self, *bufs: Any, **kw: Any) -> Any:
+      # the optimized program of case i is named f<i>: SEGV crashes on i % 16 == 3, HANG never returns on i % 16 == 11
+      i = int(self.name[1:]) if self.name.startswith("f") and self.name[1:].isdigit() else -1
+      if name == "SEGV" and i % 16 == 3: ctypes.string_at(0)   # reads address 0: SIGSEGV
+      if name == "HANG" and i % 16 == 11:
+        while True: time.sleep(1)
+      return super().__call__(*bufs, **kw)
+  runtime = Prog
+  return Compiled(name, CPUAllocator(), CRenderer(), ClangCompiler(), runtime)
+
+def _register(*names: str) -> None:
+  from refgrad.device import Device
+  for n in names: Device._modules[n] = __name__
+
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic,
+        "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG")}
+
+def inject(name: str) -> None: BUGS[name]()
+
+if (_bug := os.environ.get("FUZZ_INJECT")): inject(_bug)

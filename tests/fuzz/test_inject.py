@@ -1,0 +1,57 @@
+"""The whole fuzzer with worker processes: a broken piece injected into the workers is found, shrunk to a small case,
+saved, and the saved case replays to the same failure; a segfaulting and a hanging backend are both recorded and the
+run goes on; the same seed gives the same cases with any worker count, and shards split the stream."""
+from __future__ import annotations
+
+import pytest
+
+from fuzz.__main__ import replay_finding
+from fuzz.case import Finding
+from fuzz.models import load_models
+from fuzz.run import Fuzzer, Options
+
+PRELOAD = ["tests.fuzz.inject"]
+
+
+def _run(tmp_path, **kw):
+  opts = Options(corpus=tmp_path, preload=PRELOAD, **{"devices": ["CPU"], "workers": 2, **kw})
+  f = Fuzzer(opts, load_models())
+  f.run()
+  return f
+
+@pytest.mark.parametrize("bug, cases, oracles", [
+  ("unroll", 64, {"cross-opt"}),
+  pytest.param("c_helper", 192, {"device"}, marks=pytest.mark.slow),
+  pytest.param("render_cast", 640, {"device"}, marks=pytest.mark.slow),
+  pytest.param("simt_max", 192, {"ast-eval", "device"}, marks=pytest.mark.slow),
+  pytest.param("symbolic", 96, {"checked", "redzone", "ast-eval", "cross-opt"}, marks=pytest.mark.slow),
+])
+def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
+  env = {"FUZZ_INJECT": bug}
+  f = _run(tmp_path, cases=cases, env=env, shrink_per_signature=1)
+  assert f.stats.findings, f"{bug}: nothing found in {cases} cases"
+  shrunk = [x for x in f.stats.findings if x["shrunk"]]
+  assert shrunk and {x["oracle"] for x in shrunk} <= oracles, f.stats.findings
+  fd = Finding.load(shrunk[0]["path"])
+  assert fd.original is not None and len(fd.case.opts) <= max(1, len(fd.original.opts))
+  if bug == "unroll": assert [o[0] for o in fd.case.opts] == ["UNROLL"]      # one Opt is all it takes
+  if fd.case.recipe is not None:
+    assert len(fd.case.recipe["steps"]) <= len(fd.original.recipe["steps"])
+    assert sum(fd.case.recipe["shape"]) <= sum(fd.original.recipe["shape"])
+  r = replay_finding(fd, preload=PRELOAD, env=env)
+  assert r.status == "fail" and r.signature() == (fd.oracle, fd.device), r
+  assert replay_finding(fd).status == "pass"      # without the bug, the case passes
+
+def test_segfault_and_hang_are_findings_and_the_run_goes_on(tmp_path):
+  f = _run(tmp_path, cases=32, devices=["SEGV", "HANG"], env={"FUZZ_INJECT": "segv+hang"}, case_timeout=4.0, shrink=False, targets=["CPU"])
+  assert f.stats.by_oracle["crash"] >= 1 and f.stats.by_oracle["timeout"] >= 1, f.stats.findings
+  assert f.stats.checked > f.stats.by_oracle["crash"] + f.stats.by_oracle["timeout"]   # other cases were checked
+  for x in f.stats.findings: assert Finding.load(x["path"]).oracle == x["oracle"]
+
+def test_same_seed_same_cases_any_worker_count_and_shards(tmp_path):
+  one = _run(tmp_path / "a", cases=32, workers=1, seed=5, shrink=False)
+  two = _run(tmp_path / "b", cases=32, workers=3, seed=5, shrink=False)
+  assert one.stats.case_keys == two.stats.case_keys and len(one.stats.case_keys) >= 24
+  halves = [_run(tmp_path / f"s{i}", cases=16, workers=1, seed=5, shard=(i, 2), shrink=False) for i in range(2)]
+  assert not set(halves[0].stats.case_keys) & set(halves[1].stats.case_keys)
+  assert {**halves[0].stats.case_keys, **halves[1].stats.case_keys} == one.stats.case_keys
