@@ -209,7 +209,7 @@ def _bitonic_sort(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
   keep = tuple((0, 0) for _ in lead)
   fill = (dtypes.min(x.dtype) if descending else dtypes.max(x.dtype)) if not dtypes.is_float(x.dtype) else (-math.inf if descending else math.nan)
   v = x.pad(keep + ((0, big - n),), value=fill) if big != n else x
-  idx = Tensor(UOp_iota(big, x.device), x.device)._expand_to((*lead, big)) if lead else Tensor(UOp_iota(big, x.device), x.device)
+  idx = _iota(big, (*lead, big), len(lead), x.device)
   k = 2
   while k <= big:
     j = k // 2
@@ -230,11 +230,6 @@ def _bitonic_sort(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
     k *= 2
   bounds = tuple(None for _ in lead) + ((0, n),)
   return v.shrink(bounds), idx.shrink(bounds)
-
-
-def UOp_iota(n: int, device: str) -> Any:
-  from refgrad.uop.ops import UOp
-  return UOp(Ops.IOTA, dtypes.int32, (), n)
 
 
 class MovementMixin:
