@@ -8,7 +8,7 @@ from pathlib import Path
 from refgrad import Device
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transformer.py"
-STEPS = 4
+STEPS = 3
 
 
 @functools.cache
