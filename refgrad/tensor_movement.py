@@ -183,6 +183,55 @@ def _advanced(y: Tensor, items: list[_Item]) -> tuple[list[int], tuple[int, ...]
   return dims, bshape, shaped, dims == list(range(d0, d0 + len(dims)))
 
 
+_SORT_DIRECT = 2048  # rows up to this length sort by counting ranks (one kernel, O(n^2)); longer ones by a bitonic network
+
+
+def _before(a: Tensor, b: Tensor, ia: Tensor, ib: Tensor, descending: bool) -> Tensor:
+  """Whether (a, ia) sorts strictly before (b, ib): by value (NaN the largest), then by index (stable)."""
+  if descending: a, b = b, a
+  lt = _lt(a, b)
+  if dtypes.is_float(a.dtype):
+    lt = lt | (b.isnan() & a.isnan().logical_not())
+    eq = _eq(a, b) | (a.isnan() & b.isnan())
+  else: eq = _eq(a, b)
+  return lt | (eq & _lt(ia, ib))
+
+
+def _bitonic_sort(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
+  """Sort the last axis with a bitonic network on (value, index) pairs: the axis is padded to a power of two with
+  values that sort last (their indices are larger than every real one), then log2(N)(log2(N)+1)/2 compare-exchange
+  steps of N/2 pairs each (one kernel per step): O(n log^2 n) work. Values move by selects (exact bits, and their
+  gradients follow them)."""
+  from refgrad.tensor import Tensor
+  n = x.shape[-1]
+  big = 1 << (n - 1).bit_length()
+  lead = x.shape[:-1]
+  keep = tuple((0, 0) for _ in lead)
+  fill = (dtypes.min(x.dtype) if descending else dtypes.max(x.dtype)) if not dtypes.is_float(x.dtype) else (-math.inf if descending else math.nan)
+  v = x.pad(keep + ((0, big - n),), value=fill) if big != n else x
+  idx = _iota(big, (*lead, big), len(lead), x.device)
+  k = 2
+  while k <= big:
+    j = k // 2
+    while j >= 1:
+      shape = (*lead, big // (2 * j), 2, j)
+      vv, ii = v.reshape(shape), idx.reshape(shape)
+      sl = [tuple(None for _ in lead) + (None, (h, h + 1), None) for h in (0, 1)]
+      lo_v, hi_v = vv.shrink(sl[0]), vv.shrink(sl[1])
+      lo_i, hi_i = ii.shrink(sl[0]), ii.shrink(sl[1])
+      # pair block b runs up when (b * 2j) // k is even
+      blk = _iota(big // (2 * j), (*lead, big // (2 * j), 1, j), len(lead), x.device)
+      up = _eq(((blk * (2 * j)) // k) % 2, Tensor.full((), 0, dtypes.int32, x.device))
+      swap = up.where(_before(hi_v, lo_v, hi_i, lo_i, descending), _before(lo_v, hi_v, lo_i, hi_i, descending))
+      v = swap.where(hi_v, lo_v).cat(swap.where(lo_v, hi_v), dim=-2).reshape(*lead, big)
+      idx = swap.where(hi_i, lo_i).cat(swap.where(lo_i, hi_i), dim=-2).reshape(*lead, big)
+      v, idx = v.contiguous(), idx.contiguous()
+      j //= 2
+    k *= 2
+  bounds = tuple(None for _ in lead) + ((0, n),)
+  return v.shrink(bounds), idx.shrink(bounds)
+
+
 class MovementMixin:
   __slots__ = ()
 
@@ -454,6 +503,16 @@ class MovementMixin:
     if self.ndim == 0: return self, self._like(0, dtypes.int32)
     x = self.transpose(ax, -1) if ax != self.ndim - 1 else self
     n = x.shape[-1]
+    if n > _SORT_DIRECT:
+      # the network runs on detached values; the gradient goes back through the permutation (a one-hot scatter: a
+      # gradient through the network's selects would be a graph that grows 4x per step)
+      values, indices = _bitonic_sort(x.detach(), descending)
+      def rule(y: Tensor, g: Tensor, x: Tensor, idx: Tensor) -> tuple[Tensor | None, ...]:
+        full = (*x.shape, n)
+        hit = _one_hot(idx.unsqueeze(-1), n, full, x.ndim)           # [.., r, i]: sorted position r came from i
+        return hit.where(g.unsqueeze(-1)._expand_to(full), 0.0).sum(-2), None
+      values = x._custom_grad(values, indices, rule=rule)
+      return (values.transpose(ax, -1), indices.transpose(ax, -1)) if ax != self.ndim - 1 else (values, indices)
     xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)                       # element i along axis -2, j along axis -1
     full = (*x.shape, n)
     a, b = (xi, xj) if descending else (xj, xi)   # j sorts before i when a < b (NaN the largest)

@@ -333,12 +333,17 @@ class NNMixin:
 
   # ---- attention, one-hot, losses (tinygrad's names and arguments) --------------------------------------------
   def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,  # type: ignore[misc]
-                                   dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> Tensor:
+                                   dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
     """softmax(self @ key^T * scale + mask) @ value, scale = 1/sqrt(head size). attn_mask: bool (False = masked out,
-    -inf) or added to the scores; is_causal masks the upper triangle. Dropout runs only while Tensor.training."""
+    -inf) or added to the scores; is_causal masks the upper triangle. Dropout runs only while Tensor.training.
+    enable_gqa: key and value have fewer heads (axis -3) than the query; each is shared by a group of query heads."""
     from refgrad.tensor import Tensor
     if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} need 2+ axes")
+    if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+      if self.shape[-3] % key.shape[-3]: raise ValueError(f"scaled_dot_product_attention: {self.shape[-3]} query heads are not a multiple of {key.shape[-3]} key heads")
+      rep = self.shape[-3] // key.shape[-3]
+      key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
     qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
     if is_causal: attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:

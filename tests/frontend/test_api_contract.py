@@ -143,3 +143,25 @@ def test_data_dependent_shapes():
   assert x.nonzero().tolist() == [[0, 1], [1, 0]] and x.nonzero().dtype == dtypes.int32
   assert x.masked_select(x < 0).tolist() == [-2.0]
   assert x.masked_select(x > 5).shape == (0,) and Tensor.zeros(2, 2).nonzero().shape == (0, 2)
+
+
+# ---- long sorts: the bitonic network (forced here on short rows) ------------------------------------------------
+@pytest.mark.parametrize("descending", [True])
+def test_bitonic_sort_matches_stable_numpy(monkeypatch, descending):
+  import refgrad.tensor_movement as tm
+  monkeypatch.setattr(tm, "_SORT_DIRECT", 4)
+  rng = np.random.default_rng(3)
+  a = rng.integers(-4, 4, (2, 7)).astype(np.float32)
+  a[0, 2] = np.nan
+  x = Tensor(a, requires_grad=True)
+  v, i = x.sort(1, descending=descending)
+  key = np.where(np.isnan(a), np.inf, a)                          # NaN sorts as the largest
+  order = np.argsort(-key if descending else key, axis=1, kind="stable")
+  if descending: order = np.stack([np.concatenate([np.nonzero(np.isnan(r))[0], o[~np.isnan(r[o])]]) for r, o in zip(a, order)])
+  np.testing.assert_array_equal(i.numpy(), order)
+  np.testing.assert_array_equal(v.numpy(), np.take_along_axis(a, order, 1))
+  w = rng.standard_normal((2, 7)).astype(np.float32)
+  (v * Tensor(w)).sum().backward()
+  want = np.zeros_like(w)
+  np.put_along_axis(want, order, w, 1)
+  np.testing.assert_array_equal(x.grad.numpy(), want)

@@ -55,7 +55,7 @@ def _pow_grid(rng: np.random.Generator) -> list[np.ndarray]:
 EDGES: list[Case] = [
   Case("pow_0.3", _vals(1.0, 0.5, 2.0, 0.0, -0.0, INF, -2.0, 1e-30), lambda x: x ** 0.3, lambda torch, x: x ** 0.3),
   Case("rpow_0.7", _vals(0.0, 1.0, -1.0, 0.5, INF, -INF, 30.0), lambda x: 0.7 ** x, lambda torch, x: 0.7 ** x),
-  Case("pow_tensor", _pow_grid, lambda b, e: b ** e, lambda torch, b, e: b ** e),
+  Case("pow_tensor", _pow_grid, lambda b, e: b ** e, lambda torch, b, e: b ** e, dtypes=("float32", "float64", "float16")),
   Case("pow_2", _vals(*BASES), lambda x: x ** 2, lambda torch, x: x ** 2),
   Case("pow_3", _vals(*BASES), lambda x: x ** 3, lambda torch, x: x ** 3),
   Case("pow_-1", _vals(*BASES), lambda x: x ** -1, lambda torch, x: x ** -1),
@@ -119,6 +119,9 @@ API: list[Case] = [
   Case("sdpa_mask", lambda rng: [*(rng.standard_normal((2, 5, 4)) for _ in range(3)), rng.uniform(0, 1, (5, 5)) > 0.3],
        lambda q, k, v, m: q.scaled_dot_product_attention(k, v, attn_mask=m | _eye_like(m)),
        lambda torch, q, k, v, m: _fn(torch).scaled_dot_product_attention(q, k, v, attn_mask=m | torch.eye(5, dtype=torch.bool)), "fffb"),
+  Case("sdpa_gqa", lambda rng: [rng.standard_normal((1, 4, 3, 4)), rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 2, 3, 4))],
+       lambda q, k, v: q.scaled_dot_product_attention(k, v, enable_gqa=True),
+       lambda torch, q, k, v: _fn(torch).scaled_dot_product_attention(q, k, v, enable_gqa=True)),
   Case("softmin", _randn((3, 5)), lambda x: x.softmin(-1), lambda torch, x: _fn(torch).softmin(x, -1)),
   Case("log10", lambda rng: [rng.uniform(0.01, 100, 10)], lambda x: x.log10(), lambda torch, x: x.log10()),
   Case("atan", lambda rng: [np.concatenate([rng.standard_normal(8) * 3, [0.0, -0.0, INF, -INF, 1e-20, 0.4142, 2.4143]])],
@@ -154,6 +157,16 @@ API: list[Case] = [
   Case("nonzero", lambda rng: [np.array([[0.0, 1.5, 0.0], [NAN, 0.0, -2.0]])], lambda x: x.nonzero(), lambda torch, x: x.nonzero(), grad=False),
   Case("isclose", lambda rng: [np.array([1.0, 1.0, NAN, INF, 0.0, 1e-9]), np.array([1.0 + 1e-6, 1.1, NAN, INF, 1e-7, 0.0])],
        lambda x, y: x.isclose(y), lambda torch, x, y: x.isclose(y), grad=False),
+  Case("matmul", _randn((3, 40), (40, 5)), lambda a, b: a @ b, lambda torch, a, b: a @ b, dtypes=FLOATS, tol={"float16": (2e-3, 1e-3)}),
+  Case("sum_mean", _randn((4, 50)), lambda x: x.sum(1) + x.mean(1), lambda torch, x: x.sum(1) + x.mean(1), dtypes=FLOATS),
+  # float16/bfloat16 gradients: g - sum(g * y) cancels; PyTorch takes y rounded to the dtype, refgrad the float32 y it rounded
+  # from, so small gradients differ by about an ulp of the largest ones (atol stated here)
+  Case("softmax", _randn((3, 7), scale=3.0), lambda x: x.softmax(-1), lambda torch, x: x.softmax(-1), dtypes=FLOATS,
+       tol={"float16": (1e-3, 2e-4), "bfloat16": (1.6e-2, 2e-3)}),
+  Case("log_softmax", _randn((3, 7), scale=3.0), lambda x: x.log_softmax(0), lambda torch, x: x.log_softmax(0), dtypes=FLOATS,
+       tol={"float16": (1e-3, 2e-4), "bfloat16": (1.6e-2, 2e-3)}),
+  Case("cross_entropy_half", _logits_labels(6, 5), lambda x, y: x.cross_entropy(y), lambda torch, x, y: _fn(torch).cross_entropy(x, y), "fi",
+       dtypes=("float64", "float16", "bfloat16")),
   Case("cumsum_long", _randn((2, 100)), lambda x: x.cumsum(1), lambda torch, x: x.cumsum(1), tol={"float32": (1e-5, 1e-5)}),  # tree order vs sequential
   Case("cumsum_short", _randn((3, 5)), lambda x: x.cumsum(-1), lambda torch, x: x.cumsum(-1), dtypes=FLOATS),
   Case("cumprod_long", lambda rng: [rng.uniform(0.9, 1.1, (1, 40))], lambda x: x.cumprod(1), lambda torch, x: x.cumprod(1),
