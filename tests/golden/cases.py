@@ -226,6 +226,18 @@ API: list[Case] = [
   Case("einsum_batch_ellipsis", _randn((2, 3, 4), (2, 4, 5)), lambda a, b: Tensor_einsum("...ij,...jk", a, b),
        lambda torch, a, b: torch.einsum("...ij,...jk", a, b)),
   Case("einsum_trace_outer", _randn((3, 3), (4,)), lambda a, b: Tensor_einsum("ii,j->j", a, b), lambda torch, a, b: torch.einsum("ii,j->j", a, b)),
+  # int32 (forward only; PyTorch computes in int32 too)
+  Case("int_sort", lambda rng: [rng.permutation(24).reshape(4, 6) - 12], lambda x: x.sort(1, descending=True),
+       lambda torch, x: tuple(x.sort(1, descending=True)), dtypes=("int32",), grad=False),
+  Case("int_topk_cummax", lambda rng: [rng.permutation(20).reshape(2, 10) - 7], lambda x: (x.topk(3)[0], *x.cummax(1), x.cumsum(1), x.cumprod(1)),
+       lambda torch, x: (x.topk(3)[0], *x.cummax(1), x.cumsum(1, dtype=torch.int32), x.cumprod(1, dtype=torch.int32)), dtypes=("int32",), grad=False),
+  Case("int_scatter_reduce", lambda rng: [rng.integers(-9, 9, (3, 4)), np.array([[0, 1, 1, 0], [2, 0, 1, 1]]), rng.integers(-9, 9, (2, 4))],
+       lambda x, i, v: (x.scatter_reduce(0, i, v.cast(x.dtype), "amax"), x.scatter_reduce(0, i, v.cast(x.dtype), "sum", include_self=False)),
+       lambda torch, x, i, v: (x.scatter_reduce(0, i, v.to(x.dtype), "amax"), x.scatter_reduce(0, i, v.to(x.dtype), "sum", include_self=False)),
+       "fif", dtypes=("int32",), grad=False),
+  Case("int_pad_roll", lambda rng: [rng.integers(-9, 9, (2, 3, 4))], lambda x: (x.pad((1, 2, 2, 1), mode="reflect"), x.roll(2, -1), x.tril(), x.triu(1)),
+       lambda torch, x: (_fn(torch).pad(x.float(), (1, 2, 2, 1), mode="reflect").to(x.dtype), x.roll(2, -1), x.tril(), x.triu(1)),
+       dtypes=("int32",), grad=False),
   Case("cat_stack_seq", _randn((2, 3), (2, 3)), lambda a, b: Tensor_cat_stack(a, b),
        lambda torch, a, b: torch.cat([torch.stack([a, b], dim=-1), torch.stack([b, a], dim=-1)], dim=-2)),
 ]
