@@ -339,9 +339,9 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if len(bounds) != self.ndim: raise ValueError(f"shrink: need one (start, end) per axis of {self.shape}, got {bounds}")
     arg = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(bounds, self.shape))
     return self._new(lazy.shrink(self.uop, arg))
-  def flip(self, *axis: Any) -> Tensor:
-    """Reverse the given axes (ints or one sequence; each at most once)."""
-    if len(axis) == 1 and isinstance(axis[0], (tuple, list)): axis = tuple(axis[0])
+  def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+    """Reverse the given axes (`flip(0, 1)`, `flip((0, 1))`, `flip(axis=0)`; each at most once)."""
+    axis = (*((axis,) if isinstance(axis, int) else tuple(axis)), *args)
     given = [self._axis(a) for a in axis]
     if len(set(given)) != len(given): raise ValueError(f"flip: axis {axis} names an axis twice (shape {self.shape})")
     axes = set(given)

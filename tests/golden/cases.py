@@ -209,7 +209,7 @@ API: list[Case] = [
        lambda torch, x: _fn(torch).avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, count_include_pad=False)),
   Case("max_pool3d", _randn((1, 2, 4, 5, 6)), lambda x: x.max_pool2d((2, 2, 2)), lambda torch, x: _fn(torch).max_pool3d(x, 2)),
   Case("avg_pool1d", _randn((2, 3, 9)), lambda x: x.avg_pool2d((3,), 2), lambda torch, x: _fn(torch).avg_pool1d(x, 3, 2)),
-  Case("max_unpool2d", lambda rng: [rng.standard_normal((1, 2, 3, 4))], lambda x: Tensor_unpool(x),
+  Case("max_unpool2d", lambda rng: [rng.standard_normal((1, 2, 3, 4))], lambda x: _unpool(x),
        lambda torch, x: _fn(torch).max_unpool2d(*_fn(torch).max_pool2d(x, 2, return_indices=True), 2)),
   Case("interpolate_nearest", _randn((1, 2, 4, 5)), lambda x: x.interpolate((7, 3), mode="nearest"),
        lambda torch, x: _fn(torch).interpolate(x, size=(7, 3), mode="nearest")),
@@ -222,11 +222,23 @@ API: list[Case] = [
   Case("interpolate_linear", _randn((2, 3, 5)), lambda x: x.interpolate((8,), mode="linear"), lambda torch, x: _fn(torch).interpolate(x, size=(8,), mode="linear")),
   Case("interpolate_trilinear", _randn((1, 1, 3, 4, 2)), lambda x: x.interpolate((4, 3, 5), mode="trilinear"),
        lambda torch, x: _fn(torch).interpolate(x, size=(4, 3, 5), mode="trilinear")),
-  Case("einsum_matmul", _randn((3, 4), (4, 5)), lambda a, b: Tensor_einsum("ij,jk->ik", a, b), lambda torch, a, b: torch.einsum("ij,jk->ik", a, b)),
-  Case("einsum_batch_ellipsis", _randn((2, 3, 4), (2, 4, 5)), lambda a, b: Tensor_einsum("...ij,...jk", a, b),
+  Case("einsum_matmul", _randn((3, 4), (4, 5)), lambda a, b: _einsum("ij,jk->ik", a, b), lambda torch, a, b: torch.einsum("ij,jk->ik", a, b)),
+  Case("einsum_batch_ellipsis", _randn((2, 3, 4), (2, 4, 5)), lambda a, b: _einsum("...ij,...jk", a, b),
        lambda torch, a, b: torch.einsum("...ij,...jk", a, b)),
-  Case("einsum_trace_outer", _randn((3, 3), (4,)), lambda a, b: Tensor_einsum("ii,j->j", a, b), lambda torch, a, b: torch.einsum("ii,j->j", a, b)),
-  Case("cat_stack_seq", _randn((2, 3), (2, 3)), lambda a, b: Tensor_cat_stack(a, b),
+  Case("einsum_trace_outer", _randn((3, 3), (4,)), lambda a, b: _einsum("ii,j->j", a, b), lambda torch, a, b: torch.einsum("ii,j->j", a, b)),
+  # int32 (forward only; PyTorch computes in int32 too)
+  Case("int_sort", lambda rng: [rng.permutation(24).reshape(4, 6) - 12], lambda x: x.sort(1, descending=True),
+       lambda torch, x: tuple(x.sort(1, descending=True)), dtypes=("int32",), grad=False),
+  Case("int_topk_cummax", lambda rng: [rng.permutation(20).reshape(2, 10) - 7], lambda x: (x.topk(3)[0], *x.cummax(1), x.cumsum(1), x.cumprod(1)),
+       lambda torch, x: (x.topk(3)[0], *x.cummax(1), x.cumsum(1, dtype=torch.int32), x.cumprod(1, dtype=torch.int32)), dtypes=("int32",), grad=False),
+  Case("int_scatter_reduce", lambda rng: [rng.integers(-9, 9, (3, 4)), np.array([[0, 1, 1, 0], [2, 0, 1, 1]]), rng.integers(-9, 9, (2, 4))],
+       lambda x, i, v: (x.scatter_reduce(0, i, v.cast(x.dtype), "amax"), x.scatter_reduce(0, i, v.cast(x.dtype), "sum", include_self=False)),
+       lambda torch, x, i, v: (x.scatter_reduce(0, i, v.to(x.dtype), "amax"), x.scatter_reduce(0, i, v.to(x.dtype), "sum", include_self=False)),
+       "fif", dtypes=("int32",), grad=False),
+  Case("int_pad_roll", lambda rng: [rng.integers(-9, 9, (2, 3, 4))], lambda x: (x.pad((1, 2, 2, 1), mode="reflect"), x.roll(2, -1), x.tril(), x.triu(1)),
+       lambda torch, x: (_fn(torch).pad(x.float(), (1, 2, 2, 1), mode="reflect").to(x.dtype), x.roll(2, -1), x.tril(), x.triu(1)),
+       dtypes=("int32",), grad=False),
+  Case("cat_stack_seq", _randn((2, 3), (2, 3)), lambda a, b: _cat_stack(a, b),
        lambda torch, a, b: torch.cat([torch.stack([a, b], dim=-1), torch.stack([b, a], dim=-1)], dim=-2)),
 ]
 
@@ -235,7 +247,7 @@ def _eye_like(m: Any) -> Any:
   from refgrad import Tensor, dtypes
   return Tensor.eye(m.shape[0], dtype=dtypes.bool, device=m.device)
 
-def Tensor_cat_stack(a: Any, b: Any) -> Any:
+def _cat_stack(a: Any, b: Any) -> Any:
   from refgrad import Tensor
   return Tensor.cat([Tensor.stack([a, b], dim=-1), a.stack([b], dim=-1).flip(-1)], dim=-2)
 
@@ -243,10 +255,10 @@ def Tensor_cat_stack(a: Any, b: Any) -> Any:
 GROUPS: dict[str, list[Case]] = {"edges": EDGES, "api": API}
 
 
-def Tensor_unpool(x: Any) -> Any:
+def _unpool(x: Any) -> Any:
   v, i = x.max_pool2d(2, return_indices=True)
   return v.max_unpool2d(i, 2)
 
-def Tensor_einsum(formula: str, *ops: Any) -> Any:
+def _einsum(formula: str, *ops: Any) -> Any:
   from refgrad import Tensor
   return Tensor.einsum(formula, *ops)

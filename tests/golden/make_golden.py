@@ -34,7 +34,7 @@ def _to_storage(torch: Any, t: Any) -> tuple[np.ndarray, str]:
   t = t.detach().cpu()
   name = str(t.dtype).removeprefix("torch.")
   if name == "bfloat16": return t.view(torch.int16).numpy().view(np.uint16), name
-  if name in ("int8", "int16", "int32", "uint8"): return t.to(torch.int64).numpy(), "int64"
+  if name in ("int8", "int16", "uint8"): return t.to(torch.int64).numpy(), "int64"
   return t.numpy(), name
 
 
@@ -51,6 +51,7 @@ def run_case(torch: Any, case: Case, dtype: str, seed: int) -> dict[str, Any]:
   for i, a in enumerate(raw):
     if case.kind(i) == "i": xs.append(torch.tensor(np.asarray(a, dtype=np.int64)))
     elif case.kind(i) == "b": xs.append(torch.tensor(np.asarray(a, dtype=np.bool_)))
+    elif not tdt.is_floating_point: xs.append(torch.tensor(np.asarray(a, dtype=np.float64)).to(tdt))   # an int dtype case
     else: xs.append(torch.tensor(np.asarray(a, dtype=np.float64)).to(tdt).requires_grad_(case.grad and case.kind(i) == "f"))
   outs = case.pt(torch, *xs)
   outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
