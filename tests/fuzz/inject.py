@@ -6,8 +6,8 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   unroll        lowering an UNROLL drops the last unrolled copy of the reduced value
   simt_max      the PYTHON executor's float MAX ignores NaN (numpy fmax)
   symbolic      a rule folds x < c to true when x <= c (off by one)
-  segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 == 3
-  hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 == 11
+  segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 is 3, 4 or 5
+  hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 is 11, 12 or 13
 """
 from __future__ import annotations
 
@@ -82,10 +82,10 @@ def make_device(name: str) -> Any:
   from refgrad.runtime.ops_cpu import ClangCompiler, CPUAllocator, CPUProgram
   class Prog(CPUProgram):
     def __call__(self, *bufs: Any, **kw: Any) -> Any:
-      # the optimized program of case i is named f<i>: SEGV crashes on i % 16 == 3, HANG never returns on i % 16 == 11
+      # the optimized program of case i is named f<i>: SEGV crashes when i % 16 is 3..5, HANG never returns when it is 11..13
       i = int(self.name[1:]) if self.name.startswith("f") and self.name[1:].isdigit() else -1
-      if name == "SEGV" and i % 16 == 3: ctypes.string_at(0)   # reads address 0: SIGSEGV
-      if name == "HANG" and i % 16 == 11:
+      if name == "SEGV" and i % 16 in (3, 4, 5): ctypes.string_at(0)   # reads address 0: SIGSEGV
+      if name == "HANG" and i % 16 in (11, 12, 13):
         while True: time.sleep(1)
       return super().__call__(*bufs, **kw)
   runtime = Prog
