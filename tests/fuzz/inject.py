@@ -6,8 +6,9 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   unroll        lowering an UNROLL drops the last unrolled copy of the reduced value
   simt_max      the PYTHON executor's float MAX ignores NaN (numpy fmax)
   symbolic      a rule folds x < c to true when x <= c (off by one)
-  segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 == 3
-  hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 == 11
+  segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 is 3, 4 or 5
+  unconstructible  a test-only device BROKEN whose construction raises
+  hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 is 11, 12 or 13
 """
 from __future__ import annotations
 
@@ -76,16 +77,18 @@ def _symbolic() -> None:
 # ---- test-only devices --------------------------------------------------------------------------------------------
 
 def make_device(name: str) -> Any:
-  """SEGV / HANG: the CPU device whose programs crash / hang on some kernels (see the module docstring)."""
+  """SEGV / HANG: the CPU device whose programs crash / hang on some kernels (see the module docstring); BROKEN cannot
+  be constructed."""
+  if name == "BROKEN": raise RuntimeError("no such hardware here")
   from refgrad.device import Compiled
   from refgrad.renderer.cstyle import CRenderer
   from refgrad.runtime.ops_cpu import ClangCompiler, CPUAllocator, CPUProgram
   class Prog(CPUProgram):
     def __call__(self, *bufs: Any, **kw: Any) -> Any:
-      # the optimized program of case i is named f<i>: SEGV crashes on i % 16 == 3, HANG never returns on i % 16 == 11
+      # the optimized program of case i is named f<i>: SEGV crashes when i % 16 is 3..5, HANG never returns when it is 11..13
       i = int(self.name[1:]) if self.name.startswith("f") and self.name[1:].isdigit() else -1
-      if name == "SEGV" and i % 16 == 3: ctypes.string_at(0)   # reads address 0: SIGSEGV
-      if name == "HANG" and i % 16 == 11:
+      if name == "SEGV" and i % 16 in (3, 4, 5): ctypes.string_at(0)   # reads address 0: SIGSEGV
+      if name == "HANG" and i % 16 in (11, 12, 13):
         while True: time.sleep(1)
       return super().__call__(*bufs, **kw)
   runtime = Prog
@@ -96,7 +99,8 @@ def _register(*names: str) -> None:
   for n in names: Device._modules[n] = __name__
 
 BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic,
-        "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG")}
+        "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
+        "unconstructible": lambda: _register("BROKEN")}
 
 def inject(name: str) -> None: BUGS[name]()
 

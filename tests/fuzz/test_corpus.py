@@ -29,3 +29,9 @@ def test_conformance_group_corpus():
                      capture_output=True, text=True, check=False)
   assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
   assert f"corpus: {2 * len(CORPUS)} of {2 * len(CORPUS)} saved fuzz cases x devices pass" in r.stdout
+
+def test_replay_cli():
+  r = subprocess.run([sys.executable, "-m", "fuzz", "replay", str(CORPUS[0].parent)], capture_output=True, text=True, check=False)
+  assert r.returncode == 0 and r.stdout.count(": pass") == len(CORPUS), r.stdout + r.stderr
+  r = subprocess.run([sys.executable, "-m", "fuzz", "replay", "/nonexistent/x.json"], capture_output=True, text=True, check=False)
+  assert r.returncode == 2 and "no such file" in r.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -124,3 +125,12 @@ def test_cross_opt_rules():
   assert cross_opt_rules(_ast(x.sum(1)), "exact") == {0: "exact"}
   assert cross_opt_rules(_ast(x.max(1) < 0), "random") == {0: "exact"}       # MAX is exact in any order
   assert cross_opt_rules(_ast(Tensor.empty(4, 5, dtype=dtypes.int32).sum(1)), "random") == {0: "exact"}
+
+def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
+  r = subprocess.run([sys.executable, "-m", "fuzz", "--preload", "tests.fuzz.inject", "--devices", "CPU,BROKEN", "--cases", "8", "--workers", "1",
+                      "--targets", "CPU", "--corpus", str(tmp_path), "--json", str(tmp_path / "r.json")],
+                     capture_output=True, text=True, check=False, env={**os.environ, "FUZZ_INJECT": "unconstructible"})
+  assert r.returncode == 0, r.stdout + r.stderr
+  doc = json.loads((tmp_path / "r.json").read_text())
+  assert doc["devices"] == ["CPU"] and doc["checked"] >= 1
+  assert any(n.startswith("device BROKEN skipped: it cannot be constructed (RuntimeError: no such hardware here)") for n in doc["notes"])

@@ -47,6 +47,16 @@ def test_segfault_and_hang_are_findings_and_the_run_goes_on(tmp_path):
   assert f.stats.by_oracle["crash"] >= 1 and f.stats.by_oracle["timeout"] >= 1, f.stats.findings
   assert f.stats.checked > f.stats.by_oracle["crash"] + f.stats.by_oracle["timeout"]   # other cases were checked
   for x in f.stats.findings: assert Finding.load(x["path"]).oracle == x["oracle"]
+  import json
+  from xml.etree import ElementTree as ET
+
+  from fuzz import report
+  report.write_json(f, tmp_path / "r.json")
+  report.write_junit(f, tmp_path / "r.xml")
+  doc = json.loads((tmp_path / "r.json").read_text())
+  assert doc["findings_by_oracle"] == dict(f.stats.by_oracle) and doc["checked"] == f.stats.checked
+  suite = ET.parse(tmp_path / "r.xml").getroot().find("testsuite")
+  assert int(suite.get("failures")) == len(f.stats.findings) == len(suite.findall("testcase/failure"))
 
 def test_same_seed_same_cases_any_worker_count_and_shards(tmp_path):
   one = _run(tmp_path / "a", cases=32, workers=1, seed=5, shrink=False)
