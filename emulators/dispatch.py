@@ -32,11 +32,14 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
   args = vm.bytes(args_va, k.arg_bytes, engine, f"{args_what} of kernel {k.name}")
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()
   vals = args[8 * k.nglobals:].view(np.int32).tolist()
-  bufs = []
+  bufs, views = [], []
   for i, (va, (declared, reads, writes)) in enumerate(zip(vas, k.params)):
     try: r, off = vm.resolve(va, declared if declared else 1, engine, f"buffer {i} of kernel {k.name} ({args_what} bytes {8 * i}..{8 * i + 8})")
     except Fault as f: raise Fault(f.what, "mmu", va, k.name) from None
     bufs.append(r.view(off))
+    views.append((r, off))
     if hz.enabled and (reads or writes):
       hz.access(pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], f"{label}: kernel {k.name}")
-  k.run(bufs, grid, block, vals, vas)
+  try: k.run(bufs, grid, block, vals, vas)
+  finally:
+    for (r, off), m in zip(views, bufs): r.merge(off, m)

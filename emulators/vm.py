@@ -25,20 +25,40 @@ VA_LIMIT = 1 << 40    # 40-bit GPU virtual addresses (GP entries and semaphores 
 
 
 class Region:
-  """One mapping: [va, va + size) backed by `mem` (bytes + initialization)."""
-  __slots__ = ("end", "host_visible", "init", "mapping", "mem", "size", "va")
+  """One mapping: [va, va + size) backed by `mem` (bytes + which of them are defined)."""
+  __slots__ = ("end", "host_visible", "mapping", "mem", "size", "va")
 
-  def __init__(self, va: int, size: int, host_visible: bool, data: np.ndarray | None = None, init: np.ndarray | None = None):
+  def __init__(self, va: int, size: int, host_visible: bool, data: np.ndarray | None = None):
     self.va, self.size, self.end, self.host_visible = va, size, va + size, host_visible
-    # our own init array (device memory only), so a view at an offset can share it
-    self.init: np.ndarray | None = None if host_visible else init if init is not None else np.zeros(size, np.bool_)
-    self.mem = Memory(data if data is not None else np.zeros(size, np.uint8), self.init)
+    # device memory starts undefined (tracked like the PYTHON device's); host-visible memory is untracked
+    self.mem = Memory(data if data is not None else np.zeros(size, np.uint8))
+    if not host_visible and size: self.mem.bits = np.zeros((size + 7) // 8, np.uint8)
     self.mapping: Any = None   # the driver's Mapping record
 
+  @property
+  def init(self) -> np.ndarray | None:
+    """Which bytes are defined (None: all of them)."""
+    return self.mem.init
+
   def view(self, off: int) -> Memory:
-    """The memory from `off` to the mapping's end (the whole Memory when off is 0)."""
+    """The memory from `off` to the mapping's end (the whole Memory when off is 0). A view at an offset shares the bytes
+    but carries a copy of their definedness: hand it back to `merge` after the kernel ran."""
     if off == 0: return self.mem
-    return Memory(self.mem.data[off:], None if self.init is None else self.init[off:])
+    init = self.mem.init
+    return Memory(self.mem.data[off:], None if init is None else init[off:])
+
+  def merge(self, off: int, view: Memory) -> None:
+    """Take back the definedness of a `view(off)` a kernel ran on."""
+    if view is self.mem: return
+    self.mem.mark_range(off, self.size, True)
+    if (init := view.init) is not None: self.mem.mark_elems(np.flatnonzero(~init) + off, 1, False)
+    self.mem.settle()
+
+  def mark_defined(self, byte_idx: np.ndarray) -> None:
+    """Bytes written by an engine (e.g. a multi-line copy) become defined."""
+    if self.mem.bits is not None:
+      self.mem.mark_elems(byte_idx, 1, True)
+      self.mem.settle()
 
   def __repr__(self) -> str: return f"<Region 0x{self.va:x}+0x{self.size:x}>"
 
@@ -58,7 +78,7 @@ class AddressSpace:
     self.starts: list[int] = []
     self.regions: list[Region] = []
     self.next_va = VA_BASE
-    self.pool: dict[tuple[int, bool], list[tuple[np.ndarray, np.ndarray | None]]] = {}
+    self.pool: dict[tuple[int, bool], list[np.ndarray]] = {}
     self.pooled = 0
 
   def alloc(self, size: int, host_visible: bool) -> Region:
@@ -68,11 +88,10 @@ class AddressSpace:
     if va + pages * PAGE > VA_LIMIT: raise MemoryError(f"{self.device}: the 40-bit GPU virtual address space is exhausted")
     self.next_va = va + (pages + 1) * PAGE   # + one guard page
     if (kept := self.pool.get((size, host_visible))):
-      data, init = kept.pop()
+      data = kept.pop()
       self.pooled -= size
       data.fill(0)
-      if init is not None: init.fill(False)
-      r = Region(va, size, host_visible, data, init)
+      r = Region(va, size, host_visible, data)
     else: r = Region(va, size, host_visible)
     self.starts.append(va)   # bump allocation keeps the lists sorted
     self.regions.append(r)
@@ -84,7 +103,7 @@ class AddressSpace:
     del self.starts[i]
     r = self.regions.pop(i)
     if POOL_MIN <= r.size and self.pooled + r.size <= POOL_MAX:
-      self.pool.setdefault((r.size, r.host_visible), []).append((r.mem.data, r.init))
+      self.pool.setdefault((r.size, r.host_visible), []).append(r.mem.data)
       self.pooled += r.size
     return r
 

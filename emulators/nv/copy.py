@@ -74,7 +74,7 @@ def copy(eng: CopyEngine, v: int) -> None:
   else:   # lines x n bytes at the pitches, in one numpy assignment (line order is kept where destination lines overlap)
     src2d = as_strided(sr.mem.data[so:], (lines, n), (pin, 1), writeable=False)
     as_strided(dr.mem.data[do:], (lines, n), (pout, 1))[...] = np.array(src2d) if sr is dr else src2d
-    if dr.init is not None: as_strided(dr.init[do:], (lines, n), (pout, 1))[...] = True
+    dr.mark_defined((do + np.arange(lines, dtype=np.int64)[:, None] * pout + np.arange(n, dtype=np.int64)).reshape(-1))
 
 
 TABLE = table("C6B5", [

@@ -41,6 +41,14 @@ def reverse_kernel(groups: int = 4, width: int = 8) -> Runner:
   st = out.store(idx, r)
   return Runner("rev", [u for u in UOp(Ops.SINK, dtypes.void, (st,)).toposort if u.op is not Ops.SINK], "PYTHON")
 
+def gather_kernel(n: int = 16) -> Runner:
+  """out[i] = a[idx[i]] (float32 a, int32 idx): an undefined idx decides an address."""
+  out, a, idx = UOp.define_global(0, dtypes.float, n), UOp.define_global(1, dtypes.float, n), UOp.define_global(2, i32, n)
+  i = UOp.special("gidx0", n)
+  j = idx.load(i)
+  x = a.load(j)
+  return Runner("gather", [out, a, idx, i, j, x, out.store(i, x)], "PYTHON")
+
 def oob_kernel(n: int = 16) -> Runner:
   """Stores out[i] for i < 2n into a buffer of n elements: the lanes past n are out of bounds."""
   out = UOp.define_global(0, i32, n)

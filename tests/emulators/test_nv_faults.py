@@ -8,7 +8,7 @@ import pytest
 from emulators.mock_driver import make_driver
 from refgrad.runtime.driver import GPUFault
 
-from .kernels import Launcher, add_kernel, compute_stream, oob_kernel, reverse_kernel
+from .kernels import Launcher, add_kernel, compute_stream, gather_kernel, oob_kernel, reverse_kernel
 from .nvenc import COMPUTE, HOST, REL32, REL64, REL64_TS, Stream, ce_sem, hdr, inc, launch, sem, set_object, u32
 
 
@@ -185,12 +185,12 @@ def test_out_of_bounds_store_is_an_mmu_fault_naming_the_uop(drv):
   assert "out-of-bounds STORE" in f.what and "accesses index 16 of buffer 0" in f.what and f.address == o.va + 64
 
 def test_undefined_behaviour_in_a_kernel_keeps_the_simt_report(drv):
-  a, b, o = drv.alloc(64), drv.alloc(64), drv.alloc(64)   # device memory nothing wrote
-  k = Launcher(drv, add_kernel(), [o.va, a.va, b.va])
+  a, idx, o = drv.alloc(64), drv.alloc(64), drv.alloc(64)   # device memory nothing wrote: the indices are undefined
+  k = Launcher(drv, gather_kernel(), [o.va, a.va, idx.va])
   s = compute_stream(drv)
   s.entry(k.words())
   f = fault(drv)
-  assert f.engine == "compute" and "read of uninitialized memory in kernel add" in f.what and f.uop.startswith("uop 4 (LOAD")
+  assert f.engine == "compute" and "read of uninitialized memory decides" in f.what and "in kernel gather" in f.what and f.uop.startswith("uop 5 (LOAD")
 
 
 # ---- reporting and recovery ---------------------------------------------------------------------

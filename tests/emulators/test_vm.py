@@ -35,9 +35,11 @@ def test_freed_vas_are_never_reused_and_backing_memory_comes_back_zeroed():
   assert b.mem.data is data and not b.mem.data.any() and not b.init.any()   # recycled, zeroed, nothing initialized
   with pytest.raises(ValueError, match="not the start of a mapping"): vm.free(a.va)
 
-def test_views_share_initialization():
+def test_views_hand_back_initialization():
   vm = AddressSpace("NV:0")
   r = vm.alloc(16, False)
   v = r.view(8)
   v.write(b"\1" * 4, 0)
+  assert r.mem.data[8] == 1 and not r.init.any()   # bytes shared at once, definedness when merged back
+  r.merge(8, v)
   assert r.init.tolist() == [False] * 8 + [True] * 4 + [False] * 4 and r.mem.data[8] == 1
