@@ -2,8 +2,9 @@
 
 A device is a `Compiled`: an allocator (raw memory), a renderer (linear program -> source), a
 compiler (source -> bytes, cached) and a runtime (bytes -> a callable program). `Device["CPU"]`
-is the real backend, `Device["PYTHON"]` the reference; the default comes from the `DEV`
-environment variable (CPU when unset).
+is the real backend, `Device["PYTHON"]` the reference, `Device["NV"]` / `Device["AMD"]` the HCQ runtimes
+(`NV:1`, `AMD:1`: further GPUs; `X:0` is `X`), which need a driver (`MOCKGPU=1`: the mock GPUs); the
+default comes from the `DEV` environment variable (CPU when unset).
 """
 from __future__ import annotations
 

@@ -220,6 +220,8 @@ class HCQDevice:
     self._sig_free: list[Signal] = []
     self._sig_maps: list[Mapping] = []
     self._pending_free: list[tuple[int, Mapping]] = []
+    self._inflight: list[tuple[int, str, tuple[int, ...], tuple[int, ...], str]] = []   # (value, engine, reads, writes, what)
+    self.poisoned: dict[int, str] = {}   # buffer VA -> why its contents are invalid (the work writing it was dropped by a fault)
     self.compute = self.channel_t(self, drv.create_queue("compute", self.RING_ENTRIES))
     self.copy = self.channel_t(self, drv.create_queue("copy", self.RING_ENTRIES))
     self.timeline = self.new_signal(0)
@@ -271,6 +273,18 @@ class HCQDevice:
       q.signal(self.timeline, v).submit(self)
     return v
 
+  def track(self, v: int, engine: str, reads: Sequence[int], writes: Sequence[int], what: str) -> None:
+    """Remember which buffers the operation signalling v reads and writes, so a fault can tell which results are invalid.
+    A result computed from invalid data is invalid; a write from valid data makes a buffer valid again."""
+    with self.lock:
+      self._mark(reads, writes, what, None)
+      self._inflight.append((v, engine, tuple(reads), tuple(writes), what))
+  def _mark(self, reads: Sequence[int], writes: Sequence[int], what: str, fault: str | None) -> None:
+    bad = fault or next((self.poisoned[r] for r in reads if r in self.poisoned), None)
+    for w in writes:
+      if bad is None: self.poisoned.pop(w, None)
+      else: self.poisoned[w] = bad if fault is None else f"{self.name}: the contents of this buffer are invalid: {what}, which writes it, {fault}"
+
   # ---- waiting ----
   def synchronize(self) -> None:
     """Wait until the GPU has finished everything submitted."""
@@ -312,6 +326,10 @@ class HCQDevice:
     was submitted, so the device stays usable."""
     ch = next((c for c in (self.compute, self.copy) if c.handle.name == f.queue), None)
     kernel = f.kernel
+    # work not finished at the fault: on the faulted queue it is dropped, on the other it runs on what it finds
+    done = self.timeline.value
+    for v, engine, reads, writes, what in sorted(self._inflight):
+      if v > done: self._mark(reads, writes, what, f"was dropped by the GPU fault \"{f.what}\" on {f.queue}" if ch is None or engine == ch.handle.engine else None)
     if ch is not None:
       pos = f.gp_entry if f.gp_entry is not None else ch.position()
       if kernel is None and (names := ch.tags.get(pos)): kernel = ", ".join(dict.fromkeys(names))
@@ -323,8 +341,12 @@ class HCQDevice:
   # ---- memory ----
   def free_later(self, m: Mapping) -> None:
     """Free m once the GPU has run everything submitted so far (it may still be read or written)."""
-    with self.lock: self._pending_free.append((self.timeline_value - 1, m))
+    with self.lock:
+      self._pending_free.append((self.timeline_value - 1, m))
+      self.poisoned.pop(m.va, None)
   def _reclaim(self) -> None:
+    if self._inflight and self._inflight[0][0] <= self.timeline.value:
+      self._inflight = [t for t in self._inflight if t[0] > self.timeline.value]
     if not self._pending_free: return
     done, pending, self._pending_free = self.timeline.value, self._pending_free, []
     for v, m in pending:
@@ -351,7 +373,8 @@ class HCQAllocator(Allocator):
   def _copyin(self, dest: Mapping, src: memoryview) -> None:
     st = self._staging(src.nbytes)
     st.host[:src.nbytes] = np.frombuffer(src, np.uint8)   # type: ignore[index]
-    self.dev.finish(self.dev.ordered("copy").copy(dest.va, st.va, src.nbytes))
+    v = self.dev.finish(self.dev.ordered("copy").copy(dest.va, st.va, src.nbytes))
+    self.dev.track(v, "copy", [], [dest.va], "copyin")
     self.dev.free_later(st)
   def copyout(self, dest: memoryview, src: Mapping) -> None:
     """src -> copy engine -> staging, wait for it (the result is read now), staging -> host bytes."""
@@ -360,6 +383,7 @@ class HCQAllocator(Allocator):
     if not dest.nbytes: return
     with self.dev.lock: self._copyout(dest, src)
   def _copyout(self, dest: memoryview, src: Mapping) -> None:
+    if (why := self.dev.poisoned.get(src.va)) is not None: raise RuntimeError(why)
     st = self._staging(dest.nbytes)
     v = self.dev.finish(self.dev.ordered("copy").copy(st.va, src.va, dest.nbytes))
     self.dev.wait_signal(self.dev.timeline, v)
@@ -370,8 +394,12 @@ class HCQAllocator(Allocator):
 class HCQProgram:
   """A program image in GPU memory plus its argument layout; calling it enqueues one launch and returns (wait=True:
   waits and returns the kernel's GPU time from the timestamps the queue wrote)."""
-  def __init__(self, dev: HCQDevice, name: str, image: bytes, nbufs: int, nvars: int):
+  def __init__(self, dev: HCQDevice, name: str, image: bytes, nbufs: int, nvars: int, stored: frozenset[int] | None = None,
+               loaded: frozenset[int] | None = None):
     self.dev, self.name, self.nbufs, self.nvars = dev, name, nbufs, nvars
+    # the buffers a launch may write / read (None: any of them), to tell which results a fault made invalid
+    self.stored = frozenset(range(nbufs)) if stored is None else stored
+    self.loaded = frozenset(range(nbufs)) if loaded is None else loaded
     with dev.lock:
       self.image = dev.drv.alloc(len(image))
       HCQAllocator(dev).copyin(self.image, memoryview(image))
@@ -395,6 +423,7 @@ class HCQProgram:
       q.timestamp(t0).exec(self, args, global_size, local_size).timestamp(t1)
     else: q.exec(self, args, global_size, local_size)
     v = dev.finish(q)
+    dev.track(v, "compute", [bufs[i].va for i in self.loaded if i < len(bufs)], [bufs[i].va for i in self.stored if i < len(bufs)], self.name)
     if not wait: return None
     dev.wait_signal(dev.timeline, v)
     et = (t1.timestamp - t0.timestamp) * 1e-9

@@ -31,6 +31,8 @@ class ImageInfo:
   nbufs: int
   nvars: int
   shared: int
+  stored: frozenset[int] = frozenset()   # the buffers (DEFINE_GLOBAL indices) the program stores to
+  loaded: frozenset[int] = frozenset()   # ... and loads from
 
 def image_info(lib: bytes) -> ImageInfo:
   """Name, buffer and variable counts, and local-memory bytes of the program in an image; ValueError names what is wrong."""
@@ -47,4 +49,7 @@ def image_info(lib: bytes) -> ImageInfo:
     dt = decode_dtype(r[1])
     al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
     shared = -(-shared // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
-  return ImageInfo(doc["name"], nbufs, nvars, shared)
+  def buffers(op: str) -> frozenset[int]:   # the DEFINE_GLOBALs that are the first source of an `op` row
+    return frozenset(rows[r[2][0]][3] for r in rows if r[0] == op and isinstance(r[2], list) and r[2] and isinstance(r[2][0], int)
+                     and 0 <= r[2][0] < len(rows) and rows[r[2][0]][0] == "DEFINE_GLOBAL")
+  return ImageInfo(doc["name"], nbufs, nvars, shared, buffers("STORE"), buffers("LOAD"))

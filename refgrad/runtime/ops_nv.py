@@ -239,7 +239,7 @@ class NVProgram(HCQProgram):
   def __init__(self, dev: NVDevice, name: str, lib: bytes):
     info = image_info(lib)
     if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
-    super().__init__(dev, name, lib, info.nbufs, info.nvars)
+    super().__init__(dev, name, lib, info.nbufs, info.nvars, info.stored, info.loaded)
     t = np.zeros(QMD_DWORDS, np.uint32)
     for k, v in {"QMD_GROUP_ID": 0x3F, "SM_GLOBAL_CACHING_ENABLE": 1, "INVALIDATE_TEXTURE_HEADER_CACHE": 1,
                  "INVALIDATE_TEXTURE_SAMPLER_CACHE": 1, "INVALIDATE_TEXTURE_DATA_CACHE": 1, "INVALIDATE_SHADER_DATA_CACHE": 1,

@@ -118,7 +118,7 @@ def test_image_info_counts_arguments_and_shared_memory():
   sink = UOp(Ops.SINK, dtypes.void, (g0.store(i, g1.load(i) * n.cast(dtypes.float32)),))
   src = nv.NVRenderer().render("k", to_linear(sink, nv.NVRenderer()))
   info = image.image_info(nv.NVCompiler().compile(src))
-  assert (info.name, info.nbufs, info.nvars, info.shared) == ("k", 2, 1, 0)
+  assert (info.name, info.nbufs, info.nvars, info.shared, info.stored, info.loaded) == ("k", 2, 1, 0, {0}, {1})
 
 
 def test_kernargs_layout():

@@ -106,6 +106,24 @@ def test_kernel_fault_surfaces_at_next_wait_and_device_recovers():
   assert (x * 2).tolist() == [2.0 * i for i in range(10)]   # the device stays usable
 
 
+def test_results_of_work_dropped_by_a_fault_are_never_read_silently():
+  dev = _nv()
+  r, out, inp = _add_one("NV", 4)
+  dev.synchronize()
+  _oob_runner()(Buffer("NV", 4, dtypes.float32), wait=False)   # faults
+  r(out, inp, wait=False)                                # queued behind it on the compute queue: dropped by the fault
+  again = Buffer("NV", 4, dtypes.float32)
+  r(again, out, wait=False)                              # computed from the dropped result
+  with pytest.raises(GPUFault, match="oob_store"): dev.synchronize()
+  for b in (out, again):
+    with pytest.raises(RuntimeError, match=f"invalid: {r.spec.name}, which writes it, was dropped by the GPU fault"): b.numpy()
+  assert np.array_equal(inp.numpy(), np.arange(4, dtype=np.float32))   # what the dropped work only read is fine
+  r(out, inp)                                            # writing it again from valid data makes it valid
+  assert np.array_equal(out.numpy(), np.arange(4, dtype=np.float32) + 1)
+  out.copyin(np.zeros(4, np.float32))
+  assert not out.numpy().any()
+
+
 def test_bad_qmd_fault_names_the_kernel_queued_there():
   dev = _nv()
   r, out, inp = _add_one("NV", 8)
@@ -227,11 +245,11 @@ def test_wait_timeout_names_device_signal_and_values(monkeypatch: pytest.MonkeyP
 
 def test_rings_wrap_around(monkeypatch: pytest.MonkeyPatch):
   # small rings: the GP ring (64 entries), the pushbuffer (4 KiB) and the kernel-argument scratch (8 KiB) all wrap many times
+  r, _, _ = _add_one("NV", 16)                          # (before patching: this may open Device["NV"], which must keep full rings)
   monkeypatch.setattr(ops_nv.NVChannel, "PUSHBUFFER_BYTES", 4096)
   monkeypatch.setattr(ops_nv.NVDevice, "SCRATCH_BYTES", 8192)
   monkeypatch.setattr(ops_nv.NVDevice, "RING_ENTRIES", 64)
   dev = ops_nv.NVDevice("NV:9", ops_nv.open_driver("NV", 9))
-  r, _, _ = _add_one("NV", 16)
   prg = ops_nv.NVProgram(dev, r.prg.name, r.lib)
   alloc = ops_nv.HCQAllocator(dev)
   bufs = [alloc.alloc(64) for _ in range(2)]
