@@ -198,7 +198,7 @@ def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
       a = values(d, n, inputs["mode"], rng)
       if has_sum and inputs["mode"] == "random" and dtypes.is_float(d):   # no near-overflow values where sums may be reordered
         f = semantics.to_float64(a, d)
-        a = np.where(np.isfinite(f) & (np.abs(f) > 1e4), semantics.round_float(np.ones(1), d), a)
+        a = np.where(np.isfinite(f) & (np.abs(f) > (16 if d == dtypes.float16 else 1e4)), semantics.round_float(np.ones(1), d), a)
     else: a = np.zeros(n, np.bool_) if d == dtypes.bool else np.full(n * d.itemsize, OUT_FILL, np.uint8).view(d.np)
     out.append(a)
   return out

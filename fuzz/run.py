@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.case import Case, Finding, Result
-from fuzz.stream import GROUP, OPT_KINDS, Stream
+from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
 
 GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
@@ -206,5 +206,3 @@ class Fuzzer:
       if path != first: first.unlink(missing_ok=True)
       entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts))
 
-
-KINDS = OPT_KINDS
