@@ -219,14 +219,16 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
   """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order."""
   results: dict[int, Result] = {}
   groups: dict[str, _Group | None] = {}
+  first: dict[str, int] = {}
   for c in cases:
     key = c.group_key()
     if key not in groups:
-      first = c.index
+      first[key] = c.index
       try: groups[key] = _start_group(c, results, ast_eval)
       except _GroupDone: groups[key] = None
     if (g := groups[key]) is None:   # UB inputs or a failing unoptimized kernel: reported once, by the group's first case
-      if c.index not in results: results[c.index] = Result(c.index, "ub" if results[first].status == "ub" else "invalid", detail=results[first].detail, target=c.target)
+      f = results[first[key]]
+      if c.index not in results: results[c.index] = Result(c.index, "ub" if f.status == "ub" else "invalid", detail=f.detail, target=c.target)
       continue
     g.cases.append(c)
     _optimized(g, c, results)
