@@ -138,7 +138,9 @@ class Fuzzer:
         self.stats.by_target[r.target] += 1
         for k in r.opt_kinds: self.stats.opt_cov[(r.target, k)] += 1
       elif r.status == "ub": self.stats.ub += 1
-      else: self.stats.invalid += 1
+      else:
+        self.stats.invalid += 1
+        if "could not be built" in r.detail and len(self.notes) < 20: self.notes.append(r.detail[:300])
       if r.status == "fail": self._record(r)
 
   # ---- crashes and hangs: find the case, in a fresh worker each time ------------------------------------------
