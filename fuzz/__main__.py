@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
   from rich.live import Live
 
   from fuzz import report
-  console = Console()
+  console = Console(width=None if sys.stdout.isatty() else 160)   # a log file gets the whole table
   f = Fuzzer(opts, load_models())
   f.notes = notes
   if args.quiet or not console.is_terminal: f.run()

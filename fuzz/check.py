@@ -30,7 +30,7 @@ import numpy as np
 from fuzz.ast_eval import eval_ast, small_enough
 from fuzz.astjson import ast_from_json
 from fuzz.case import Case, Result, opt_from_json
-from fuzz.inputs import cross_opt_rules, values
+from fuzz.inputs import cross_opt_rules, nan_views, values
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -177,6 +177,17 @@ class _Group:
   exact: bool
   base: Prog
   rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (fuzz/inputs.py)
+  views: dict[int, DType | None] = field(default_factory=dict)   # buffers holding BITCAST NaN bits (fuzz/inputs.py nan_views)
+
+  def differs(self, a: list[np.ndarray], b: list[np.ndarray], only: int | None = None, tol: bool = False) -> str | None:
+    """`differs` on the buffers (or buffer `only`), each compared as its nan_views float dtype, if any, or skipped."""
+    for i, (x, y, d) in enumerate(zip(a, b, self.dts)):
+      if only is not None and i != only: continue
+      if i in self.views:
+        if (v := self.views[i]) is None: continue
+        x, y, d = x.view(v.np), y.view(v.np), v
+      if (bad := differs([x], [y], [d], tol)) is not None: return bad.replace("buffer 0", f"buffer {i}", 1)
+    return None
   progs: dict[int, Prog] = field(default_factory=dict)   # case index -> optimized program (PYTHON ran it cleanly)
   by_uops: dict[tuple[UOp, ...], Prog] = field(default_factory=dict)   # programs already run, by their linear program
 
@@ -198,7 +209,7 @@ def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
       a = values(d, n, inputs["mode"], rng)
       if has_sum and inputs["mode"] == "random" and dtypes.is_float(d):   # no near-overflow values where sums may be reordered
         f = semantics.to_float64(a, d)
-        a = np.where(np.isfinite(f) & (np.abs(f) > 1e4), semantics.round_float(np.ones(1), d), a)
+        a = np.where(np.isfinite(f) & (np.abs(f) > (16 if d == dtypes.float16 else 1e4)), semantics.round_float(np.ones(1), d), a)
     else: a = np.zeros(n, np.bool_) if d == dtypes.bool else np.full(n * d.itemsize, OUT_FILL, np.uint8).view(d.np)
     out.append(a)
   return out
@@ -208,14 +219,16 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
   """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order."""
   results: dict[int, Result] = {}
   groups: dict[str, _Group | None] = {}
+  first: dict[str, int] = {}
   for c in cases:
     key = c.group_key()
     if key not in groups:
-      first = c.index
+      first[key] = c.index
       try: groups[key] = _start_group(c, results, ast_eval)
       except _GroupDone: groups[key] = None
     if (g := groups[key]) is None:   # UB inputs or a failing unoptimized kernel: reported once, by the group's first case
-      if c.index not in results: results[c.index] = Result(c.index, "ub" if results[first].status == "ub" else "invalid", detail=results[first].detail, target=c.target)
+      f = results[first[key]]
+      if c.index not in results: results[c.index] = Result(c.index, "ub" if f.status == "ub" else "invalid", detail=f.detail, target=c.target)
       continue
     g.cases.append(c)
     _optimized(g, c, results)
@@ -299,13 +312,13 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       raise _GroupDone from None
   base.outs["PYTHON"] = ref
   rules = cross_opt_rules(ast, inputs["mode"])
-  g = _Group([], ast, k0, dts, data, all(r == "exact" for r in rules.values()), base, rules)
+  g = _Group([], ast, k0, dts, data, all(r == "exact" for r in rules.values()), base, rules, nan_views(ast))
   g.by_uops[tuple(base.uops)] = base
   if ast_eval and small_enough(ast):
     try:
       with timed("AST evaluator"): ev = eval_ast(ast, dict(enumerate(data)))
       want = [ev[i] for i in range(len(data))]
-      if (bad := differs(ref, want, dts)) is not None:
+      if (bad := g.differs(ref, want)) is not None:
         _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"unoptimized kernel vs AST evaluator: {bad}", digest(want), digest(ref)), _unopt_case_of(c))
         raise _GroupDone
     except _GroupDone: raise
@@ -341,14 +354,11 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
     return
   p.outs["PYTHON"] = out
   ref = g.base.outs["PYTHON"]  # type: ignore[union-attr]
-  for i, rule in g.rules.items():
-    if rule != "skip" and (bad := differs([out[i]], [ref[i]], [g.dts[i]], tol=rule == "tolerance")) is not None:
-      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"{rule}: {bad.replace('buffer 0', f'buffer {i}', 1)}", digest(ref), digest(out), g.exact), c)
-      return
-  for i in range(len(out)):   # buffers only read stay untouched
-    if i not in g.rules and (bad := differs([out[i]], [ref[i]], [g.dts[i]])) is not None:
-      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", f"input {bad.replace('buffer 0', f'buffer {i}', 1)} after the kernel ran",
-                           digest(ref), digest(out), g.exact), c)
+  for i in range(len(out)):   # stored buffers by their rule; buffers only read stay untouched
+    rule = g.rules.get(i, "exact")
+    if rule != "skip" and (bad := g.differs(out, ref, only=i, tol=rule == "tolerance")) is not None:
+      what = f"{rule}: {bad}" if i in g.rules else f"input {bad} after the kernel ran"
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", what, digest(ref), digest(out), g.exact), c)
       return
   g.progs[c.index] = p
 
@@ -362,5 +372,5 @@ def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result |
   except (CompileError, ValueError, TypeError, NotImplementedError, RuntimeError) as e:
     return Result(0, "fail", "compile", dev, _trace_tail(e))
   want = p.outs["PYTHON"]
-  if (bad := differs(out, want, g.dts)) is not None: return Result(0, "fail", "device", dev, bad, digest(want), digest(out))
+  if (bad := g.differs(out, want)) is not None: return Result(0, "fail", "device", dev, bad, digest(want), digest(out))
   return None

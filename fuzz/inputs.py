@@ -131,3 +131,19 @@ def cross_opt_rules(ast: UOp, mode: str) -> dict[int, str]:
     prev = out.get(st.src[0].arg, "exact")
     out[st.src[0].arg] = max(prev, rule, key=("exact", "tolerance", "skip").index)
   return out
+
+
+def nan_views(ast: UOp) -> dict[int, DType | None]:
+  """Stored buffers whose bits include a BITCAST of a computed float (semantics.IMPLEMENTATION_DEFINED: the sign and
+  payload of a NaN an op or a float cast produces are unspecified, and a BITCAST exposes them): the float dtype to
+  compare such a buffer as (all its NaNs equal), when the BITCAST is the stored value; None when the bits go on into
+  other ops (the buffer cannot be compared)."""
+  out: dict[int, DType | None] = {}
+  for st in ast.src:
+    v = st.src[2]
+    exposed = [u for u in v.toposort if u.op is Ops.BITCAST and dtypes.is_float(u.src[0].dtype) and u.src[0].op not in (Ops.LOAD, Ops.CONST)]
+    if not exposed: continue
+    b = st.src[0].arg
+    view = v.src[0].dtype if exposed == [v] else None
+    out[b] = view if out.get(b, view) == view else None
+  return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.case import Case, Finding, Result
-from fuzz.stream import GROUP, OPT_KINDS, Stream
+from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
 
 GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
@@ -138,7 +138,9 @@ class Fuzzer:
         self.stats.by_target[r.target] += 1
         for k in r.opt_kinds: self.stats.opt_cov[(r.target, k)] += 1
       elif r.status == "ub": self.stats.ub += 1
-      else: self.stats.invalid += 1
+      else:
+        self.stats.invalid += 1
+        if "could not be built" in r.detail and len(self.notes) < 20: self.notes.append(r.detail[:300])
       if r.status == "fail": self._record(r)
 
   # ---- crashes and hangs: find the case, in a fresh worker each time ------------------------------------------
@@ -206,5 +208,3 @@ class Fuzzer:
       if path != first: first.unlink(missing_ok=True)
       entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts))
 
-
-KINDS = OPT_KINDS

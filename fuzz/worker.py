@@ -20,10 +20,10 @@ from typing import Any
 def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   os.environ.update(config.get("env", {}))
   for m in config.get("preload", []): importlib.import_module(m)
-  from fuzz.case import Case
+  from fuzz.case import Case, Result
   from fuzz.check import check_cases
   from fuzz.models import load_models
-  from fuzz.stream import materialize
+  from fuzz.stream import GROUP, materialize
   models = load_models() if config.get("models", True) else []
   devices, ast_eval = config["devices"], config.get("ast_eval", True)
   while True:
@@ -32,7 +32,14 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
     if msg is None: return
     kind, payload = msg
     try:
-      if kind == "fuzz": cases = [c for spec in payload for c in materialize(spec, models)]
+      if kind == "fuzz":
+        cases, broken = [], []
+        for spec in payload:
+          try: cases += materialize(spec, models)
+          except Exception as e:   # the program could not be built or scheduled: reported, not the end of the run
+            broken.append(Result(spec["group"] * GROUP, "invalid", detail=f"group {spec['group']} could not be built: {type(e).__name__}: {e}"))
+        conn.send(("ok", [dataclasses.asdict(r) for r in [*broken, *check_cases(cases, devices, ast_eval)]]))
+        continue
       elif kind == "materialize":
         conn.send(("ok", [c.to_json() for spec in payload for c in materialize(spec, models)]))
         continue

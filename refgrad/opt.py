@@ -203,8 +203,10 @@ def _gate_load(ctx: tuple[UOp, UOp], u: UOp) -> UOp | None:
   return u.replace(src=(u.src[0], u.src[1], gate, alt))
 
 def _gate_store(ctx: tuple[UOp, UOp], u: UOp) -> UOp | None:
-  new, valid = ctx
-  if new not in u.src[1].toposort or (len(u.src) == 4 and valid in u.src[3].toposort): return None
+  # PADTO pads an output axis: every store is gated, also one whose index does not use the axis (a size-1 axis, a
+  # broadcast), else its padded lanes store again to the same element: a race, and a wrong value from the gated loads
+  _, valid = ctx
+  if len(u.src) == 4 and valid in u.src[3].toposort: return None
   return u.replace(src=(*u.src[:3], valid if len(u.src) == 3 else (u.src[3] & valid)))
 
 def _gate_reduce(ctx: tuple[UOp, UOp], u: UOp) -> UOp | None:

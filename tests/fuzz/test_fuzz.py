@@ -13,7 +13,7 @@ import pytest
 from fuzz.astjson import ast_from_json, ast_to_json
 from fuzz.case import Case, Finding
 from fuzz.check import check_cases
-from fuzz.inputs import cross_opt_rules, exact_reductions, values
+from fuzz.inputs import cross_opt_rules, exact_reductions, nan_views, values
 from fuzz.models import load_models
 from fuzz.stream import GROUP, Stream, materialize
 from refgrad import Tensor, dtypes, schedule
@@ -134,3 +134,12 @@ def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
   doc = json.loads((tmp_path / "r.json").read_text())
   assert doc["devices"] == ["CPU"] and doc["checked"] >= 1
   assert any(n.startswith("device BROKEN skipped: it cannot be constructed (RuntimeError: no such hardware here)") for n in doc["notes"])
+
+def test_nan_views():
+  """A BITCAST of a computed float exposes the unspecified sign and payload of a NaN it may hold: such a buffer is
+  compared as the float dtype (all NaNs equal), or not at all when its bits go on into other ops (the fuzzer reported
+  a NaN sign flipped by GROUP as a bug: fuzz/corpus/cross-opt-01ee35ddd240a080.json)."""
+  x = Tensor.empty(4, 4, dtype=dtypes.float64)
+  assert nan_views(_ast((x @ x).bitcast(dtypes.int64))) == {0: dtypes.float64}
+  assert nan_views(_ast((x @ x).bitcast(dtypes.int64) + 1)) == {0: None}
+  assert nan_views(_ast(x.bitcast(dtypes.int64) + 1)) == {}          # loaded bits are the input's own
