@@ -72,7 +72,7 @@ def run(device: str, variant: str, steps: int) -> tuple[float, float, list[bytes
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--steps", type=int, default=20)
+  ap.add_argument("--steps", type=int, default=20, help="training steps timed per configuration (default 20)")
   ap.add_argument("--devices", nargs="+", default=["CPU", "PYTHON", "PYTHON/CUDA", "NV", "PYTHON/AMD", "AMD"], help="DEVICE or DEVICE/EMULATED_TARGET")
   args = ap.parse_args()
   os.environ.setdefault("MOCKGPU", "1")

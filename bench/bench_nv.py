@@ -50,8 +50,8 @@ def launches_per_second(device: str, n: int) -> tuple[float, float]:
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--reps", type=int, default=5)
-  ap.add_argument("--launches", type=int, default=2000)
+  ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
+  ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
   args = ap.parse_args()
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console

@@ -6,26 +6,19 @@ interleaving and other seeds others. MOCKGPU_HAZARDS: "1" (default) checks hazar
 """
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Sequence
 
+from refgrad import knobs
+
 
 def order_knob(env: str | None = None) -> int | None:
-  """None for round-robin, else the seed; anything else is a ValueError naming MOCKGPU_ORDER."""
-  v = (os.environ.get("MOCKGPU_ORDER", "") if env is None else env).strip()
-  if v in ("", "rr"): return None
-  head, _, n = v.partition(":")
-  if head == "seed" and n.isdigit(): return int(n)
-  raise ValueError(f"MOCKGPU_ORDER={v!r} is not understood: use 'seed:N' (N an integer >= 0) for a seeded interleaving of the "
-                   "mock GPU's queues, or leave it unset (or 'rr') for round-robin")
+  """None for round-robin, else the seed (from $MOCKGPU_ORDER, or `env`); a bad value is a KnobError naming the knob."""
+  return knobs.get("MOCKGPU_ORDER") if env is None else knobs.parse("MOCKGPU_ORDER", env)
 
 def hazards_knob(env: str | None = None) -> bool:
-  v = (os.environ.get("MOCKGPU_HAZARDS", "1") if env is None else env).strip()
-  if v in ("1", ""): return True
-  if v == "0": return False
-  raise ValueError(f"MOCKGPU_HAZARDS={v!r} is not understood: '1' (the default) checks the mock GPU for memory hazards between queues, "
-                   "'0' turns the checker off")
+  """Whether the hazard checker runs (from $MOCKGPU_HAZARDS, or `env`)."""
+  return knobs.get("MOCKGPU_HAZARDS") if env is None else knobs.parse("MOCKGPU_HAZARDS", env)
 
 
 class Order:

@@ -81,7 +81,7 @@ def main(device: str, steps: int, seed: int = 0, verbose: bool = False) -> list[
 if __name__ == "__main__":
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--device", default="CPU", help="CPU or PYTHON")
-  ap.add_argument("--steps", type=int, default=10)
-  ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
+  ap.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (default 0)")
   args = ap.parse_args()
   main(args.device, args.steps, args.seed, verbose=True)

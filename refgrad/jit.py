@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from refgrad import lazy, program, schedule
+from refgrad import knobs, lazy, program, schedule
 from refgrad.device import Buffer, Device
 from refgrad.program import Runner
 from refgrad.schedule import buffer_node, is_realized
@@ -58,10 +57,7 @@ class JitError(ValueError):
   replayed (an input that aliases the JIT's own buffers)."""
 
 
-def _mode() -> int:
-  v = os.environ.get("JIT", "1")
-  if v not in ("0", "1", "2"): raise ValueError(f"JIT={v!r}: expected 0 (off), 1 (on) or 2 (on, no HCQ command buffers)")
-  return int(v)
+def _mode() -> int: return knobs.get("JIT")   # 0 off, 1 on, 2 on without HCQ command buffers
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,23 @@ def _device(s: str) -> str:
 
 def _path(s: str) -> Path: return Path(s).expanduser().absolute()
 
+def _order(s: str) -> int | None:
+  """None for round-robin, else the seed."""
+  if s == "rr": return None
+  head, _, n = s.partition(":")
+  if head != "seed" or not n.isdigit(): raise ValueError
+  return int(n)
+
+def _jit(s: str) -> int:
+  if s not in ("0", "1", "2"): raise ValueError
+  return int(s)
+
+def _seconds(s: str) -> float:
+  try: v = float(s)
+  except ValueError: raise ValueError from None
+  if not v > 0 or v == float("inf"): raise ValueError
+  return v
+
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("DEV", "CPU", _device, "a device name such as CPU or PYTHON (optionally NAME:n)",
@@ -71,13 +88,27 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("DISABLE_COMPILER_CACHE", False, _flag, "0 or 1",
        "1: nothing is read from or written to the cache directory (kernels compile every time; CPU libraries load from a private "
        "temporary directory; BEAM results are not kept)"),
+  Knob("MOCKGPU", False, _flag, "0 or 1",
+       "1: the NV and AMD devices run on the mock GPUs of emulators/ (without it DEV=NV/AMD raises, saying to set it); the frontend "
+       "tests, `python -m conformance` and `python -m fuzz` set it themselves for their mock-GPU runs"),
+  Knob("MOCKGPU_ORDER", None, _order, "rr or seed:N (N an integer >= 0)",
+       "how the mock GPUs pick the next ready queue: round-robin (rr, the default) or a seeded random interleaving"),
+  Knob("MOCKGPU_HAZARDS", True, _flag, "0 or 1",
+       "1 (default): the mock GPUs report unordered conflicting accesses of different queues as `GPUHazard`; 0 turns the checker off"),
+  Knob("JIT", 1, _jit, "0, 1 or 2", "TinyJit: 1 (default) captures and replays; 0 calls the function every time; 2 replays launch by launch, "
+       "without HCQ command buffers"),
+  Knob("HCQ_TIMEOUT", 300.0, _seconds, "a number of seconds > 0",
+       "how long a host wait on an NV/AMD device may last before a TimeoutError (a backstop: deadlocks are reported at once)"),
 )}
 
 
 def get(name: str) -> Any:
   """The value of knob `name` from the environment (its default when unset or empty)."""
+  return parse(name, os.environ.get(name))
+
+def parse(name: str, raw: str | None) -> Any:
+  """The value of knob `name` for the text `raw` (None or blank: the default)."""
   k = KNOBS[name]
-  raw = os.environ.get(name)
   if raw is None or not raw.strip(): return k.default
   try: return k.parse(raw.strip())
   except ValueError: raise KnobError(name, f"{name}={raw!r} is not allowed: {name} takes {k.allowed}") from None

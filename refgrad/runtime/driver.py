@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import abc
 import importlib
-import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from refgrad import knobs
 
 
 class GPUFault(RuntimeError):
@@ -107,7 +108,7 @@ MOCK_DRIVERS: dict[str, str] = {"NV": "emulators.mock_driver", "AMD": "emulators
 
 def open_driver(arch: str, index: int) -> Driver:
   """The driver of GPU `index` of architecture `arch` ("NV"): the mock GPU of emulators/ under MOCKGPU=1."""
-  if os.environ.get("MOCKGPU", "0").strip() in ("", "0"):
+  if not knobs.get("MOCKGPU"):
     raise RuntimeError(f"DEV={arch} needs a GPU driver: set MOCKGPU=1 to use the mock {arch} GPU of emulators/ "
                        f"(refgrad has no bindings to a real {arch} kernel driver)")
   if arch not in MOCK_DRIVERS: raise ValueError(f"no mock driver for architecture {arch!r} (known: {', '.join(MOCK_DRIVERS)})")

@@ -215,12 +215,12 @@ def test_fault_text_has_every_set_field(drv):
 
 def test_knobs_are_validated(monkeypatch):
   monkeypatch.setenv("MOCKGPU_ORDER", "random")
-  with pytest.raises(ValueError, match="MOCKGPU_ORDER='random' is not understood"): make_driver("NV", 0)
+  with pytest.raises(ValueError, match="MOCKGPU_ORDER='random' is not allowed"): make_driver("NV", 0)
   monkeypatch.setenv("MOCKGPU_ORDER", "seed:-1")
   with pytest.raises(ValueError, match="MOCKGPU_ORDER"): make_driver("NV", 0)
   monkeypatch.setenv("MOCKGPU_ORDER", "seed:3")
   monkeypatch.setenv("MOCKGPU_HAZARDS", "yes")
-  with pytest.raises(ValueError, match="MOCKGPU_HAZARDS='yes' is not understood"): make_driver("NV", 0)
+  with pytest.raises(ValueError, match="MOCKGPU_HAZARDS='yes' is not allowed"): make_driver("NV", 0)
   with pytest.raises(ValueError, match="no mock GPU for architecture 'XX'"): make_driver("XX", 0)
 
 def test_bad_driver_calls(drv):
