@@ -161,11 +161,11 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
 
 
 def test_rings_and_indirect_buffers_wrap(monkeypatch: pytest.MonkeyPatch):
+  r, _, _ = _add_one("AMD", 16)   # before patching: this may open Device["AMD"], which must keep its full-size rings
   monkeypatch.setattr(ops_amd.AMDChannel, "IB_BYTES", 4096)
   monkeypatch.setattr(ops_amd.AMDDevice, "SCRATCH_BYTES", 8192)
   monkeypatch.setattr(ops_amd.AMDDevice, "RING_ENTRIES", 64)
   dev = ops_amd.AMDDevice("AMD:9", ops_amd.open_driver("AMD", 9))
-  r, _, _ = _add_one("AMD", 16)
   prg = ops_amd.AMDProgram(dev, r.prg.name, r.lib)
   alloc = ops_amd.HCQAllocator(dev)
   bufs = [alloc.alloc(64) for _ in range(2)]
