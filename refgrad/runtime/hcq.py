@@ -20,7 +20,6 @@ on the two channels is totally ordered (no hazard between them) and the host nev
 """
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import time
@@ -28,11 +27,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from refgrad import knobs
 from refgrad.device import Allocator
 from refgrad.runtime.driver import Driver, GPUDeadlock, GPUFault, Mapping, QueueHandle
 
 PAGE = 4096
-WAIT_TIMEOUT = float(os.environ.get("HCQ_TIMEOUT", "300"))   # seconds a host wait may last before it is an error (a backstop: deadlocks are found at once)
+def wait_timeout() -> float:
+  """Seconds a host wait may last before it is an error ($HCQ_TIMEOUT; a backstop: deadlocks are found at once)."""
+  return knobs.get("HCQ_TIMEOUT")
 
 
 class Signal:
@@ -293,7 +295,7 @@ class HCQDevice:
   def wait_signal(self, sig: Signal, value: int, timeout: float | None = None) -> None:
     """Poll the GPU until sig >= value. Raises GPUDeadlock when no queue can move, the GPU's fault naming the kernel
     queued where it happened (after recovering the queue), or TimeoutError after `timeout` seconds."""
-    with self.lock: self._wait_signal(sig, value, WAIT_TIMEOUT if timeout is None else timeout)
+    with self.lock: self._wait_signal(sig, value, wait_timeout() if timeout is None else timeout)
 
   def _wait_signal(self, sig: Signal, value: int, limit: float) -> None:
     st = time.perf_counter()
@@ -319,7 +321,7 @@ class HCQDevice:
       except GPUFault as f: raise self._fault(f) from None
       if not moved and not ch.idle():
         raise GPUDeadlock(f"{self.name}: deadlock: {ch.handle.name} cannot drain its ring and no queue can move:\n{self.drv.describe()}")
-      if time.perf_counter() - st > WAIT_TIMEOUT: raise TimeoutError(f"{self.name}: {ch.handle.name} did not drain:\n{self.drv.describe()}")
+      if time.perf_counter() - st > wait_timeout(): raise TimeoutError(f"{self.name}: {ch.handle.name} did not drain:\n{self.drv.describe()}")
 
   def _fault(self, f: GPUFault) -> GPUFault:
     """Name the kernel queued where the fault happened, drop the faulted queue's work and release the timeline to what

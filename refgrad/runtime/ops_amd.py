@@ -277,7 +277,7 @@ class AMDProgram(HCQProgram):
     specials = [u.arg for u in uops if u.op is Ops.SPECIAL]
     kd = KernelDescriptor.for_program(info.shared, KernArgs.size(info.nbufs, info.nvars), specials)
     blob = kd.pack().ljust(KD_ENTRY, b"\0") + lib
-    super().__init__(dev, name, blob, info.nbufs, info.nvars)
+    super().__init__(dev, name, blob, info.nbufs, info.nvars, info.stored, info.loaded)
     self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
     self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
 
