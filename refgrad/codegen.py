@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from refgrad.uop.linearize import linearize
-from refgrad.uop.ops import GroupOp, UOp, graph_rewrite
+from refgrad.uop.ops import GroupOp, Ops, UOp, graph_rewrite
 from refgrad.uop.spec import verify_linear
 from refgrad.uop.symbolic import symbolic
 
@@ -16,7 +16,11 @@ def to_linear(sink: UOp, renderer: Any, decompose: bool | None = None) -> list[U
   if decompose and any(u.op in GroupOp.Transcendental for u in sink.toposort):
     from refgrad.uop.decompositions import decompose_transcendentals
     sink = decompose_transcendentals(sink)
+  glb = [u for u in sink.toposort if u.op is Ops.DEFINE_GLOBAL]
   sink = graph_rewrite(sink, symbolic)
+  # the program keeps every buffer of the kernel, also one whose loads simplification made dead (two equal fully
+  # unrolled sums: WHERE(c, x, x) -> x), so it is still launched with the kernel's buffers
+  if missing := [u for u in glb if u not in sink.toposort]: sink = sink.replace(src=(*sink.src, *missing))
   uops = linearize(sink)
   verify_linear(uops)
   return uops

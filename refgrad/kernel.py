@@ -142,7 +142,11 @@ class Kernel:
       _launch(sub, loc, "lidx", self.target.max_block_dims)
     out = graph_rewrite(ast.simplify(), _lower_rules, ctx=_LowerCtx(sub, accs)).simplify()
     from refgrad.vectorize import vectorize_memory
-    return vectorize_memory(out, self.target.max_vector_bytes)
+    out = vectorize_memory(out, self.target.max_vector_bytes)
+    # the program keeps every buffer of the kernel, also one whose loads Opts and simplification made dead (two equal
+    # fully unrolled sums: WHERE(c, x, x) -> x), so it is still launched with the kernel's buffers
+    glb = sorted((u for u in self.ast.toposort if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    return out.replace(src=(*out.src, *missing)) if (missing := [u for u in glb if u not in out.toposort]) else out
 
 
 def _launch(sub: dict[UOp, UOp], axes: list[UOp], prefix: str, limits: tuple[int, ...]) -> None:
