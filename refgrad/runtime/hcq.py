@@ -24,11 +24,12 @@ import struct
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from refgrad import knobs
-from refgrad.device import Allocator
+from refgrad.device import Allocator, Compiled
 from refgrad.runtime.driver import Driver, GPUDeadlock, GPUFault, Mapping, QueueHandle
 
 PAGE = 4096
@@ -444,3 +445,12 @@ def device_index(name: str) -> int:
   try: return int(idx or 0)
   except ValueError: raise ValueError(f"bad device name {name!r}: expected NAME or NAME:<number>") from None
 
+
+
+@dataclass
+class HCQCompiled(Compiled):
+  """A device whose runtime is an HCQDevice (`hcq`): synchronize() waits for all its queued work."""
+  hcq: HCQDevice | None = None
+  def synchronize(self) -> None:
+    assert self.hcq is not None
+    self.hcq.synchronize()

@@ -7,7 +7,9 @@ import json
 import struct
 from dataclasses import dataclass
 
-from refgrad.renderer.serialize import decode_dtype
+from refgrad.device import Compiler
+from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
+from refgrad.target import Target, check_limits, emulated
 
 IMAGE_MAGIC = b"RGL1"
 
@@ -53,3 +55,23 @@ def image_info(lib: bytes) -> ImageInfo:
     return frozenset(rows[r[2][0]][3] for r in rows if r[0] == op and isinstance(r[2], list) and r[2] and isinstance(r[2][0], int)
                      and 0 <= r[2][0] < len(rows) and rows[r[2][0]][0] == "DEFINE_GLOBAL")
   return ImageInfo(doc["name"], nbufs, nvars, shared, buffers("STORE"), buffers("LOAD"))
+
+
+class ImageRenderer(PythonRenderer):
+  """The serialized linear program for a GPU's target (or EMULATE's): programs beyond its limits are refused.
+  A device subclass names its `device` and `target`."""
+  device: str
+  target: Target
+  def render(self, name: str, uops: list) -> str:
+    check_limits(list(uops), emulated() or self.target)
+    return serialize(name, uops)
+
+
+class ImageCompiler(Compiler):
+  """Serialized program text -> program image (checked to parse, so errors show at compile time)."""
+  cachekey = ""
+  arch = ""
+  def compile(self, src: str) -> bytes:
+    try: parse_program(src)
+    except SerializeError as e: raise SerializeError(f"{self.arch} compile: {e}") from None
+    return make_image(src)

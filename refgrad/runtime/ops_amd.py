@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refgrad.device import Compiled, Compiler
-from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program, serialize
+from refgrad.device import Compiled
+from refgrad.renderer.serialize import parse_program
 from refgrad.runtime.driver import open_driver
-from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
-from refgrad.runtime.image import image_info, make_image
-from refgrad.target import AMD, check_limits, emulated
+from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
+from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
+from refgrad.target import AMD
 from refgrad.uop.ops import Ops
 
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
@@ -296,31 +296,14 @@ class AMDProgram(HCQProgram):
     return t
 
 
-class AMDRenderer(PythonRenderer):
-  """The serialized linear program, for the AMD target (or EMULATE's): programs beyond its limits are refused."""
+class AMDRenderer(ImageRenderer):
   device = "AMD"
   target = AMD
-  def render(self, name: str, uops: list) -> str:
-    check_limits(list(uops), emulated() or self.target)
-    return serialize(name, uops)
 
+class AMDCompiler(ImageCompiler):
+  arch = "AMD"
 
-class AMDCompiler(Compiler):
-  """Serialized program text -> program image (checked to parse, so errors show at compile time)."""
-  cachekey = ""
-  def compile(self, src: str) -> bytes:
-    try: parse_program(src)
-    except SerializeError as e: raise SerializeError(f"AMD compile: {e}") from None
-    return make_image(src)
-
-
-@dataclass
-class AMDCompiled(Compiled):
-  hcq: AMDDevice | None = None
-  def synchronize(self) -> None:
-    assert self.hcq is not None
-    self.hcq.synchronize()
 
 def make_device(name: str) -> Compiled:
   dev = AMDDevice(name, open_driver("AMD", device_index(name)))
-  return AMDCompiled(name, HCQAllocator(dev), AMDRenderer(), AMDCompiler(), functools.partial(AMDProgram, dev), dev)
+  return HCQCompiled(name, HCQAllocator(dev), AMDRenderer(), AMDCompiler(), functools.partial(AMDProgram, dev), dev)

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
 
-from refgrad.device import Compiled, Compiler
-from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program, serialize
+from refgrad.device import Compiled
 from refgrad.runtime.driver import QueueHandle, open_driver
-from refgrad.runtime.hcq import Channel, HCQAllocator, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
-from refgrad.runtime.image import image_info, make_image
-from refgrad.target import CUDA, check_limits, emulated
-from refgrad.uop.ops import UOp
+from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
+from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
+from refgrad.target import CUDA
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
 GPFIFO_CLASS, COMPUTE_CLASS, COPY_CLASS = 0xC56F, 0xC6C0, 0xC6B5
@@ -268,31 +265,14 @@ class NVProgram(HCQProgram):
     return q
 
 
-class NVRenderer(PythonRenderer):
-  """The serialized linear program, for the CUDA target (or EMULATE's): programs beyond its limits are refused."""
+class NVRenderer(ImageRenderer):
   device = "NV"
   target = CUDA
-  def render(self, name: str, uops: list[UOp]) -> str:
-    check_limits(list(uops), emulated() or self.target)
-    return serialize(name, uops)
 
+class NVCompiler(ImageCompiler):
+  arch = "NV"
 
-class NVCompiler(Compiler):
-  """Serialized program text -> program image (checked to parse, so errors show at compile time)."""
-  cachekey = ""
-  def compile(self, src: str) -> bytes:
-    try: parse_program(src)
-    except SerializeError as e: raise SerializeError(f"NV compile: {e}") from None
-    return make_image(src)
-
-
-@dataclass
-class NVCompiled(Compiled):
-  hcq: NVDevice | None = None
-  def synchronize(self) -> None:
-    assert self.hcq is not None
-    self.hcq.synchronize()
 
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  return NVCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)
+  return HCQCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)
