@@ -9,36 +9,7 @@ The JIT'd MLP step: `python -m bench.bench_jit --devices PYTHON/AMD AMD`.
 """
 from __future__ import annotations
 
-import argparse
-import os
-
-from bench.bench_nv import emulate, launches_per_second
-from bench.bench_tensor import PROGRAMS, bench
-
-
-def main() -> None:
-  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
-  ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
-  args = ap.parse_args()
-  os.environ.setdefault("MOCKGPU", "1")
-  from rich.console import Console
-  from rich.table import Table
-  con = Console()
-  t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating AMD, mock AMD (AMD target)")
-  for c in ("program", "PYTHON ms", "PYTHON-AMD ms", "AMD ms", "AMD / PYTHON-AMD"): t.add_column(c, justify="right" if c != "program" else "left")
-  for name, (prog, shapes) in PROGRAMS.items():
-    with emulate(None): py, amd = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, "AMD", args.reps)
-    with emulate("AMD"): pya = bench(prog, shapes, "PYTHON", args.reps)
-    t.add_row(name, f"{py * 1e3:.2f}", f"{pya * 1e3:.2f}", f"{amd * 1e3:.2f}", f"{amd / pya:.2f}x")
-  con.print(t)
-  t = Table(title=f"launches of a 1-element kernel, {args.launches} in a row")
-  for c in ("device", "enqueued / s", "end to end / s"): t.add_column(c, justify="right" if c != "device" else "left")
-  for dev in ("PYTHON", "NV", "AMD"):
-    enq, tot = launches_per_second(dev, args.launches)
-    t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
-  con.print(t)
-
+from bench import bench_nv
 
 if __name__ == "__main__":
-  main()
+  bench_nv.main("AMD", "AMD", ("PYTHON", "NV", "AMD"), __doc__)

@@ -48,8 +48,9 @@ def launches_per_second(device: str, n: int) -> tuple[float, float]:
   return n / enq, n / tot
 
 
-def main() -> None:
-  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] = ("PYTHON", "NV"), doc: str | None = None) -> None:
+  """The two tables for mock GPU `gpu`, whose kernels are compiled for `target` (bench_amd calls this for AMD)."""
+  ap = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
   ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
   args = ap.parse_args()
@@ -57,16 +58,16 @@ def main() -> None:
   from rich.console import Console
   from rich.table import Table
   con = Console()
-  t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating CUDA, mock NV (CUDA target)")
-  for c in ("program", "PYTHON ms", "PYTHON-CUDA ms", "NV ms", "NV / PYTHON-CUDA"): t.add_column(c, justify="right" if c != "program" else "left")
+  t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
+  for c in ("program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"): t.add_column(c, justify="right" if c != "program" else "left")
   for name, (prog, shapes) in PROGRAMS.items():
-    with emulate(None): py, nv = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, "NV", args.reps)
-    with emulate("CUDA"): pyc = bench(prog, shapes, "PYTHON", args.reps)
-    t.add_row(name, f"{py * 1e3:.2f}", f"{pyc * 1e3:.2f}", f"{nv * 1e3:.2f}", f"{nv / pyc:.2f}x")
+    with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, gpu, args.reps)
+    with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps)
+    t.add_row(name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x")
   con.print(t)
   t = Table(title=f"launches of a 1-element kernel, {args.launches} in a row")
   for c in ("device", "enqueued / s", "end to end / s"): t.add_column(c, justify="right" if c != "device" else "left")
-  for dev in ("PYTHON", "NV"):
+  for dev in launch_devices:
     enq, tot = launches_per_second(dev, args.launches)
     t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
   con.print(t)
