@@ -18,6 +18,8 @@ from refgrad.runtime.driver import GPUDeadlock, GPUFault, GPUHazard
 from refgrad.target import target_for
 from refgrad.uop.ops import Ops, UOp
 
+from .programs import add_one
+
 
 @pytest.fixture(autouse=True)
 def mockgpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,14 +67,6 @@ def test_amd_device_compiles_for_the_amd_target(monkeypatch: pytest.MonkeyPatch)
   assert target_for("AMD").name == "AMD" and target_for("AMD:1").name == "AMD"
 
 
-def _add_one(device: str, n: int) -> tuple[Runner, Buffer, Buffer]:
-  from refgrad.schedule import create_schedule, get_runner
-  a = Tensor(np.zeros(n, np.float32), device=device).realize()
-  it = create_schedule([(a + 1).uop], device)[0][-1]
-  r = get_runner(it.ast, device, it.name)
-  out, inp = Buffer(device, n, dtypes.float32), Buffer(device, n, dtypes.float32).copyin(np.arange(n, dtype=np.float32))
-  return r, out, inp
-
 def test_kernel_descriptor_fills_the_dispatch_registers():
   r = _reduce_runner()
   prg = r.prg
@@ -107,7 +101,7 @@ def _reduce_runner() -> Runner:
 
 def test_launch_returns_before_the_kernel_runs():
   dev = _amd()
-  r, out, inp = _add_one("AMD", 64)
+  r, out, inp = add_one("AMD", 64)
   dev.synchronize()
   n = dev.drv.counters["dispatch"]
   assert r(out, inp, wait=False) is None
@@ -146,7 +140,7 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
   monkeypatch.setenv("MOCKGPU_HAZARDS", "1")
   dev = ops_amd.make_device("AMD:7").hcq
   assert isinstance(dev, ops_amd.AMDDevice)
-  r, _, _ = _add_one("AMD", 16)
+  r, _, _ = add_one("AMD", 16)
   prg = ops_amd.AMDProgram(dev, r.prg.name, r.lib)
   out, inp = dev.drv.alloc(64), dev.drv.alloc(64)
   q = dev.ordered("compute")
@@ -161,7 +155,7 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
 
 
 def test_rings_and_indirect_buffers_wrap(monkeypatch: pytest.MonkeyPatch):
-  r, _, _ = _add_one("AMD", 16)   # before patching: this may open Device["AMD"], which must keep its full-size rings
+  r, _, _ = add_one("AMD", 16)   # before patching: this may open Device["AMD"], which must keep its full-size rings
   monkeypatch.setattr(ops_amd.AMDChannel, "IB_BYTES", 4096)
   monkeypatch.setattr(ops_amd.AMDDevice, "SCRATCH_BYTES", 8192)
   monkeypatch.setattr(ops_amd.AMDDevice, "RING_ENTRIES", 64)
@@ -191,7 +185,7 @@ def test_two_gpus_and_moves_between_amd_nv_cpu_python():
 
 def test_debug2_times_come_from_release_mem_timestamps(monkeypatch: pytest.MonkeyPatch):
   dev = _amd()
-  r, out, inp = _add_one("AMD", 8)
+  r, out, inp = add_one("AMD", 8)
   dev.synchronize()
   clock = iter(range(0, 10**15, 10**9))
   monkeypatch.setattr(dev.drv, "read_timer", lambda: next(clock))

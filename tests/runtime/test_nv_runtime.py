@@ -15,6 +15,8 @@ from refgrad.runtime import ops_nv
 from refgrad.runtime.driver import GPUDeadlock, GPUFault, GPUHazard
 from refgrad.uop.ops import Ops, UOp
 
+from .programs import add_one
+
 
 @pytest.fixture(autouse=True)
 def mockgpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,17 +62,9 @@ def test_copies_go_through_the_copy_engine():
   assert drv.counters["ce_copy"] == before.get("ce_copy", 0) + 2 and drv.counters["qmd_launch"] == before.get("qmd_launch", 0)
 
 
-def _add_one(device: str, n: int) -> tuple[Runner, Buffer, Buffer]:
-  a = Tensor(np.zeros(n, np.float32), device=device).realize()
-  from refgrad.schedule import create_schedule, get_runner
-  it = create_schedule([(a + 1).uop], device)[0][-1]
-  r = get_runner(it.ast, device, it.name)
-  out, inp = Buffer(device, n, dtypes.float32), Buffer(device, n, dtypes.float32).copyin(np.arange(n, dtype=np.float32))
-  return r, out, inp
-
 def test_launch_returns_before_the_kernel_runs():
   dev = _nv()
-  r, out, inp = _add_one("NV", 64)
+  r, out, inp = add_one("NV", 64)
   dev.synchronize()
   launched = dev.drv.counters["qmd_launch"]
   assert r(out, inp, wait=False) is None
@@ -108,7 +102,7 @@ def test_kernel_fault_surfaces_at_next_wait_and_device_recovers():
 
 def test_results_of_work_dropped_by_a_fault_are_never_read_silently():
   dev = _nv()
-  r, out, inp = _add_one("NV", 4)
+  r, out, inp = add_one("NV", 4)
   dev.synchronize()
   _oob_runner()(Buffer("NV", 4, dtypes.float32), wait=False)   # faults
   r(out, inp, wait=False)                                # queued behind it on the compute queue: dropped by the fault
@@ -126,7 +120,7 @@ def test_results_of_work_dropped_by_a_fault_are_never_read_silently():
 
 def test_bad_qmd_fault_names_the_kernel_queued_there():
   dev = _nv()
-  r, out, inp = _add_one("NV", 8)
+  r, out, inp = add_one("NV", 8)
   dev.synchronize()
   q = dev.ordered("compute")
   q.exec(r.prg, r.prg.args([out.handle.va, inp.handle.va], [], q), r.spec.global_size, r.spec.local_size)
@@ -159,7 +153,7 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
   monkeypatch.setenv("MOCKGPU_HAZARDS", "1")
   dev = ops_nv.make_device("NV:7").hcq                   # a fresh mock GPU with the hazard checker on
   assert isinstance(dev, ops_nv.NVDevice)
-  r, _, _ = _add_one("NV", 16)
+  r, _, _ = add_one("NV", 16)
   prg = ops_nv.NVProgram(dev, r.prg.name, r.lib)
   out, inp = dev.drv.alloc(64), dev.drv.alloc(64)
   q = dev.ordered("compute")
@@ -199,7 +193,7 @@ def test_two_gpus_and_moves_between_devices():
 
 def test_debug2_times_come_from_gpu_timestamps(monkeypatch: pytest.MonkeyPatch):
   dev = _nv()
-  r, out, inp = _add_one("NV", 8)
+  r, out, inp = add_one("NV", 8)
   dev.synchronize()
   clock = iter(range(0, 10**15, 10**9))                   # the GPU timer advances one second per reading
   monkeypatch.setattr(dev.drv, "read_timer", lambda: next(clock))
@@ -245,7 +239,7 @@ def test_wait_timeout_names_device_signal_and_values(monkeypatch: pytest.MonkeyP
 
 def test_rings_wrap_around(monkeypatch: pytest.MonkeyPatch):
   # small rings: the GP ring (64 entries), the pushbuffer (4 KiB) and the kernel-argument scratch (8 KiB) all wrap many times
-  r, _, _ = _add_one("NV", 16)                          # (before patching: this may open Device["NV"], which must keep full rings)
+  r, _, _ = add_one("NV", 16)                          # (before patching: this may open Device["NV"], which must keep full rings)
   monkeypatch.setattr(ops_nv.NVChannel, "PUSHBUFFER_BYTES", 4096)
   monkeypatch.setattr(ops_nv.NVDevice, "SCRATCH_BYTES", 8192)
   monkeypatch.setattr(ops_nv.NVDevice, "RING_ENTRIES", 64)
@@ -264,7 +258,7 @@ def test_rings_wrap_around(monkeypatch: pytest.MonkeyPatch):
 
 def test_resubmitted_queue_with_patched_values():
   dev = _nv()
-  r, a, b = _add_one("NV", 8)                            # b = arange(8)
+  r, a, b = add_one("NV", 8)                            # b = arange(8)
   c = Buffer("NV", 8, dtypes.float32)
   dev.synchronize()
   q = dev.queue("compute", persistent=True)
