@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
+from fuzz.cliargs import OneLineParser, cpus, device_problem, file_problem, positive, seed
+
 if TYPE_CHECKING:
   from conformance.suite import Result
 
@@ -19,23 +21,32 @@ MOCK_GPUS = ("NV", "AMD")
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 
+JOBS_PER_CPU = 4     # --jobs is capped at this many threads per CPU (each mostly waits for a compiler)
 GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus")
 
 def _parser() -> argparse.ArgumentParser:
-  ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__,
+  ap = OneLineParser(prog="python -m conformance", description=__doc__,
                                epilog="Knobs (environment) apply too, e.g. EMULATE=CUDA; a bad value is reported before anything runs. "
-                                      "Exit status: 0 all passed, 1 some case failed, 2 bad arguments or environment.")
+                                      "Exit status: 0 all passed, 1 some case failed, 2 bad arguments or environment, 130 interrupted (Ctrl-C; the reports "
+                                      "hold the cases finished).")
   ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
   ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
                   "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/)")
-  ap.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the random inputs (default 0)")
-  ap.add_argument("--jobs", type=int, default=4, metavar="N", help="cases run concurrently, so compiles overlap (default 4)")
+  ap.add_argument("--seed", type=seed, default=0, metavar="S", help="seed of the random inputs (default 0)")
+  ap.add_argument("--jobs", type=positive(int, "--jobs"), default=4, metavar="N",
+                  help=f"cases run concurrently, so compiles overlap (default 4, at most {JOBS_PER_CPU} per CPU)")
   ap.add_argument("--json", type=Path, metavar="PATH", help="write all results as JSON here")
   ap.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
   return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+  try: return _main(argv)
+  except KeyboardInterrupt:
+    print("python -m conformance: interrupted", file=sys.stderr)
+    return 130
+
+def _main(argv: list[str] | None) -> int:
   args = _parser().parse_args(argv)
   try:   # refgrad reads some knobs when imported: a bad one is one line here, not a traceback per case
     from refgrad import knobs
@@ -50,24 +61,43 @@ def main(argv: list[str] | None = None) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  if args.jobs < 1:
-    print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
-    return 2
-  try: devices = [Device.canonicalize(d) for d in (args.device or Device.names)]
+  if args.jobs > (most := JOBS_PER_CPU * cpus()):
+    print(f"python -m conformance: note: --jobs {args.jobs} capped at {most} ({JOBS_PER_CPU} per CPU)", file=sys.stderr)
+    args.jobs = most
+  try: devices = list(dict.fromkeys(Device.canonicalize(d) for d in (args.device or Device.names)))
   except KeyError as e:
     print(f"error: {e.args[0]}", file=sys.stderr)
     return 2
   # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
   if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
+  for d in list(devices):   # a device named on the command line must work; one of the default list is skipped with a note
+    if (why := device_problem(d, "--device")) is None: continue
+    if args.device:
+      print(f"error: {why}", file=sys.stderr)
+      return 2
+    print(f"python -m conformance: note: {why.replace('--device: ', '').replace('cannot be constructed', 'skipped: it cannot be constructed')}",
+          file=sys.stderr)
+    devices.remove(d)
+  for why in (file_problem(args.json, "--json"), file_problem(args.junit, "--junit")):
+    if why:
+      print(f"error: {why}", file=sys.stderr)
+      return 2
   cases = [c for c in all_cases() if not args.group or c.group in args.group]
 
   from rich.console import Console
   console = Console()
   st = time.perf_counter()
   jobs = [(c, d) for d in devices for c in cases]
+  interrupted = False
   with console.status(f"running {len(cases)} cases on {', '.join(devices)}..."), ThreadPoolExecutor(args.jobs) as ex:
-    results = list(ex.map(lambda cd: run_case(cd[0], cd[1], args.seed), jobs))
-  if not args.group or "corpus" in args.group:
+    futures = [ex.submit(run_case, c, d, args.seed) for c, d in jobs]
+    try:
+      for fut in futures: fut.result()
+    except KeyboardInterrupt:   # Ctrl-C: the cases running finish, the queued ones are dropped, the finished ones are reported
+      interrupted = True
+      ex.shutdown(wait=True, cancel_futures=True)
+  results = [f.result() for f in futures if f.done() and not f.cancelled()]
+  if not interrupted and (not args.group or "corpus" in args.group):
     from conformance.corpus import corpus_results
     corpus = corpus_results(devices)
     results += corpus
@@ -77,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
   for r in failed: console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)
   console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed ({len(cases)} cases x {len(devices)} devices, "
                 f"{sum(r.lanes for r in results)} lanes, {time.perf_counter() - st:.1f} s)")
+  if interrupted: console.print(f"interrupted (Ctrl-C): {len(results)} of {len(jobs)} cases x devices finished; the corpus was not run")
   if args.json: write_atomic(args.json, json.dumps([asdict(r) for r in results], indent=1).encode())
   if args.junit: write_atomic(args.junit, _junit(results))
-  return 1 if failed else 0
+  return 130 if interrupted else 1 if failed else 0
 
 
 SHORT = {"bool": "bool", "char": "i8", "short": "i16", "int": "i32", "long": "i64", "uchar": "u8", "ushort": "u16", "uint": "u32",

@@ -1,7 +1,8 @@
 """`python -m fuzz [options]`: the differential fuzzer; `python -m fuzz replay FILE|DIR`: re-check saved findings.
 
 Exit status: 0 when nothing was found (replay: every case passes now), 1 on any finding (replay: a case still
-fails), 2 on bad options."""
+fails), 2 on bad options (one line, before any work starts; replay: also a finding file that cannot be read, after the
+others were replayed), 130 when interrupted (Ctrl-C: the summary and reports of what was done are still written)."""
 from __future__ import annotations
 
 import argparse
@@ -10,21 +11,11 @@ import sys
 from pathlib import Path
 
 from fuzz.case import Finding, Result
+from fuzz.cliargs import OneLineParser, cpus, device_problem, dir_problem, file_problem, positive, seed
 from fuzz.run import Fuzzer, Options
 
-
-class _Parser(argparse.ArgumentParser):
-  def error(self, message: str) -> None:   # one clear line, exit 2
-    print(f"{self.prog}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-def _positive(kind: type, what: str):
-  def parse(text: str):
-    try: v = kind(text)
-    except ValueError: raise argparse.ArgumentTypeError(f"{what} must be a {kind.__name__}, got {text!r}") from None
-    if v <= 0: raise argparse.ArgumentTypeError(f"{what} must be > 0, got {text!r}")
-    return v
-  return parse
+_Parser = OneLineParser
+_positive = positive
 
 def _shard(text: str) -> tuple[int, int]:
   try: i, n = (int(x) for x in text.split("/"))
@@ -44,8 +35,8 @@ def parser() -> argparse.ArgumentParser:
   lim = ap.add_mutually_exclusive_group()
   lim.add_argument("--seconds", type=_positive(float, "--seconds"), help="stop drawing cases after this many seconds (default 60 unless --cases)")
   lim.add_argument("--cases", type=_positive(int, "--cases"), help="check this many cases (rounded up to whole groups of 8)")
-  ap.add_argument("--workers", type=_positive(int, "--workers"), default=max(1, os.cpu_count() or 1), help="worker processes (default: CPU count)")
-  ap.add_argument("--seed", type=int, default=0, help="seed of the case stream (default 0); same seed and options, same cases")
+  ap.add_argument("--workers", type=_positive(int, "--workers"), default=cpus(), help="worker processes (default and most: the CPUs this process may use)")
+  ap.add_argument("--seed", type=seed, default=0, help="seed of the case stream (default 0); same seed and options, same cases")
   ap.add_argument("--devices", help="comma list of devices compared with PYTHON (default: every device that can be constructed, MOCKGPU=1 set)")
   ap.add_argument("--targets", type=_targets, default=["CPU", "CUDA", "AMD"], help="comma list of targets kernels are optimized for (default CPU,CUDA,AMD)")
   ap.add_argument("--corpus", type=Path, default=Path(__file__).with_name("corpus"), help="directory findings are saved to (default fuzz/corpus)")
@@ -62,32 +53,30 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-  argv = sys.argv[1:] if argv is None else argv
+  try: return _main(sys.argv[1:] if argv is None else argv)
+  except KeyboardInterrupt:   # Ctrl-C before or after the run (the run itself stops cleanly and reports: Fuzzer.run)
+    print("python -m fuzz: interrupted", file=sys.stderr)
+    return 130
+
+def _main(argv: list[str]) -> int:
   if argv and argv[0] == "replay": return replay(argv[1:])
   args = parser().parse_args(argv)
   os.environ.setdefault("MOCKGPU", "1")   # mock GPUs join the run as devices
   import importlib
   for m in args.preload:
     try: importlib.import_module(m)
-    except ImportError as e: return _fail(f"--preload {m}: {e}")
-  from refgrad.device import Device
+    except Exception as e: return _fail(f"--preload {m}: {type(e).__name__}: {e}")
   notes: list[str] = []
-  if args.devices is not None:
-    names = [d.strip() for d in args.devices.split(",") if d.strip()]
-    try: devices = [Device.canonicalize(d) for d in names]
-    except KeyError as e: return _fail(f"--devices: {e.args[0]}")
-  else: devices = [d for d in Device.names if d != "PYTHON"]
-  usable = []
-  for d in dict.fromkeys(devices):
-    if d == "PYTHON": continue   # the reference itself
-    try: Device[d]
-    except Exception as e:
-      notes.append(f"device {d} skipped: it cannot be constructed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
-      continue
-    usable.append(d)
+  if args.workers > (n := cpus()):
+    notes.append(f"--workers {args.workers} capped at {n}, the CPUs this process may use")
+    print(f"python -m fuzz: note: {notes[-1]}", file=sys.stderr)
+    args.workers = n
+  if (devices := _devices(args.devices, notes)) is None: return 2
+  for why in (dir_problem(args.corpus, "--corpus"), file_problem(args.json, "--json"), file_problem(args.junit, "--junit")):
+    if why: return _fail(why)
   from fuzz.models import load_models
   opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
-                 devices=usable, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
+                 devices=devices, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
                  case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix)
   from rich.console import Console
   from rich.live import Live
@@ -104,7 +93,33 @@ def main(argv: list[str] | None = None) -> int:
   console.print(report.summary(f, final=True))
   if args.json: report.write_json(f, args.json)
   if args.junit: report.write_junit(f, args.junit)
-  return 1 if f.stats.findings else 0
+  return 130 if f.interrupted else 1 if f.stats.findings else 0
+
+
+def _devices(text: str | None, notes: list[str]) -> list[str] | None:
+  """The devices compared with PYTHON: those named (each must be constructible: a bad one is one line, None), or by
+  default every registered one that can be constructed (the others are skipped with a note)."""
+  from refgrad.device import Device
+  if text is not None:
+    names = [d.strip() for d in text.split(",") if d.strip()]
+    if not names:
+      _fail(f"--devices takes a comma list of devices, got {text!r}")
+      return None
+    try: devices = list(dict.fromkeys(Device.canonicalize(d) for d in names))
+    except KeyError as e:
+      _fail(f"--devices: {e.args[0]}")
+      return None
+    for d in devices:
+      if d != "PYTHON" and (why := device_problem(d, "--devices")):
+        _fail(why)
+        return None
+    return [d for d in devices if d != "PYTHON"]   # PYTHON is the reference itself
+  usable = []
+  for d in Device.names:
+    if d == "PYTHON": continue
+    if (why := device_problem(d, "device")): notes.append(why.replace("cannot be constructed", "skipped: it cannot be constructed"))
+    else: usable.append(d)
+  return usable
 
 
 def replay(argv: list[str]) -> int:
@@ -116,16 +131,25 @@ def replay(argv: list[str]) -> int:
   args = ap.parse_args(argv)
   if not args.path.exists(): return _fail(f"{args.path}: no such file or directory")
   files = sorted(args.path.glob("*.json")) if args.path.is_dir() else [args.path]
-  still = 0
+  if not files: return _fail(f"{args.path}: no findings (*.json) to replay in this directory")
+  os.environ.setdefault("MOCKGPU", "1")
+  devices = None
+  if args.devices is not None and (devices := _devices(args.devices, [])) is None: return 2
+  still, unreadable = 0, 0
   for p in files:
     try: fd = Finding.load(p)
-    except ValueError as e: return _fail(str(e))
-    r = replay_finding(fd, args.devices.split(",") if args.devices else None, args.case_timeout, args.preload)
+    except ValueError as e:   # one bad file is reported; the others are still replayed
+      print(f"{p}: UNREADABLE: {e}")
+      unreadable += 1
+      continue
+    r = replay_finding(fd, devices, args.case_timeout, args.preload)
     same = r.status == "fail" and r.signature() == (fd.oracle, fd.device)
     still += r.status == "fail"
     print(f"{p}: {'FAILS (same failure)' if same else 'FAILS (differently)' if r.status == 'fail' else r.status}"
           f"{': ' + r.oracle + ' on ' + r.device + ': ' + r.detail if r.status == 'fail' else ''}")
-  return 1 if still else 0
+  if len(files) > 1 or unreadable:
+    print(f"{len(files)} files: {still} still fail, {len(files) - still - unreadable} pass, {unreadable} could not be read")
+  return 2 if unreadable else 1 if still else 0
 
 
 def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = 60.0, preload: list[str] | None = None,

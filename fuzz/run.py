@@ -2,7 +2,10 @@
 (atomically, before moving on), shrinks them, and keeps the statistics the display and reports show."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -77,6 +80,8 @@ class Fuzzer:
     self.shrunk: Counter[tuple[str, str]] = Counter()
     self.notes: list[str] = []
     self.drawn = 0
+    self.interrupted = False        # Ctrl-C stopped the run: what was done is kept and reported
+    self._shielded = False          # saving a finding: a Ctrl-C then waits until it is on disk and counted
 
   # ---- the case stream ---------------------------------------------------------------------------------------
   def _next_specs(self, n: int) -> list[dict[str, Any]]:
@@ -96,37 +101,68 @@ class Fuzzer:
 
   # ---- the run -----------------------------------------------------------------------------------------------
   def run(self) -> Stats:
+    """Check the case stream until the limit. Ctrl-C (SIGINT) stops it cleanly: the cases in flight are dropped, a
+    finding being shrunk is kept as found, `interrupted` is set, and the stats of what was done are returned."""
     self.drawn = 0
-    workers = [Worker(self.config) for _ in range(max(1, self.opts.workers))]
-    try:
-      while True:
-        for w in workers:
-          if w.job is None and (specs := self._next_specs(GROUPS_PER_JOB)):
-            w.send("fuzz", specs, self.opts.case_timeout * (1 + len(specs) * GROUP // 8))
-        busy = [w for w in workers if w.job is not None]
-        if not busy: break
-        ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=0.25)
-        for w in busy:
-          if w.conn in ready:
-            try: status, payload = w.conn.recv()
-            except (EOFError, OSError): status, payload = "died", None
-            if status == "ok":
-              job, w.job = w.job, None
-              self._take([Result(**r) for r in payload], job)
-              continue
-            if status == "error":
-              w.job = None
-              raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
-          if w.conn in ready or w.proc.sentinel in ready or time.monotonic() > w.deadline:
-            job, why = w.job, ("crash" if w.conn in ready or w.proc.sentinel in ready else "timeout")
-            w.kill()
-            workers[workers.index(w)] = Worker(self.config)
-            self._isolate(job, why)
-        if self.on_update: self.on_update(self)
-    finally:
-      for w in workers: w.stop()
-      if self._spare is not None: self._spare.stop()
+    workers: list[Worker] = []
+    with self._on_sigint():
+      try:
+        workers += [Worker(self.config) for _ in range(max(1, self.opts.workers))]
+        self._loop(workers)
+      except KeyboardInterrupt: self.interrupted = True
+      finally:
+        self._shielded = True   # a second Ctrl-C must not cut the cleanup short
+        for w in workers: w.kill() if self.interrupted else w.stop()
+        if self._spare is not None: self._spare.kill() if self.interrupted else self._spare.stop()
+        self._spare, self._shielded = None, False
+    if self.interrupted: self.notes.append(f"interrupted (Ctrl-C) after {self.stats.elapsed:.1f} s: the counts and findings are those of the cases finished")
     return self.stats
+
+  @contextlib.contextmanager
+  def _on_sigint(self):
+    if threading.current_thread() is not threading.main_thread(): yield; return   # only the main thread gets signals
+    def handler(signum: int, frame: Any) -> None:
+      self.interrupted = True
+      if not self._shielded: raise KeyboardInterrupt
+    old = signal.signal(signal.SIGINT, handler)
+    try: yield
+    finally: signal.signal(signal.SIGINT, old)
+
+  @contextlib.contextmanager
+  def _shield(self):
+    """Defer a Ctrl-C to the end of the block (a finding saved and counted together), then stop."""
+    self._shielded = True
+    try: yield
+    finally:
+      self._shielded = False
+    if self.interrupted: raise KeyboardInterrupt
+
+  def _loop(self, workers: list[Worker]) -> None:
+    if self.interrupted: raise KeyboardInterrupt
+    while True:
+      for w in workers:
+        if w.job is None and (specs := self._next_specs(GROUPS_PER_JOB)):
+          w.send("fuzz", specs, self.opts.case_timeout * (1 + len(specs) * GROUP // 8))
+      busy = [w for w in workers if w.job is not None]
+      if not busy: break
+      ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=0.25)
+      for w in busy:
+        if w.conn in ready:
+          try: status, payload = w.conn.recv()
+          except (EOFError, OSError): status, payload = "died", None
+          if status == "ok":
+            job, w.job = w.job, None
+            self._take([Result(**r) for r in payload], job)
+            continue
+          if status == "error":
+            w.job = None
+            raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
+        if w.conn in ready or w.proc.sentinel in ready or time.monotonic() > w.deadline:
+          job, why = w.job, ("crash" if w.conn in ready or w.proc.sentinel in ready else "timeout")
+          w.kill()
+          workers[workers.index(w)] = Worker(self.config)
+          self._isolate(job, why)
+      if self.on_update: self.on_update(self)
 
   def _take(self, results: list[Result], job: Any) -> None:
     for r in results:
@@ -193,18 +229,20 @@ class Fuzzer:
     assert r.case is not None
     case = Case.from_json(r.case)
     f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual)
-    first = f.save(self.opts.corpus)          # on disk before anything else happens
-    self.stats.by_oracle[r.oracle] += 1
-    self.stats.by_device[r.device] += 1
-    entry = {"oracle": r.oracle, "device": r.device, "detail": r.detail, "path": str(first), "index": r.index, "shrunk": False}
-    self.stats.findings.append(entry)
+    with self._shield():
+      first = f.save(self.opts.corpus)          # on disk before anything else happens
+      self.stats.by_oracle[r.oracle] += 1
+      self.stats.by_device[r.device] += 1
+      entry = {"oracle": r.oracle, "device": r.device, "detail": r.detail, "path": str(first), "index": r.index, "shrunk": False}
+      self.stats.findings.append(entry)
     sig = (r.oracle, r.device)
     if self.opts.shrink and self.shrunk[sig] < self.opts.shrink_per_signature:
       self.shrunk[sig] += 1
       from fuzz.shrink import shrink
       small, res = shrink(case, r, self.check_one)
       g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case)
-      path = g.save(self.opts.corpus)
-      if path != first: first.unlink(missing_ok=True)
-      entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts))
+      with self._shield():
+        path = g.save(self.opts.corpus)
+        if path != first: first.unlink(missing_ok=True)
+        entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts))
 

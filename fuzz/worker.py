@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -18,6 +19,7 @@ from typing import Any
 
 
 def worker_main(conn: Connection, config: dict[str, Any]) -> None:
+  signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the coordinator stops the workers
   os.environ.update(config.get("env", {}))
   for m in config.get("preload", []): importlib.import_module(m)
   from fuzz.case import Case, Result
@@ -81,7 +83,6 @@ class Worker:
     self.conn.close()
 
   def exitcode_text(self) -> str:
-    import signal
     c = self.proc.exitcode
     if c is None: return "still running"
     if c < 0:
