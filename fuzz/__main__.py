@@ -72,8 +72,8 @@ def _main(argv: list[str]) -> int:
     print(f"python -m fuzz: note: {notes[-1]}", file=sys.stderr)
     args.workers = n
   if (devices := _devices(args.devices, notes)) is None: return 2
-  for why in (dir_problem(args.corpus, "--corpus"), file_problem(args.json, "--json"), file_problem(args.junit, "--junit")):
-    if why: return _fail(why)
+  # the reports first: checking --corpus makes the directory
+  if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit") or dir_problem(args.corpus, "--corpus")): return _fail(why)
   from fuzz.models import load_models
   opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
                  devices=devices, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,

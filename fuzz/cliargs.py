@@ -25,7 +25,7 @@ def positive(kind: type, what: str) -> Callable[[str], Any]:
   def parse(text: str) -> Any:
     try: v = kind(text)
     except ValueError: raise argparse.ArgumentTypeError(f"{what} must be {'an int' if kind is int else 'a number'}, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0): raise argparse.ArgumentTypeError(f"{what} must be a finite number > 0, got {text!r}")
+    if not (math.isfinite(v) and v > 0): raise argparse.ArgumentTypeError(f"{what} must be > 0 and finite, got {text!r}")
     return v
   return parse
 

@@ -128,13 +128,16 @@ def test_cross_opt_rules():
   assert cross_opt_rules(_ast(Tensor.empty(4, 5, dtype=dtypes.int32).sum(1)), "random") == {0: "exact"}
 
 def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
-  r = subprocess.run([sys.executable, "-m", "fuzz", "--preload", "tests.fuzz.inject", "--devices", "CPU,BROKEN", "--cases", "8", "--workers", "1",
+  """By default every registered device that can be constructed is compared (MOCKGPU=0 here: the mock GPUs cannot,
+  nor can BROKEN); a device named in --devices must be constructible (tests/fuzz/test_cli.py)."""
+  r = subprocess.run([sys.executable, "-m", "fuzz", "--preload", "tests.fuzz.inject", "--cases", "8", "--workers", "1",
                       "--targets", "CPU", "--corpus", str(tmp_path), "--json", str(tmp_path / "r.json")],
-                     capture_output=True, text=True, check=False, env={**os.environ, "FUZZ_INJECT": "unconstructible"})
+                     capture_output=True, text=True, check=False, env={**os.environ, "FUZZ_INJECT": "unconstructible", "MOCKGPU": "0"}, timeout=300)
   assert r.returncode == 0, r.stdout + r.stderr
   doc = json.loads((tmp_path / "r.json").read_text())
   assert doc["devices"] == ["CPU"] and doc["checked"] >= 1
-  assert any(n.startswith("device BROKEN skipped: it cannot be constructed (RuntimeError: no such hardware here)") for n in doc["notes"])
+  for d, why in (("BROKEN", "RuntimeError: no such hardware here"), ("NV", "set MOCKGPU=1"), ("AMD", "set MOCKGPU=1")):
+    assert any(n.startswith(f"device: device {d} skipped: it cannot be constructed") and why in n for n in doc["notes"]), doc["notes"]
 
 def test_nan_views():
   """A BITCAST of a computed float exposes the unspecified sign and payload of a NaN it may hold: such a buffer is
