@@ -78,10 +78,9 @@ def _main(argv: list[str] | None) -> int:
     print(f"python -m conformance: note: {why.replace('--device: ', '').replace('cannot be constructed', 'skipped: it cannot be constructed')}",
           file=sys.stderr)
     devices.remove(d)
-  for why in (file_problem(args.json, "--json"), file_problem(args.junit, "--junit")):
-    if why:
-      print(f"error: {why}", file=sys.stderr)
-      return 2
+  if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit")):
+    print(f"error: {why}", file=sys.stderr)
+    return 2
   cases = [c for c in all_cases() if not args.group or c.group in args.group]
 
   from rich.console import Console
@@ -89,6 +88,7 @@ def _main(argv: list[str] | None) -> int:
   st = time.perf_counter()
   jobs = [(c, d) for d in devices for c in cases]
   interrupted = False
+  if not console.is_terminal: console.print(f"running {len(cases)} cases on {', '.join(devices)}")   # a log says what it ran
   with console.status(f"running {len(cases)} cases on {', '.join(devices)}..."), ThreadPoolExecutor(args.jobs) as ex:
     futures = [ex.submit(run_case, c, d, args.seed) for c, d in jobs]
     try:

@@ -1,5 +1,10 @@
 """The conformance CLI: tables, exit codes, JSON and JUnit reports, third-party devices."""
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -26,6 +31,7 @@ def test_unknown_device_exits_2(capsys):
 def broken_device(monkeypatch):
   # what an entry point in the "refgrad.devices" group does for a third-party backend
   monkeypatch.setitem(Device._modules, "BROKEN", "tests.conformance.broken_device")
+  Device["PYTHON"]   # BROKEN's make_device asks for PYTHON: made first, the registry's lock is not re-entered (issue 25, item 3)
   return "BROKEN"
 
 def test_a_broken_backend_fails(broken_device, tmp_path, capsys):
@@ -34,3 +40,61 @@ def test_a_broken_backend_fails(broken_device, tmp_path, capsys):
   failed = [r for r in json.loads(js.read_text()) if r["status"] != "pass"]
   assert {(r["op"], r["dtype"]) for r in failed} == {("ADD", "float")}
   assert "lanes differ" in failed[0]["detail"] and "FAIL" in capsys.readouterr().out
+
+
+def _conformance(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True, text=True, check=False, timeout=timeout,
+                        env={**os.environ, **(env or {})})
+
+@pytest.mark.parametrize("args, msg", [
+  (["--seed", "-1"], "the seed must be an int >= 0"),
+  (["--jobs", "0"], "--jobs must be > 0"),
+  (["--jobs", "many"], "--jobs must be an int"),
+  (["--group", "nope"], "invalid choice: 'nope'"),
+  (["--json", "{dir}"], "--json {dir}: is a directory, not a file"),
+  (["--junit", "{dir}"], "--junit {dir}: is a directory, not a file"),
+  (["--json", "{file}/r.json"], "its directory {file} exists and is not a directory"),
+])
+def test_bad_argument_is_one_line_before_any_work(tmp_path, args, msg):
+  """`--group bitcast --device CPU --json DIR` used to run everything and then die on DIR."""
+  (f := tmp_path / "a_file").write_text("x")
+  (d := tmp_path / "a_dir").mkdir()
+  fill = lambda s: s.format(file=f, dir=d)
+  r = _conformance("--group", "bitcast", "--device", "CPU", *map(fill, args), timeout=60)
+  assert r.returncode == 2 and fill(msg) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+  assert "passed" not in r.stdout and "Traceback" not in r.stderr
+
+def test_named_mock_gpu_without_mockgpu_is_one_line():
+  """MOCKGPU=0 python -m conformance --device NV used to print a traceback per case."""
+  r = _conformance("--device", "NV", env={"MOCKGPU": "0"}, timeout=60)
+  assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+  assert "device NV cannot be constructed" in r.stderr and "set MOCKGPU=1" in r.stderr
+
+def test_default_devices_that_cannot_be_constructed_are_skipped_with_a_note(tmp_path):
+  js = tmp_path / "r.json"
+  r = _conformance("--group", "bitcast", "--jobs", "100000", "--json", str(js), env={"MOCKGPU": "0"})
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "device NV skipped: it cannot be constructed" in r.stderr and "device AMD skipped" in r.stderr and "--jobs 100000 capped at" in r.stderr
+  assert {x["device"] for x in json.loads(js.read_text())} == {"CPU", "PYTHON"}
+
+def test_ctrl_c_reports_the_cases_finished(tmp_path):
+  """SIGINT to the process group during the run: exit 130, no traceback, the reports hold the cases that finished."""
+  js = tmp_path / "r.json"
+  p = subprocess.Popen([sys.executable, "-m", "conformance", "--device", "PYTHON", "--device", "NV", "--device", "AMD", "--group", "alu",
+                        "--group", "cast", "--group", "transcendental", "--jobs", "1", "--json", str(js)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                       env={**os.environ, "MOCKGPU": "1", "PYTHONUNBUFFERED": "1"})
+  try:
+    first = p.stdout.readline()   # "running N cases on ...": the cases have started
+    assert first.startswith("running "), first
+    total = int(first.split()[1]) * 3
+    time.sleep(1.5)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+  finally:
+    if p.poll() is None: os.killpg(p.pid, signal.SIGKILL)
+  assert p.returncode == 130 and "Traceback" not in err, (p.returncode, err)
+  assert "interrupted (Ctrl-C)" in out
+  results = json.loads(js.read_text())
+  assert 0 < len(results) < total and all(r["status"] == "pass" for r in results)
