@@ -386,7 +386,14 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if acc_dtype is None and x.dtype in (dtypes.float16, dtypes.bfloat16):
       return x.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
     return x.cast(acc_dtype or sum_acc_dtype(x.dtype))._reduce(Ops.ADD, axis, keepdim)
-  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """Largest value over axis (None: all; NaN if any is NaN). An empty reduced axis raises ValueError (no identity: PyTorch raises too)."""
+    return self._nonempty("max", axis)._reduce(Ops.MAX, axis, keepdim)
+  def _nonempty(self, name: str, axis: int | Sequence[int] | None) -> Tensor:
+    axes = range(self.ndim) if axis is None else [self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)]
+    if self.ndim and any(self.shape[a] == 0 for a in axes):
+      raise ValueError(f"{name}: {'axis ' + str(axis) if axis is not None else 'the tensor'} of shape {self.shape} is empty (a {name} has no identity)")
+    return self
 
   def __neg__(self) -> Tensor: return self.neg()
   def __add__(self, y: Any) -> Tensor: return self.add(y)

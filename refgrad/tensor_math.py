@@ -510,8 +510,8 @@ class MathMixin:
 
   # ---- reductions ---------------------------------------------------------------------------------
   def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
-    """Smallest value (NaN if any is NaN); min = flip(max(flip(x))) with an order-reversing flip."""
-    return self._order_flip().max(axis, keepdim)._order_flip()
+    """Smallest value (NaN if any is NaN); min = flip(max(flip(x))) with an order-reversing flip. An empty reduced axis raises, as max."""
+    return self._nonempty("min", axis)._order_flip()._reduce(Ops.MAX, axis, keepdim)._order_flip()
 
   def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """Mean over axis: sum * (1/n) (floats keep their dtype, accumulating float16/bfloat16 in float32;
@@ -556,9 +556,9 @@ class MathMixin:
     return x.reshape(out_shape)
 
   def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
-    return self.cast(dtypes.bool).max(axis, keepdim)
+    return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)   # empty: False
   def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
-    return self.cast(dtypes.bool).logical_not().max(axis, keepdim).logical_not()
+    return self.cast(dtypes.bool).logical_not()._reduce(Ops.MAX, axis, keepdim).logical_not()   # empty: True
 
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index (int32) of the first largest value along axis (None: of the flattened tensor); a NaN counts as the
@@ -580,19 +580,19 @@ class MathMixin:
   def softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     x = self.cast(dtype) if dtype is not None else self
     def f(x: Tensor) -> Tensor:
-      e = (x - x.max(axis, keepdim=True).detach()).exp()
+      e = (x - x._reduce(Ops.MAX, axis, True).detach()).exp()   # an empty axis gives an empty result
       return e.div(e.sum(axis, keepdim=True))
     return _f32(x, f)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | None = None) -> Tensor:
     x = self.cast(dtype) if dtype is not None else self
     def f(x: Tensor) -> Tensor:
-      m = x - x.max(axis, keepdim=True).detach()
+      m = x - x._reduce(Ops.MAX, axis, True).detach()
       return m - m.exp().sum(axis, keepdim=True).log()
     return _f32(x, f)
   def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) without overflow; rows of -inf give -inf, a +inf gives +inf."""
     def f(x: Tensor) -> Tensor:
-      m = x.max(axis, keepdim=True).detach()
+      m = x._reduce(Ops.MAX, axis, True).detach()   # an empty axis: -inf, and the result is log(0) = -inf
       m = m.isinf().where(0, m)
       ret = (x - m).exp().sum(axis, keepdim=True).log() + m
       return ret if keepdim else ret.reshape(tuple(n for i, n in enumerate(x.shape) if i not in x._axes(axis)))

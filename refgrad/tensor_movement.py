@@ -465,7 +465,7 @@ class MovementMixin:
     if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
     if reduce is not None: return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
     d, hit, sv, order, ishape = self._scatter_parts(dim, index, src)
-    winner = hit.where(order, -1).max(-2, keepdim=True)
+    winner = hit.where(order, -1)._reduce(Ops.MAX, -2, True)   # no index: -1
     picked = _select(sv, hit & _eq(order, winner._expand_to(hit.shape)), (hit.ndim - 2,)).squeeze(-2)
     any_hit = self._scatter_back(d, _lt(type(self).full((), -1, dtypes.int32, self.device), winner.squeeze(-2)), ishape, False)
     return any_hit.where(self._scatter_back(d, picked, ishape, 0), self)
@@ -480,8 +480,8 @@ class MovementMixin:
     vals = hit.where(sv, ident)
     if reduce in ("sum", "mean"): part = vals.sum(-2, acc_dtype=self.dtype)
     elif reduce == "prod": part = vals.prod(-2, acc_dtype=self.dtype)
-    elif reduce == "amax": part = vals.max(-2)
-    else: part = vals.min(-2)
+    elif reduce == "amax": part = vals._reduce(Ops.MAX, -2)   # no index: the identity
+    else: part = vals._order_flip()._reduce(Ops.MAX, -2)._order_flip()
     part = self._scatter_back(d, part, ishape, ident)
     got = count > 0
     base = self if include_self else got.where(self._like(ident), self)

@@ -1,9 +1,11 @@
 """Random tensor programs (hypothesis): chains of elementwise, movement and reduction ops on small tensors.
 Each program runs on CPU and on PYTHON and must give byte-identical results, and integer programs must
-match numpy exactly (the same chain applied to numpy arrays; float chains are tracked for shapes only)."""
+match numpy exactly (the same chain applied to numpy arrays; float chains are tracked for shapes only). A max over an
+empty axis (a shrink can empty one) has no identity: numpy and refgrad both raise ValueError, and the program ends there."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +55,23 @@ def _step(draw, shape: tuple[int, ...], is_int: bool):
   return (lambda t: t), (lambda a: a)
 
 
+def _run(x: np.ndarray, steps: list) -> None:
+  """Apply (tensor function, numpy function) steps to x on CPU and PYTHON and numpy; compare the results."""
+  ts, a = [Tensor(x, device="CPU"), Tensor(x, device="PYTHON")], x
+  for f, g in steps:
+    try: a = g(a)
+    except ValueError as e:   # the model has no answer (max over an empty axis): neither has refgrad
+      for t in ts:
+        with pytest.raises(ValueError, match="is empty"): f(t)
+      assert "zero-size array" in str(e)
+      return
+    ts = [f(t) for t in ts]
+  cpu, py = ts[0].numpy(), ts[1].numpy()
+  assert cpu.shape == py.shape == a.shape
+  assert cpu.tobytes() == py.tobytes()
+  if x.dtype == np.int32: np.testing.assert_array_equal(cpu, a)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_random_program_cpu_equals_python(data):
@@ -60,11 +79,21 @@ def test_random_program_cpu_equals_python(data):
   shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
   rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
   x = rng.integers(-9, 10, shape).astype(np.int32) if is_int else rng.standard_normal(shape).astype(np.float32)
-  ts, a = [Tensor(x, device="CPU"), Tensor(x, device="PYTHON")], x
+  steps, cur = [], x
   for _ in range(data.draw(st.integers(1, 6))):
-    f, g = _step(data.draw, a.shape, is_int)
-    ts, a = [f(t) for t in ts], g(a)
-  cpu, py = ts[0].numpy(), ts[1].numpy()
-  assert cpu.shape == py.shape == a.shape
-  assert cpu.tobytes() == py.tobytes()
-  if is_int: np.testing.assert_array_equal(cpu, a)
+    f, g = _step(data.draw, cur.shape, is_int)
+    steps.append((f, g))
+    try: cur = g(cur)
+    except ValueError: break
+  _run(x, steps)
+
+
+@pytest.mark.parametrize("is_int", [True, False])
+def test_max_after_a_shrink_to_an_empty_axis(is_int):
+  """The case hypothesis once drew (the README's test command failed on a fresh clone): a shrink to a zero-size axis,
+  then max over it. numpy raises "zero-size array to reduction operation maximum", refgrad raises ValueError; a max
+  over the other axis gives an empty result on both."""
+  x = np.arange(6, dtype=np.int32 if is_int else np.float32).reshape(2, 3)
+  empty = ((lambda t: t.shrink(((1, 1), (0, 3)))), (lambda a: a[1:1, 0:3]))
+  _run(x, [empty, ((lambda t: t.max(0, keepdim=True)), (lambda a: a.max(0, keepdims=True)))])
+  _run(x, [empty, ((lambda t: t.max(1, keepdim=True)), (lambda a: a.max(1, keepdims=True)))])

@@ -140,7 +140,19 @@ def test_constants_scalars_and_empty():
   assert Tensor.full((2, 3), 7, dtype=dtypes.int8).tolist() == [[7] * 3] * 2
   assert (Tensor.zeros(0, 4) + 1).shape == (0, 4)
   np.testing.assert_array_equal(Tensor.zeros(0, 4).sum(0).numpy(), np.zeros(4, np.float32))
-  np.testing.assert_array_equal(Tensor.zeros(3, 0).max(1).numpy(), np.full(3, -np.inf, np.float32))
+  np.testing.assert_array_equal(Tensor.zeros(0, 3).max(1).numpy(), np.zeros(0, np.float32))   # empty result, nothing reduced over nothing
+
+
+def test_max_min_of_an_empty_axis_raise():
+  """max/min have no identity: reducing an empty axis raises ValueError (PyTorch raises too), like argmax; reductions
+  with an identity, and ops built on MAX internally, keep working on empty tensors."""
+  e = Tensor.zeros(3, 0)
+  for f in (lambda: e.max(1), lambda: e.min(1), lambda: e.max(), lambda: e.min(axis=(0, 1)), lambda: e.max(-1, keepdim=True),
+            lambda: Tensor.zeros(0, dtype=dtypes.int32).max(), lambda: Tensor.zeros(0, 0).min(0)):
+    with pytest.raises(ValueError, match=r"(max|min): .* is empty"): f()
+  assert e.max(0).shape == (0,) and e.min(0).shape == (0,)   # the reduced axis (size 3) is not empty
+  assert e.any(1).tolist() == [False] * 3 and e.all(1).tolist() == [True] * 3
+  assert e.logsumexp(1).tolist() == [-np.inf] * 3 and e.softmax(1).shape == (3, 0)
 
 
 @pytest.mark.parametrize("shape,perm,new", [((2, 3, 4), (2, 0, 1), (8, 3)), ((6, 4), (1, 0), (2, 2, 6)), ((3, 1, 5), (1, 2, 0), (5, 3)),
