@@ -62,10 +62,7 @@ def _main(argv: list[str]) -> int:
   if argv and argv[0] == "replay": return replay(argv[1:])
   args = parser().parse_args(argv)
   os.environ.setdefault("MOCKGPU", "1")   # mock GPUs join the run as devices
-  import importlib
-  for m in args.preload:
-    try: importlib.import_module(m)
-    except Exception as e: return _fail(f"--preload {m}: {type(e).__name__}: {e}")
+  if (why := _preload(args.preload)): return _fail(why)
   notes: list[str] = []
   if args.workers > (n := cpus()):
     notes.append(f"--workers {args.workers} capped at {n}, the CPUs this process may use")
@@ -94,6 +91,15 @@ def _main(argv: list[str]) -> int:
   if args.json: report.write_json(f, args.json)
   if args.junit: report.write_junit(f, args.junit)
   return 130 if f.interrupted else 1 if f.stats.findings else 0
+
+
+def _preload(modules: list[str]) -> str | None:
+  """Import the --preload plugins here first: one that fails is one line now, not a crash in every worker."""
+  import importlib
+  for m in modules:
+    try: importlib.import_module(m)
+    except Exception as e: return f"--preload {m}: {type(e).__name__}: {e}"
+  return None
 
 
 def _devices(text: str | None, notes: list[str]) -> list[str] | None:
@@ -133,6 +139,7 @@ def replay(argv: list[str]) -> int:
   files = sorted(args.path.glob("*.json")) if args.path.is_dir() else [args.path]
   if not files: return _fail(f"{args.path}: no findings (*.json) to replay in this directory")
   os.environ.setdefault("MOCKGPU", "1")
+  if (why := _preload(args.preload)): return _fail(why)
   devices = None
   if args.devices is not None and (devices := _devices(args.devices, [])) is None: return 2
   still, unreadable = 0, 0

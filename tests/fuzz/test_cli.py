@@ -101,6 +101,11 @@ def test_replay_bad_device_is_one_line(tmp_path):
   r = _fuzz("replay", str(tmp_path), "--devices", "TPU", timeout=60)
   _one_line_exit_2(r, "unknown device 'TPU'")
 
+def test_replay_bad_preload_is_one_line(tmp_path):
+  (tmp_path / "x.json").write_text("{}")
+  r = _fuzz("replay", str(tmp_path), "--preload", "no_such_module_here", timeout=60)
+  _one_line_exit_2(r, "--preload no_such_module_here: ModuleNotFoundError")
+
 def test_replay_goes_on_past_a_corrupt_finding(tmp_path):
   """One corrupt file is reported and the others are still replayed; the exit status says something was wrong."""
   items, _ = schedule.create_schedule([(Tensor.empty(3) + 1).uop], "CPU")
