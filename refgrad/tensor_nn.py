@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refgrad.dtype import DType, dtypes, least_upper_dtype, sum_acc_dtype
+from refgrad.tensor_errors import ShapeError
 
 if TYPE_CHECKING:
   from refgrad.tensor import Tensor
@@ -77,12 +78,12 @@ class NNMixin:
     from refgrad.tensor import Tensor, _broadcast_shape
     x = self
     if not isinstance(w, Tensor): w = Tensor(w, x.device)
-    if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul: both arguments need at least one axis, got shapes {x.shape} and {w.shape}")
+    if x.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul: both arguments need at least one axis, got shapes {x.shape} and {w.shape}")
     kw = -min(w.ndim, 2)   # the axis of w that is summed with x's last one
     if x.shape[-1] != w.shape[kw]:
-      raise ValueError(f"matmul: shapes {x.shape} and {w.shape} do not match: {x.shape[-1]} (last axis of the first) != {w.shape[kw]} (axis {kw} of the second)")
+      raise ShapeError(f"matmul: shapes {x.shape} and {w.shape} do not match: {x.shape[-1]} (last axis of the first) != {w.shape[kw]} (axis {kw} of the second)")
     try: _broadcast_shape(x.shape[:-2], w.shape[:-2])
-    except ValueError: raise ValueError(f"matmul: batch axes of shapes {x.shape} and {w.shape} do not broadcast") from None
+    except ShapeError: raise ShapeError(f"matmul: batch axes of shapes {x.shape} and {w.shape} do not broadcast") from None
     # multiply in the accumulator dtype (an int8 product would wrap before the int32 sum), then
     # x (..., a, 1, n) * w^T (..., 1, b, n), summed over n
     acc = dtype or sum_acc_dtype(least_upper_dtype(x.dtype, w.dtype))
@@ -115,10 +116,10 @@ class NNMixin:
     x, w = self, weight
     nsp = w.ndim - 2
     if nsp < 1 or x.ndim != nsp + 2:
-      raise ValueError(f"conv2d: input {x.shape} and weight {w.shape} need shapes (batch, cin, *spatial) and (cout, cin/groups, *kernel)")
+      raise ShapeError(f"conv2d: input {x.shape} and weight {w.shape} need shapes (batch, cin, *spatial) and (cout, cin/groups, *kernel)")
     bs, cin, cout, cg = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
     if not isinstance(groups, int) or groups < 1 or cin != cg * groups or cout % groups:
-      raise ValueError(f"conv2d: input channels {cin} (input {x.shape}) do not fit weight {w.shape} with groups={groups} "
+      raise ShapeError(f"conv2d: input channels {cin} (input {x.shape}) do not fit weight {w.shape} with groups={groups} "
                        f"(need cin == weight.shape[1] * groups and cout divisible by groups)")
     k = w.shape[2:]
     st, dl = _tuple(stride, nsp, "stride"), _tuple(dilation, nsp, "dilation")
@@ -131,7 +132,7 @@ class NNMixin:
     wr = w.reshape((1, groups, rc) + (1,) * nsp + (cg,) + k)
     out = (win * wr).sum(tuple(range(-1 - nsp, 0))).reshape((bs, cout) + o)
     if bias is None: return out
-    if bias.shape != (cout,): raise ValueError(f"conv2d: bias of shape {bias.shape} does not match {cout} output channels")
+    if bias.shape != (cout,): raise ShapeError(f"conv2d: bias of shape {bias.shape} does not match {cout} output channels")
     return out + bias.reshape((1, cout) + (1,) * nsp)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,  # type: ignore[misc]
@@ -141,10 +142,10 @@ class NNMixin:
     padded by dilation*(kernel-1) - padding (+ output_padding after), with the kernel flipped and its channels swapped."""
     x, w = self, weight
     nsp = w.ndim - 2
-    if nsp < 1 or x.ndim != nsp + 2: raise ValueError(f"conv_transpose2d: input {x.shape} and weight {w.shape} need (batch, cin, *spatial) and (cin, cout/groups, *kernel)")
+    if nsp < 1 or x.ndim != nsp + 2: raise ShapeError(f"conv_transpose2d: input {x.shape} and weight {w.shape} need (batch, cin, *spatial) and (cin, cout/groups, *kernel)")
     cin, cg = x.shape[1], w.shape[1]
     if not isinstance(groups, int) or groups < 1 or w.shape[0] != cin or cin % groups:
-      raise ValueError(f"conv_transpose2d: weight {w.shape} does not fit {cin} input channels with groups={groups}")
+      raise ShapeError(f"conv_transpose2d: weight {w.shape} does not fit {cin} input channels with groups={groups}")
     k = w.shape[2:]
     st, dl, op = _tuple(stride, nsp, "stride"), _tuple(dilation, nsp, "dilation"), _tuple(output_padding, nsp, "output_padding")
     pads = _pads(padding, nsp)
@@ -246,7 +247,7 @@ class NNMixin:
     n = 2 if isinstance(kernel_size, int) else len(tuple(kernel_size))
     k = _tuple(kernel_size, n, "kernel_size")
     st, dl, pads = k if stride is None else _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation"), _pads(padding, n)
-    if indices.shape != self.shape: raise ValueError(f"max_unpool2d: indices of shape {indices.shape} do not match input {self.shape}")
+    if indices.shape != self.shape: raise ShapeError(f"max_unpool2d: indices of shape {indices.shape} do not match input {self.shape}")
     osp = tuple(output_size[-n:]) if output_size is not None else \
       tuple((i - 1) * s_ - a - b + d_ * (kk - 1) + 1 for i, s_, (a, b), d_, kk in zip(self.shape[-n:], st, pads, dl, k))
     lead = self.shape[:-n]
@@ -302,7 +303,7 @@ class NNMixin:
     specs = []
     for s, t in zip(ins, ops):
       if "..." in s: s = s.replace("...", ell[nell - (t.ndim - len(s.replace("...", ""))):])
-      if len(s) != t.ndim or not all(c.isalpha() for c in s): raise ValueError(f"einsum: {s!r} does not fit an operand of shape {t.shape}")
+      if len(s) != t.ndim or not all(c.isalpha() for c in s): raise ShapeError(f"einsum: {s!r} does not fit an operand of shape {t.shape}")
       specs.append(s)
     if arrow: out = rhs.replace("...", ell)
     else: out = ell + "".join(sorted(c for c in set("".join(specs)) if "".join(specs).count(c) == 1 and c not in ell))
@@ -317,7 +318,7 @@ class NNMixin:
           t = t.diagonal(0, a, b)
           s = s[:a] + s[a + 1:b] + s[b + 1:] + c
       for c, n in zip(s, t.shape):
-        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
         sizes[c] = max(sizes.get(c, 1), n) if c in sizes else n
       order = sorted(range(len(s)), key=lambda i: letters.index(s[i]))
       t = t.permute(order) if order else t
@@ -386,7 +387,7 @@ class NNMixin:
     n = self.shape[cdim]
     if Y.shape != self.shape:
       if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
-        raise ValueError(f"cross_entropy: target shape {Y.shape} is neither the logits' {self.shape} nor it without the class axis")
+        raise ShapeError(f"cross_entropy: target shape {Y.shape} is neither the logits' {self.shape} nor it without the class axis")
       if not dtypes.is_int(Y.dtype): raise TypeError(f"cross_entropy: class-index targets must be ints, got {Y.dtype}")
       Y = self._class_mask(Y, cdim).cast(self.dtype)
     Y = Y * (1 - label_smoothing) + label_smoothing / n
@@ -396,7 +397,7 @@ class NNMixin:
     """Negative log likelihood of log-probabilities self (N, C, ...) at class indices Y (N, ...); weight per class;
     targets equal to ignore_index count for nothing ('mean' divides by the summed weight of the rest, as PyTorch)."""
     cdim = 0 if self.ndim == 1 else 1
-    if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ValueError(f"nll_loss: target shape {Y.shape} does not fit input {self.shape}")
+    if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ShapeError(f"nll_loss: target shape {Y.shape} does not fit input {self.shape}")
     hit = self._class_mask(Y, cdim)
     w = Y.ones_like(dtype=self.dtype) if weight is None else hit.where(weight.reshape((-1,) + (1,) * (self.ndim - cdim - 1)), 0).sum(cdim)
     if ignore_index is not None: w = (Y != ignore_index).where(w, 0)
