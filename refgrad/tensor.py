@@ -314,7 +314,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
       raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
     if mode != "constant" and value != 0: raise ValueError(f"pad: value={value} is only for mode='constant'")
     arg = _pad_arg(padding, self.shape)
-    if mode != "constant": return self._pad_mode(arg, mode)
+    if mode != "constant":   # negative amounts crop the result (PyTorch: output index i reads input index i - before)
+      # (circular crops first and wraps what is left, as PyTorch does)
+      crop = lambda t: t.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, t.shape)))  # noqa: E731
+      pos = tuple((max(b, 0), max(e, 0)) for b, e in arg)
+      if all(b >= 0 and e >= 0 for b, e in arg): return self._pad_mode(pos, mode)
+      return crop(self)._pad_mode(pos, mode) if mode == "circular" else crop(self._pad_mode(pos, mode))
     if any(b < 0 or e < 0 for b, e in arg):  # negative padding crops
       self = self.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, self.shape)))
       arg = tuple((max(b, 0), max(e, 0)) for b, e in arg)
@@ -327,7 +332,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     x = self
     for ax, (b, e) in enumerate(arg):
       n = x.shape[ax]
-      if b < 0 or e < 0: raise ValueError(f"pad: mode {mode!r} needs non-negative padding, got {(b, e)} for axis {ax}")
       if not b and not e: continue
       lim = n - 1 if mode == "reflect" else n
       if mode != "replicate" and (b > lim or e > lim):

@@ -371,7 +371,10 @@ class MovementMixin:
     d = self._axis(dimension)
     if not isinstance(size, int) or size < 0 or size > self.shape[d]: raise ValueError(f"unfold: size {size} must be in [0, {self.shape[d]}] (axis {d} of {self.shape})")
     if not isinstance(step, int) or step <= 0: raise ValueError(f"unfold: step must be a positive int, got {step!r}")
-    if size == 0: raise ValueError("unfold: size 0 windows are not supported")
+    if size == 0:   # n // step + 1 empty windows (PyTorch)
+      x = self.transpose(d, -1).shrink(tuple((0, 0) if i == self.ndim - 1 else None for i in range(self.ndim)))
+      w = x.unsqueeze(-2).expand(*x.shape[:-1], self.shape[d] // step + 1, 0)
+      return w.transpose(d, -2)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
     w = _windows(x, (size,), (step,), (1,))                          # (..., nwin, size) with dimension's axis last
     return w.transpose(d, -2) if d != self.ndim - 1 else w
@@ -423,17 +426,22 @@ class MovementMixin:
     """value where mask (broadcast) is True, self elsewhere."""
     return mask.where(value, self) if not isinstance(value, type(self)) else mask.where(value.cast(self.dtype), self)
 
-  def masked_select(self: Tensor, mask: Tensor) -> Tensor:  # type: ignore[misc]
-    """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back)."""
+  def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:  # type: ignore[misc]
+    """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back).
+    size= fixes the length: the first size elements, padded with fill_value when fewer are selected."""
     from refgrad.tensor import _broadcast_shape
     shape = _broadcast_shape(self.shape, mask.shape)
     m = mask.cast(dtypes.bool)._expand_to(shape).numpy().reshape(-1)
     idx = np.nonzero(m)[0].astype(np.int32)
-    return self._expand_to(shape).flatten()[type(self)(idx, device=self.device) if idx.size else []]
+    if size is not None: idx = _fixed_size(idx, size, -1)
+    ret = self._expand_to(shape).flatten()[type(self)(np.maximum(idx, 0), device=self.device) if idx.size else []]
+    return ret if size is None else type(self)(idx >= 0, device=self.device).where(ret, fill_value)
 
-  def nonzero(self: Tensor) -> Tensor:  # type: ignore[misc]
-    """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self)."""
+  def nonzero(self: Tensor, size: int | None = None, fill_value: int = -1) -> Tensor:  # type: ignore[misc]
+    """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self).
+    size= fixes count: the first size rows, padded with rows of fill_value (PyTorch's nonzero_static)."""
     nz = np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim)
+    if size is not None: nz = _fixed_size(nz, size, fill_value)
     return type(self)(nz, device=self.device) if nz.size else type(self).zeros(0, self.ndim, dtype=dtypes.int32, device=self.device)
 
   # ---- scatter ---------------------------------------------------------------------------------------
@@ -629,3 +637,10 @@ def _scatter(y: Tensor, v: Tensor, dims: list[int], bshape: tuple[int, ...], idx
   picked = _select(v, _eq(order, winner._expand_to(full)), baxes)
   hit = _lt(T.full((), -1, dtypes.int32, y.device), winner)
   return hit.where(picked, y.reshape(y.shape[:d0] + (1,) * nb + y.shape[d0:])).reshape(y.shape)
+
+
+def _fixed_size(a: np.ndarray, size: int, fill: int) -> np.ndarray:
+  """The first size rows of a, padded with rows of fill (the size= of nonzero and masked_select)."""
+  if not isinstance(size, int) or isinstance(size, bool) or size < 0: raise ValueError(f"size must be an int >= 0, got {size!r}")
+  pad = np.full((max(size - len(a), 0), *a.shape[1:]), fill, dtype=a.dtype)
+  return np.concatenate([a[:size], pad])

@@ -258,7 +258,8 @@ class NNMixin:
   def interpolate(self: Tensor, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:  # type: ignore[misc]
     """Resize the last len(size) axes (PyTorch's F.interpolate with size=): mode "nearest" (floor(i * in/out)),
     "nearest-exact" (floor((i + 0.5) * in/out)), or "linear" (also "bilinear", "trilinear": linear along each axis,
-    separably; align_corners maps the corner samples onto each other). Source positions and weights are computed in
+    separably; align_corners maps the corner samples onto each other; int inputs are computed in float and rounded
+    back to their dtype). Source positions and weights are computed in
     float64 and rounded to the tensor's dtype; each output is x0 * (1 - w) + x1 * w of its two neighbours."""
     from refgrad.tensor import Tensor
     size = tuple(size)
@@ -285,6 +286,8 @@ class NNMixin:
       w = Tensor(src - i0, device=self.device).cast(x.dtype)
       x1 = xt[..., Tensor(i1.astype(np.int32), device=self.device)]
       x = (x0 * (1 - w) + x1 * w).transpose(ax, -1)
+    if x.dtype != self.dtype:   # an int input: rounded back to its dtype (PyTorch keeps uint8 images uint8)
+      x = x.round().clip(dtypes.min(self.dtype), dtypes.max(self.dtype)).cast(self.dtype)
     return x
 
   @staticmethod
