@@ -316,7 +316,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     arg = _pad_arg(padding, self.shape)
     if mode != "constant":   # negative amounts crop the result (PyTorch: output index i reads input index i - before)
       # (circular crops first and wraps what is left, as PyTorch does)
-      crop = lambda t: t.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, t.shape)))  # noqa: E731
+      crop = lambda t: t.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, t.shape)))
       pos = tuple((max(b, 0), max(e, 0)) for b, e in arg)
       if all(b >= 0 and e >= 0 for b, e in arg): return self._pad_mode(pos, mode)
       return crop(self)._pad_mode(pos, mode) if mode == "circular" else crop(self._pad_mode(pos, mode))

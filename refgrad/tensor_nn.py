@@ -266,6 +266,7 @@ class NNMixin:
     if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: unknown mode {mode!r}")
     if len(size) > self.ndim or any(not isinstance(v, int) or v < 0 for v in size): raise ValueError(f"interpolate: invalid size {size} for shape {self.shape}")
     if align_corners and mode.startswith("nearest"): raise ValueError("interpolate: align_corners only applies to the linear modes")
+    if self.dtype == dtypes.uint8 and not mode.startswith("nearest"): return _interpolate_uint8(self, size, align_corners)
     x = self if dtypes.is_float(self.dtype) or mode.startswith("nearest") else self.cast(dtypes.default_float)
     for j, out in enumerate(size):
       ax = x.ndim - len(size) + j
@@ -427,3 +428,32 @@ class NNMixin:
     """Binary cross-entropy of logits self: -(pos_weight Y logsigmoid(x) + (1 - Y) logsigmoid(-x))."""
     pw = 1 if pos_weight is None else pos_weight
     return (-(pw * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
+
+
+def _linear_source(n: int, out: int, align_corners: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(i0, i1, w) of linear resampling n -> out samples: output k is x[i0] * (1 - w) + x[i1] * w (float64 positions)."""
+  i = np.arange(out, dtype=np.float64)
+  if align_corners: src = i * ((n - 1) / (out - 1)) if out > 1 else np.zeros(out)
+  else: src = np.maximum((i + 0.5) * (n / out) - 0.5, 0)
+  i0 = np.floor(src).astype(np.int64)
+  return i0, np.minimum(i0 + 1, n - 1), src - i0
+
+
+def _interpolate_uint8(x: Tensor, size: tuple[int, ...], align_corners: bool) -> Tensor:
+  """Linear resampling of uint8 images as PyTorch's CPU kernel does it: one axis at a time, last axis first, each pass in
+  fixed point (weights rounded to p fraction bits, the most that keep the largest weight under 2**15) and rounded back
+  to uint8 before the next pass."""
+  from refgrad.tensor import Tensor
+  y = x.cast(dtypes.int32)
+  for j in reversed(range(len(size))):
+    ax, out = y.ndim - len(size) + j, size[j]
+    n = y.shape[ax]
+    if out == n and not align_corners: continue
+    i0, i1, w = _linear_source(n, out, align_corners)
+    wmax, p = max(float((1 - w).max(initial=0)), float(w.max(initial=0))), 0
+    while p < 22 and np.floor(0.5 + wmax * (1 << (p + 1))) < (1 << 15): p += 1
+    q0, q1 = (Tensor(np.floor(0.5 + v * (1 << p)).astype(np.int32), device=x.device) for v in (1 - w, w))
+    yt = y.transpose(ax, -1)
+    x0, x1 = (yt[..., Tensor(i.astype(np.int32), device=x.device)] for i in (i0, i1))
+    y = ((x0 * q0 + x1 * q1 + (1 << (p - 1))) >> p).clip(0, 255).transpose(ax, -1)
+  return y.cast(dtypes.uint8)
