@@ -301,9 +301,9 @@ class NNMixin:
     lhs, arrow, rhs = f.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(ops): raise ValueError(f"einsum: {formula!r} names {len(ins)} operands, {len(ops)} given")
-    # "..." becomes as many fresh (uppercase) letters as the operand has extra axes, aligned from the right
+    # "..." becomes as many fresh (Greek) letters as the operand has extra axes, aligned from the right; formulas use a-zA-Z
     nell = max((t.ndim - len(s.replace("...", "")) for s, t in zip(ins, ops) if "..." in s), default=0)
-    ell = "".join(chr(ord("A") + i) for i in range(nell))
+    ell = "".join(chr(0x3B1 + i) for i in range(nell))
     specs = []
     for s, t in zip(ins, ops):
       if "..." in s: s = s.replace("...", ell[nell - (t.ndim - len(s.replace("...", ""))):])
@@ -322,7 +322,7 @@ class NNMixin:
           t = t.diagonal(0, a, b)
           s = s[:a] + s[a + 1:b] + s[b + 1:] + c
       for c, n in zip(s, t.shape):
-        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ShapeError(f"einsum: {_einsum_axis(c, ell)} has sizes {sizes[c]} and {n} in {formula!r}")
         sizes[c] = max(sizes.get(c, 1), n) if c in sizes else n
       order = sorted(range(len(s)), key=lambda i: letters.index(s[i]))
       t = t.permute(order) if order else t
@@ -457,3 +457,8 @@ def _interpolate_uint8(x: Tensor, size: tuple[int, ...], align_corners: bool) ->
     x0, x1 = (yt[..., Tensor(i.astype(np.int32), device=x.device)] for i in (i0, i1))
     y = ((x0 * q0 + x1 * q1 + (1 << (p - 1))) >> p).clip(0, 255).transpose(ax, -1)
   return y.cast(dtypes.uint8)
+
+
+def _einsum_axis(c: str, ell: str) -> str:
+  """How an einsum error names an axis: its letter, or its place among the '...' axes."""
+  return f"'...' axis {ell.index(c) - len(ell)}" if c in ell else f"letter {c!r}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from refgrad import Tensor
+from refgrad import Tensor, nn
 from refgrad.tensor_errors import ShapeError
 
 
@@ -45,6 +45,12 @@ CASES: list[tuple[str, Callable[[], Any], type[BaseException], str]] = [
   ("split", lambda: _t().split([1, 1], 1), RuntimeError, r"split: sizes \[1, 1\] do not add up to 3"),
   ("einsum_sizes", lambda: Tensor.einsum("ij,jk", _t(), _t()), RuntimeError, r"einsum: letter 'j' has sizes 3 and 2"),
   ("einsum_rank", lambda: Tensor.einsum("ijk", _t()), RuntimeError, r"einsum: 'ijk' does not fit an operand of shape \(2, 3\)"),
+  ("einsum_ellipsis", lambda: Tensor.einsum("...ij,...jk", Tensor.ones(2, 3, 4), Tensor.ones(3, 4, 3)), RuntimeError,
+   r"einsum: '\.\.\.' axis -1 has sizes 2 and 3 in '\.\.\.ij,\.\.\.jk'"),
+  ("einsum_operands", lambda: Tensor.einsum("ij,jk", _t()), ValueError, r"einsum: 'ij,jk' names 2 operands, 1 given"),
+  ("sdpa_mask", lambda: Tensor.ones(2, 5, 4).scaled_dot_product_attention(Tensor.ones(2, 6, 4), Tensor.ones(2, 6, 4), attn_mask=Tensor.ones(4, 4).bool()),
+   RuntimeError, r"cannot broadcast shapes \(1, 4, 4\) and \(2, 5, 6\)"),
+  ("linear_in", lambda: nn.Linear(4, 2)(_t()), RuntimeError, r"Linear\(4, 2\): input of shape \(2, 3\) needs a last axis of 4"),
   ("assign", lambda: _t().assign(Tensor.ones(3, 2)), RuntimeError, r"assign: shape \(3, 2\) does not match \(2, 3\)"),
   ("backward_grad", lambda: Tensor.ones(2, requires_grad=True).exp().backward(Tensor.ones(3)), RuntimeError, r"backward: gradient shape"),
   ("backward_implicit", lambda: Tensor.ones(2, requires_grad=True).exp().backward(), RuntimeError, r"needs a gradient argument"),

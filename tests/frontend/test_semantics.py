@@ -45,3 +45,11 @@ def test_int_interpolate_keeps_dtype() -> None:
   assert y.dtype == dtypes.int32
   ref = np.interp((np.arange(7) + 0.5) * 4 / 7 - 0.5, np.arange(4), [0, 10, 21, 40])
   np.testing.assert_array_equal(y.numpy()[0, 0], np.round(ref).astype(np.int32))
+
+
+def test_einsum_ellipsis_with_uppercase_letters() -> None:
+  """'...' axes get letters of their own: a formula's uppercase letters never collide with them."""
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((3, 2, 4)).astype(np.float32), rng.standard_normal((3, 2, 4)).astype(np.float32)
+  got = Tensor.einsum("A...B,A...B->...", Tensor(a), Tensor(b)).numpy()
+  np.testing.assert_allclose(got, np.einsum("A...B,A...B->...", a, b), rtol=1e-6, atol=1e-6)   # float32 sums in another order
