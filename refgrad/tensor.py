@@ -13,6 +13,7 @@ from refgrad import lazy
 from refgrad.device import Buffer, Device
 from refgrad.dtype import DType, dtypes, least_upper_dtype
 from refgrad.tensor_create import CreationMixin
+from refgrad.tensor_errors import ShapeError
 from refgrad.tensor_math import MathMixin
 from refgrad.tensor_movement import MovementMixin
 from refgrad.tensor_nn import NNMixin
@@ -148,7 +149,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   def assign(self, x: Tensor | Any) -> Tensor:
     """Give this tensor (the same Python object, e.g. a parameter) new contents of the same shape, dtype and device."""
     if not isinstance(x, Tensor): x = Tensor.full(self.shape, x, self.dtype, self.device)
-    if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
+    if x.shape != self.shape: raise ShapeError(f"assign: shape {x.shape} does not match {self.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if x.device != self.device: raise ValueError(f"assign: tensor on {x.device}, target on {self.device}")
     self.uop, self._from_op = x.uop, False
@@ -278,11 +279,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   def _resolve_shape(self, shape: tuple[Any, ...]) -> tuple[int, ...]:
     shape = _shape_arg(shape, allow_neg=True)
-    if (n := sum(1 for s in shape if s == -1)) > 1: raise ValueError(f"reshape: only one -1 allowed in {shape}")
+    if (n := sum(1 for s in shape if s == -1)) > 1: raise ShapeError(f"reshape: only one -1 allowed in {shape}")
     if n:
       known = math.prod(s for s in shape if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"reshape: cannot reshape {self.shape} to {shape}")
+      if known == 0 or self.numel() % known: raise ShapeError(f"reshape: cannot reshape {self.shape} to {shape}")
       shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    if math.prod(shape) != self.numel(): raise ShapeError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {shape}")
     return shape
   def reshape(self, *shape: Any) -> Tensor:
     """A new shape with the same elements; -1 is inferred, None keeps the size of that axis (tinygrad)."""
@@ -294,12 +296,15 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   def view(self, *shape: Any) -> Tensor: return self.reshape(*shape)
   def permute(self, *order: Any) -> Tensor:
     order = tuple(self._axis(a) for a in _shape_arg(order, allow_neg=True))
+    if sorted(order) != list(range(self.ndim)): raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
     return self._new(lazy.permute(self.uop, order))
   def expand(self, *shape: Any) -> Tensor:
     shape = _shape_arg(shape, allow_neg=True)
-    if len(shape) < self.ndim: raise ValueError(f"expand: cannot expand {self.shape} to {shape}")
+    if len(shape) < self.ndim: raise ShapeError(f"expand: cannot expand {self.shape} to {shape}")
     x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
     shape = tuple(n if s == -1 else s for s, n in zip(shape, x.shape))
+    if any(s != n and n != 1 for s, n in zip(shape, x.shape)):
+      raise ShapeError(f"expand: cannot expand {self.shape} to {shape} (only size-1 axes expand)")
     return x._new(lazy.expand(x.uop, shape))
   def pad(self, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad axes by (before, after): one pair (or None) per axis, or PyTorch's flat tuple (left, right, top, bottom, ...:
@@ -309,7 +314,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
       raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
     if mode != "constant" and value != 0: raise ValueError(f"pad: value={value} is only for mode='constant'")
     arg = _pad_arg(padding, self.shape)
-    if mode != "constant": return self._pad_mode(arg, mode)
+    if mode != "constant":   # negative amounts crop the result (PyTorch: output index i reads input index i - before)
+      # (circular crops first and wraps what is left, as PyTorch does)
+      crop = lambda t: t.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, t.shape)))
+      pos = tuple((max(b, 0), max(e, 0)) for b, e in arg)
+      if all(b >= 0 and e >= 0 for b, e in arg): return self._pad_mode(pos, mode)
+      return crop(self)._pad_mode(pos, mode) if mode == "circular" else crop(self._pad_mode(pos, mode))
     if any(b < 0 or e < 0 for b, e in arg):  # negative padding crops
       self = self.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, self.shape)))
       arg = tuple((max(b, 0), max(e, 0)) for b, e in arg)
@@ -322,7 +332,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     x = self
     for ax, (b, e) in enumerate(arg):
       n = x.shape[ax]
-      if b < 0 or e < 0: raise ValueError(f"pad: mode {mode!r} needs non-negative padding, got {(b, e)} for axis {ax}")
       if not b and not e: continue
       lim = n - 1 if mode == "reflect" else n
       if mode != "replicate" and (b > lim or e > lim):
@@ -412,7 +421,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if gradient is None:
       if self.numel() != 1: raise RuntimeError(f"gradient() of a tensor of shape {self.shape} needs a gradient argument (only one-element tensors get an implicit one)")
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
-    if gradient.shape != self.shape: raise ValueError(f"gradient: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    if gradient.shape != self.shape: raise ShapeError(f"gradient: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
     for k, t in enumerate(targets):
       if not isinstance(t, Tensor): raise TypeError(f"gradient: target {k} is a {type(t).__name__}, not a Tensor")
     grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
@@ -431,7 +440,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if gradient is None:
       if self.numel() != 1: raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient argument (only scalars get an implicit one)")
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
-    if gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    if gradient.shape != self.shape: raise ShapeError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
     # compute_gradient leaves out the targets self does not depend on
     targets = [t for t in list(_all_tensors) if t.requires_grad]
     grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
@@ -488,6 +497,6 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
   a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
   out = []
   for i, (x, y) in enumerate(zip(a, b)):
-    if x != y and 1 not in (x, y): raise ValueError(f"cannot broadcast shapes {a} and {b}: axis {i} has sizes {x} and {y}")
+    if x != y and 1 not in (x, y): raise ShapeError(f"cannot broadcast shapes {a} and {b}: axis {i} has sizes {x} and {y}")
     out.append(y if x == 1 else x)
   return tuple(out)

@@ -374,7 +374,7 @@ class MathMixin:
     """|self - other| <= atol + rtol * |other| (PyTorch, numpy); equal infinities are close, NaNs only with equal_nan."""
     a, b = self._broadcasted(other)
     if not dtypes.is_float(a.dtype): return a == b if rtol == 0 and atol == 0 else _f(a).isclose(_f(b), rtol, atol, equal_nan)
-    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    close = (a == b) | (((a - b).abs() <= atol + rtol * b.abs()) & (a.isinf() | b.isinf()).logical_not())   # inf only equals itself
     return (close | (a.isnan() & b.isnan())) if equal_nan else close
   def allclose(self: Tensor, other: Tensor | Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """Whether every element is close (see isclose): a Python bool, so it realizes."""
@@ -440,6 +440,9 @@ class MathMixin:
     bounds included; a tensor bound gets it where it is the result."""
     from refgrad.tensor import Tensor
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min_ and max_ must be given")
+    if not dtypes.is_float(self.dtype) and self.dtype != dtypes.bool:   # int bounds past the dtype's range: its own min/max
+      lim = lambda v: min(max(v, dtypes.min(self.dtype)), dtypes.max(self.dtype)) if isinstance(v, int) and not isinstance(v, bool) else v
+      min_, max_ = lim(min_), lim(max_)
     ret = self.maximum(min_) if min_ is not None else self
     ret = ret.minimum(max_) if max_ is not None else ret
     if not dtypes.is_float(ret.dtype): return ret
@@ -640,6 +643,7 @@ class MathMixin:
     return x._scan(axis, (x,), (0,), lambda a, b: (a[0] + b[0],))[0]
   def cumprod(self: Tensor, axis: int = 0) -> Tensor:
     x = self.cast(sum_acc_dtype(self.dtype))
+    if self.numel() == 0: return x * 1   # nothing to multiply (and the gradient stays connected, as PyTorch's empty one)
     if x.dtype in _HALF: return x.cast(dtypes.float32).cumprod(axis).cast(x.dtype)
     if self.ndim and self.shape[self._axis(axis)] <= _SCAN_DIRECT: return x._cumulative(axis, lambda m, x: m.where(x, 1).prod(-1))
     return x._scan(axis, (x,), (1,), lambda a, b: (a[0] * b[0],))[0]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refgrad.dtype import DType, dtypes, least_upper_dtype
+from refgrad.tensor_errors import ShapeError
 from refgrad.uop.ops import Ops
 
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ class MovementMixin:
     for k, t in enumerate(args, 1):
       if not isinstance(t, type(self)): raise TypeError(f"cat: argument {k} is a {type(t).__name__}, not a Tensor")
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise ValueError(f"cat along dim {dim}: shapes {self.shape} and {t.shape} (argument {k}) differ outside that dim")
+        raise ShapeError(f"cat along dim {dim}: shapes {self.shape} and {t.shape} (argument {k}) differ outside that dim")
       if t.device != self.device: raise ValueError(f"cat: tensors on different devices: {self.device} and {t.device}")
     if not args: return self
     dt = least_upper_dtype(*(t.dtype for t in ts))
@@ -307,7 +308,7 @@ class MovementMixin:
     d = self._axis(dim, self.ndim + 1)
     for k, t in enumerate(args, 1):
       if not isinstance(t, type(self)): raise TypeError(f"stack: argument {k} is a {type(t).__name__}, not a Tensor")
-      if t.shape != self.shape: raise ValueError(f"stack: shapes {self.shape} and {t.shape} (argument {k}) differ")
+      if t.shape != self.shape: raise ShapeError(f"stack: shapes {self.shape} and {t.shape} (argument {k}) differ")
     return self.unsqueeze(d).cat(*(t.unsqueeze(d) for t in args), dim=d)
 
   def split(self: Tensor, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:  # type: ignore[misc]
@@ -317,7 +318,7 @@ class MovementMixin:
     if isinstance(sizes, int):
       if sizes <= 0: raise ValueError(f"split: size must be positive, got {sizes}")
       sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
-    elif sum(sizes) != n or any(s < 0 for s in sizes): raise ValueError(f"split: sizes {list(sizes)} do not add up to {n} (dim {dim} of {self.shape})")
+    elif sum(sizes) != n or any(s < 0 for s in sizes): raise ShapeError(f"split: sizes {list(sizes)} do not add up to {n} (dim {dim} of {self.shape})")
     out, at = [], 0
     for s in sizes:
       out.append(self.shrink(tuple((at, at + s) if i == d else None for i in range(self.ndim))))
@@ -370,7 +371,10 @@ class MovementMixin:
     d = self._axis(dimension)
     if not isinstance(size, int) or size < 0 or size > self.shape[d]: raise ValueError(f"unfold: size {size} must be in [0, {self.shape[d]}] (axis {d} of {self.shape})")
     if not isinstance(step, int) or step <= 0: raise ValueError(f"unfold: step must be a positive int, got {step!r}")
-    if size == 0: raise ValueError("unfold: size 0 windows are not supported")
+    if size == 0:   # n // step + 1 empty windows (PyTorch)
+      x = self.transpose(d, -1).shrink(tuple((0, 0) if i == self.ndim - 1 else None for i in range(self.ndim)))
+      w = x.unsqueeze(-2).expand(*x.shape[:-1], self.shape[d] // step + 1, 0)
+      return w.transpose(d, -2)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
     w = _windows(x, (size,), (step,), (1,))                          # (..., nwin, size) with dimension's axis last
     return w.transpose(d, -2) if d != self.ndim - 1 else w
@@ -422,17 +426,22 @@ class MovementMixin:
     """value where mask (broadcast) is True, self elsewhere."""
     return mask.where(value, self) if not isinstance(value, type(self)) else mask.where(value.cast(self.dtype), self)
 
-  def masked_select(self: Tensor, mask: Tensor) -> Tensor:  # type: ignore[misc]
-    """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back)."""
+  def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:  # type: ignore[misc]
+    """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back).
+    size= fixes the length: the first size elements, padded with fill_value when fewer are selected."""
     from refgrad.tensor import _broadcast_shape
     shape = _broadcast_shape(self.shape, mask.shape)
     m = mask.cast(dtypes.bool)._expand_to(shape).numpy().reshape(-1)
     idx = np.nonzero(m)[0].astype(np.int32)
-    return self._expand_to(shape).flatten()[type(self)(idx, device=self.device) if idx.size else []]
+    if size is not None: idx = _fixed_size(idx, size, -1)
+    ret = self._expand_to(shape).flatten()[type(self)(np.maximum(idx, 0), device=self.device) if idx.size else []]
+    return ret if size is None else type(self)(idx >= 0, device=self.device).where(ret, fill_value)
 
-  def nonzero(self: Tensor) -> Tensor:  # type: ignore[misc]
-    """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self)."""
+  def nonzero(self: Tensor, size: int | None = None, fill_value: int = -1) -> Tensor:  # type: ignore[misc]
+    """(count, ndim) int32 indices of the nonzero elements in row-major order (data-dependent: realizes self).
+    size= fixes count: the first size rows, padded with rows of fill_value (PyTorch's nonzero_static)."""
     nz = np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim)
+    if size is not None: nz = _fixed_size(nz, size, fill_value)
     return type(self)(nz, device=self.device) if nz.size else type(self).zeros(0, self.ndim, dtype=dtypes.int32, device=self.device)
 
   # ---- scatter ---------------------------------------------------------------------------------------
@@ -441,11 +450,11 @@ class MovementMixin:
     self's size n along dim as a new last axis."""
     d = self._axis(dim)
     if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype): raise TypeError("scatter: index must be an integer tensor")
-    if index.ndim != self.ndim: raise ValueError(f"scatter: index of shape {index.shape} needs {self.ndim} axes like self {self.shape}")
+    if index.ndim != self.ndim: raise ShapeError(f"scatter: index of shape {index.shape} needs {self.ndim} axes like self {self.shape}")
     if any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape)) if k != d):
-      raise ValueError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {dim}")
+      raise ShapeError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {dim}")
     if isinstance(src, type(self)):
-      if src.ndim != self.ndim or any(i > n for i, n in zip(index.shape, src.shape)): raise ValueError(f"scatter: src of shape {src.shape} is smaller than index {index.shape}")
+      if src.ndim != self.ndim or any(i > n for i, n in zip(index.shape, src.shape)): raise ShapeError(f"scatter: src of shape {src.shape} is smaller than index {index.shape}")
       src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
     else: src = type(self).full(index.shape, src, self.dtype, self.device)
     n = self.shape[d]
@@ -583,7 +592,7 @@ class MovementMixin:
       if not inplace: target = bshape + y.shape[:d0] + target[d0 + nb:]
     try: ok = _broadcast_shape(v.shape, target) == target
     except ValueError: ok = False
-    if not ok: raise ValueError(f"setitem: value of shape {v.shape} does not broadcast to the indexed shape {target}")
+    if not ok: raise ShapeError(f"setitem: value of shape {v.shape} does not broadcast to the indexed shape {target}")
     if not math.prod(target): return
     if v.ndim > len(target): v = v.reshape(v.shape[v.ndim - len(target):])
     v = v._expand_to(target)
@@ -598,9 +607,9 @@ class MovementMixin:
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (and likewise for other dims); index has self's number
     of axes and is no larger than self outside `dim`. Negative indices wrap; out-of-range ones give 0."""
     d = self._axis(dim)
-    if index.ndim != self.ndim: raise ValueError(f"gather: index of shape {index.shape} needs {self.ndim} axes like the input {self.shape}")
+    if index.ndim != self.ndim: raise ShapeError(f"gather: index of shape {index.shape} needs {self.ndim} axes like the input {self.shape}")
     if any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape)) if k != d):
-      raise ValueError(f"gather: index shape {index.shape} is larger than input shape {self.shape} outside dim {dim}")
+      raise ShapeError(f"gather: index shape {index.shape} is larger than input shape {self.shape} outside dim {dim}")
     n = self.shape[d]
     x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
     x = x.unsqueeze(-1).transpose(-1, d)                    # the gathered axis last, a size-1 axis in its place
@@ -628,3 +637,10 @@ def _scatter(y: Tensor, v: Tensor, dims: list[int], bshape: tuple[int, ...], idx
   picked = _select(v, _eq(order, winner._expand_to(full)), baxes)
   hit = _lt(T.full((), -1, dtypes.int32, y.device), winner)
   return hit.where(picked, y.reshape(y.shape[:d0] + (1,) * nb + y.shape[d0:])).reshape(y.shape)
+
+
+def _fixed_size(a: np.ndarray, size: int, fill: int) -> np.ndarray:
+  """The first size rows of a, padded with rows of fill (the size= of nonzero and masked_select)."""
+  if not isinstance(size, int) or isinstance(size, bool) or size < 0: raise ValueError(f"size must be an int >= 0, got {size!r}")
+  pad = np.full((max(size - len(a), 0), *a.shape[1:]), fill, dtype=a.dtype)
+  return np.concatenate([a[:size], pad])

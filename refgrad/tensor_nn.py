@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refgrad.dtype import DType, dtypes, least_upper_dtype, sum_acc_dtype
+from refgrad.tensor_errors import ShapeError
 
 if TYPE_CHECKING:
   from refgrad.tensor import Tensor
@@ -77,12 +78,12 @@ class NNMixin:
     from refgrad.tensor import Tensor, _broadcast_shape
     x = self
     if not isinstance(w, Tensor): w = Tensor(w, x.device)
-    if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul: both arguments need at least one axis, got shapes {x.shape} and {w.shape}")
+    if x.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul: both arguments need at least one axis, got shapes {x.shape} and {w.shape}")
     kw = -min(w.ndim, 2)   # the axis of w that is summed with x's last one
     if x.shape[-1] != w.shape[kw]:
-      raise ValueError(f"matmul: shapes {x.shape} and {w.shape} do not match: {x.shape[-1]} (last axis of the first) != {w.shape[kw]} (axis {kw} of the second)")
+      raise ShapeError(f"matmul: shapes {x.shape} and {w.shape} do not match: {x.shape[-1]} (last axis of the first) != {w.shape[kw]} (axis {kw} of the second)")
     try: _broadcast_shape(x.shape[:-2], w.shape[:-2])
-    except ValueError: raise ValueError(f"matmul: batch axes of shapes {x.shape} and {w.shape} do not broadcast") from None
+    except ShapeError: raise ShapeError(f"matmul: batch axes of shapes {x.shape} and {w.shape} do not broadcast") from None
     # multiply in the accumulator dtype (an int8 product would wrap before the int32 sum), then
     # x (..., a, 1, n) * w^T (..., 1, b, n), summed over n
     acc = dtype or sum_acc_dtype(least_upper_dtype(x.dtype, w.dtype))
@@ -115,10 +116,10 @@ class NNMixin:
     x, w = self, weight
     nsp = w.ndim - 2
     if nsp < 1 or x.ndim != nsp + 2:
-      raise ValueError(f"conv2d: input {x.shape} and weight {w.shape} need shapes (batch, cin, *spatial) and (cout, cin/groups, *kernel)")
+      raise ShapeError(f"conv2d: input {x.shape} and weight {w.shape} need shapes (batch, cin, *spatial) and (cout, cin/groups, *kernel)")
     bs, cin, cout, cg = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
     if not isinstance(groups, int) or groups < 1 or cin != cg * groups or cout % groups:
-      raise ValueError(f"conv2d: input channels {cin} (input {x.shape}) do not fit weight {w.shape} with groups={groups} "
+      raise ShapeError(f"conv2d: input channels {cin} (input {x.shape}) do not fit weight {w.shape} with groups={groups} "
                        f"(need cin == weight.shape[1] * groups and cout divisible by groups)")
     k = w.shape[2:]
     st, dl = _tuple(stride, nsp, "stride"), _tuple(dilation, nsp, "dilation")
@@ -131,7 +132,7 @@ class NNMixin:
     wr = w.reshape((1, groups, rc) + (1,) * nsp + (cg,) + k)
     out = (win * wr).sum(tuple(range(-1 - nsp, 0))).reshape((bs, cout) + o)
     if bias is None: return out
-    if bias.shape != (cout,): raise ValueError(f"conv2d: bias of shape {bias.shape} does not match {cout} output channels")
+    if bias.shape != (cout,): raise ShapeError(f"conv2d: bias of shape {bias.shape} does not match {cout} output channels")
     return out + bias.reshape((1, cout) + (1,) * nsp)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,  # type: ignore[misc]
@@ -141,10 +142,10 @@ class NNMixin:
     padded by dilation*(kernel-1) - padding (+ output_padding after), with the kernel flipped and its channels swapped."""
     x, w = self, weight
     nsp = w.ndim - 2
-    if nsp < 1 or x.ndim != nsp + 2: raise ValueError(f"conv_transpose2d: input {x.shape} and weight {w.shape} need (batch, cin, *spatial) and (cin, cout/groups, *kernel)")
+    if nsp < 1 or x.ndim != nsp + 2: raise ShapeError(f"conv_transpose2d: input {x.shape} and weight {w.shape} need (batch, cin, *spatial) and (cin, cout/groups, *kernel)")
     cin, cg = x.shape[1], w.shape[1]
     if not isinstance(groups, int) or groups < 1 or w.shape[0] != cin or cin % groups:
-      raise ValueError(f"conv_transpose2d: weight {w.shape} does not fit {cin} input channels with groups={groups}")
+      raise ShapeError(f"conv_transpose2d: weight {w.shape} does not fit {cin} input channels with groups={groups}")
     k = w.shape[2:]
     st, dl, op = _tuple(stride, nsp, "stride"), _tuple(dilation, nsp, "dilation"), _tuple(output_padding, nsp, "output_padding")
     pads = _pads(padding, nsp)
@@ -246,7 +247,7 @@ class NNMixin:
     n = 2 if isinstance(kernel_size, int) else len(tuple(kernel_size))
     k = _tuple(kernel_size, n, "kernel_size")
     st, dl, pads = k if stride is None else _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation"), _pads(padding, n)
-    if indices.shape != self.shape: raise ValueError(f"max_unpool2d: indices of shape {indices.shape} do not match input {self.shape}")
+    if indices.shape != self.shape: raise ShapeError(f"max_unpool2d: indices of shape {indices.shape} do not match input {self.shape}")
     osp = tuple(output_size[-n:]) if output_size is not None else \
       tuple((i - 1) * s_ - a - b + d_ * (kk - 1) + 1 for i, s_, (a, b), d_, kk in zip(self.shape[-n:], st, pads, dl, k))
     lead = self.shape[:-n]
@@ -257,13 +258,15 @@ class NNMixin:
   def interpolate(self: Tensor, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:  # type: ignore[misc]
     """Resize the last len(size) axes (PyTorch's F.interpolate with size=): mode "nearest" (floor(i * in/out)),
     "nearest-exact" (floor((i + 0.5) * in/out)), or "linear" (also "bilinear", "trilinear": linear along each axis,
-    separably; align_corners maps the corner samples onto each other). Source positions and weights are computed in
+    separably; align_corners maps the corner samples onto each other; int inputs are computed in float and rounded
+    back to their dtype). Source positions and weights are computed in
     float64 and rounded to the tensor's dtype; each output is x0 * (1 - w) + x1 * w of its two neighbours."""
     from refgrad.tensor import Tensor
     size = tuple(size)
     if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: unknown mode {mode!r}")
     if len(size) > self.ndim or any(not isinstance(v, int) or v < 0 for v in size): raise ValueError(f"interpolate: invalid size {size} for shape {self.shape}")
     if align_corners and mode.startswith("nearest"): raise ValueError("interpolate: align_corners only applies to the linear modes")
+    if self.dtype == dtypes.uint8 and not mode.startswith("nearest"): return _interpolate_uint8(self, size, align_corners)
     x = self if dtypes.is_float(self.dtype) or mode.startswith("nearest") else self.cast(dtypes.default_float)
     for j, out in enumerate(size):
       ax = x.ndim - len(size) + j
@@ -284,6 +287,8 @@ class NNMixin:
       w = Tensor(src - i0, device=self.device).cast(x.dtype)
       x1 = xt[..., Tensor(i1.astype(np.int32), device=self.device)]
       x = (x0 * (1 - w) + x1 * w).transpose(ax, -1)
+    if x.dtype != self.dtype:   # an int input: rounded back to its dtype (PyTorch keeps uint8 images uint8)
+      x = x.round().clip(dtypes.min(self.dtype), dtypes.max(self.dtype)).cast(self.dtype)
     return x
 
   @staticmethod
@@ -296,13 +301,13 @@ class NNMixin:
     lhs, arrow, rhs = f.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(ops): raise ValueError(f"einsum: {formula!r} names {len(ins)} operands, {len(ops)} given")
-    # "..." becomes as many fresh (uppercase) letters as the operand has extra axes, aligned from the right
+    # "..." becomes as many fresh (Greek) letters as the operand has extra axes, aligned from the right; formulas use a-zA-Z
     nell = max((t.ndim - len(s.replace("...", "")) for s, t in zip(ins, ops) if "..." in s), default=0)
-    ell = "".join(chr(ord("A") + i) for i in range(nell))
+    ell = "".join(chr(0x3B1 + i) for i in range(nell))
     specs = []
     for s, t in zip(ins, ops):
       if "..." in s: s = s.replace("...", ell[nell - (t.ndim - len(s.replace("...", ""))):])
-      if len(s) != t.ndim or not all(c.isalpha() for c in s): raise ValueError(f"einsum: {s!r} does not fit an operand of shape {t.shape}")
+      if len(s) != t.ndim or not all(c.isalpha() for c in s): raise ShapeError(f"einsum: {s!r} does not fit an operand of shape {t.shape}")
       specs.append(s)
     if arrow: out = rhs.replace("...", ell)
     else: out = ell + "".join(sorted(c for c in set("".join(specs)) if "".join(specs).count(c) == 1 and c not in ell))
@@ -317,7 +322,7 @@ class NNMixin:
           t = t.diagonal(0, a, b)
           s = s[:a] + s[a + 1:b] + s[b + 1:] + c
       for c, n in zip(s, t.shape):
-        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+        if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]): raise ShapeError(f"einsum: {_einsum_axis(c, ell)} has sizes {sizes[c]} and {n} in {formula!r}")
         sizes[c] = max(sizes.get(c, 1), n) if c in sizes else n
       order = sorted(range(len(s)), key=lambda i: letters.index(s[i]))
       t = t.permute(order) if order else t
@@ -386,7 +391,7 @@ class NNMixin:
     n = self.shape[cdim]
     if Y.shape != self.shape:
       if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
-        raise ValueError(f"cross_entropy: target shape {Y.shape} is neither the logits' {self.shape} nor it without the class axis")
+        raise ShapeError(f"cross_entropy: target shape {Y.shape} is neither the logits' {self.shape} nor it without the class axis")
       if not dtypes.is_int(Y.dtype): raise TypeError(f"cross_entropy: class-index targets must be ints, got {Y.dtype}")
       Y = self._class_mask(Y, cdim).cast(self.dtype)
     Y = Y * (1 - label_smoothing) + label_smoothing / n
@@ -396,7 +401,7 @@ class NNMixin:
     """Negative log likelihood of log-probabilities self (N, C, ...) at class indices Y (N, ...); weight per class;
     targets equal to ignore_index count for nothing ('mean' divides by the summed weight of the rest, as PyTorch)."""
     cdim = 0 if self.ndim == 1 else 1
-    if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ValueError(f"nll_loss: target shape {Y.shape} does not fit input {self.shape}")
+    if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ShapeError(f"nll_loss: target shape {Y.shape} does not fit input {self.shape}")
     hit = self._class_mask(Y, cdim)
     w = Y.ones_like(dtype=self.dtype) if weight is None else hit.where(weight.reshape((-1,) + (1,) * (self.ndim - cdim - 1)), 0).sum(cdim)
     if ignore_index is not None: w = (Y != ignore_index).where(w, 0)
@@ -423,3 +428,37 @@ class NNMixin:
     """Binary cross-entropy of logits self: -(pos_weight Y logsigmoid(x) + (1 - Y) logsigmoid(-x))."""
     pw = 1 if pos_weight is None else pos_weight
     return (-(pw * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
+
+
+def _linear_source(n: int, out: int, align_corners: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(i0, i1, w) of linear resampling n -> out samples: output k is x[i0] * (1 - w) + x[i1] * w (float64 positions)."""
+  i = np.arange(out, dtype=np.float64)
+  if align_corners: src = i * ((n - 1) / (out - 1)) if out > 1 else np.zeros(out)
+  else: src = np.maximum((i + 0.5) * (n / out) - 0.5, 0)
+  i0 = np.floor(src).astype(np.int64)
+  return i0, np.minimum(i0 + 1, n - 1), src - i0
+
+
+def _interpolate_uint8(x: Tensor, size: tuple[int, ...], align_corners: bool) -> Tensor:
+  """Linear resampling of uint8 images as PyTorch's CPU kernel does it: one axis at a time, last axis first, each pass in
+  fixed point (weights rounded to p fraction bits, the most that keep the largest weight under 2**15) and rounded back
+  to uint8 before the next pass."""
+  from refgrad.tensor import Tensor
+  y = x.cast(dtypes.int32)
+  for j in reversed(range(len(size))):
+    ax, out = y.ndim - len(size) + j, size[j]
+    n = y.shape[ax]
+    if out == n and not align_corners: continue
+    i0, i1, w = _linear_source(n, out, align_corners)
+    wmax, p = max(float((1 - w).max(initial=0)), float(w.max(initial=0))), 0
+    while p < 22 and np.floor(0.5 + wmax * (1 << (p + 1))) < (1 << 15): p += 1
+    q0, q1 = (Tensor(np.floor(0.5 + v * (1 << p)).astype(np.int32), device=x.device) for v in (1 - w, w))
+    yt = y.transpose(ax, -1)
+    x0, x1 = (yt[..., Tensor(i.astype(np.int32), device=x.device)] for i in (i0, i1))
+    y = ((x0 * q0 + x1 * q1 + (1 << (p - 1))) >> p).clip(0, 255).transpose(ax, -1)
+  return y.cast(dtypes.uint8)
+
+
+def _einsum_axis(c: str, ell: str) -> str:
+  """How an einsum error names an axis: its letter, or its place among the '...' axes."""
+  return f"'...' axis {ell.index(c) - len(ell)}" if c in ell else f"letter {c!r}"

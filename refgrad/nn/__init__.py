@@ -13,6 +13,7 @@ import numpy as np
 from refgrad.dtype import DType, dtypes
 from refgrad.nn import optim, state
 from refgrad.tensor import Tensor
+from refgrad.tensor_errors import ShapeError
 
 __all__ = ["BatchNorm", "BatchNorm2d", "Conv2d", "Embedding", "LayerNorm", "Linear", "optim", "state"]
 
@@ -44,7 +45,7 @@ class Linear:
 
   def __call__(self, x: Tensor) -> Tensor:
     if not x.shape or x.shape[-1] != self.in_features:
-      raise ValueError(f"Linear({self.in_features}, {self.out_features}): input of shape {x.shape} needs a last axis of {self.in_features}")
+      raise ShapeError(f"Linear({self.in_features}, {self.out_features}): input of shape {x.shape} needs a last axis of {self.in_features}")
     y = x @ self.weight.permute(1, 0)
     return y if self.bias is None else y + self.bias
 
@@ -81,7 +82,7 @@ class Conv2d:
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim != 4 or x.shape[1] != self.in_channels:
-      raise ValueError(f"Conv2d({self.in_channels}, {self.out_channels}): input of shape {x.shape} must be (N, {self.in_channels}, H, W)")
+      raise ShapeError(f"Conv2d({self.in_channels}, {self.out_channels}): input of shape {x.shape} must be (N, {self.in_channels}, H, W)")
     return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
 
 
@@ -100,7 +101,7 @@ class BatchNorm:
       self.num_batches_tracked = _filled((1,), 0, dtypes.int64).requires_grad_(False)
 
   def __call__(self, x: Tensor) -> Tensor:
-    if x.ndim < 2 or x.shape[1] != self.sz: raise ValueError(f"BatchNorm({self.sz}): input of shape {x.shape} must be (N, {self.sz}, ...)")
+    if x.ndim < 2 or x.shape[1] != self.sz: raise ShapeError(f"BatchNorm({self.sz}): input of shape {x.shape} must be (N, {self.sz}, ...)")
     bshape = (1, self.sz) + (1,) * (x.ndim - 2)
     if self.track_running_stats and not Tensor.training:
       mean, var = self.running_mean, self.running_var
@@ -139,7 +140,7 @@ class LayerNorm:
   def __call__(self, x: Tensor) -> Tensor:
     k = len(self.normalized_shape)
     if x.ndim < k or x.shape[x.ndim - k:] != self.normalized_shape:
-      raise ValueError(f"LayerNorm({self.normalized_shape}): input of shape {x.shape} must end in {self.normalized_shape}")
+      raise ShapeError(f"LayerNorm({self.normalized_shape}): input of shape {x.shape} must end in {self.normalized_shape}")
     d = x - x.mean(axis=self.axis, keepdim=True)
     y = d * ((d * d).mean(axis=self.axis, keepdim=True) + self.eps).rsqrt()
     if self.weight is not None: y = y * self.weight

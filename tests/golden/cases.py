@@ -252,7 +252,90 @@ def _cat_stack(a: Any, b: Any) -> Any:
   return Tensor.cat([Tensor.stack([a, b], dim=-1), a.stack([b], dim=-1).flip(-1)], dim=-2)
 
 
-GROUPS: dict[str, list[Case]] = {"edges": EDGES, "api": API}
+def _ints(lo: int, hi: int, *shapes: tuple[int, ...]) -> Callable[[np.random.Generator], list[np.ndarray]]:
+  return lambda rng: [rng.integers(lo, hi, s).astype(np.float64) for s in shapes]
+
+def _u8(x: Any) -> Any:
+  from refgrad import dtypes
+  return x.cast(dtypes.uint8)
+
+def _ts(torch: Any, v: Any) -> Any: return torch.tensor(v)
+
+_ISC = (np.array([1.0, INF, -INF, INF, NAN, NAN, 1.0, -INF, 0.0]), np.array([1.0, INF, INF, 1e30, NAN, 1.0, INF, -INF, -0.0]))
+_CMP = (-2.0, -0.5, 0.0, 1.0, 2.0, 3.0, 4.0)
+
+# ---- edge semantics a ported tinygrad program meets (issue 23) -------------------------------------------------
+SEMANTICS: list[Case] = [
+  Case("cummin_ties", _vals(2.0, 2.0, 1.0, 1.0, 3.0, 0.0, 0.0, -1.0), lambda x: x.cummin(0), lambda torch, x: tuple(x.cummin(0))),
+  Case("cummax_ties_2d", lambda rng: [np.array([[1.0, 1.0, 0.0, 2.0, 2.0], [3.0, 3.0, 3.0, 1.0, 4.0]])], lambda x: x.cummax(0),
+       lambda torch, x: tuple(x.cummax(0))),
+  Case("cumprod_empty", _randn((2, 0)), lambda x: x.cumprod(1), lambda torch, x: x.cumprod(1)),
+  Case("cumprod_empty_axis", _randn((0, 3)), lambda x: x.cumprod(0), lambda torch, x: x.cumprod(0)),
+  *(Case(f"pad_neg_{m}", _randn((2, 3, 4)), lambda x, m=m: x.pad((-1, 2, 1, -1), mode=m), lambda torch, x, m=m: _fn(torch).pad(x, (-1, 2, 1, -1), mode=m))
+    for m in ("constant", "reflect", "replicate", "circular")),
+  *(Case(f"pad_flat_{m}", _randn((2, 3, 4)), lambda x, m=m: x.pad((1, 2), mode=m), lambda torch, x, m=m: _fn(torch).pad(x, (1, 2), mode=m))
+    for m in ("reflect", "replicate", "circular")),
+  Case("roll_three", _randn((2, 3, 4)), lambda x: x.roll((1, -2, 5), (0, 1, 2)), lambda torch, x: x.roll((1, -2, 5), (0, 1, 2))),
+  Case("roll_flat", _randn((2, 3, 4)), lambda x: x.roll(5), lambda torch, x: x.roll(5)),
+  Case("unfold_size0", _randn((3, 7)), lambda x: x.unfold(1, 0, 2), lambda torch, x: x.unfold(1, 0, 2)),
+  Case("linspace_one", lambda rng: [], lambda: _linspace(2.0, 5.0, 1), lambda torch: torch.linspace(2.0, 5.0, 1), grad=False),
+  Case("one_hot_infer", lambda rng: [np.array([0, 3, 1, 1])], lambda y: y.one_hot(-1), lambda torch, y: _fn(torch).one_hot(y, -1), "i", grad=False),
+  Case("nonzero_size", lambda rng: [np.array([[0.0, 1.5, 0.0], [NAN, 0.0, -2.0]])], lambda x: (x.nonzero(size=5), x.nonzero(size=2)),
+       lambda torch, x: (torch.nonzero_static(x, size=5), torch.nonzero_static(x, size=2)), grad=False),
+  Case("meshgrid_xy", _randn((3,), (2,)), lambda a, b: _meshgrid(a, b, "xy"), lambda torch, a, b: torch.meshgrid(a, b, indexing="xy")),
+  Case("meshgrid_ij", _randn((3,), (2,)), lambda a, b: _meshgrid(a, b, "ij"), lambda torch, a, b: torch.meshgrid(a, b, indexing="ij")),
+  Case("diagonal_negdims", _randn((2, 3, 4)), lambda x: x.diagonal(-1, -1, 0), lambda torch, x: x.diagonal(-1, -1, 0)),
+  Case("diagonal_negdims_offset", _randn((2, 3, 4)), lambda x: x.diagonal(2, -3, -1), lambda torch, x: x.diagonal(2, -3, -1)),
+  Case("einsum_ellipsis_lead", _randn((3, 2, 4), (3, 2, 4)), lambda a, b: _einsum("i...,i...->...", a, b), lambda torch, a, b: torch.einsum("i...,i...->...", a, b)),
+  Case("einsum_ellipsis_transpose", _randn((2, 3, 4)), lambda a: _einsum("...ij->...ji", a), lambda torch, a: torch.einsum("...ij->...ji", a)),
+  Case("einsum_ellipsis_broadcast", _randn((2, 3, 4), (1, 4, 3)), lambda a, b: _einsum("...ij,...jk", a, b), lambda torch, a, b: torch.einsum("...ij,...jk", a, b)),
+  Case("div_rounding_float", lambda rng: [np.array([7.5, -7.5, 7.5, -7.5, 0.5, -0.0, 6.0]), np.array([2.0, 2.0, -2.0, -2.0, 3.0, 2.0, 3.0])],
+       lambda x, y: (x.div(y, rounding_mode="floor"), x.div(y, rounding_mode="trunc"), x.div(y)),
+       lambda torch, x, y: (x.div(y, rounding_mode="floor"), x.div(y, rounding_mode="trunc"), x.div(y)), grad=False),
+  Case("div_rounding_int", lambda rng: [np.array([7.0, -7.0, 7.0, -7.0, 0.0, 9.0]), np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0])],
+       lambda x, y: (x.div(y, rounding_mode="floor"), x.div(y, rounding_mode="trunc")),
+       lambda torch, x, y: (x.div(y, rounding_mode="floor"), x.div(y, rounding_mode="trunc")), dtypes=("int32",), grad=False),
+  Case("sum_prod_int_dtype", _ints(-5, 6, (3, 4)), lambda x: (x.sum(1, dtype="float32"), x.prod(0, dtype="float64"), x.sum(dtype="int32")),
+       lambda torch, x: (x.sum(1, dtype=torch.float32), x.prod(0, dtype=torch.float64), x.sum(dtype=torch.int32)), dtypes=("int32",), grad=False),
+  Case("sum_half_dtype", _randn((4, 50)), lambda x: x.sum(1, dtype="float32"), lambda torch, x: x.sum(1, dtype=torch.float32), dtypes=("float16", "bfloat16")),
+  Case("isclose_inf_nan", lambda rng: list(_ISC), lambda x, y: (x.isclose(y), x.isclose(y, equal_nan=True), x.isclose(y, rtol=0.5, atol=1.0)),
+       lambda torch, x, y: (x.isclose(y), x.isclose(y, equal_nan=True), x.isclose(y, rtol=0.5, atol=1.0)), grad=False),
+  Case("triu_tril_wide_batched", _randn((2, 3, 5)), lambda x: x.triu(1) + x.tril(-1) * 2 + x.triu(-2) * 3,
+       lambda torch, x: x.triu(1) + x.tril(-1) * 2 + x.triu(-2) * 3),
+  Case("triu_tril_tall", _randn((5, 3)), lambda x: x.triu(2) + x.tril(1) * 2, lambda torch, x: x.triu(2) + x.tril(1) * 2),
+  Case("interpolate_bilinear_uint8", _ints(0, 256, (1, 2, 4, 5)), lambda x: _u8(x).interpolate((7, 3), mode="bilinear"),
+       lambda torch, x: _fn(torch).interpolate(x.to(torch.uint8), size=(7, 3), mode="bilinear"), "i", grad=False),
+  Case("interpolate_bilinear_uint8_up", _ints(0, 256, (1, 1, 3, 4)), lambda x: _u8(x).interpolate((6, 9), mode="bilinear", align_corners=True),
+       lambda torch, x: _fn(torch).interpolate(x.to(torch.uint8), size=(6, 9), mode="bilinear", align_corners=True), "i", grad=False),
+  Case("int_pow_const", lambda rng: [np.arange(-4.0, 5.0), np.array([0.0, 1, 2, 3, 4, 5, 0, 1, 2])],
+       lambda x, e: (x ** 2, x ** 3, x ** 0, x ** 1, 2 ** e, x ** e, (-3) ** e),
+       lambda torch, x, e: (x ** 2, x ** 3, x ** 0, x ** 1, 2 ** e, x ** e, (-3) ** e), dtypes=("int32",), grad=False),
+  Case("shifts_int32", lambda rng: [np.array([1.0, 3.0, -4.0, 100.0, -100.0, 0.0, 12345.0]), np.array([0.0, 1, 2, 3, 4, 5, 6])],
+       lambda x, e: (x << 2, x >> 1, x << e, x >> e), lambda torch, x, e: (x << 2, x >> 1, x << e, x >> e), dtypes=("int32",), grad=False),
+  Case("shifts_uint8", lambda rng: [np.array([1, 3, 200, 255, 0, 128])], lambda x: (_u8(x) << 1, _u8(x) >> 3),
+       lambda torch, x: (x.to(torch.uint8) << 1, x.to(torch.uint8) >> 3), "i", grad=False),
+  Case("normalize_p1_zero_row", lambda rng: [np.concatenate([rng.standard_normal((2, 4)), np.zeros((1, 4))])],
+       lambda x: x.normalize(p=1, dim=1), lambda torch, x: _fn(torch).normalize(x, p=1, dim=1)),
+  Case("normalize_default", _randn((2, 3, 4)), lambda x: x.normalize(), lambda torch, x: _fn(torch).normalize(x)),
+  Case("comparisons_in_backward", _vals(*_CMP), lambda x: (x > 0).where(x, x * 2) * (x < 3).float() + (x == 1).where(x * x, 0.0) + x.maximum(1.0),
+       lambda torch, x: torch.where(x > 0, x, x * 2) * (x < 3).float() + torch.where(x == 1, x * x, 0.0) + x.maximum(_ts(torch, 1.0))),
+  Case("clip_min_only", _vals(-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0), lambda x: x.clip(-1), lambda torch, x: x.clip(-1)),
+  Case("clip_max_only", _vals(-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0), lambda x: x.clip(None, 1), lambda torch, x: x.clip(None, 1)),
+  Case("sigmoid_extreme", _vals(-1e4, -104.0, -89.0, -88.7, -17.0, 17.0, 36.8, 88.7, 89.0, 1e4, -INF, INF), lambda x: x.sigmoid(),
+       lambda torch, x: x.sigmoid(), dtypes=FLOATS),
+  Case("sdpa_causal_rect", lambda rng: [rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4))],
+       lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True), lambda torch, q, k, v: _fn(torch).scaled_dot_product_attention(q, k, v, is_causal=True)),
+  Case("sdpa_mask_4d", lambda rng: [rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4)),
+                                    np.concatenate([np.ones((2, 1, 5, 1)), rng.uniform(0, 1, (2, 1, 5, 5))], -1) > 0.3],
+       lambda q, k, v, m: q.scaled_dot_product_attention(k, v, attn_mask=m),
+       lambda torch, q, k, v, m: _fn(torch).scaled_dot_product_attention(q, k, v, attn_mask=m), "fffb"),
+  Case("sdpa_float_mask", lambda rng: [*(rng.standard_normal((2, 5, 4)) for _ in range(3)), rng.standard_normal((5, 5))],
+       lambda q, k, v, m: q.scaled_dot_product_attention(k, v, attn_mask=m),
+       lambda torch, q, k, v, m: _fn(torch).scaled_dot_product_attention(q, k, v, attn_mask=m), "fffc"),
+]
+
+
+GROUPS: dict[str, list[Case]] = {"edges": EDGES, "api": API, "semantics": SEMANTICS}
 
 
 def _unpool(x: Any) -> Any:
@@ -262,3 +345,11 @@ def _unpool(x: Any) -> Any:
 def _einsum(formula: str, *ops: Any) -> Any:
   from refgrad import Tensor
   return Tensor.einsum(formula, *ops)
+
+def _linspace(*a: Any) -> Any:
+  from refgrad import Tensor
+  return Tensor.linspace(*a)
+
+def _meshgrid(a: Any, b: Any, indexing: str) -> Any:
+  from refgrad import Tensor
+  return Tensor.meshgrid(a, b, indexing=indexing)
