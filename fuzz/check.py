@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.ast_eval import eval_ast, small_enough
+from fuzz.ast_eval import can_eval, eval_ast, small_enough
 from fuzz.astjson import ast_from_json
 from fuzz.case import Case, Result, opt_from_json
 from fuzz.inputs import cross_opt_rules, nan_views, values
+from fuzz.programs import raw_kernel_of
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -314,9 +315,15 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
   rules = cross_opt_rules(ast, inputs["mode"])
   g = _Group([], ast, k0, dts, data, all(r == "exact" for r in rules.values()), base, rules, nan_views(ast))
   g.by_uops[tuple(base.uops)] = base
-  if ast_eval and small_enough(ast):
+  # every kernel, as the scheduler built it before symbolic simplification when the case has its program (else the
+  # simplified AST): whole when small, else a sample of output points with their full reductions
+  with timed("AST evaluator"): raw = raw_kernel_of(c.recipe, ast) if c.recipe is not None else None
+  oracle_ast = ast if raw is None else raw
+  if ast_eval and can_eval(oracle_ast):
     try:
-      with timed("AST evaluator"): ev = eval_ast(ast, dict(enumerate(data)))
+      with timed("AST evaluator"):
+        whole = small_enough(oracle_ast)
+        ev = eval_ast(oracle_ast, dict(enumerate(data)), None if whole else dict(enumerate(ref)), None if whole else np.random.default_rng([inputs["seed"], 7]))
       want = [ev[i] for i in range(len(data))]
       if (bad := g.differs(ref, want)) is not None:
         _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"unoptimized kernel vs AST evaluator: {bad}", digest(want), digest(ref)), _unopt_case_of(c))

@@ -14,7 +14,8 @@ import functools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -167,3 +168,35 @@ def kernel_of(recipe: dict[str, Any]) -> tuple[str, Any] | None:
   """The kernel the recipe stands for, or None when its schedule has none (a program of constants, say)."""
   ks = kernels_of(recipe)
   return ks[recipe["kernel"] % len(ks)] if ks else None
+
+
+# ---- the same kernels before symbolic simplification (the AST evaluator's independent input) ------------------------
+
+@contextmanager
+def _unsimplified() -> Iterator[None]:
+  """Scheduling with `UOp.simplify` as the identity: the kernels' index and value expressions exactly as the
+  scheduler builds them, no symbolic rule applied (so a wrong rule cannot hide in the oracle's own input)."""
+  from refgrad.uop.ops import UOp
+  orig = UOp.simplify
+  UOp.simplify = lambda self: self  # type: ignore[method-assign]
+  try: yield
+  finally: UOp.simplify = orig  # type: ignore[method-assign]
+
+@functools.lru_cache(maxsize=64)
+def _raw_kernels(recipe_text: str) -> tuple[Any, ...]:
+  from refgrad import schedule
+  with _unsimplified():
+    t = build(json.loads(recipe_text))
+    items, _ = schedule.create_schedule([t.uop], "CPU")
+    return tuple(it.ast for it in items if it.ast is not None)
+
+def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
+  """The recipe's kernel as the scheduler builds it before simplification, when it reads and writes the same buffers
+  (number, dtype and size) as `ast`, the simplified kernel the case checks; else None."""
+  from refgrad.uop.ops import Ops
+  try: raws = _raw_kernels(json.dumps(recipe, sort_keys=True))
+  except Exception: return None   # the unsimplified graph may not schedule (it is only an oracle's input)
+  if len(raws) != len(_kernels(json.dumps(recipe, sort_keys=True))) or not raws: return None
+  raw = raws[recipe["kernel"] % len(raws)]
+  def bufs(a: Any) -> list[Any]: return sorted({u.arg: u.dtype for u in a.toposort if u.op is Ops.DEFINE_GLOBAL}.items())
+  return raw if bufs(raw) == bufs(ast) else None

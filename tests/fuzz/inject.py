@@ -6,6 +6,8 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   unroll        lowering an UNROLL drops the last unrolled copy of the reduced value
   simt_max      the PYTHON executor's float MAX ignores NaN (numpy fmax)
   symbolic      a rule folds x < c to true when x <= c (off by one)
+  symbolic_wrap integer bounds ignore wrap-around (a sum past the dtype's max is taken as is), so rules that trust
+                them fold wrongly in the scheduler and in lowering alike (only the AST evaluator is independent)
   segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 is 3, 4 or 5
   unconstructible  a test-only device BROKEN whose construction raises
   hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 is 11, 12 or 13
@@ -73,6 +75,18 @@ def _symbolic() -> None:
   rule = (UPat(Ops.CMPLT, src=(UPat.var("x"), UPat.cvar("c"))), broken)
   codegen.symbolic = PatternMatcher([rule, *sym.symbolic.rules])  # type: ignore[attr-defined]
 
+def _symbolic_wrap() -> None:
+  import math
+
+  from refgrad.dtype import dtypes
+  from refgrad.uop import symbolic as sym
+  def bounds(u: Any) -> Any:
+    dt = u.dtype
+    if dt.count > 1 or not (dtypes.is_int(dt) or dt == dtypes.bool): return (-math.inf, math.inf)
+    r = sym._bounds(u)
+    return (dtypes.min(dt), dtypes.max(dt)) if r is None or r[0] > r[1] else r   # the bug: no check that r fits dt
+  sym.bounds = bounds
+
 
 # ---- test-only devices --------------------------------------------------------------------------------------------
 
@@ -98,7 +112,7 @@ def _register(*names: str) -> None:
   from refgrad.device import Device
   for n in names: Device._modules[n] = __name__
 
-BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic,
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 
