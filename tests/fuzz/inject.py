@@ -87,6 +87,14 @@ def _symbolic_wrap() -> None:
     return (dtypes.min(dt), dtypes.max(dt)) if r is None or r[0] > r[1] else r   # the bug: no check that r fits dt
   sym.bounds = bounds
 
+def _symbolic_float_assoc() -> None:
+  from refgrad.uop import symbolic as sym
+  from refgrad.uop.ops import Ops, UPat
+  def broken(x: Any, c1: Any, c2: Any) -> Any:   # (x*c1)*c2 -> x*(c1*c2) for floats too: reassociation changes the rounding
+    return x * x.const_like(c1.arg * c2.arg)
+  rule = (UPat(Ops.MUL, src=[UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c1")]), UPat.cvar("c2")]), broken)
+  sym.symbolic.__init__([rule, *sym.symbolic.rules])   # in place: the scheduler's simplify and lowering share this matcher
+
 
 # ---- test-only devices --------------------------------------------------------------------------------------------
 
@@ -112,7 +120,7 @@ def _register(*names: str) -> None:
   from refgrad.device import Device
   for n in names: Device._modules[n] = __name__
 
-BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap,
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 
