@@ -70,8 +70,11 @@ def cast_ties(src: DType, dst: DType, n: int, rng: np.random.Generator) -> np.nd
     for _ in range(n // 3):
       k = int(rng.integers(1 << (p - 1), 1 << p))
       if dtypes.is_float(src):
-        emin = max(-(2 ** (dtypes.finfo(src)[0] - 1)) + 2, -(emax_dst + p - 1))
-        e = int(rng.integers(emin, emax_dst - p + 1))             # (k + 1/2) * 2**e: halfway, normal or subnormal in dst
+        sub_e = 1 - emax_dst - (p - 1)                             # exponent of dst's smallest step (its subnormals)
+        emin = max(-(2 ** (dtypes.finfo(src)[0] - 1)) + 2 + p, sub_e)
+        e = int(rng.integers(emin, emax_dst - p + 2))             # (k + 1/2) * 2**e: halfway between normals of dst
+        if rng.random() < 0.2 and sub_e - 1 >= -(2 ** (dtypes.finfo(src)[0] - 1)) + 2 - dtypes.finfo(src)[1]:
+          k, e = int(rng.integers(0, 1 << (p - 1))), sub_e           # halfway between subnormals of dst
         t = (k + 0.5) * 2.0 ** e
         step = t * 2.0 ** -(dtypes.finfo(src)[1] + 1)
         sign = -1.0 if rng.random() < 0.5 else 1.0
