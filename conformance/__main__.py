@@ -19,7 +19,7 @@ MOCK_GPUS = ("NV", "AMD")
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 
-GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus")
+GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus", "kernels")
 
 def _parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__,
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "Exit status: 0 all passed, 1 some case failed, 2 bad arguments or environment.")
   ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
   ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
-                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/)")
+                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/), kernels (every Opt kind x target x dtype class on whole kernels)")
   ap.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=int, default=4, metavar="N", help="cases run concurrently, so compiles overlap (default 4)")
   ap.add_argument("--json", type=Path, metavar="PATH", help="write all results as JSON here")
@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     corpus = corpus_results(devices)
     results += corpus
     console.print(f"corpus: {sum(r.status == 'pass' for r in corpus)} of {len(corpus)} saved fuzz cases x devices pass")
+  if not args.group or "kernels" in args.group:
+    from conformance.opt_kernels import kernels_results
+    with console.status("running the kernels group (Opt kinds x targets x dtype classes)..."): ks = kernels_results(devices)
+    results += ks
+    console.print(f"kernels: {sum(r.status == 'pass' for r in ks)} of {len(ks)} kernel x Opt cases x devices pass")
   for d in devices: _print_tables(console, [r for r in results if r.device == d], d)
   failed = [r for r in results if r.status != "pass"]
   for r in failed: console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)
