@@ -176,17 +176,19 @@ class RecipeStream:
     return {"dtype": dtype, "shape": shape, "steps": steps, "kernel": int(rng.integers(1 << 16))}
 
 
-def build(recipe: dict[str, Any]) -> Any:
-  """The recipe's tensor (lazy; nothing is run). Inputs are empty tensors: the fuzzer fills every kernel buffer itself."""
+def build(recipe: dict[str, Any], new: Callable | None = None, realize_each: bool = False) -> Any:
+  """The recipe's tensor (lazy; nothing is run). Inputs are empty tensors (the fuzzer fills every kernel buffer
+  itself) unless `new(shape, dtype)` makes them; `realize_each`: every step's result is its own kernel (fusion off)."""
   from refgrad import Tensor
-  def new(shape: tuple[int, ...], dt: DType) -> Tensor: return Tensor.empty(*shape, dtype=dt, device="CPU")
+  def empty(shape: tuple[int, ...], dt: DType) -> Tensor: return Tensor.empty(*shape, dtype=dt, device="CPU")
+  new = new or empty
   t = new(tuple(recipe["shape"]), _dt(recipe["dtype"]))
   for name, *r in recipe["steps"]:
     if name not in STEPS: raise ValueError(f"unknown recipe step {name!r}")
     try: nt = STEPS[name][1](t, r, new)
     except (TypeError, ValueError, AssertionError, IndexError, ZeroDivisionError): continue   # does not apply here
     if nt.numel() == 0 or nt.numel() > 4 * MAX_ELEMENTS: continue
-    t = nt
+    t = nt.contiguous() if realize_each else nt
   return t
 
 @functools.lru_cache(maxsize=256)
@@ -236,3 +238,27 @@ def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
   raw = raws[recipe["kernel"] % len(raws)]
   def bufs(a: Any) -> list[Any]: return sorted({u.arg: u.dtype for u in a.toposort if u.op is Ops.DEFINE_GLOBAL}.items())
   return raw if bufs(raw) == bufs(ast) else None
+
+
+# ---- the whole program, fused and unfused (oracle "program") ------------------------------------------------------
+
+def run_program(recipe: dict[str, Any], seed: int, realize_each: bool, device: str = "PYTHON") -> np.ndarray:
+  """The recipe run on `device` with NOOPT=1 on seeded "simple" inputs (fuzz/inputs.py): the result's storage bits."""
+  import os
+
+  from fuzz.inputs import values
+  from refgrad import Tensor
+  from refgrad.uop import semantics
+  rng = np.random.default_rng(seed)
+  def new(shape: tuple[int, ...], dt: DType) -> Any:
+    n = math.prod(shape)
+    if dt == dtypes.bfloat16:   # no numpy bfloat16: float32 values that bfloat16 holds exactly, then a cast
+      return Tensor(semantics.to_float64(values(dt, n, "simple", rng), dt).astype(np.float32).reshape(shape), device=device).cast(dt)
+    return Tensor(values(dt, n, "simple", rng).reshape(shape), device=device, dtype=dt)
+  old = os.environ.get("NOOPT")
+  os.environ["NOOPT"] = "1"
+  try: out = build(recipe, new, realize_each).numpy()
+  finally:
+    if old is None: os.environ.pop("NOOPT", None)
+    else: os.environ["NOOPT"] = old
+  return np.ascontiguousarray(out)

@@ -118,3 +118,34 @@ def test_conformance_cast_ties_are_at_the_rounding_boundary(src, dst):
     assert all(bin(abs(v)).rstrip("0").count("1") >= 2 and len(bin(abs(v)).strip("0b").rstrip("0")) == dtypes.finfo(dst)[1] + 2 for v in t)
   else:
     assert all(abs(float(v) - round(float(v))) == 0.5 for v in f)
+
+
+_LIFETIME = """
+import json
+from tests.fuzz.inject import inject
+inject("lifetime")   # run_schedule frees an intermediate after its last write instead of its last read
+from fuzz import check
+from fuzz.astjson import ast_to_json
+from fuzz.case import Case
+from fuzz.programs import kernels_of
+from fuzz.shrink import shrink
+rec = {"dtype": "float", "shape": [8, 8], "steps": [["exp", 0, 0, 0], ["add", 0, 0, 0], ["neg", 0, 0, 0], ["mul", 0, 0, 1],
+       ["flip", 1, 0, 0], ["sum", 0, 0, 0]], "kernel": 0}
+(name, ast) = kernels_of(rec)[0]
+def run(c): return check.check_cases([c], ["CPU"])[0]
+case = Case(0, name, ast_to_json(ast), "CPU", [], {"seed": 0, "mode": "random"}, "program", rec)
+res = run(case)
+small, sres = shrink(case, res, run) if res.status == "fail" else (case, res)
+print(json.dumps({"oracle": res.oracle, "status": res.status, "shrunk_oracle": sres.oracle, "steps": len(small.recipe["steps"]),
+                  "shape": small.recipe["shape"]}))
+"""
+
+def test_a_scheduler_lifetime_bug_is_found_by_the_program_oracle_and_shrunk():
+  """Every kernel is right, so no kernel-level oracle can see it; the whole program with fusion off (each step its own
+  kernel, intermediates reused) differs from the fused one."""
+  env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+  out = subprocess.run([sys.executable, "-c", _LIFETIME], capture_output=True, text=True, env=env, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  got = json.loads(out.stdout.strip().splitlines()[-1])
+  assert got["status"] == "fail" and got["oracle"] == "program" and got["shrunk_oracle"] == "program", got
+  assert got["steps"] < 6 and got["shape"] != [8, 8], got
