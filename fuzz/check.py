@@ -338,7 +338,7 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
     raise _GroupDone
   return g
 
-PROGRAM_EVERY = 4            # the program oracle (a few C compiles) runs for groups whose input seed is a multiple of this
+PROGRAM_EVERY = 8            # the program oracle (a few C compiles) runs for groups whose input seed is a multiple of this
 _programs_passed: set[str] = set()
 
 def _program_differs(recipe: dict[str, Any], seed: int) -> str | None:
