@@ -22,7 +22,7 @@ MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
 
 
 JOBS_PER_CPU = 4     # --jobs is capped at this many threads per CPU (each mostly waits for a compiler)
-GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus")
+GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus", "kernels")
 
 def _parser() -> argparse.ArgumentParser:
   ap = OneLineParser(prog="python -m conformance", description=__doc__,
@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                                       "hold the cases finished).")
   ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
   ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
-                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/)")
+                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/), "
+                  "kernels (every Opt kind x target x dtype class on whole kernels)")
   ap.add_argument("--seed", type=seed, default=0, metavar="S", help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=positive(int, "--jobs"), default=4, metavar="N",
                   help=f"cases run concurrently, so compiles overlap (default 4, at most {JOBS_PER_CPU} per CPU)")
@@ -102,6 +103,11 @@ def _main(argv: list[str] | None) -> int:
     corpus = corpus_results(devices)
     results += corpus
     console.print(f"corpus: {sum(r.status == 'pass' for r in corpus)} of {len(corpus)} saved fuzz cases x devices pass")
+  if not args.group or "kernels" in args.group:
+    from conformance.opt_kernels import kernels_results
+    with console.status("running the kernels group (Opt kinds x targets x dtype classes)..."): ks = kernels_results(devices)
+    results += ks
+    console.print(f"kernels: {sum(r.status == 'pass' for r in ks)} of {len(ks)} kernel x Opt cases x devices pass")
   for d in devices: _print_tables(console, [r for r in results if r.device == d], d)
   failed = [r for r in results if r.status != "pass"]
   for r in failed: console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)

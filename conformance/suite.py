@@ -18,7 +18,7 @@ import numpy as np
 
 from conformance.kernels import elementwise
 from conformance.ulp import NATIVE_ULP_BOUND, exact, native_inputs, ulp_errors
-from conformance.values import operand_sets, without_ub
+from conformance.values import cast_ties, operand_sets, without_ub
 from refgrad.codegen import to_linear
 from refgrad.device import Buffer, Device
 from refgrad.dtype import DType, dtypes
@@ -29,6 +29,7 @@ from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import SpecError, verify_linear
 
 N_RANDOM = 2000
+N_TIES = 600        # rounding-boundary inputs per cast case
 
 
 @dataclass
@@ -97,6 +98,8 @@ def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], Any]:
     x = native_inputs(case.op, case.dtype, N_RANDOM, seed + case.op.value)
     return [x], exact(case.op, x, case.dtype)
   cols = operand_sets(case.src_dtypes, N_RANDOM, seed + case.op.value * 131 + case.dtype.priority)
+  if case.group == "cast":   # tie-dense: values at the cast's rounding boundaries (and one step either side)
+    cols = [np.concatenate([cols[0], cast_ties(case.src_dtypes[0], case.out_dtype, N_TIES, np.random.default_rng(seed + 7))])]
   if case.group != "transcendental": cols = without_ub(case.op, case.out_dtype, cols, case.src_dtypes)
   if case.group == "transcendental":
     sink = case.make_sink(1)

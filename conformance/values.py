@@ -53,3 +53,42 @@ def without_ub(op, out_dtype: DType, cols: list[np.ndarray], src_dtypes: tuple[D
     mask = np.broadcast_to(ub[1], cols[0].shape[:1])
     cols = [np.where(mask, semantics.from_python([1], d), c) for c, d in zip(cols, src_dtypes)]
   return cols
+
+
+def cast_ties(src: DType, dst: DType, n: int, rng: np.random.Generator) -> np.ndarray:
+  """n values of `src` (storage form) exactly halfway between two neighbouring values of `dst`, where the cast's
+  round-to-nearest-even decides (lower neighbours even and odd, both signs), and one step of `src` either side of
+  each tie; for float -> int casts, values halfway between integers near the ends of `dst`'s range. Empty when src
+  cannot hold such a value (a narrower source, bool)."""
+  if dtypes.bool in (src, dst) or n <= 0: return semantics.from_python([], src) if src != dtypes.bool else np.zeros(0, np.bool_)
+  out: list[float | int] = []
+  if dtypes.is_float(dst):
+    p = dtypes.finfo(dst)[1] + 1                                # significant bits of dst
+    room = dtypes.finfo(src)[1] + 1 if dtypes.is_float(src) else src.bits - (0 if dtypes.is_unsigned(src) else 1)
+    if room <= p: return semantics.from_python([], src)
+    emax_dst = 2 ** (dtypes.finfo(dst)[0] - 1) - 1
+    for _ in range(n // 3):
+      k = int(rng.integers(1 << (p - 1), 1 << p))
+      if dtypes.is_float(src):
+        sub_e = 1 - emax_dst - (p - 1)                             # exponent of dst's smallest step (its subnormals)
+        emin = max(-(2 ** (dtypes.finfo(src)[0] - 1)) + 2 + p, sub_e)
+        e = int(rng.integers(emin, emax_dst - p + 2))             # (k + 1/2) * 2**e: halfway between normals of dst
+        if rng.random() < 0.2 and sub_e - 1 >= -(2 ** (dtypes.finfo(src)[0] - 1)) + 2 - dtypes.finfo(src)[1]:
+          k, e = int(rng.integers(0, 1 << (p - 1))), sub_e           # halfway between subnormals of dst
+        t = (k + 0.5) * 2.0 ** e
+        step = t * 2.0 ** -(dtypes.finfo(src)[1] + 1)
+        sign = -1.0 if rng.random() < 0.5 else 1.0
+        out += [sign * t, sign * (t - step), sign * (t + step)]
+      else:
+        s = int(rng.integers(0, max(1, min(room - p, emax_dst + 1 - p))))   # (2k + 1) * 2**s, p + 1 significant bits
+        t = (2 * k + 1) << s
+        if t >= 2 ** room: continue
+        sign = -1 if rng.random() < 0.5 and not dtypes.is_unsigned(src) else 1
+        out += [sign * t, sign * (t - 1), sign * (t + 1) if t + 1 < 2 ** room else sign * t]
+  elif dtypes.is_float(src):
+    hi = min(float(dtypes.max(dst)), 2.0 ** (dtypes.finfo(src)[1]))
+    lo = max(float(dtypes.min(dst)), -hi)
+    for _ in range(n):
+      v = float(rng.integers(int(lo), int(hi))) + 0.5 if rng.random() < 0.5 else (hi - 0.5 if rng.random() < 0.5 else lo + 0.5)
+      out.append(v)
+  return semantics.from_python(out, src)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
 import time
 import traceback
 from collections import Counter
@@ -27,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.ast_eval import eval_ast, small_enough
+from fuzz.ast_eval import can_eval, eval_ast, small_enough
 from fuzz.astjson import ast_from_json
 from fuzz.case import Case, Result, opt_from_json
 from fuzz.inputs import cross_opt_rules, nan_views, values
+from fuzz.programs import raw_kernel_of, run_program
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -314,9 +316,20 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
   rules = cross_opt_rules(ast, inputs["mode"])
   g = _Group([], ast, k0, dts, data, all(r == "exact" for r in rules.values()), base, rules, nan_views(ast))
   g.by_uops[tuple(base.uops)] = base
-  if ast_eval and small_enough(ast):
+  # every kernel, as the scheduler built it before symbolic simplification when the case has its program (else the
+  # simplified AST): whole when small, else a sample of output points with their full reductions
+  with timed("AST evaluator"): raw = raw_kernel_of(c.recipe, ast) if c.recipe is not None else None
+  oracle_ast = ast if raw is None else raw
+  if ast_eval and can_eval(oracle_ast):
     try:
-      with timed("AST evaluator"): ev = eval_ast(ast, dict(enumerate(data)))
+      with timed("AST evaluator"):
+        def evaluate(a: UOp) -> dict[int, np.ndarray]:
+          whole = small_enough(a)
+          return eval_ast(a, dict(enumerate(data)), None if whole else dict(enumerate(ref)), None if whole else np.random.default_rng([inputs["seed"], 7]))
+        try: ev = evaluate(oracle_ast)
+        except Exception:   # the unsimplified AST may compute what simplification removed (a load past a dead gate, say)
+          if oracle_ast is ast: raise
+          ev = evaluate(ast)
       want = [ev[i] for i in range(len(data))]
       if (bad := g.differs(ref, want)) is not None:
         _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"unoptimized kernel vs AST evaluator: {bad}", digest(want), digest(ref)), _unopt_case_of(c))
@@ -325,7 +338,41 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
     except Exception as e:
       _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"AST evaluator failed: {_trace_tail(e)}"), _unopt_case_of(c))
       raise _GroupDone from None
+  if c.recipe is not None and inputs["seed"] % PROGRAM_EVERY == 0 and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
+    _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
+    raise _GroupDone
   return g
+
+PROGRAM_EVERY = 8            # the program oracle (a few C compiles) runs for groups whose input seed is a multiple of this
+_programs_passed: set[str] = set()
+
+def _program_differs(recipe: dict[str, Any], seed: int) -> str | None:
+  """Oracle "program": the recipe's whole tensor program, fused as the scheduler likes on PYTHON, and with every step
+  realized in its own kernel (fusion off) on the CPU, whose C loops expose a buffer reused while still read; NOOPT=1
+  and the same inputs: the same bits (NaNs equal). None when they agree or either run meets undefined behaviour
+  (PYTHON checked mode; the CPU run is not checked, so a UB program whose PYTHON run passed may differ: none is drawn
+  from "simple" inputs); else what differs."""
+  key = json.dumps([{**recipe, "kernel": 0}, seed], sort_keys=True)
+  if key in _programs_passed: return None
+  outs: list[Any] = []
+  with timed("program oracle"):
+    for split in (False, True):
+      try: outs.append(run_program(recipe, seed, split, "CPU" if split else "PYTHON"))
+      except UndefinedBehaviourError: return None
+      except Exception as e: outs.append(e)
+  a, b = outs
+  if isinstance(a, Exception) or isinstance(b, Exception):
+    if isinstance(a, Exception) and isinstance(b, Exception) and type(a) is type(b): return None   # the program itself is refused
+    return f"program {'fused' if isinstance(a, Exception) else 'unfused'} failed: {_first_line(a if isinstance(a, Exception) else b)}"  # type: ignore[arg-type]
+  if a.shape != b.shape or a.dtype != b.dtype: return f"program fused gives {a.dtype}{list(a.shape)}, unfused {b.dtype}{list(b.shape)}"
+  same = a.view(np.uint8).reshape(a.size, -1) == b.view(np.uint8).reshape(b.size, -1)
+  same = same.all(axis=1) if a.size else same.reshape(0)
+  if a.dtype.kind == "f": same |= np.isnan(a).reshape(-1) & np.isnan(b).reshape(-1)
+  if same.all():
+    _programs_passed.add(key)
+    return None
+  j = int(np.flatnonzero(~same)[0])
+  return f"program fused vs every step realized: element {j} of {a.size} is {a.reshape(-1)[j]!r} fused, {b.reshape(-1)[j]!r} unfused"
 
 def _unopt_case_of(c: Case) -> Case: return Case(c.index, c.kernel, c.ast, c.target, [], c.inputs, c.source, c.recipe)
 

@@ -1,8 +1,10 @@
 """Input values of a case, per buffer and dtype, from a seed; and whether a kernel is exact on "exact" inputs.
 
 Modes:
-  random  ints: the dtype's specials (0, +-1, MIN, MAX) mixed with uniform bits and small values; floats: scaled normal
-          values mixed with +-0, +-inf, NaN, subnormals and the largest finite value; bools 0/1.
+  random  ints: the dtype's wrap-around specials (0, +-1, +-2, MIN, MIN+1, MAX, MAX-1, MAX/2, MAX/2+1, ...) mixed with
+          uniform bits and small values; floats: scaled normal values mixed with +-0, +-inf, NaN, subnormals, the
+          largest finite value, ties at every narrower cast's rounding boundary (`ties`), runs of +-0 pairs and NaNs
+          with random sign and payload; bools 0/1.
   exact   floats are small dyadic values (k/4 with |k| <= 32; integers -2..2 for float16/bfloat16), with some +-0, +-inf
           and NaN, so that every order of a reduction gives the same bits when `exact_reductions` says so.
   simple  ints 1..3, floats standard normal, no specials: the fallback when the other modes make the kernel undefined.
@@ -26,6 +28,29 @@ def _float_specials(d: DType) -> list[float]:
   big = {dtypes.float16: 65504.0, dtypes.bfloat16: 3.3895313892515355e38, dtypes.float32: 3.4028234663852886e38, dtypes.float64: 1.7976931348623157e308}[d]
   return [0.0, -0.0, math.inf, -math.inf, math.nan, sub, -sub, big, -big, 1.0, -1.0]
 
+_MANT_BITS = {dtypes.bfloat16: 8, dtypes.float16: 11, dtypes.float32: 24, dtypes.float64: 53}
+
+def ties(d: DType, n: int, rng: np.random.Generator) -> np.ndarray:
+  """n values of float dtype d (as float64) exactly halfway between two neighbours of a narrower float dtype or of
+  the integers: where a cast's round-to-nearest-even decides (both even and odd lower neighbours)."""
+  narrower = [m for m in _MANT_BITS.values() if m < _MANT_BITS[d]] + [1]   # 1: halfway between integers (k + 0.5)
+  m = np.array(narrower)[rng.integers(0, len(narrower), n)]
+  k = rng.integers(0, 1 << 62, n) % (1 << (m - 1)).astype(np.int64) + (1 << (m - 1)).astype(np.int64)   # m significant bits
+  e = rng.integers(-6, 7, n) * (m > 1)
+  x = (k.astype(np.float64) + 0.5) * np.exp2(e.astype(np.float64)) * np.where(rng.random(n) < 0.5, -1.0, 1.0)
+  return x if d.itemsize > 2 else np.clip(x, -60000.0, 60000.0)
+
+def _nan_payloads(d: DType, n: int, rng: np.random.Generator) -> np.ndarray:
+  """n NaNs of d in storage form with random sign and payload (quiet and signalling)."""
+  bits = d.itemsize * 8
+  mant = _MANT_BITS[d] - 1
+  u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[d.itemsize]
+  exp = ((1 << (bits - 1 - mant)) - 1) << mant
+  pay = rng.integers(1, 1 << min(mant, 62), n, dtype=np.int64).astype(u)
+  sign = (rng.integers(0, 2, n).astype(u) << u(bits - 1))
+  raw = (u(exp) | pay | sign).astype(u)
+  return raw if d == dtypes.bfloat16 else raw.view(d.np)
+
 def values(d: DType, n: int, mode: str, rng: np.random.Generator) -> np.ndarray:
   """n values of scalar dtype d in storage form (bfloat16 as uint16 bits)."""
   if mode not in MODES: raise ValueError(f"input mode {mode!r}: choose one of {', '.join(MODES)}")
@@ -40,13 +65,23 @@ def values(d: DType, n: int, mode: str, rng: np.random.Generator) -> np.ndarray:
       x = rng.standard_normal(n) * np.exp2(rng.integers(-3, 4, n))
       sp = rng.random(n) < SPECIAL_SHARE
       x[sp] = rng.choice(np.array(_float_specials(d)), int(sp.sum()))
+      tie = (rng.random(n) < SPECIAL_SHARE) & ~sp
+      x[tie] = ties(d, int(tie.sum()), rng)
+      if n >= 2 and rng.random() < 0.25:   # a run of +-0 pairs (MAX/MIN, signs of sums, comparisons of zeros)
+        j = int(rng.integers(0, n - 1))
+        x[j:j + 2] = [0.0, -0.0] if rng.random() < 0.5 else [-0.0, 0.0]
+      out = semantics.round_float(x, d)
+      pay = rng.random(n) < SPECIAL_SHARE / 4
+      if pay.any(): out[pay] = _nan_payloads(d, int(pay.sum()), rng)
+      return out
     return semantics.round_float(x, d)
   info = np.iinfo(d.np)
   if mode == "simple": return rng.integers(1, 4, n).astype(d.np)
   kind = rng.integers(0, 3, n)
   full = rng.integers(info.min, info.max, n, dtype=d.np, endpoint=True)
   small = rng.integers(max(info.min, -9), 10, n).astype(d.np)
-  spec = rng.choice(np.array([0, 1, info.max, info.min, info.max - 1] + ([-1] if info.min < 0 else []), dtype=d.np), n)
+  wrap = [0, 1, 2, info.max, info.min, info.max - 1, info.min + 1, info.max // 2, info.max // 2 + 1, info.min // 2, 1 << (d.bits - 2)]
+  spec = rng.choice(np.array(wrap + ([-1, -2] if info.min < 0 else []), dtype=d.np), n)
   return np.where(kind == 0, full, np.where(kind == 1, small, spec)).astype(d.np)
 
 

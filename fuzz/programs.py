@@ -14,7 +14,8 @@ import functools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,38 @@ def _bitcast(t: Any, r: list[int], new: Callable) -> Any:
   same = [d for d in dtypes.all if d.itemsize == t.dtype.itemsize and d != dtypes.bool]
   return t.bitcast(same[r[0] % len(same)])
 
+def _const(t: Any, r: int) -> Any:
+  """A boundary-dense scalar of t's dtype: small values, the dtype's extremes and halfway points (wrap-around in
+  ints; rounding ties and the float16 range edge in floats)."""
+  d = t.dtype
+  if dtypes.is_float(d): return [0.5, -1.5, 2.0, 3.0, 1e-3, 65504.0, -0.0, 0.1, 2.5, -2.0 ** -20][r % 10]
+  lo, hi = dtypes.min(d), dtypes.max(d)
+  return [1, 2, 3, 7, 100 % (hi + 1), hi, lo, hi // 2 + 1, -1 if lo < 0 else hi - 1, 1 << (d.bits - 2)][r % 10]
+
+def _const_chain(t: Any, r: list[int], mul: bool) -> Any:
+  """t + c or t * c, sometimes followed by a second constant (the chains constant-folding rules reassociate) or, for
+  ints, a division by a small constant (fixed-point scaling: (x*c1)//c2 wraps before it divides)."""
+  out = t * _const(t, r[0]) if mul else t + _const(t, r[0])
+  if r[1] % 3 == 1: out = out * _const(t, r[0] >> 4) if mul else out + _const(t, r[0] >> 4)
+  elif r[1] % 3 == 2 and mul and not dtypes.is_float(t.dtype): out = out // (1 + (r[0] >> 4) % 8)
+  return out
+
+def _pad_value(t: Any, r: list[int], new: Callable) -> Any:
+  """Padding with a value that is not 0 (a gated load's alternative), or a reflecting/circular mode."""
+  ax = _axis(t, r[2])
+  amt = [(1 + r[0] % 2, r[1] % 3) if i == ax else (0, 0) for i in range(t.ndim)]
+  mode = ("constant", "constant", "reflect", "replicate", "circular")[r[1] % 5]
+  if mode != "constant": return t.pad(amt, mode=mode)
+  return t.pad(amt, value=True if t.dtype == dtypes.bool else _const(t, r[0] >> 3))
+
+def _long_sum(t: Any, r: list[int], new: Callable) -> Any:
+  """A full reduction of at least lazy.SPLIT_REDUCE elements (the two-stage path), the input repeated by an expand."""
+  from refgrad.lazy import SPLIT_REDUCE
+  n = t.numel()
+  rep = -(-SPLIT_REDUCE // n) + r[0] % 3
+  flat = t.reshape(1, n).expand(rep, n)
+  return flat.max() if r[1] % 3 == 0 else flat.sum()
+
 _F, _I, _B = "f", "i", "b"   # float, int (signed and unsigned), bool
 STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "neg": (_F + _I, lambda t, r, n: -t), "abs": (_F + _I, lambda t, r, n: t.abs()), "relu": (_F + _I, lambda t, r, n: t.relu()),
@@ -106,7 +139,11 @@ STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "expand": (_F + _I + _B, lambda t, r, n: t.reshape(1, *t.shape).expand(1 + r[0] % 3, *t.shape)),
   "matmul": (_F + _I, _matmul), "conv2d": (_F, _conv), "gather": (_F + _I + _B, _gather),
   "contiguous": (_F + _I + _B, lambda t, r, n: t.contiguous()),
+  "add_const": (_F + _I, lambda t, r, n: _const_chain(t, r, False)), "mul_const": (_F + _I, lambda t, r, n: _const_chain(t, r, True)),
+  "lt_const": (_F + _I, lambda t, r, n: t < _const(t, r[0])), "pad_value": (_F + _I + _B, _pad_value), "long_sum": (_F + _I, _long_sum),
 }
+
+RARE = {"long_sum": 0.05}   # steps whose kernels are slow to check (a 16k-step reduction on PYTHON): drawn this much less often
 
 def _kind(dtype: str) -> str: return _B if dtype == "bool" else _F if _is_float(dtype) else _I
 
@@ -127,29 +164,31 @@ class RecipeStream:
     cur = dtype
     for _ in range(int(rng.integers(1, self.max_steps + 1))):
       names = [s for s, (kinds, _) in STEPS.items() if _kind(cur) in kinds]
-      w = np.array([1.0 / (1 + self.coverage[(s, cur)]) for s in names])
+      w = np.array([RARE.get(s, 1.0) / (1 + self.coverage[(s, cur)]) for s in names])
       name = names[int(rng.choice(len(names), p=w / w.sum()))]
       self.coverage[(name, cur)] += 1
       r = [int(x) for x in rng.integers(0, 1 << 16, 3)]
       steps.append([name, *r])
-      if name in ("lt", "eq"): cur = "bool"
+      if name in ("lt", "eq", "lt_const"): cur = "bool"
       elif name == "cast": cur = DTYPES[r[0] % len(DTYPES)]
       elif name in ("mean", "exp", "log", "sqrt", "sin", "recip", "sigmoid", "div") and not _is_float(cur): cur = "float"
       elif name == "argmax": cur = "int"
     return {"dtype": dtype, "shape": shape, "steps": steps, "kernel": int(rng.integers(1 << 16))}
 
 
-def build(recipe: dict[str, Any]) -> Any:
-  """The recipe's tensor (lazy; nothing is run). Inputs are empty tensors: the fuzzer fills every kernel buffer itself."""
+def build(recipe: dict[str, Any], new: Callable | None = None, realize_each: bool = False) -> Any:
+  """The recipe's tensor (lazy; nothing is run). Inputs are empty tensors (the fuzzer fills every kernel buffer
+  itself) unless `new(shape, dtype)` makes them; `realize_each`: every step's result is its own kernel (fusion off)."""
   from refgrad import Tensor
-  def new(shape: tuple[int, ...], dt: DType) -> Tensor: return Tensor.empty(*shape, dtype=dt, device="CPU")
+  def empty(shape: tuple[int, ...], dt: DType) -> Tensor: return Tensor.empty(*shape, dtype=dt, device="CPU")
+  new = new or empty
   t = new(tuple(recipe["shape"]), _dt(recipe["dtype"]))
   for name, *r in recipe["steps"]:
     if name not in STEPS: raise ValueError(f"unknown recipe step {name!r}")
     try: nt = STEPS[name][1](t, r, new)
     except (TypeError, ValueError, AssertionError, IndexError, ZeroDivisionError): continue   # does not apply here
     if nt.numel() == 0 or nt.numel() > 4 * MAX_ELEMENTS: continue
-    t = nt
+    t = nt.contiguous() if realize_each else nt
   return t
 
 @functools.lru_cache(maxsize=256)
@@ -167,3 +206,59 @@ def kernel_of(recipe: dict[str, Any]) -> tuple[str, Any] | None:
   """The kernel the recipe stands for, or None when its schedule has none (a program of constants, say)."""
   ks = kernels_of(recipe)
   return ks[recipe["kernel"] % len(ks)] if ks else None
+
+
+# ---- the same kernels before symbolic simplification (the AST evaluator's independent input) ------------------------
+
+@contextmanager
+def _unsimplified() -> Iterator[None]:
+  """Scheduling with `UOp.simplify` as the identity: the kernels' index and value expressions exactly as the
+  scheduler builds them, no symbolic rule applied (so a wrong rule cannot hide in the oracle's own input)."""
+  from refgrad.uop.ops import UOp
+  orig = UOp.simplify
+  UOp.simplify = lambda self: self  # type: ignore[method-assign]
+  try: yield
+  finally: UOp.simplify = orig  # type: ignore[method-assign]
+
+@functools.lru_cache(maxsize=64)
+def _raw_kernels(recipe_text: str) -> tuple[Any, ...]:
+  from refgrad import schedule
+  with _unsimplified():
+    t = build(json.loads(recipe_text))
+    items, _ = schedule.create_schedule([t.uop], "CPU")
+    return tuple(it.ast for it in items if it.ast is not None)
+
+def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
+  """The recipe's kernel as the scheduler builds it before simplification, when it reads and writes the same buffers
+  (number, dtype and size) as `ast`, the simplified kernel the case checks; else None."""
+  from refgrad.uop.ops import Ops
+  try: raws = _raw_kernels(json.dumps(recipe, sort_keys=True))
+  except Exception: return None   # the unsimplified graph may not schedule (it is only an oracle's input)
+  if len(raws) != len(_kernels(json.dumps(recipe, sort_keys=True))) or not raws: return None
+  raw = raws[recipe["kernel"] % len(raws)]
+  def bufs(a: Any) -> list[Any]: return sorted({u.arg: u.dtype for u in a.toposort if u.op is Ops.DEFINE_GLOBAL}.items())
+  return raw if bufs(raw) == bufs(ast) else None
+
+
+# ---- the whole program, fused and unfused (oracle "program") ------------------------------------------------------
+
+def run_program(recipe: dict[str, Any], seed: int, realize_each: bool, device: str = "PYTHON") -> np.ndarray:
+  """The recipe run on `device` with NOOPT=1 on seeded "simple" inputs (fuzz/inputs.py): the result's storage bits."""
+  import os
+
+  from fuzz.inputs import values
+  from refgrad import Tensor
+  from refgrad.uop import semantics
+  rng = np.random.default_rng(seed)
+  def new(shape: tuple[int, ...], dt: DType) -> Any:
+    n = math.prod(shape)
+    if dt == dtypes.bfloat16:   # no numpy bfloat16: float32 values that bfloat16 holds exactly, then a cast
+      return Tensor(semantics.to_float64(values(dt, n, "simple", rng), dt).astype(np.float32).reshape(shape), device=device).cast(dt)
+    return Tensor(values(dt, n, "simple", rng).reshape(shape), device=device, dtype=dt)
+  old = os.environ.get("NOOPT")
+  os.environ["NOOPT"] = "1"
+  try: out = build(recipe, new, realize_each).numpy()
+  finally:
+    if old is None: os.environ.pop("NOOPT", None)
+    else: os.environ["NOOPT"] = old
+  return np.ascontiguousarray(out)

@@ -6,6 +6,11 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   unroll        lowering an UNROLL drops the last unrolled copy of the reduced value
   simt_max      the PYTHON executor's float MAX ignores NaN (numpy fmax)
   symbolic      a rule folds x < c to true when x <= c (off by one)
+  symbolic_wrap integer bounds ignore wrap-around (a sum past the dtype's max is taken as is), so rules that trust
+                them fold wrongly in the scheduler and in lowering alike (only the AST evaluator is independent)
+  symbolic_float  the shared symbolic matcher reassociates float constant products ((x*c1)*c2 -> x*(c1*c2))
+  lifetime      run_schedule hands an intermediate's memory on after its last *write*, not its last read (the
+                unfused program's later kernels overwrite an input they still read)
   segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 is 3, 4 or 5
   unconstructible  a test-only device BROKEN whose construction raises
   hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 is 11, 12 or 13
@@ -73,6 +78,44 @@ def _symbolic() -> None:
   rule = (UPat(Ops.CMPLT, src=(UPat.var("x"), UPat.cvar("c"))), broken)
   codegen.symbolic = PatternMatcher([rule, *sym.symbolic.rules])  # type: ignore[attr-defined]
 
+def _symbolic_wrap() -> None:
+  import math
+
+  from refgrad.dtype import dtypes
+  from refgrad.uop import symbolic as sym
+  def bounds(u: Any) -> Any:
+    dt = u.dtype
+    if dt.count > 1 or not (dtypes.is_int(dt) or dt == dtypes.bool): return (-math.inf, math.inf)
+    r = sym._bounds(u)
+    return (dtypes.min(dt), dtypes.max(dt)) if r is None or r[0] > r[1] else r   # the bug: no check that r fits dt
+  sym.bounds = bounds
+
+def _symbolic_float_assoc() -> None:
+  from refgrad.uop import symbolic as sym
+  from refgrad.uop.ops import Ops, UPat
+  def broken(x: Any, c1: Any, c2: Any) -> Any:   # (x*c1)*c2 -> x*(c1*c2) for floats too: reassociation changes the rounding
+    return x * x.const_like(c1.arg * c2.arg)
+  rule = (UPat(Ops.MUL, src=[UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c1")]), UPat.cvar("c2")]), broken)
+  sym.symbolic.__init__([rule, *sym.symbolic.rules])   # in place: the scheduler's simplify and lowering share this matcher
+
+def _lifetime() -> None:
+  from refgrad import schedule
+  from refgrad.device import Buffer
+  def run_schedule(items: Any, keep: Any) -> None:
+    last_use = {it.bufs[0]: i for i, it in enumerate(items)}   # the bug: the last writer, not the last reader
+    produced = {it.bufs[0] for it in items}
+    free: dict[Any, list[Any]] = {}
+    for i, it in enumerate(items):
+      out = it.bufs[0]
+      key = (out.arg[1], out.arg[2], out.dtype)
+      if out not in schedule.buffer_of: schedule.buffer_of[out] = free[key].pop() if out not in keep and free.get(key) else Buffer(*key)
+      bufs = [schedule.buffer_of[b] for b in it.bufs]
+      if it.ast is None: bufs[0].copyin(bufs[1].numpy())
+      else: schedule.get_runner(it.ast, it.device, it.name)(*bufs, wait=False)
+      for b in set(it.bufs):
+        if last_use.get(b) == i and b in produced and b not in keep: free.setdefault((b.arg[1], b.arg[2], b.dtype), []).append(schedule.buffer_of[b])
+  schedule.run_schedule = run_schedule
+
 
 # ---- test-only devices --------------------------------------------------------------------------------------------
 
@@ -98,7 +141,7 @@ def _register(*names: str) -> None:
   from refgrad.device import Device
   for n in names: Device._modules[n] = __name__
 
-BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic,
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "lifetime": _lifetime,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 

@@ -1,0 +1,107 @@
+"""The `kernels` group: a fixed set of whole kernels x targets x Opts, checked with the fuzzer's oracles (fuzz/check.py:
+each device against PYTHON bit for bit, optimized against unoptimized, red zones, checked mode, the AST evaluator).
+
+Kernels: the captured model kernels (fuzz/models.json) and a few programs built for a path (a two-stage reduction, a
+launch wider than the PYTHON executor's lane batch, a non-zero pad, boundary-dense constants). Every Opt kind x
+target x dtype class (half, float, int, bool) that some kernel accepts appears at least once, with the Opt alone
+and again after an UPCAST (so PADTO + UPCAST makes gated vector memory, GROUP reduces with barriers, TC uses
+tensor cores). Deterministic: the same cases every run."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from refgrad.dtype import dtypes
+
+# programs built for a path the models do not take (fuzz/programs.py recipes)
+RECIPES = [
+  {"dtype": "float", "shape": [5, 3], "steps": [["long_sum", 0, 1, 0]], "kernel": 0},              # two-stage sum
+  {"dtype": "int", "shape": [7, 5], "steps": [["long_sum", 1, 1, 0]], "kernel": 0},
+  {"dtype": "half", "shape": [64, 64], "steps": [["expand", 2, 0, 0], ["add_const", 1, 0, 0]], "kernel": 0},
+  {"dtype": "char", "shape": [13, 5], "steps": [["pad_value", 40, 0, 0], ["mul_const", 42, 2, 0]], "kernel": 0},
+  {"dtype": "uint", "shape": [12, 17], "steps": [["add_const", 5, 1, 0], ["lt_const", 6, 0, 0]], "kernel": 0},
+  {"dtype": "bfloat16", "shape": [8, 12], "steps": [["pad_value", 3, 0, 1], ["sum", 1, 0, 0]], "kernel": 0},
+  {"dtype": "bool", "shape": [16, 8], "steps": [["pad_value", 1, 0, 0], ["maximum", 1, 1, 1]], "kernel": 0},
+]
+BIG = (1 << 22) + 4096 * 3    # elements of the big launch: past refgrad/runtime/simt.py MAX_LANES, so PYTHON runs two batches
+AXES, ARGS = range(4), (2, 4, 3, 8, 16, 32, 0)
+MAX_NODES = 120   # larger kernels (the models' random-number kernels) take seconds to lower per Opt
+
+
+def _dtype_class(ast: Any) -> str:
+  from refgrad.uop.ops import Ops
+  d = next(u.src[2].dtype for u in ast.toposort if u.op is Ops.STORE)
+  if d == dtypes.bool: return "bool"
+  if dtypes.is_float(d): return "half" if d.itemsize == 2 else "float"
+  return "int"
+
+def _big_launch() -> Any:
+  """out[i] = in[i] * 3 + 0x7FFFFFF0 (int32, wraps) over BIG elements."""
+  from refgrad.uop.ops import UOp
+  r = UOp.range(BIG, 0)
+  a = UOp.define_global(1, dtypes.int32, BIG).load(r)
+  return UOp.define_global(0, dtypes.int32, BIG).store(r, a * UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, 0x7FFFFFF0)).sink()
+
+def kernels() -> list[tuple[str, Any]]:
+  """(name, AST) of every kernel the group draws from, in a fixed order."""
+  from fuzz.astjson import ast_from_json
+  from fuzz.models import load_models
+  from fuzz.programs import kernels_of
+  out = [(f"{m['model']}/{m['name']}", ast_from_json(m["ast"])) for m in load_models()]
+  for i, rec in enumerate(RECIPES):
+    out += [(f"recipe{i}/{n}", a) for n, a in kernels_of(rec)]
+  return out
+
+def kernel_cases() -> list[Any]:
+  """fuzz Cases: for each target x Opt kind x dtype class, the first kernel (in `kernels()` order) that accepts an Opt
+  of that kind, unoptimized and with it (and with it after an UPCAST when that is valid too); plus the big launch."""
+  from fuzz.astjson import ast_to_json
+  from fuzz.case import Case, opt_to_json
+  from refgrad.kernel import Kernel
+  from refgrad.opt import InvalidOptError, Opt, OptOps, apply_opts
+  from refgrad.target import TARGETS
+  ks = sorted((k for k in kernels() if len(k[1].toposort) <= MAX_NODES), key=lambda k: len(k[1].toposort))   # small kernels first
+  cases: list[Case] = []
+  seen: set[tuple[str, str, tuple[Opt, ...]]] = set()
+  def add(name: str, ast: Any, target: str, opts: list[Opt]) -> None:
+    if (name, target, tuple(opts)) in seen: return
+    seen.add((name, target, tuple(opts)))   # one input set per kernel and target: its cases share the unoptimized run
+    mode = ("random", "exact")[sum(map(ord, name)) % 2]
+    cases.append(Case(len(cases), name, ast_to_json(ast), target, [opt_to_json(o) for o in opts], {"seed": sum(map(ord, name)) % 97, "mode": mode}))
+  def valid(k0: Kernel, opts: list[Opt]) -> bool:
+    try: apply_opts(k0, opts)
+    except (InvalidOptError, ValueError, AssertionError, IndexError): return False
+    return True
+  for target, kind in itertools.product(("CPU", "CUDA", "AMD"), OptOps):
+    done: set[str] = set()
+    for name, ast in ks:
+      cls = _dtype_class(ast)
+      if cls in done: continue
+      k0 = Kernel(ast, name, TARGETS[target])
+      opt = next((o for a in AXES for x in ARGS if valid(k0, [o := Opt(kind, a, x)])), None)
+      if opt is None: continue
+      done.add(cls)
+      add(name, ast, target, [])
+      add(name, ast, target, [opt])
+      up = next((u for a in AXES for x in (4, 2) if valid(k0, [u := Opt(OptOps.UPCAST, a, x), opt])), None)
+      if up is not None: add(name, ast, target, [up, opt])
+  add("big_launch", _big_launch(), "CPU", [])
+  return cases
+
+def kernels_results(devices: list[str]) -> list[Any]:
+  """One conformance Result per case x device (the fuzzer's oracles; PYTHON alone runs the PYTHON-only oracles)."""
+  from conformance.suite import Result
+  from fuzz.check import check_cases
+  cases = kernel_cases()
+  out = []
+  try: res = check_cases(cases, [d for d in devices if d != "PYTHON"])   # PYTHON runs once; every other device after it
+  except Exception as e:
+    return [Result("kernels", "kernels", "", "", "", d, "error", 0, f"{type(e).__name__}: {e}") for d in devices]
+  for d in devices:
+    for c, r in zip(cases, res):
+      if r.status == "fail" and r.device not in ("PYTHON", d): r = type(r)(r.index, "pass")   # another device's failure
+      name = f"kernels {c.target} {c.kernel} {' '.join(o[0] + str(o[1:]) for o in c.opts) or 'unoptimized'}"
+      status = {"pass": "pass", "fail": "fail"}.get(r.status, "pass" if r.status in ("ub", "invalid") else "error")
+      detail = f"{r.oracle} on {r.device}: {r.detail}" if r.status == "fail" else ""
+      out.append(Result(name, "kernels", c.opts[-1][0] if c.opts else "NONE", "", c.target, d, status, 0, detail))
+  return out
