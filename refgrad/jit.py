@@ -183,6 +183,7 @@ class _HCQGraph:
           a.set_buffer(i, va)
           vas[i] = va
       v = dev.next_value()
+      dev.owns(v, "compute")
       self.q.update_wait(0, value=v - 1).update_signal(self.signal_cmd, value=v).submit(dev)
       self.last = v
 

@@ -224,6 +224,7 @@ class HCQDevice:
     self._sig_maps: list[Mapping] = []
     self._pending_free: list[tuple[int, Mapping]] = []
     self._inflight: list[tuple[int, str, tuple[int, ...], tuple[int, ...], str]] = []   # (value, engine, reads, writes, what)
+    self._owners: list[tuple[int, str]] = []   # (timeline value, engine signalling it) of the work not known finished
     self.poisoned: dict[int, str] = {}   # buffer VA -> why its contents are invalid (the work writing it was dropped by a fault)
     self.compute = self.channel_t(self, drv.create_queue("compute", self.RING_ENTRIES))
     self.copy = self.channel_t(self, drv.create_queue("copy", self.RING_ENTRIES))
@@ -273,8 +274,13 @@ class HCQDevice:
     queue may wait for the GPU (a scratch ring wrapping) without waiting for itself."""
     with self.lock:
       v = self.next_value()
-      q.signal(self.timeline, v).submit(self)
+      q.signal(self.timeline, v)
+      self.owns(v, q.engine)
+      q.submit(self)
     return v
+  def owns(self, v: int, engine: str) -> None:
+    """Note that the queue about to be submitted to `engine` signals timeline value v (a fault there must signal it)."""
+    self._owners.append((v, engine))
 
   def track(self, v: int, engine: str, reads: Sequence[int], writes: Sequence[int], what: str) -> None:
     """Remember which buffers the operation signalling v reads and writes, so a fault can tell which results are invalid.
@@ -337,7 +343,14 @@ class HCQDevice:
       pos = f.gp_entry if f.gp_entry is not None else ch.position()
       if kernel is None and (names := ch.tags.get(pos)): kernel = ", ".join(dict.fromkeys(names))
       self.drv.recover(ch.handle)
-    self.timeline.value = max(self.timeline.value, self.timeline_value - 1)
+      # the dropped work's timeline values are still signalled, each in its turn (after the value before it), so the work
+      # queued behind the fault on the other queue runs when its turn comes, and memory it uses (staging of queued copies)
+      # is freed only after it ran
+      if dropped := [v for v, e in self._owners if v > done and e == ch.handle.engine]:
+        q = self.queue(ch.handle.engine)
+        for v in dropped: q.wait(self.timeline, v - 1).signal(self.timeline, v)
+        ch.submit(q.words, ())
+    else: self.timeline.value = max(self.timeline.value, self.timeline_value - 1)   # no queue named: release everything
     what = f.what + ("" if ch is None else "; the queue's remaining work was dropped and the device recovered")
     return f.replace(kernel=kernel, what=what, device=f.device or self.name)
 
@@ -350,6 +363,8 @@ class HCQDevice:
   def _reclaim(self) -> None:
     if self._inflight and self._inflight[0][0] <= self.timeline.value:
       self._inflight = [t for t in self._inflight if t[0] > self.timeline.value]
+    if self._owners and self._owners[0][0] <= self.timeline.value:
+      self._owners = [t for t in self._owners if t[0] > self.timeline.value]
     if not self._pending_free: return
     done, pending, self._pending_free = self.timeline.value, self._pending_free, []
     for v, m in pending:
@@ -403,6 +418,7 @@ class HCQProgram:
     # the buffers a launch may write / read (None: any of them), to tell which results a fault made invalid
     self.stored = frozenset(range(nbufs)) if stored is None else stored
     self.loaded = frozenset(range(nbufs)) if loaded is None else loaded
+    self._bytes = image
     with dev.lock:
       self.image = dev.drv.alloc(len(image))
       HCQAllocator(dev).copyin(self.image, memoryview(image))
@@ -419,6 +435,8 @@ class HCQProgram:
 
   def _launch(self, bufs: Sequence[Mapping], global_size: Sequence[int], local_size: Sequence[int], vals: Sequence[int], wait: bool) -> float | None:
     dev = self.dev
+    # a GPU fault dropped the upload of the image (queued behind it): upload it again
+    if self.image.va in dev.poisoned: HCQAllocator(dev)._copyin(self.image, memoryview(self._bytes))
     q = dev.ordered("compute")
     args = self.args([b.va for b in bufs], vals, q)
     if wait:
