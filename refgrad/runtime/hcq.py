@@ -23,6 +23,7 @@ on the two channels is totally ordered (no hazard between them) and the host nev
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import struct
 import threading
 from collections import deque
@@ -230,7 +231,8 @@ class HCQDevice:
     self._owners: list[tuple[int, str]] = []   # (timeline value, engine signalling it) of the work not known finished
     self.poisoned: dict[int, str] = {}   # buffer VA -> why its contents are invalid (the work writing it was dropped by a fault)
     # host waits drive the GPU (drv.poll) from this thread, so a wait can give up in time while one long step runs
-    self._gpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{name}-gpu")
+    self._gpu: concurrent.futures.ThreadPoolExecutor | None = None   # made on first use, again in a forked child
+    self._gpu_pid = 0
     self._stray: concurrent.futures.Future[bool] | None = None   # a step still running after a wait gave up
     self._freed: deque[tuple[int, Mapping]] = deque()   # free_later calls made while another thread held the lock
     self.compute = self.channel_t(self, drv.create_queue("compute", self.RING_ENTRIES))
@@ -319,6 +321,8 @@ class HCQDevice:
     self._join_stray()
     if done(): return True
     cancel = threading.Event()
+    if self._gpu is None or self._gpu_pid != os.getpid():   # a forked child has no copy of the parent's thread
+      self._gpu, self._gpu_pid = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-gpu"), os.getpid()
     fut = self._gpu.submit(self._poll_until, done, cancel)
     try: return fut.result(timeout=limit)
     except concurrent.futures.TimeoutError: pass
