@@ -21,6 +21,7 @@ from emulators.hazards import HOST, Hazards, NoHazards
 from emulators.order import Order, hazards_knob, order_knob
 from emulators.vm import AddressSpace, Region
 from refgrad.runtime.driver import Driver, GPUFault, GPUHazard, Mapping, QueueHandle
+from refgrad.runtime.simt import check_host_read
 
 # arch -> module with RING_ENTRY_BYTES, CONTROL_BYTES and make_channel(dev, handle, ring region, control region, hazard participant)
 ARCHES: dict[str, str] = {"NV": "emulators.nv.channel", "AMD": "emulators.amd.ring"}
@@ -52,6 +53,9 @@ class MockDriver(Driver):
   def free(self, m: Mapping) -> None:
     r = self.vm.free(m.va)
     self.hz.forget(r.va, r.end)
+
+  def check_host_read(self, m: Mapping, nbytes: int) -> None:
+    if (r := self.vm.find(m.va)) is not None: check_host_read(r.mem, nbytes)
 
   def region(self, va: int) -> Region | None:
     """The mapping holding `va` (for tools and tests)."""

@@ -54,6 +54,13 @@ class Region:
     if (init := view.init) is not None: self.mem.mark_elems(np.flatnonzero(~init) + off, 1, False)
     self.mem.settle()
 
+  def carry(self, off: int, src: Region, src_off: int, n: int) -> None:
+    """After a copy engine wrote [off, off + n) from src's [src_off, src_off + n): the bytes undefined there are
+    undefined here too (a copy moves definedness along, as a kernel's loads and stores do), host-visible memory included."""
+    if src.mem.bits is None or not (bad := src.mem.undefined_bytes(src_off, src_off + n)).size: return
+    self.mem.mark_elems(bad + off, 1, False)
+    self.mem.origin = self.mem.origin or src.mem.origin
+
   def mark_defined(self, byte_idx: np.ndarray) -> None:
     """Bytes written by an engine (e.g. a multi-line copy) become defined."""
     if self.mem.bits is not None:

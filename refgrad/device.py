@@ -161,7 +161,10 @@ class _DeviceRegistry:
   backend registers a module with a `make_device(name) -> Compiled` function under the entry-point
   group "refgrad.devices" (entry name = device name) and is then used like the built-in ones."""
   _made: dict[str, Compiled] = {}
-  _lock = threading.Lock()
+  # reentrant: a backend's make_device may ask for another device (e.g. build on PYTHON); one lock for all names, so two
+  # threads building devices that need each other cannot deadlock
+  _lock = threading.RLock()
+  _building: list[str] = []   # names whose make_device is running (under _lock: one thread)
   _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python", "NV": "refgrad.runtime.ops_nv",
               "AMD": "refgrad.runtime.ops_amd"}
 
@@ -182,7 +185,12 @@ class _DeviceRegistry:
     if (dev := self._made.get(name)) is None:
       with self._lock:               # threads asking at once get the same device (a GPU must be opened once)
         if (dev := self._made.get(name)) is None:
-          dev = self._made[name] = importlib.import_module(self._modules[name.split(":")[0]]).make_device(name)
+          if name in self._building:
+            raise RuntimeError(f"device {name}: its make_device asks for {name} itself ({' -> '.join(self._building + [name])})")
+          self._building.append(name)
+          try: dev = importlib.import_module(self._modules[name.split(":")[0]]).make_device(name)
+          finally: self._building.pop()
+          self._made[name] = dev
     return dev
   @property
   def DEFAULT(self) -> str:

@@ -11,11 +11,15 @@
   launches with memory barriers where one depends on another, a signal of the timeline) whose kernel-argument addresses
   and signal values are patched, submitted with one doorbell.
 
-Inputs are the Tensor arguments, positional and keyword. A later call must match the capture: the same Tensor shapes,
-dtypes and devices, and equal non-Tensor arguments; anything else raises `JitError` naming the argument and both
-signatures (`reset()` forgets the capture: the next call runs the function, the one after captures again). Tensor
-arguments must share memory (be the same tensor) exactly where they did at the capture, and must not be memory the
-launches use besides their inputs (e.g. an output of an earlier call): both raise `JitError`.
+Inputs are the Tensor arguments, positional and keyword, and (as in tinygrad) the Tensors inside tuple, list and dict
+arguments. A later call must match the capture: the same containers, Tensor shapes, dtypes and devices, and equal
+non-Tensor arguments; anything else raises `JitError` naming the argument (e.g. `argument 0 ('xs')[1]`) and both
+signatures (`reset()` forgets the capture: the next call runs the function, the one after captures again). The capture
+computes again whatever an earlier call memoized from its inputs (the same tensor in calls 1 and 2 still captures the
+launches), and gives separately made Tensor arguments that share one buffer (equal constants) their own copies. A
+tensor passed twice at the capture must be passed twice later (the launches read one buffer for both); a Tensor
+argument must not be memory the launches use besides their inputs (e.g. an output of an earlier call): both raise
+`JitError`. A returned input (or a reshape of one) is the call's argument at each replay; a lazy result is realized.
 
 Outputs: the returned structure (a Tensor, or tuples/lists/dicts holding them) is rebuilt at each replay with fresh Tensor
 objects over the captured output buffers, as in tinygrad: **a returned tensor is valid until the next call** (the next call
@@ -104,6 +108,7 @@ class _Out:
   node: UOp
   shape: tuple[int, ...]
   device: str
+  input: int | None = None     # a Tensor argument's memory (index among them): a replay returns that argument's
 
 
 @dataclass
@@ -178,6 +183,7 @@ class _HCQGraph:
           a.set_buffer(i, va)
           vas[i] = va
       v = dev.next_value()
+      dev.owns(v, "compute")
       self.q.update_wait(0, value=v - 1).update_signal(self.signal_cmd, value=v).submit(dev)
       self.last = v
 
@@ -220,7 +226,7 @@ class TinyJit(Generic[R]):
       named = p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
       out.append((f"argument {i} ({p.name!r})" if named and p is not None else f"argument {i}", a))
     out.extend((f"argument {k!r}", v) for k, v in sorted(kwargs.items()))
-    return out
+    return [leaf for name, v in out for leaf in _flatten(name, v)]
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     # JIT=0, or inside another TinyJit's capture (the outer one records these launches): a plain call
@@ -240,14 +246,20 @@ class TinyJit(Generic[R]):
 
   # ---- capture ----------------------------------------------------------------------------------------------------
   def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], named: list[tuple[str, Any]]) -> R:
+    tensors = [v for _, v in named if isinstance(v, Tensor)]
+    _unshare(tensors)
     before = {id(t): (weakref.ref(t), buffer_node(t.uop)) for t in list(_all_tensors) if is_realized(t.uop)}
+    hidden = _forget_derived(tensors)
+    known = set(schedule.realized.keys())
     log: list[tuple[Runner | None, list[Buffer]]] = []
     schedule._capture = log
     try:
       ret = self.fxn(*args, **kwargs)
       outs = _leaves(ret)
       _realize(outs)
-    finally: schedule._capture = None
+    finally:
+      schedule._capture = None
+      schedule.realized.update(hidden)
 
     slot_of: dict[int, int] = {}
     bufs: list[Buffer] = []
@@ -281,12 +293,20 @@ class TinyJit(Generic[R]):
       if x is y or sx is None or sx not in read or sx in inputs: continue
       states.append(_State(weakref.ref(t), t.shape, (x, y), (sx, sy)))
 
+    input_of = {id(_buffer_of(t)[1]): i for i, t in reversed(list(enumerate(tensors)))}
     out_list: list[_Out] = []
     def out(t: Tensor) -> _Out:
       node, b = _buffer_of(t)
-      out_list.append(o := _Out(slot_of.get(id(b)), node, t.shape, t.device))
+      out_list.append(o := _Out(slot_of.get(id(b)), node, t.shape, t.device, input_of.get(id(b))))
       return o
     template = _map_leaves(ret, out)
+    # the launches' buffers are the JIT's from now on (replays write them): no memoized result made in the capture may
+    # point there (a later `x*2` outside the JIT would read a replay's value), and a returned tensor reads its buffer
+    written_bufs = {id(bufs[s]) for s in written}
+    for t in outs:
+      if id(_buffer_of(t)[1]) in written_bufs: t.uop, t._from_op = lazy.reshape(buffer_node(t.uop), t.shape), False
+    for u in [u for u, b in schedule.realized.items() if u not in known and id(lazy.buffer_of.get(b)) in written_bufs]:
+      del schedule.realized[u]
 
     steps: list[Any] = []
     graphs = _mode() != 2
@@ -318,9 +338,12 @@ class TinyJit(Generic[R]):
     assert plan is not None
     tensors = [v for _, v in named if isinstance(v, Tensor)]
     _realize(tensors)
-    if (al := _aliases(named)) != plan.aliases:
-      raise JitError(f"{self.name}: Tensor arguments sharing memory: {_pairs(al)} now, {_pairs(plan.aliases)} at the capture; "
-                     "the launches were captured for the latter")
+    # inputs are read only, so arguments may share memory now that did not at the capture; not the reverse: the launches
+    # read one buffer for both
+    now = set(_aliases(named))
+    if split := [p for p in plan.aliases if p not in now]:
+      raise JitError(f"{self.name}: {_pairs(split)} were one buffer at the capture (the same tensor) and are not now: the launches read one buffer for both; pass the same tensor in both places, "
+                     "or call .reset() and capture with distinct tensors")
     st0 = time.perf_counter()
     cur = list(plan.bufs)
     nodes: dict[int, UOp] = {}
@@ -350,7 +373,8 @@ class TinyJit(Generic[R]):
       if (t := st.ref()) is not None: t.uop = lazy.reshape(st.nodes[st.latest], st.shape)
 
     def rebuild(o: _Out) -> Tensor:
-      if o.slot is None or cur[o.slot] is plan.bufs[o.slot]: node = o.node
+      if o.input is not None: node = buffer_node(tensors[o.input].uop)
+      elif o.slot is None or cur[o.slot] is plan.bufs[o.slot]: node = o.node
       else: node = nodes[id(cur[o.slot])]
       return Tensor(lazy.reshape(node, o.shape), o.device)
     return _map_leaves(plan.template, rebuild, _Out)
@@ -368,6 +392,47 @@ def _aliases(named: list[tuple[str, Any]]) -> list[tuple[str, str]]:
   return out
 
 def _pairs(al: list[tuple[str, str]]) -> str: return "; ".join(f"{a} and {b}" for a, b in al) or "none"
+
+
+def _flatten(name: str, v: Any) -> list[tuple[str, Any]]:
+  """(name, leaf) of every value inside tuples, lists and dicts (as tinygrad, Tensors in them are inputs too); an empty
+  container is a leaf of its own, and each container's type is part of the signature."""
+  if isinstance(v, (tuple, list)) and v: items = [(f"{name}[{i}]", x) for i, x in enumerate(v)]
+  elif isinstance(v, dict) and v: items = [(f"{name}[{k!r}]", x) for k, x in v.items()]
+  else: return [(name, v)]
+  return [(f"{name} ({type(v).__name__})", _Container(type(v), len(v)))] + [leaf for n, x in items for leaf in _flatten(n, x)]
+
+
+@dataclass(frozen=True)
+class _Container:
+  """A tuple, list or dict argument's place in the signature (its leaves follow it)."""
+  kind: type
+  n: int
+
+
+def _unshare(tensors: list[Tensor]) -> None:
+  """Give each distinct Tensor argument its own memory for the capture: separately made tensors may share one buffer
+  (equal constants are realized once), and launches captured reading one buffer for two arguments could not take two
+  different ones later. The same Tensor object twice stays one buffer (a later call must pass one tensor there too)."""
+  seen: dict[int, int] = {}
+  for t in tensors:
+    b = _buffer_of(t)[1]
+    if seen.setdefault(id(b), id(t)) == id(t): continue
+    node = lazy.new_buffer(t.device, b.size, b.dtype)
+    lazy.buffer_of[node].copyin(b.numpy())
+    t.uop, t._from_op = lazy.reshape(node, t.shape), False
+    seen[id(lazy.buffer_of[node])] = id(t)
+
+
+def _forget_derived(tensors: list[Tensor]) -> dict[UOp, UOp]:
+  """Hide every result memoized in schedule.realized that was computed from these tensors (e.g. `x*2` of the same `x` in
+  the previous call), so that the capture launches the kernels computing them again; returns what it hid."""
+  roots = {t.uop for t in tensors} | {buffer_node(t.uop) for t in tensors}
+  hidden = {}
+  for u, b in list(schedule.realized.items()):
+    if u not in roots and any(s in roots for s in u.toposort): hidden[u] = b
+  for u in hidden: del schedule.realized[u]
+  return hidden
 
 
 def _realize(ts: list[Tensor]) -> None:

@@ -50,6 +50,7 @@ def copy_linear(eng: CopyEngine, w: list[int]) -> int:
   ch.dev.hz.access(ch.pid, dr.va, [(dst, dst + n, True)], what)
   data = sr.mem.data[so:so + n]
   dr.mem.write(data.copy() if sr is dr else data, do)
+  dr.carry(do, sr, so, n)
   ch.dev.counters["sdma_copy"] += 1
   return DONE
 

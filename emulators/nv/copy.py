@@ -70,7 +70,9 @@ def copy(eng: CopyEngine, v: int) -> None:
   what = f"{ch.where()}: copy of {lines * n} bytes 0x{src:x} -> 0x{dst:x}"
   ch.dev.hz.access(ch.pid, sr.va, [(src, src + span_in, False)], what)
   ch.dev.hz.access(ch.pid, dr.va, [(dst, dst + span_out, True)], what)
-  if lines == 1 or (pin == n and pout == n): dr.mem.write(sr.mem.data[so:so + span_in], do)
+  if lines == 1 or (pin == n and pout == n):
+    dr.mem.write(sr.mem.data[so:so + span_in], do)
+    dr.carry(do, sr, so, span_in)
   else:   # lines x n bytes at the pitches, in one numpy assignment (line order is kept where destination lines overlap)
     src2d = as_strided(sr.mem.data[so:], (lines, n), (pin, 1), writeable=False)
     as_strided(dr.mem.data[do:], (lines, n), (pout, 1))[...] = np.array(src2d) if sr is dr else src2d

@@ -21,6 +21,7 @@ import numpy as np
 
 from refgrad.device import write_atomic
 from refgrad.dtype import DType, dtypes
+from refgrad.lazy import MAX_ELEMENTS
 from refgrad.tensor import Tensor
 
 __all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_metadata", "safe_save"]
@@ -141,6 +142,8 @@ def _read_header(path: str | os.PathLike) -> tuple[dict[str, Any], int, int]:
     code, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
     if code not in _CODES: raise bad(f"tensor {name!r}: unknown dtype {code!r} (known: {', '.join(_CODES)})")
     if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape): raise bad(f"tensor {name!r}: invalid shape {shape!r}")
+    if (numel := math.prod(shape)) > MAX_ELEMENTS:   # refused here, before any byte is read or copied
+      raise bad(f"tensor {name!r}: shape {shape} has {numel} elements, more than 2**31-1: refgrad indexes with int32")
     if not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs) or not 0 <= offs[0] <= offs[1] <= data_len:
       raise bad(f"tensor {name!r}: data_offsets {offs!r} out of range for {data_len} data bytes")
     if (need := math.prod(shape) * _CODES[code].itemsize) != offs[1] - offs[0]:

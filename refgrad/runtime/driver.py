@@ -101,6 +101,10 @@ class Driver(abc.ABC):
   @abc.abstractmethod
   def recover(self, queue: QueueHandle) -> None:
     """After a fault: drop the faulted queue's remaining work (GPGet = GPPut) so the device stays usable."""
+  def check_host_read(self, m: Mapping, nbytes: int) -> None:
+    """Before the host reads the first nbytes of host-visible m: a checking GPU (the mock) raises UndefinedBehaviourError
+    in checked mode when some were copied from memory nothing wrote; real hardware knows nothing of it."""
+    return None
 
 
 # the driver module for each architecture under MOCKGPU=1 (refgrad imports emulators only here, lazily)

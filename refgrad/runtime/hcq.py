@@ -8,7 +8,9 @@
   whose buffer addresses and variable values can be rewritten (`KernArgs.set_buffer` / `set_var`).
 - `HCQDevice`: a driver, a compute and a copy channel, a timeline signal (`synchronize()` waits for everything
   submitted), host waits that poll the driver (a deadlock is reported at once, a fault is raised naming the kernel queued
-  where it happened and the device recovers), scratch memory for QMDs/kernel arguments, memory freed only once the GPU is
+  where it happened and the device recovers; the GPU is driven from a worker thread, so a wait gives up within
+  $HCQ_TIMEOUT even while one long step runs: the step finishes in the background and later calls wait for it),
+  scratch memory for QMDs/kernel arguments, memory freed only once the GPU is
   past its last use.
 - `HCQAllocator`: GPU memory with virtual addresses; copyin/copyout through host-visible staging memory and the copy
   engine, ordered with the timeline (never a host memcpy into device memory).
@@ -20,10 +22,12 @@ on the two channels is totally ordered (no hazard between them) and the host nev
 """
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import struct
 import threading
-import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -224,7 +228,13 @@ class HCQDevice:
     self._sig_maps: list[Mapping] = []
     self._pending_free: list[tuple[int, Mapping]] = []
     self._inflight: list[tuple[int, str, tuple[int, ...], tuple[int, ...], str]] = []   # (value, engine, reads, writes, what)
+    self._owners: list[tuple[int, str]] = []   # (timeline value, engine signalling it) of the work not known finished
     self.poisoned: dict[int, str] = {}   # buffer VA -> why its contents are invalid (the work writing it was dropped by a fault)
+    # host waits drive the GPU (drv.poll) from this thread, so a wait can give up in time while one long step runs
+    self._gpu: concurrent.futures.ThreadPoolExecutor | None = None   # made on first use, again in a forked child
+    self._gpu_pid = 0
+    self._stray: concurrent.futures.Future[bool] | None = None   # a step still running after a wait gave up
+    self._freed: deque[tuple[int, Mapping]] = deque()   # free_later calls made while another thread held the lock
     self.compute = self.channel_t(self, drv.create_queue("compute", self.RING_ENTRIES))
     self.copy = self.channel_t(self, drv.create_queue("copy", self.RING_ENTRIES))
     self.timeline = self.new_signal(0)
@@ -240,6 +250,7 @@ class HCQDevice:
     with self.lock: return self._new_signal(value)
   def _new_signal(self, value: int) -> Signal:
     if not self._sig_free:
+      self._join_stray()
       m = self.drv.alloc(PAGE, host_visible=True)
       assert m.host is not None
       self._sig_maps.append(m)
@@ -258,6 +269,7 @@ class HCQDevice:
   def submit(self, q: HWQueue) -> None:
     ch = self.compute if q.engine == "compute" else self.copy
     with self.lock:
+      self._join_stray()
       ch.submit(q.words, tuple(q.kernels))
       self._reclaim()
 
@@ -273,8 +285,13 @@ class HCQDevice:
     queue may wait for the GPU (a scratch ring wrapping) without waiting for itself."""
     with self.lock:
       v = self.next_value()
-      q.signal(self.timeline, v).submit(self)
+      q.signal(self.timeline, v)
+      self.owns(v, q.engine)
+      q.submit(self)
     return v
+  def owns(self, v: int, engine: str) -> None:
+    """Note that the queue about to be submitted to `engine` signals timeline value v (a fault there must signal it)."""
+    self._owners.append((v, engine))
 
   def track(self, v: int, engine: str, reads: Sequence[int], writes: Sequence[int], what: str) -> None:
     """Remember which buffers the operation signalling v reads and writes, so a fault can tell which results are invalid.
@@ -298,17 +315,46 @@ class HCQDevice:
     queued where it happened (after recovering the queue), or TimeoutError after `timeout` seconds."""
     with self.lock: self._wait_signal(sig, value, wait_timeout() if timeout is None else timeout)
 
+  def _drive(self, done: Callable[[], bool], limit: float) -> bool | None:
+    """Poll the GPU (on the worker thread) until done(): True; False when no queue can move; None when `limit` seconds
+    passed first (the step running then finishes in the background: `_join_stray` waits for it). Raises its GPUFault."""
+    self._join_stray()
+    if done(): return True
+    cancel = threading.Event()
+    if self._gpu is None or self._gpu_pid != os.getpid():   # a forked child has no copy of the parent's thread
+      self._gpu, self._gpu_pid = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-gpu"), os.getpid()
+    fut = self._gpu.submit(self._poll_until, done, cancel)
+    try: return fut.result(timeout=limit)
+    except concurrent.futures.TimeoutError: pass
+    except GPUFault as f: raise self._fault(f) from None
+    finally:
+      if not fut.done():
+        cancel.set()
+        concurrent.futures.wait([fut], 0.05)   # a short step ends at once: the queues can be described
+        if not fut.done() or fut.exception() is not None: self._stray = fut   # joined (its fault raised) by the next call
+    return None
+  def _poll_until(self, done: Callable[[], bool], cancel: threading.Event) -> bool:
+    while not done():
+      if cancel.is_set(): return True
+      if not self.drv.poll() and not done(): return False
+    return True
+  def _join_stray(self) -> None:
+    """Wait for the step a timed-out wait left running (a fault it found is raised now)."""
+    if (fut := self._stray) is None: return
+    self._stray = None
+    try: fut.result()
+    except GPUFault as f: raise self._fault(f) from None
+  def _describe(self) -> str:
+    if self._stray is not None: return "(the GPU is still running its current step)"
+    return self.drv.describe()
+
   def _wait_signal(self, sig: Signal, value: int, limit: float) -> None:
-    st = time.perf_counter()
-    while sig.value < value:
-      try: moved = self.drv.poll()
-      except GPUFault as f: raise self._fault(f) from None
-      if sig.value >= value: break
-      if not moved:
-        raise GPUDeadlock(f"{self.name}: deadlock: the host waits for signal 0x{sig.va:x} to reach {value} (it is {sig.value}), "
-                          f"and no queue can move:\n{self.drv.describe()}")
-      if time.perf_counter() - st > limit:
-        raise TimeoutError(f"{self.name}: signal 0x{sig.va:x} did not reach {value} in {limit:g} s (it is {sig.value}):\n{self.drv.describe()}")
+    moved = self._drive(lambda: sig.value >= value, limit)
+    if moved is False:
+      raise GPUDeadlock(f"{self.name}: deadlock: the host waits for signal 0x{sig.va:x} to reach {value} (it is {sig.value}), "
+                        f"and no queue can move:\n{self.drv.describe()}")
+    if moved is None:
+      raise TimeoutError(f"{self.name}: signal 0x{sig.va:x} did not reach {value} in {limit:g} s (HCQ_TIMEOUT; it is {sig.value}):\n{self._describe()}")
     # the host has seen the signal: what it submits next is ordered after the work before that release (the mock's hazard
     # checker learns this here; a real GPU needs nothing)
     if (observed := getattr(self.drv, "host_observed", None)) is not None: observed(sig.va)
@@ -316,13 +362,10 @@ class HCQDevice:
 
   def wait_idle(self, ch: Channel) -> None:
     """Poll until a channel has consumed every entry (before its ring memory is reused)."""
-    st = time.perf_counter()
-    while not ch.idle():
-      try: moved = self.drv.poll()
-      except GPUFault as f: raise self._fault(f) from None
-      if not moved and not ch.idle():
-        raise GPUDeadlock(f"{self.name}: deadlock: {ch.handle.name} cannot drain its ring and no queue can move:\n{self.drv.describe()}")
-      if time.perf_counter() - st > wait_timeout(): raise TimeoutError(f"{self.name}: {ch.handle.name} did not drain:\n{self.drv.describe()}")
+    moved = self._drive(ch.idle, limit := wait_timeout())
+    if moved is False:
+      raise GPUDeadlock(f"{self.name}: deadlock: {ch.handle.name} cannot drain its ring and no queue can move:\n{self.drv.describe()}")
+    if moved is None: raise TimeoutError(f"{self.name}: {ch.handle.name} did not drain in {limit:g} s (HCQ_TIMEOUT):\n{self._describe()}")
 
   def _fault(self, f: GPUFault) -> GPUFault:
     """Name the kernel queued where the fault happened, drop the faulted queue's work and release the timeline to what
@@ -337,20 +380,40 @@ class HCQDevice:
       pos = f.gp_entry if f.gp_entry is not None else ch.position()
       if kernel is None and (names := ch.tags.get(pos)): kernel = ", ".join(dict.fromkeys(names))
       self.drv.recover(ch.handle)
-    self.timeline.value = max(self.timeline.value, self.timeline_value - 1)
+      # the dropped work's timeline values are still signalled, each in its turn (after the value before it), so the work
+      # queued behind the fault on the other queue runs when its turn comes, and memory it uses (staging of queued copies)
+      # is freed only after it ran
+      if dropped := [v for v, e in self._owners if v > done and e == ch.handle.engine]:
+        q = self.queue(ch.handle.engine)
+        for v in dropped: q.wait(self.timeline, v - 1).signal(self.timeline, v)
+        ch.submit(q.words, ())
+    else: self.timeline.value = max(self.timeline.value, self.timeline_value - 1)   # no queue named: release everything
     what = f.what + ("" if ch is None else "; the queue's remaining work was dropped and the device recovered")
     return f.replace(kernel=kernel, what=what, device=f.device or self.name)
 
   # ---- memory ----
   def free_later(self, m: Mapping) -> None:
     """Free m once the GPU has run everything submitted so far (it may still be read or written)."""
-    with self.lock:
+    # a Buffer's __del__ runs wherever garbage collection does, the GPU worker thread included, while the host thread
+    # holds the lock and waits for that worker: never block here, hand it over (deque appends are atomic)
+    if not self.lock.acquire(blocking=False):
+      self._freed.append((self.timeline_value - 1, m))
+      return
+    try:
       self._pending_free.append((self.timeline_value - 1, m))
       self.poisoned.pop(m.va, None)
+    finally: self.lock.release()
   def _reclaim(self) -> None:
+    while self._freed:
+      v, m = self._freed.popleft()
+      self._pending_free.append((v, m))
+      self.poisoned.pop(m.va, None)
     if self._inflight and self._inflight[0][0] <= self.timeline.value:
       self._inflight = [t for t in self._inflight if t[0] > self.timeline.value]
+    if self._owners and self._owners[0][0] <= self.timeline.value:
+      self._owners = [t for t in self._owners if t[0] > self.timeline.value]
     if not self._pending_free: return
+    self._join_stray()
     done, pending, self._pending_free = self.timeline.value, self._pending_free, []
     for v, m in pending:
       if v <= done: self.drv.free(m)
@@ -362,9 +425,12 @@ class HCQAllocator(Allocator):
   def __init__(self, dev: HCQDevice): self.dev = dev
   def alloc(self, nbytes: int) -> Mapping:
     if nbytes < 0: raise ValueError(f"cannot allocate {nbytes} bytes")
-    with self.dev.lock: return self.dev.drv.alloc(max(nbytes, 1))
+    with self.dev.lock:
+      self.dev._join_stray()
+      return self.dev.drv.alloc(max(nbytes, 1))
   def free(self, handle: Mapping, nbytes: int) -> None: self.dev.free_later(handle)
   def _staging(self, nbytes: int) -> Mapping:
+    self.dev._join_stray()
     m = self.dev.drv.alloc(max(nbytes, 1), host_visible=True)
     assert m.host is not None
     return m
@@ -390,8 +456,10 @@ class HCQAllocator(Allocator):
     st = self._staging(dest.nbytes)
     v = self.dev.finish(self.dev.ordered("copy").copy(st.va, src.va, dest.nbytes))
     self.dev.wait_signal(self.dev.timeline, v)
-    np.frombuffer(dest, np.uint8)[:] = st.host[:dest.nbytes]   # type: ignore[index]
-    self.dev.drv.free(st)
+    try:
+      self.dev.drv.check_host_read(st, dest.nbytes)   # undefined bytes read back (a checking GPU says; PYTHON's report)
+      np.frombuffer(dest, np.uint8)[:] = st.host[:dest.nbytes]   # type: ignore[index]
+    finally: self.dev.drv.free(st)
 
 
 class HCQProgram:
@@ -403,7 +471,9 @@ class HCQProgram:
     # the buffers a launch may write / read (None: any of them), to tell which results a fault made invalid
     self.stored = frozenset(range(nbufs)) if stored is None else stored
     self.loaded = frozenset(range(nbufs)) if loaded is None else loaded
+    self._bytes = image
     with dev.lock:
+      dev._join_stray()
       self.image = dev.drv.alloc(len(image))
       HCQAllocator(dev).copyin(self.image, memoryview(image))
 
@@ -419,6 +489,8 @@ class HCQProgram:
 
   def _launch(self, bufs: Sequence[Mapping], global_size: Sequence[int], local_size: Sequence[int], vals: Sequence[int], wait: bool) -> float | None:
     dev = self.dev
+    # a GPU fault dropped the upload of the image (queued behind it): upload it again
+    if self.image.va in dev.poisoned: HCQAllocator(dev)._copyin(self.image, memoryview(self._bytes))
     q = dev.ordered("compute")
     args = self.args([b.va for b in bufs], vals, q)
     if wait:

@@ -75,6 +75,19 @@ def _compiler_version(path: str) -> str:
   return r.stdout.decode(errors="replace").strip() + r.stderr.decode(errors="replace").strip()
 
 
+def _load(path: Path, rel: Path, lib: bytes) -> ctypes.CDLL:
+  """dlopen the library at path. When that fails (the file or the whole cache directory was deleted under the running
+  process since it was checked), write it again and load that, at last from this process's private directory."""
+  for attempt in range(3):
+    try: return ctypes.CDLL(str(path))
+    except OSError as e:
+      if attempt == 2: raise OSError(f"cannot load the compiled library {path} ({e}), even after writing it again") from None
+      warn(f"cannot load {path} ({e}); writing it again")
+      if attempt == 0: path = cache_write(Path("cpu_lib") / rel, lib)
+      else: write_atomic(path := _private_lib_dir() / rel, lib)
+  raise AssertionError("unreachable")
+
+
 class CPUProgram:
   """A compiled kernel loaded with ctypes. The shared object is kept under the cache directory by the
   hash of its bytes (a temp dir may be mounted noexec), published atomically; a file already there is loaded
@@ -94,7 +107,7 @@ class CPUProgram:
       if not ok:
         if path.exists(): warn(f"loadable library {path} is damaged (its bytes do not match its name); writing it again")
         path = cache_write(Path("cpu_lib") / rel, lib)
-    self.lib = ctypes.CDLL(str(path))
+    self.lib = _load(path, rel, lib)
     try: self.fxn = getattr(self.lib, name)
     except AttributeError: raise ValueError(f"the compiled program has no function {name!r}") from None
     self.fxn.restype = None

@@ -13,7 +13,7 @@ import numpy as np
 
 from refgrad.device import Allocator, Compiled, Compiler
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, parse_program
-from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError, checked_default
+from refgrad.runtime.simt import Memory, Program, check_host_read
 
 
 class PythonAllocator(Allocator):
@@ -26,10 +26,7 @@ class PythonAllocator(Allocator):
     dest.write(src)
   def copyout(self, dest: memoryview, src: Memory) -> None:
     if dest.nbytes != src.nbytes: raise ValueError(f"copyout of a buffer of {src.nbytes} bytes into {dest.nbytes} bytes")
-    if src.bits is not None and checked_default() and (bad := src.undefined_bytes()).size:
-      why = f"undefined data was stored there after being loaded {src.origin}" if src.origin else "nothing has written them"
-      raise UndefinedBehaviourError(f"read of uninitialized memory by the host: {bad.size} of the {src.nbytes} bytes of the buffer are "
-                                    f"undefined, the first at byte {int(bad[0])} ({why})")
+    check_host_read(src)
     np.frombuffer(dest, np.uint8)[:] = src.data
 
 

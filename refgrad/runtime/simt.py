@@ -150,6 +150,14 @@ class Memory:
       self.bits, self.origin = None, None
   def __repr__(self) -> str: return f"<Memory {self.nbytes} bytes{'' if self.bits is None else ', partly uninitialized'}>"
 
+def check_host_read(mem: Memory, nbytes: int | None = None) -> None:
+  """In checked mode, raise UndefinedBehaviourError when the host reads undefined bytes among mem's first nbytes (all)."""
+  n = mem.nbytes if nbytes is None else nbytes
+  if mem.bits is None or not checked_default() or not (bad := mem.undefined_bytes(0, n)).size: return
+  why = f"undefined data was stored there after being loaded {mem.origin}" if mem.origin else "nothing has written them"
+  raise UndefinedBehaviourError(f"read of uninitialized memory by the host: {bad.size} of the {n} bytes of the buffer are "
+                                f"undefined, the first at byte {int(bad[0])} ({why})")
+
 def _set_bits(bits: np.ndarray, i: int, mask: int, on: bool) -> None:
   bits[i] = (int(bits[i]) | mask) if on else (int(bits[i]) & ~mask & 0xFF)
 

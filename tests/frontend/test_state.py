@@ -168,6 +168,18 @@ def test_huge_header_length_is_rejected_before_reading(tmp_path):
   open(path, "wb").write((1 << 62).to_bytes(8, "little") + b"{}")
   with pytest.raises(ValueError, match="exceeds"): safe_metadata(path)
 
+def test_tensor_over_2_31_elements_is_refused_before_any_copy(tmp_path, monkeypatch):
+  """A 2**31-byte U8 tensor (a sparse file: no disk used) is refused from the header, before memmap or copy."""
+  header = json.dumps({"big": {"dtype": "U8", "shape": [2**31], "data_offsets": [0, 2**31]}}).encode()
+  p = tmp_path / "big.safetensors"
+  with open(p, "wb") as f:
+    f.write(len(header).to_bytes(8, "little") + header)
+    f.truncate(8 + len(header) + 2**31)
+  monkeypatch.setattr(np, "memmap", lambda *a, **k: pytest.fail("the data was mapped"))
+  with pytest.raises(ValueError, match=r"big.safetensors'.*tensor 'big': shape \[2147483648\] has 2147483648 elements, more than 2\*\*31-1"):
+    safe_load(p)
+
+
 def test_round_trip_to_explicit_devices(tmp_path):
   path = tmp_path / "d.safetensors"
   x = np.array([1.5, -0.0, np.inf], np.float32)

@@ -1,4 +1,9 @@
 """Device registry, buffers and copies between devices."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -55,3 +60,24 @@ def test_runner_checks_its_arguments():
     with pytest.raises(ValueError, match=r"n=9 outside its range \[1, 8\]"): r(out, a, var_vals={"n": 9})
     other = "PYTHON" if dev == "CPU" else "CPU"
     with pytest.raises(ValueError, match=f"is on {other}"): r(out, a.copy_to(other), var_vals={"n": 1})
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess[str]:
+  """code in a new interpreter (no device made yet), killed after 60 s so a hang fails instead of passing by accident."""
+  root = Path(__file__).resolve().parents[2]
+  env = {**os.environ, "PYTHONPATH": str(root)}
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root, env=env)
+
+def test_make_device_may_ask_for_another_device():
+  """A backend built on another device (tests/conformance/broken_device.py: on PYTHON) in a process where that device was
+  not made yet: the registry's lock is reentrant, so this returns instead of hanging."""
+  r = _fresh("from refgrad.device import Device\nDevice._modules['BROKEN'] = 'tests.conformance.broken_device'\n"
+             "assert 'PYTHON' not in Device._made\nd = Device['BROKEN']\nassert d.name == 'BROKEN' and 'PYTHON' in Device._made\n"
+             "assert Device['broken'] is d\nprint('ok')")
+  assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+def test_make_device_asking_for_itself_raises():
+  r = _fresh("import types, sys\nfrom refgrad.device import Device\nm = types.ModuleType('selfish')\n"
+             "m.make_device = lambda name: Device[name]\nsys.modules['selfish'] = m\nDevice._modules['SELFISH'] = 'selfish'\n"
+             "try: Device['SELFISH']\nexcept RuntimeError as e: print(e)")
+  assert r.returncode == 0 and r.stdout.strip() == "device SELFISH: its make_device asks for SELFISH itself (SELFISH -> SELFISH)", r.stderr

@@ -2,8 +2,10 @@
 it), the compile and BEAM caches are never trusted blindly, and every knob parses one way."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from refgrad.device import Buffer
 from refgrad.dtype import DType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.program import Runner
+from refgrad.runtime import ops_cpu
 from refgrad.runtime.ops_cpu import ClangCompiler, CPUProgram
 from refgrad.runtime.simt import UndefinedBehaviourError
 from refgrad.uop.ops import Ops, UOp
@@ -174,6 +177,23 @@ def test_failed_write_falls_back(monkeypatch, capfd):
   monkeypatch.setattr(device, "write_atomic", full)
   lib = ClangCompiler().compile_cached(_SRC.format(n=45))
   assert _call(lib, 45) == 45 and "No space left on device" in capfd.readouterr().err
+
+def test_cache_directory_deleted_under_a_running_process(tmp_path, monkeypatch, capfd):
+  """The cache directory removed (another process cleaning it) between the check of a library and its dlopen, and
+  between two compiles: the library is written again and loaded, never `cannot open shared object file`."""
+  real, opened = ctypes.CDLL, []
+  def racing(path: str, *a, **k):
+    if not opened: shutil.rmtree(tmp_path / "cache")
+    opened.append(path)
+    return real(path, *a, **k)
+  monkeypatch.setattr(ops_cpu.ctypes, "CDLL", racing)
+  lib = ClangCompiler().compile_cached(_SRC.format(n=48))
+  assert _call(lib, 48) == 48 and len(opened) == 2
+  assert "cannot load" in capfd.readouterr().err and Path(opened[1]).read_bytes() == lib
+  shutil.rmtree(tmp_path / "cache")
+  assert _call(ClangCompiler().compile_cached(_SRC.format(n=49)), 49) == 49   # compile cache gone as well: compiled again
+  shutil.rmtree(tmp_path / "cache")
+  assert _call(lib, 48) == 48   # a library already loaded once, its file gone: written and loaded again
 
 def test_disable_compiler_cache_never_touches_the_disk(tmp_path, monkeypatch):
   cache = tmp_path / "cache"

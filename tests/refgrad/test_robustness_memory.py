@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from refgrad import Tensor
+from refgrad.device import Buffer, Device
+from refgrad.dtype import dtypes
 from refgrad.runtime.simt import Memory, UndefinedBehaviourError
 
 
@@ -56,3 +58,33 @@ def test_elementwise_program_peak_memory():
   # the result's buffer is n*4 bytes; everything else while the kernel runs must stay small (it was ~4x the result before)
   assert 3 * n * 4 + peak <= 1.5 * live, f"peak {peak / 2**20:.1f} MiB over the inputs"
   assert out[::n // 4].tolist() == [5.0] * 4
+
+
+CHECKING = ["PYTHON", "NV", "AMD"]   # the devices that report undefined behaviour (the mock GPUs through MOCKGPU=1)
+
+@pytest.mark.parametrize("device", CHECKING)
+def test_host_read_of_undefined_data_is_reported_on_every_checking_device(device, monkeypatch):
+  """Tensor.empty read back, directly, through a kernel, partly written, and through a copy engine copy between buffers:
+  the same report on PYTHON and on the mock GPUs (their copy engines carry definedness into the staging memory);
+  CHECKED=0 reads the bytes without a word."""
+  monkeypatch.setenv("MOCKGPU", "1")
+  monkeypatch.delenv("CHECKED", raising=False)
+  with pytest.raises(UndefinedBehaviourError, match=r"^read of uninitialized memory by the host: 16 of the 16 bytes of the buffer are undefined, "
+                     r"the first at byte 0 \(nothing has written them\)$"):
+    Tensor.empty(4, device=device).numpy()
+  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory by the host: 16 of the 16 bytes .*loaded in kernel"):
+    (Tensor.empty(4, device=device) + 1).numpy()
+  t = Tensor.empty(8, device=device)
+  t[0:4] = 1
+  with pytest.raises(UndefinedBehaviourError, match=r"read of uninitialized memory by the host: 16 of the 32 bytes .* first at byte 16 .*loaded in kernel"):
+    t.numpy()
+  assert t[0:4].tolist() == [1.0] * 4 and (Tensor([1.0, 2.0], device=device) * 3).tolist() == [3.0, 6.0]   # no false alarm
+  if device != "PYTHON":   # a device-to-device copy on the copy engine moves undefinedness along
+    src, dst = Buffer(device, 4, dtypes.float32), Buffer(device, 4, dtypes.float32)
+    dst.copyin(np.ones(4, np.float32))
+    hcq = Device[device].hcq   # type: ignore[attr-defined]
+    hcq.finish(hcq.ordered("copy").copy(dst.handle.va + 4, src.handle.va, 8))
+    with pytest.raises(UndefinedBehaviourError, match=r"8 of the 16 bytes of the buffer are undefined, the first at byte 4 \(nothing has written them\)"):
+      dst.numpy()
+  monkeypatch.setenv("CHECKED", "0")
+  assert Tensor.empty(4, device=device).numpy().shape == (4,)
