@@ -85,8 +85,14 @@ class LoopPlan:
         v[o] = fn(xs)
       elif kind == 1: v[o] = get(src[0])[..., aux]   # GEP
       elif kind == 2: v[o] = np.stack(np.broadcast_arrays(*[get(a) for a in src]), axis=-1)   # VECTORIZE
-      elif kind == 3:   # LOAD: aux = (buffer arg, elements per pointer element, values per lane)
-        if (x := self._load(st, get(src[0]), act, *aux)) is None: return False
+      elif kind == 3:   # LOAD: aux = (buffer arg, elements per pointer element, values per lane, gate slot, alt slot)
+        arg, bc, c, gate, alt = aux
+        m = act if gate < 0 else get(gate) if act is None else get(gate) & act
+        if (x := self._load(st, get(src[0]), m, arg, bc, c)) is None: return False
+        if gate >= 0:   # lanes whose gate is off take alt (or zeros), bit for bit
+          u = np.dtype(f"u{x.dtype.itemsize}")
+          other = np.zeros((), u) if alt < 0 else get(alt).view(u)
+          x = np.where(m[..., None] if c > 1 else m, x.view(u), other).view(x.dtype)
         v[o] = x
     for a in self.accs:
       x = get(a.x)
@@ -103,10 +109,13 @@ class LoopPlan:
     return True
 
   def _load(self, st: Any, idx: np.ndarray, act: np.ndarray | None, arg: int, bc: int, c: int) -> np.ndarray | None:
+    """The elements idx points at on the lanes (iteration x lane) where act is set (None: all), anything elsewhere;
+    None where the interpreter would report something."""
     mem, view, bound, k = st.gmem[arg]
     if idx.shape[1] not in (1, st.n): raise ValueError("lane axis")
-    if act is not None and idx.shape[1] == 1: idx = np.broadcast_to(idx, (idx.shape[0], st.n))
-    sel = idx if act is None else idx[:, act[0]]
+    if act is not None:
+      idx, act = np.broadcast_arrays(idx, act)
+    sel = idx if act is None else idx[act]
     if sel.size and (int(sel.min()) < 0 or int(sel.max()) * bc + c > bound * bc): return None   # the interpreter reports it
     if bound == 0: return None
     e = idx.astype(np.int64) if act is None else np.where(act, idx, 0).astype(np.int64)
@@ -134,7 +143,6 @@ def plan(prg: Any, r: int, end: int, slot: list[int]) -> LoopPlan | str:
     if u.op is not Ops.ASSIGN and any(j > end for j in users.get(u, ())): return f"uop {i} is used after the loop"
     if u.op is Ops.LOAD:
       if u.src[0].op is not Ops.DEFINE_GLOBAL: return f"uop {i} loads local memory"
-      if load_parts(u)[2] is not None: return f"uop {i} is a gated load"
       if u.dtype.scalar() == dtypes.bool: return f"uop {i} loads bools"
     if u.op is Ops.ASSIGN:
       acc, val = u.src[0], u.src[1]
@@ -158,7 +166,9 @@ def plan(prg: Any, r: int, end: int, slot: list[int]) -> LoopPlan | str:
     elif u.op is Ops.VECTORIZE: steps.append((2, slot[i], src, None))
     elif u.op is Ops.LOAD:
       pdt: PtrDType = u.src[0].dtype  # type: ignore[assignment]
-      steps.append((3, slot[i], (src[1],), (u.src[0].arg, pdt.base.count, u.dtype.count)))
+      _, _, gate, alt = load_parts(u)
+      gs = (-1, -1) if gate is None else (slot[pos[gate]], -1 if alt is None else slot[pos[alt]])
+      steps.append((3, slot[i], (src[1],), (u.src[0].arg, pdt.base.count, u.dtype.count, *gs)))
     else:
       sdts = tuple(s.dtype for s in u.src)
       steps.append((0, slot[i], src, (semantics.op_fn(u.op, u.dtype, sdts), u.op in _MAY_UB, sdts, u.op, u.dtype)))
