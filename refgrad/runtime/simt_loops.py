@@ -49,6 +49,14 @@ class LoopPlan:
   def __init__(self, prg: Any, r: int, end: int, slot: list[int], steps: list[tuple], accs: list[_Acc], width: int):
     self.prg, self.r, self.end, self.slot, self.steps, self.accs, self.width = prg, r, end, slot, steps, accs, width
     self.rdt = prg.uops[r].dtype.np
+    # the body values that die after each step (their last reader), so a chunk holds only the live ones
+    last: dict[int, int] = {}
+    for k, (kind, o, src, aux) in enumerate(steps):
+      for a in (*src, *(aux[3:] if kind == 3 else ())):
+        if a >= 0: last[a] = k
+      last[o] = k   # read by nothing after: dies at once
+    for a in accs: last[a.x] = len(steps)
+    self.frees = [tuple(o2 for _, o2, _, _ in steps if last[o2] == k) for k in range(len(steps))]
 
   def run(self, st: Any, stop: int) -> bool:
     """Run iterations [0, stop) on st's active lanes. True when done (accumulators committed), False to interpret."""
@@ -74,7 +82,7 @@ class LoopPlan:
       x = v.get(s)
       return regs[s][None] if x is None else x
     act = None if active is None else active[None]
-    for kind, o, src, aux in self.steps:
+    for (kind, o, src, aux), dead in zip(self.steps, self.frees):
       if kind == 0:   # ALU, CAST, BITCAST: aux = (fn, checks UB, source dtypes, op, dtype)
         xs = [get(a) for a in src]
         fn, may_ub, sdts, op, dt = aux
@@ -94,6 +102,7 @@ class LoopPlan:
           other = np.zeros((), u) if alt < 0 else get(alt).view(u)
           x = np.where(m[..., None] if c > 1 else m, x.view(u), other).view(x.dtype)
         v[o] = x
+      for d in dead: del v[d]
     for a in self.accs:
       x = get(a.x)
       if x.shape[0] != t1 - t0: x = np.broadcast_to(x, (t1 - t0, *x.shape[1:]))   # a loop-invariant operand
