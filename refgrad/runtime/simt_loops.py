@@ -23,7 +23,7 @@ from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts
 
-CHUNK_ELEMS = 1 << 20   # elements of one body value per chunk of iterations (lanes x iterations x vector width)
+CHUNK_ELEMS = 1 << 16   # elements of one body value per chunk of iterations (lanes x iterations x vector width): cache-sized
 _MAY_UB = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.CAST, Ops.BITCAST})
 _FOLD_OPS = (Ops.ADD, Ops.MUL, Ops.MAX)
 _BODY_OPS = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE, Ops.LOAD, Ops.ASSIGN, Ops.CONST, Ops.DEFINE_VAR}
@@ -63,7 +63,8 @@ class LoopPlan:
     if st.undef: return False   # undefined values already in play: the interpreter tracks them per iteration
     regs, active = st.regs, st.active
     accs = {a.slot: regs[a.slot] for a in self.accs}
-    chunk = max(1, CHUNK_ELEMS // max(1, st.n * self.width))
+    chunk = CHUNK_ELEMS // max(1, st.n * self.width)
+    if chunk < 2: return False   # so many lanes that a chunk is one iteration: the interpreter does the same with less overhead
     for t0 in range(0, stop, chunk):
       t1 = min(stop, t0 + chunk)
       try: ok = self._chunk(st, regs, active, accs, t0, t1)
@@ -107,7 +108,11 @@ class LoopPlan:
       x = get(a.x)
       if x.shape[0] != t1 - t0: x = np.broadcast_to(x, (t1 - t0, *x.shape[1:]))   # a loop-invariant operand
       acc = accs[a.slot]
-      if a.ufunc is not None:
+      if a.ufunc is not None and x[0].size >= 32:   # wide rows: one in-place op per iteration beats accumulate's slow inner loop
+        acc = np.broadcast_to(acc, np.broadcast_shapes(acc.shape, x.shape[1:])).copy()
+        for row in x: a.ufunc(acc, row, out=acc)
+        accs[a.slot] = acc
+      elif a.ufunc is not None:   # narrow rows (a few lanes): in-order accumulate along the iteration axis
         buf = np.empty((x.shape[0] + 1, *np.broadcast_shapes(acc.shape, x.shape[1:])), acc.dtype)
         buf[0], buf[1:] = acc, x
         a.ufunc.accumulate(buf, axis=0, out=buf)
