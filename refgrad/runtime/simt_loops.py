@@ -132,6 +132,12 @@ class LoopPlan:
     sel = idx if act is None else idx[act]
     if sel.size and (int(sel.min()) < 0 or int(sel.max()) * bc + c > bound * bc): return None   # the interpreter reports it
     if bound == 0: return None
+    if act is None and not (st.checked and mem.bits is not None) and idx.ndim == 2 and (ab := _affine(idx)) is not None:
+      # idx = a + t*s0 + l*s1 (t: iteration, l: lane): a strided view of the buffer instead of a gather
+      a, s0, s1 = ab
+      isz = view.itemsize
+      shape, strides = (*idx.shape, c) if c > 1 else idx.shape, (s0 * bc * isz, s1 * bc * isz, isz) if c > 1 else (s0 * bc * isz, s1 * bc * isz)
+      return np.lib.stride_tricks.as_strided(view[a * bc:], shape, strides, writeable=False)
     e = idx.astype(np.int64) if act is None else np.where(act, idx, 0).astype(np.int64)
     if bc > 1: e = e * bc
     if c > 1: e = e[..., None] + np.arange(c)
@@ -140,6 +146,16 @@ class LoopPlan:
       if c > 1: ok = ok.all(axis=-1)
       if not (ok if act is None else ok | ~act).all(): return None
     return view[e]
+
+
+def _affine(idx: np.ndarray) -> tuple[int, int, int] | None:
+  """(a, s0, s1) with idx[t, l] == a + t*s0 + l*s1 for every element and s0, s1 >= 0, else None."""
+  a = int(idx[0, 0])
+  s0 = int(idx[1, 0]) - a if idx.shape[0] > 1 else 0
+  s1 = int(idx[0, 1]) - a if idx.shape[1] > 1 else 0
+  if s0 < 0 or s1 < 0: return None
+  want = np.arange(idx.shape[0], dtype=np.int64)[:, None] * s0 + (np.arange(idx.shape[1], dtype=np.int64) * s1 + a)
+  return (a, s0, s1) if np.array_equal(idx, want) else None
 
 
 def plan(prg: Any, r: int, end: int, slot: list[int]) -> LoopPlan | str:
