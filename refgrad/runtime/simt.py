@@ -41,6 +41,7 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.runtime import simt_loops
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -253,8 +254,10 @@ def _val(x: np.ndarray, row: int, dt: DType) -> Any:
 class Program:
   """A linear program prepared once (instruction list, liveness) and run with `__call__`."""
 
-  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True):
-    self.name, self.uops = name, list(uops)
+  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True):
+    self.name, self.uops, self.vector_loops = name, list(uops), vector_loops
+    # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
+    self.loop_notes: dict[int, str] = {}
     if verify:
       from refgrad.uop.spec import verify_linear
       verify_linear(self.uops)
@@ -299,6 +302,7 @@ class Program:
       loops_at.append(tuple(b for b in open_blocks if uops[b].op is Ops.RANGE))
       if u.op in GroupOp.Block: open_blocks.append(i)
     if open_blocks: raise ExecutionError(f"kernel {self.name}: {self.describe(open_blocks[-1])} is never closed")
+    self._end_of = end_of
     # last use of each slot; a use inside a loop that does not contain the definition lasts to the loop's end
     defined: dict[int, int] = {}
     for i in range(n): defined.setdefault(slot[i], i)
@@ -411,6 +415,9 @@ class Program:
       return endif
     if op is Ops.RANGE:
       a, npdt = src[0], dt.np
+      lp = simt_loops.plan(self, i, self._end_of[i], slot) if self.vector_loops else "vector_loops is off"
+      self.loop_notes[i] = "arrays" if isinstance(lp, simt_loops.LoopPlan) else lp
+      fast = lp if isinstance(lp, simt_loops.LoopPlan) else None
       def range_(st: _State) -> int | None:
         end = st.regs[a]
         if st.undef and a in st.undef: self._undef_use(st, i, "a loop bound", st.undef[a])
@@ -422,7 +429,7 @@ class Program:
                                  f"{int(end[bad])} on {st.thread(bad)}")
           end = e
         stop = int(end[0])
-        if stop <= 0:
+        if stop <= 0 or (fast is not None and fast.run(st, stop)):
           for s in skip_frees: st.regs[s] = None
           return after_end
         st.loops[i] = [0, stop]
