@@ -37,13 +37,14 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()
   vals = args[8 * k.nglobals:].view(np.int32).tolist()
   seq = chain if chain is not None else flight.start() if flight is not None else -1
+  what = f"{label}: kernel {k.name}"
   views = []
   for i, (va, (declared, reads, writes)) in enumerate(zip(vas, k.params)):
     try: r, off = vm.resolve(va, declared if declared else 1, engine, f"buffer {i} of kernel {k.name} ({args_what} bytes {8 * i}..{8 * i + 8})")
     except Fault as f: raise Fault(f.what, "mmu", va, k.name) from None
     views.append((r, off))
     if hz.enabled and (reads or writes):
-      hz.access(pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], f"{label}: kernel {k.name}", seq)
+      hz.access(pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], what, seq)
   def body() -> None:
     bufs = [r.view(off) for r, off in views]   # taken when the kernel runs: what earlier kernels left defined
     try: k.run(bufs, grid, block, vals, vas)

@@ -160,7 +160,7 @@ class Hazards:
     def one(x: Access) -> str: return f"{x.what} {'writes' if x.write else 'reads'} 0x{x.lo:x}..0x{x.hi:x}"
     if a.pid == b.pid:
       self.report(f"memory hazard in the buffer at 0x{base:x}: {one(a)}, and {one(b)}, both in flight on {self.names[a.pid]} "
-                  f"with no ordering command between them (launches of one queue may overlap until a wait-for-idle, "
+                  f"(its launches {a.seq} and {b.seq}) with no ordering command between them (launches of one queue may overlap until a wait-for-idle, "
                   f"a WFI release, a partial flush or an end-of-pipe release retires them)")
       return
     self.report(f"memory hazard in the buffer at 0x{base:x}: {one(a)}, and {one(b)}, with no semaphore ordering them "
