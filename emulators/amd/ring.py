@@ -56,7 +56,7 @@ class Queue:
     return s
   def where(self) -> str: return f"{self.name} {self._at()}"
 
-  def has_work(self) -> bool: return self.fault is None and (self.ib is not None or self.rptr < self.wptr)
+  def has_work(self) -> bool: return self.fault is None and (self.ib is not None or self.rptr < self.wptr or bool(self.flight.pending))
 
   # ---- doorbell -------------------------------------------------------------------------------------------------------
   def doorbell(self) -> None:
@@ -82,8 +82,9 @@ class Queue:
       while True:
         if self.ib is None:
           if self.rptr >= self.wptr:
+            if not self.flight.pending: return moved
             self.flight.complete()   # ran dry: the kernels in flight run (the checker still sees them in flight)
-            return moved
+            return True
           r = self._ring_packet()
         else: r = self._ib_packet()
         if r == BLOCKED:
