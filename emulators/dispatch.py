@@ -14,6 +14,7 @@ import numpy as np
 
 from emulators import executors
 from emulators.fault import Fault
+from emulators.inflight import InFlight
 
 
 def load_program(vm: Any, prg_va: int, engine: str, what: str) -> executors.LinearKernel:
@@ -26,20 +27,29 @@ def load_program(vm: Any, prg_va: int, engine: str, what: str) -> executors.Line
 
 
 def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int, args_what: str, engine: str,
-        grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-  """Read the arguments at `args_va`, resolve the buffers, record their accesses as `label` on participant `pid`, run."""
+        grid: tuple[int, int, int], block: tuple[int, int, int], flight: InFlight | None = None, now: bool = False,
+        chain: int | None = None) -> int:
+  """Read the arguments at `args_va`, resolve the buffers, record their accesses as `label` on participant `pid`, run.
+  With `flight` (the queue's launches in flight) the launch starts in flight and its kernel runs when `flight` says;
+  `chain`: the launch number of the launch this one follows as part of one unit (a dependent QMD). The launch number."""
   vm, hz = dev.vm, dev.hz
   args = vm.bytes(args_va, k.arg_bytes, engine, f"{args_what} of kernel {k.name}")
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()
   vals = args[8 * k.nglobals:].view(np.int32).tolist()
-  bufs, views = [], []
+  seq = chain if chain is not None else flight.start() if flight is not None else -1
+  what = f"{label}: kernel {k.name}"
+  views = []
   for i, (va, (declared, reads, writes)) in enumerate(zip(vas, k.params)):
     try: r, off = vm.resolve(va, declared if declared else 1, engine, f"buffer {i} of kernel {k.name} ({args_what} bytes {8 * i}..{8 * i + 8})")
     except Fault as f: raise Fault(f.what, "mmu", va, k.name) from None
-    bufs.append(r.view(off))
     views.append((r, off))
     if hz.enabled and (reads or writes):
-      hz.access(pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], f"{label}: kernel {k.name}")
-  try: k.run(bufs, grid, block, vals, vas)
-  finally:
-    for (r, off), m in zip(views, bufs): r.merge(off, m)
+      hz.access(pid, r.va, [(va, va + declared if declared is not None else r.end, writes)], what, seq)
+  def body() -> None:
+    bufs = [r.view(off) for r, off in views]   # taken when the kernel runs: what earlier kernels left defined
+    try: k.run(bufs, grid, block, vals, vas)
+    finally:
+      for (r, off), m in zip(views, bufs): r.merge(off, m)
+  if flight is None: body()
+  else: flight.run(body, now)
+  return seq

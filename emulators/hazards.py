@@ -11,6 +11,10 @@ Participants are the host (id 0) and every channel. Each has a vector clock; its
 - Every kernel launch / copy / inline upload records byte ranges read and written, per mapping. Two operations of
   different participants that overlap, one writing, where the earlier one's epoch is not in the later one's clock,
   are a hazard. Semaphore memory is synchronization, never recorded.
+- In-flight launches (the queue ordering model, README "Ordering inside a queue"): a kernel launch starts a new epoch of
+  its queue and stays in flight until an ordering command of that queue retires it (`retire`). Each in-flight launch
+  is its own participant: two launches of one queue conflict unless an ordering command ran between them, and a
+  release that does not retire (no WFI / not end-of-pipe) orders only what came before the oldest launch in flight.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ class Access:
   hi: int
   write: bool
   what: str     # "NV:0 copy GP entry 3: copy of 64 bytes"
+  seq: int = -1  # the queue's launch number (-1: not a launch, in order with its queue's other work)
 
 
 def _join(into: list[int], other: list[int]) -> None:
@@ -48,6 +53,9 @@ class Hazards:
     self.sems: dict[int, tuple[int, int, list[int]]] = {}  # address -> (value written, its bytes, releaser clock)
     self.records: dict[int, list[Access]] = {}             # mapping VA -> accesses
     self.seen: set[tuple[str, str]] = set()
+    self.launches: list[int] = [0]            # per participant: launches started
+    self.fence: list[int] = [0]               # per participant: launches numbered below this are retired
+    self.inflight: list[list[int]] = [[]]     # per participant: epochs of the launches in flight, oldest first
 
   def participant(self, name: str) -> int:
     """A new channel; it starts knowing what the host knows (the host created it)."""
@@ -56,7 +64,24 @@ class Hazards:
     c[pid] = 1
     self.clocks.append(c)
     self.names.append(name)
+    self.launches.append(0)
+    self.fence.append(0)
+    self.inflight.append([])
     return pid
+
+  # ---- the queue ordering model -------------------------------------------------------------
+  def launch(self, pid: int) -> int:
+    """A kernel launch of `pid` starts (its own epoch); its number within the queue."""
+    self.clocks[pid][pid] += 1
+    self.inflight[pid].append(self.clocks[pid][pid])
+    n = self.launches[pid]
+    self.launches[pid] = n + 1
+    return n
+
+  def retire(self, pid: int) -> None:
+    """An ordering command of `pid` ran: every launch started before it has finished."""
+    self.fence[pid] = self.launches[pid]
+    self.inflight[pid].clear()
 
   # ---- synchronization ----------------------------------------------------------------------
   def doorbell(self) -> list[int]:
@@ -67,15 +92,19 @@ class Hazards:
 
   def join(self, pid: int, clock: list[int]) -> None: _join(self.clocks[pid], clock)
 
-  def release(self, pid: int, addr: int, value: int, nbytes: int, rmw: bool = False) -> None:
+  def release(self, pid: int, addr: int, value: int, nbytes: int, rmw: bool = False, done: int | None = None) -> None:
+    """A release; one that retires (WFI, end-of-pipe) calls `retire` first, else the launches in flight stay unordered,
+    except `done`, the epoch of the launch whose own release this is (a QMD release follows its grid)."""
     c = self.clocks[pid]
     snap = list(c)
+    if (fl := [e for e in self.inflight[pid] if e != done]): snap[pid] = fl[0] - 1
     if rmw and (old := self.sems.get(addr)) is not None: _join(snap, old[2])
     self.sems[addr] = (value, nbytes, snap)
     c[pid] += 1
 
   def settle(self, pid: int) -> None:
     """`pid` was stopped and its remaining work dropped (recover): the host knows all it did, as after a wait on it."""
+    self.retire(pid)
     c = self.clocks[pid]
     _join(self.clocks[HOST], c)
     c[pid] += 1
@@ -92,22 +121,27 @@ class Hazards:
     for a in [a for a in self.sems if lo <= a < hi]: del self.sems[a]
 
   # ---- accesses -----------------------------------------------------------------------------
-  def access(self, pid: int, base: int, ranges: list[tuple[int, int, bool]], what: str) -> None:
-    """Record one operation's accesses in the mapping at `base`: (lo, hi, write) ranges; report conflicts first."""
+  def access(self, pid: int, base: int, ranges: list[tuple[int, int, bool]], what: str, seq: int = -1) -> None:
+    """Record one operation's accesses in the mapping at `base`: (lo, hi, write) ranges; report conflicts first.
+    `seq`: the launch number (from `launch`) when the operation is a kernel launch."""
     clock = self.clocks[pid]
+    fence = self.fence[pid]
     recs = self.records.setdefault(base, [])
     for a in recs:
-      if a.pid == pid or (a.pid < len(clock) and clock[a.pid] >= a.epoch): continue
+      if a.pid == pid:   # same queue: ordered unless both are launches in flight together
+        if a.seq < 0 or seq < 0 or a.seq == seq or a.seq < fence: continue
+      elif a.pid < len(clock) and clock[a.pid] >= a.epoch: continue
       for lo, hi, write in ranges:
         if (write or a.write) and lo < a.hi and a.lo < hi:
-          self._hazard(a, Access(pid, clock[pid], lo, hi, write, what))
+          self._hazard(a, Access(pid, clock[pid], lo, hi, write, what, seq), base)
           break
     for lo, hi, write in ranges:
-      new = Access(pid, clock[pid], lo, hi, write, what)
+      new = Access(pid, clock[pid], lo, hi, write, what, seq)
       # a later access of the same participant to the same range, writing if the old one did, conflicts with
-      # everything the old one would: it replaces it (so one queue reusing a buffer keeps one record)
+      # everything the old one would: it replaces it (so one queue reusing a buffer keeps one record), unless the old
+      # one is a launch still in flight
       for k, a in enumerate(recs):
-        if a.pid == pid and a.lo == lo and a.hi == hi and (write or not a.write):
+        if a.pid == pid and a.lo == lo and a.hi == hi and (write or not a.write) and (a.seq < fence or a.seq == seq):
           recs[k] = new
           break
       else: recs.append(new)
@@ -115,22 +149,30 @@ class Hazards:
 
   def _prune(self, base: int, recs: list[Access]) -> None:
     # a record ordered before every participant's current clock can conflict with nothing that comes later
-    def settled(a: Access) -> bool: return all(a.pid < len(c) and c[a.pid] >= a.epoch for i, c in enumerate(self.clocks) if i != a.pid)
+    def settled(a: Access) -> bool:
+      return a.seq < self.fence[a.pid] and all(a.pid < len(c) and c[a.pid] >= a.epoch for i, c in enumerate(self.clocks) if i != a.pid)
     self.records[base] = [a for a in recs if not settled(a)]
 
-  def _hazard(self, a: Access, b: Access) -> None:
+  def _hazard(self, a: Access, b: Access, base: int) -> None:
     key = (a.what, b.what)
     if key in self.seen: return
     self.seen.add(key)
     def one(x: Access) -> str: return f"{x.what} {'writes' if x.write else 'reads'} 0x{x.lo:x}..0x{x.hi:x}"
-    self.report(f"memory hazard: {one(a)}, and {one(b)}, with no semaphore ordering them "
+    if a.pid == b.pid:
+      self.report(f"memory hazard in the buffer at 0x{base:x}: {one(a)}, and {one(b)}, both in flight on {self.names[a.pid]} "
+                  f"(its launches {a.seq} and {b.seq}) with no ordering command between them (launches of one queue may overlap until a wait-for-idle, "
+                  f"a WFI release, a partial flush or an end-of-pipe release retires them)")
+      return
+    self.report(f"memory hazard in the buffer at 0x{base:x}: {one(a)}, and {one(b)}, with no semaphore ordering them "
                 f"({self.names[a.pid]} ran first here; another interleaving may run them the other way or at once)")
 
 
 class NoHazards(Hazards):
   """MOCKGPU_HAZARDS=0: the same interface, recording nothing."""
   enabled = False
-  def access(self, pid: int, base: int, ranges: list[tuple[int, int, bool]], what: str) -> None: pass
-  def release(self, pid: int, addr: int, value: int, nbytes: int, rmw: bool = False) -> None: pass
+  def access(self, pid: int, base: int, ranges: list[tuple[int, int, bool]], what: str, seq: int = -1) -> None: pass
+  def release(self, pid: int, addr: int, value: int, nbytes: int, rmw: bool = False, done: int | None = None) -> None: pass
   def acquire(self, pid: int, addr: int, value: int, nbytes: int) -> None: pass
   def doorbell(self) -> list[int]: return []
+  def launch(self, pid: int) -> int: return 0
+  def retire(self, pid: int) -> None: pass

@@ -2,7 +2,8 @@
 
 MOCKGPU_ORDER: unset, "" or "rr" = round-robin over the queues with work; "seed:N" (N an integer >= 0) = the queues
 are tried in an order shuffled by a generator seeded with N (and the device index), so one seed gives one
-interleaving and other seeds others. MOCKGPU_HAZARDS: "1" (default) checks hazards, "0" turns the checker off.
+interleaving and other seeds others; the same generator orders the kernels of a queue's launches in flight
+(emulators/inflight.py). MOCKGPU_HAZARDS: "1" (default) checks hazards, "0" turns the checker off.
 """
 from __future__ import annotations
 

@@ -66,7 +66,9 @@ class Stats:
 
 
 def worker_config(opts: Options) -> dict[str, Any]:
-  return {"env": {"MOCKGPU": "1", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {}), **opts.env},
+  # the mock GPUs run a seeded interleaving (overlapping launches, README "Ordering inside a queue"); one fixed seed so a
+  # finding's replay (a new worker, same config) runs the same way
+  return {"env": {"MOCKGPU": "1", "MOCKGPU_ORDER": "seed:0", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {}), **opts.env},
           "devices": opts.devices, "preload": opts.preload, "ast_eval": opts.ast_eval, "models": opts.models}
 
 

@@ -99,7 +99,8 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
     if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
   kernarg = eng.reg("COMPUTE_USER_DATA_0") | (eng.reg("COMPUTE_USER_DATA_1") << 32)
   dev.counters["dispatch"] += 1
-  dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block)
+  # in flight until an ordering command (ORDERING); the initiator's flags order nothing the fact sheet states
+  dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block, ch.flight)
   return DONE
 
 
@@ -155,6 +156,7 @@ def release_mem(eng: ComputeEngine, w: list[int]) -> int:
   dsel, isel = bits(w[2], 31, 29), bits(w[2], 26, 24)
   if dsel not in DATA_SELS: raise Fault(f"RELEASE_MEM DATA_SEL {dsel} is not emulated (0-4)", "compute")
   if isel not in (0, 1, 2, 3): raise Fault(f"RELEASE_MEM INT_SEL {isel} is not emulated (0-3)", "compute")
+  ch.flight.retire()   # an end-of-pipe event: everything before it has finished when it writes (ORDERING)
   if isel: ch.interrupts.append(w[7])
   sel = DATA_SELS[dsel]
   if sel is None: return DONE
@@ -170,11 +172,25 @@ def release_mem(eng: ComputeEngine, w: list[int]) -> int:
 EOP_EVENTS = {0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x28: "BOTTOM_OF_PIPE_TS", 0x2F: "CS_DONE"}
 EVENTS = {0x07: "CS_PARTIAL_FLUSH", 0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x16: "CACHE_FLUSH_AND_INV_EVENT", 0x28: "BOTTOM_OF_PIPE_TS",
           0x2F: "CS_DONE", 0x35: "THREAD_TRACE_MARKER", 0x37: "THREAD_TRACE_FINISH"}
+PARTIAL_FLUSH = (0x07, 4)   # (EVENT_TYPE, EVENT_INDEX) of CS_PARTIAL_FLUSH
+
+# The queue ordering model (README "Ordering inside a queue"): a dispatch stays in flight, overlapping later dispatches,
+# until one of these retires it. One row per command: (what it orders, the source in docs/hw/AMD.md).
+ORDERING: dict[str, tuple[str, str]] = {
+  "EVENT_WRITE CS_PARTIAL_FLUSH (index 4)": ("every dispatch before it finishes first", "AMD.md §4.2 step 7, §3.7"),
+  "RELEASE_MEM (end-of-pipe / shader_done event)": ("every dispatch before it finishes before the write", "AMD.md §3.3, §4.2 step 8"),
+  "ACQUIRE_MEM": ("nothing: cache invalidate / write-back only", "AMD.md §3.5"),
+  "WAIT_REG_MEM / WAIT_REG_MEM64": ("nothing: later packets wait, earlier dispatches go on", "AMD.md §3.4"),
+  "DISPATCH_DIRECT initiator flags": ("nothing the fact sheet states", "AMD.md §4.1"),
+  "other EVENT_WRITE events": ("nothing the fact sheet states", "AMD.md §3.7"),
+  "SDMA packets (copy queue)": ("in order: the fact sheet states no overlap of SDMA packets", "AMD.md §5"),
+}
 
 def event_write(eng: ComputeEngine, w: list[int]) -> None:
   ev = bits(w[1], 5, 0)
   if ev not in EVENTS: raise Fault(f"EVENT_WRITE EVENT_TYPE 0x{ev:x} is not an event the mock knows", "compute")
-  # every dispatch has finished when the next packet runs: a partial flush or cache event has nothing left to do
+  if (ev, bits(w[1], 11, 8)) == PARTIAL_FLUSH: eng.ch.flight.retire()   # an ordering command (ORDERING)
+  # cache events: the mock's memory is coherent, nothing to do
 
 def acquire_mem(eng: ComputeEngine, w: list[int]) -> None:
   if bits(w[7], 31, 19): raise Fault(f"ACQUIRE_MEM GCR_CNTL 0x{w[7]:x} sets bits above 18", "compute")

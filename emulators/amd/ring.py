@@ -22,6 +22,7 @@ import numpy as np
 from emulators.amd import pm4, sdma
 from emulators.amd.pm4 import BLOCKED, DONE
 from emulators.fault import Fault
+from emulators.inflight import InFlight
 from refgrad.runtime.driver import GPUFault
 
 RING_ENTRY_BYTES, CONTROL_BYTES = 4, 64
@@ -45,6 +46,7 @@ class Queue:
     self.blocked: tuple[int, int, str] | None = None
     self.fault: GPUFault | None = None
     self.interrupts: list[int] = []
+    self.flight = InFlight(dev, pid)    # dispatches started and not yet retired by an ordering command
 
   # ---- where we are ---------------------------------------------------------------------------------------------------
   def _ring_off(self) -> int: return (self.rptr * self.unit // 4) % self.n
@@ -54,7 +56,7 @@ class Queue:
     return s
   def where(self) -> str: return f"{self.name} {self._at()}"
 
-  def has_work(self) -> bool: return self.fault is None and (self.ib is not None or self.rptr < self.wptr)
+  def has_work(self) -> bool: return self.fault is None and (self.ib is not None or self.rptr < self.wptr or bool(self.flight.pending))
 
   # ---- doorbell -------------------------------------------------------------------------------------------------------
   def doorbell(self) -> None:
@@ -79,10 +81,15 @@ class Queue:
     try:
       while True:
         if self.ib is None:
-          if self.rptr >= self.wptr: return moved
+          if self.rptr >= self.wptr:
+            if not self.flight.pending: return moved
+            self.flight.complete()   # ran dry: the kernels in flight run (the checker still sees them in flight)
+            return True
           r = self._ring_packet()
         else: r = self._ib_packet()
-        if r == BLOCKED: return moved
+        if r == BLOCKED:
+          self.flight.complete()   # waiting: the kernels in flight run meanwhile
+          return moved
         moved = True
         if r == DONE: return True
     except Fault as f:
@@ -136,6 +143,7 @@ class Queue:
 
   def _leave_ib(self) -> None:
     assert self.ib is not None
+    self.flight.complete()   # the submission's kernels run (the checker still sees them in flight)
     size = self.ib[3]
     self.ib = None
     self._advance(size)
@@ -164,6 +172,7 @@ class Queue:
   def recover(self) -> None:
     """Drop the remaining work (rptr = wptr = the last doorbell value) and any half-run indirect buffer."""
     self.fault, self.ib, self.blocked = None, None, None
+    self.flight.drop()
     self.wptr = self.rptr = max(self.wptr, int(self.ctl64[DOORBELL]))
     self.ctl64[RPTR] = self.rptr
     while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from emulators.fault import Fault
+from emulators.inflight import InFlight
 from emulators.nv.compute import ComputeEngine
 from emulators.nv.copy import CopyEngine
 from emulators.nv.host import HostEngine
@@ -53,6 +54,8 @@ class Channel:
     self.blocked: tuple[int, int, str, int] | None = None    # (address, bytes, condition, payload) of a failed acquire
     self.fault: GPUFault | None = None
     self.interrupts: list[int] = []      # NON_STALL_INTERRUPT handles, in order
+    self.flight = InFlight(dev, pid)     # launches started and not yet retired by an ordering command
+    self.last_kind: type | None = None   # the class kind (compute / copy) of the last class method: a switch waits for idle
 
   def where(self) -> str: return f"{self.name} GP entry {self.entry}"
 
@@ -83,7 +86,9 @@ class Channel:
           continue
         before = (self.pos, self.k)
         r = self._run()
-        if r == BLOCKED: return moved or (self.pos, self.k) != before
+        if r == BLOCKED:
+          self.flight.complete()   # waiting: the kernels in flight run meanwhile
+          return moved or (self.pos, self.k) != before
         moved = True
         if r == DONE: return True
         self._finish_entry()
@@ -114,6 +119,7 @@ class Channel:
     self.lst, self.n, self.pos, self.k = self.seg.tolist(), length, 0, 0
 
   def _finish_entry(self) -> None:
+    self.flight.complete()   # the kernels of this submission's launches run (the checker still sees them in flight)
     self.seg = None
     self.get = (self.get + 1) % self.entries
     self.userd32[GP_GET] = self.get
@@ -140,6 +146,9 @@ class Channel:
             m = addr if op == 3 or op == 4 or (op == 5 and j == 0) else addr + 4 if op == 5 else addr + 4 * j
             eng = self.host if m < 0x100 else self.sub[subch]
             if eng is None: raise Fault(f"method 0x{m:x} on subchannel {subch}, which has no class bound (SET_OBJECT first)", "host")
+            if eng is not self.host and type(eng) is not self.last_kind:
+              if self.last_kind is not None: self.flight.retire()   # compute <-> copy in one channel: wait for idle (NV.md §1)
+              self.last_kind = type(eng)
             row = eng.table.get(m)
             if row is None: raise Fault(f"unknown method 0x{m:x} for class {eng.label} on subchannel {subch}", eng.engine)
             if row.bulk:
@@ -200,6 +209,7 @@ class Channel:
   def recover(self) -> None:
     """Drop the remaining work (GPGet = GPPut) and any half-done method state; the channel runs again."""
     self.fault, self.seg, self.blocked = None, None, None
+    self.flight.drop()
     put = int(self.userd32[GP_PUT])
     self.get = self.put = put if put < self.entries else 0
     self.userd32[GP_GET] = self.get

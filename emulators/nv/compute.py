@@ -105,8 +105,9 @@ def report_semaphore_d(eng: ComputeEngine, v: int) -> int | None:
   return DONE
 
 
-def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
-  """Decode and check the QMD, run the kernel over its grid, then its releases and dependent QMD."""
+def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = None) -> None:
+  """Decode and check the QMD, run the kernel over its grid, then its releases and dependent QMD (which starts when the
+  grid finishes: one in-flight unit with it, `chain`)."""
   ch = eng.ch
   dev, vm = ch.dev, ch.dev.vm
   words = vm.bytes(qmd_va, Q.QMD_BYTES, "compute", "QMD").view(np.uint32).tolist()
@@ -124,16 +125,20 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
                 f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4_0']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
                 "compute", cb_va, k.name)
   dev.counters["qmd_launch"] += 1
-  dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block)
+  # in flight until an ordering command; its own releases and dependent QMD follow its grid, so it runs now then
+  own = any(q[f"RELEASE{i}_ENABLE"] for i in range(3)) or bool(q["DEPENDENT_QMD0_ENABLE"])
+  seq = dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block, ch.flight, own, chain)
+  epoch = dev.hz.clocks[ch.pid][ch.pid]
   for i in range(3):
-    if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i)
+    if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i, epoch)
   if q["DEPENDENT_QMD0_ENABLE"]:
     act = q["DEPENDENT_QMD0_ACTION"]
     if act not in (1, 3): raise Fault(f"{where}: DEPENDENT_QMD0_ACTION {act} is not emulated (only SCHEDULE)", "compute", qmd_va)
     if depth >= MAX_DEPENDENT: raise Fault(f"{where}: more than {MAX_DEPENDENT} dependent QMDs in a chain (a cycle?)", "compute", qmd_va)
-    launch(eng, q["DEPENDENT_QMD0_POINTER"] << 8, depth + 1)
+    launch(eng, q["DEPENDENT_QMD0_POINTER"] << 8, depth + 1, seq)
 
-def release(ch: Any, q: dict[str, int], i: int) -> None:
+def release(ch: Any, q: dict[str, int], i: int, done: int | None = None) -> None:
+  """QMD release i, written when the grid (epoch `done` for the hazard checker) finishes; it does not wait for others."""
   p = f"RELEASE{i}_"
   if not q[p + "ENABLE"]: return
   addr = Q.address(q, p + "ADDRESS_LOWER", p + "ADDRESS_UPPER")
@@ -145,8 +150,8 @@ def release(ch: Any, q: dict[str, int], i: int) -> None:
   what = f"QMD {p[:-1]} semaphore"
   semaphore.check_align(addr, 16 if size == 0 else nbytes, "compute", what)
   if q[p + "REDUCTION_ENABLE"]:
-    semaphore.reduce(ch.dev, ch.pid, addr, QMD_REDUCTIONS[q[p + "REDUCTION_OP"]], payload, nbytes, q[p + "REDUCTION_FORMAT"] == 1, "compute", what)
-  else: semaphore.release(ch.dev, ch.pid, addr, payload, nbytes, size == 0, "compute", what)
+    semaphore.reduce(ch.dev, ch.pid, addr, QMD_REDUCTIONS[q[p + "REDUCTION_OP"]], payload, nbytes, q[p + "REDUCTION_FORMAT"] == 1, "compute", what, done)
+  else: semaphore.release(ch.dev, ch.pid, addr, payload, nbytes, size == 0, "compute", what, done)
 
 
 TABLE = table("C6C0", [

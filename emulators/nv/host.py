@@ -13,6 +13,19 @@ RELEASE, REDUCTION = 1, 6
 MEM_OPS = {5: "MEMBAR", 9: "MMU_TLB_INVALIDATE", 0xE: "L2_SYSMEM_INVALIDATE", 0x10: "L2_FLUSH_DIRTY"}
 
 
+# The queue ordering model (README "Ordering inside a queue"): a QMD launch stays in flight, overlapping later launches of
+# the channel, until one of these retires it. One row per command: (what it orders, the source in docs/hw/NV.md).
+ORDERING: dict[str, tuple[str, str]] = {
+  "WFI (0x078)": ("every launch before it finishes first", "NV.md §4 (WFI)"),
+  "SEM_EXECUTE release / reduction with RELEASE_WFI=1": ("every launch before it finishes before the write", "NV.md §4.1 bit 20"),
+  "switching between the copy subchannel and compute": ("a wait for idle", "NV.md §1 (dev_ram.ref)"),
+  "QMD RELEASEn semaphores": ("their own grid only (written after the grid finishes)", "NV.md §6"),
+  "SEM_EXECUTE release without RELEASE_WFI": ("nothing in flight", "NV.md §4.1 bit 20"),
+  "compute WAIT_FOR_IDLE (0x110)": ("nothing: ignored", "NV.md §5"),
+  "copy engine LAUNCH_DMA": ("in order: the fact sheet states no overlap of copies", "NV.md §7"),
+}
+
+
 class HostEngine:
   label = "C56F (AMPERE_CHANNEL_GPFIFO_A host methods)"
   engine = "host"
@@ -36,6 +49,10 @@ def mem_op_d(eng: HostEngine, v: int) -> None:
   op = field(v, 31, 27)
   if op not in MEM_OPS: raise Fault(f"MEM_OP_D operation 0x{op:x} is not one the mock knows ({', '.join(f'{k:#x} {n}' for k, n in MEM_OPS.items())})", "host")
 
+def wfi(eng: HostEngine, v: int) -> None:
+  eng.ch.flight.retire()
+
+
 def legacy_semaphore(eng: HostEngine, v: int) -> None:
   raise Fault("the legacy SEMAPHOREA..D methods are not emulated: use SEM_ADDR_LO..SEM_EXECUTE (0x5C..0x6C)", "host")
 
@@ -57,6 +74,7 @@ def sem_execute(eng: HostEngine, v: int) -> int:
     ch.dev.counters["sem_acquire"] += 1
     ch.dev.hz.acquire(ch.pid, addr, sv, nbytes)
     return DONE
+  if op in (RELEASE, REDUCTION) and field(v, 20, 20): ch.flight.retire()   # RELEASE_WFI: wait for idle before writing
   if op == RELEASE:
     ch.dev.counters["sem_release"] += 1
     semaphore.check_align(addr, 16 if ts else nbytes, "host", f"{nbytes * 8}-bit release{' with timestamp' if ts else ''} of a {what}")
@@ -82,5 +100,5 @@ TABLE = table("C56F", [
   Method("SEM_ADDR_LO", SEM_ADDR_LO), Method("SEM_ADDR_HI", SEM_ADDR_HI),
   Method("SEM_PAYLOAD_LO", SEM_PAYLOAD_LO), Method("SEM_PAYLOAD_HI", SEM_PAYLOAD_HI),
   Method("SEM_EXECUTE", SEM_EXECUTE, sem_execute),
-  Method("WFI", 0x078),   # everything before it has finished already: the mock runs each method to completion
+  Method("WFI", 0x078, wfi),   # wait for idle: the launches in flight finish (an ordering command, README)
 ])

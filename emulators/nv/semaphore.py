@@ -42,21 +42,22 @@ def check_align(addr: int, align: int, engine: str, what: str) -> None:
   if addr % align: raise Fault(f"misaligned semaphore: {what} at 0x{addr:x} must be {align}-byte aligned", engine, addr)
 
 
-def release(dev: Any, pid: int, addr: int, value: int, nbytes: int, timestamp: bool, engine: str, what: str) -> None:
-  """Write the payload (and first the ns timer at +8); a release for the hazard checker."""
+def release(dev: Any, pid: int, addr: int, value: int, nbytes: int, timestamp: bool, engine: str, what: str, done: int | None = None) -> None:
+  """Write the payload (and first the ns timer at +8); a release for the hazard checker (`done`: see Hazards.release)."""
   vm = dev.vm
   if timestamp:
     vm.write_uint(addr + 8, 8, dev.read_timer(), engine, f"{what} timestamp")
     nbytes = 8   # the 16-byte structure: a 32-bit payload has zero high bytes
   vm.write_uint(addr, nbytes, value, engine, what)
-  dev.hz.release(pid, addr, value & ((1 << (8 * nbytes)) - 1), nbytes)
+  dev.hz.release(pid, addr, value & ((1 << (8 * nbytes)) - 1), nbytes, done=done)
 
 
-def reduce(dev: Any, pid: int, addr: int, op: str, value: int, nbytes: int, signed: bool, engine: str, what: str) -> None:
+def reduce(dev: Any, pid: int, addr: int, op: str, value: int, nbytes: int, signed: bool, engine: str, what: str,
+           done: int | None = None) -> None:
   """Atomic read-modify-write with `value` as operand."""
   bits = 8 * nbytes
   mask = (1 << bits) - 1
   sv = dev.vm.read_uint(addr, nbytes, engine, what)
   new = REDUCTIONS[op](sv, value & mask, bits, signed) & mask
   dev.vm.write_uint(addr, nbytes, new, engine, what)
-  dev.hz.release(pid, addr, new, nbytes, rmw=True)
+  dev.hz.release(pid, addr, new, nbytes, rmw=True, done=done)

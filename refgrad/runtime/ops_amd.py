@@ -7,7 +7,9 @@ gfx11 / RDNA3, wave32.
   (DATA_SEL 3) for timestamps; waits: WAIT_REG_MEM64 >= on memory; barriers: EVENT_WRITE CS_PARTIAL_FLUSH + ACQUIRE_MEM.
 - Launch (dispatch recipe §4.2): SET_SH_REG COMPUTE_PGM_LO/HI, PGM_RSRC1/2, PGM_RSRC3, TMPRING_SIZE, RESTART_X..Z,
   USER_DATA_0/1 = the kernel-argument pointer, RESOURCE_LIMITS, START_X..Z + NUM_THREAD_X..Z, DISPATCH_DIRECT(groups,
-  initiator COMPUTE_SHADER_EN | FORCE_START_AT_000 | CS_W32_EN), EVENT_WRITE CS_PARTIAL_FLUSH. The RSRC values come from
+  initiator COMPUTE_SHADER_EN | FORCE_START_AT_000 | CS_W32_EN); the recipe's trailing CS_PARTIAL_FLUSH is left out, so
+  independent launches overlap (README "Ordering inside a queue"): memory_barrier orders dependent ones, the end-of-pipe
+  signal everything before it. The RSRC values come from
   the program's 64-byte kernel descriptor (§8), which precedes the program image in GPU memory (entry at +256).
 - Copy queue: SDMA packets (§5) written straight into the ring (pointers in bytes; a packet never straddles the end:
   the rest of the ring is zero-filled, zero dwords being one-dword NOPs): COPY_LINEAR, FENCE (two 32-bit fences make a
@@ -291,7 +293,7 @@ class AMDProgram(HCQProgram):
             + set_sh_reg("COMPUTE_PGM_RSRC1", kd.rsrc1, kd.rsrc2) + set_sh_reg("COMPUTE_PGM_RSRC3", kd.rsrc3)
             + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
     words = (head + set_sh_reg("COMPUTE_USER_DATA_0", 0, 0) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0) + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
-             + pkt3("DISPATCH_DIRECT", *gs, DISPATCH_INITIATOR) + pkt3("EVENT_WRITE", CS_PARTIAL_FLUSH))
+             + pkt3("DISPATCH_DIRECT", *gs, DISPATCH_INITIATOR))   # no partial flush: independent launches overlap (memory_barrier orders)
     t = self._dispatch[(gs, ls)] = (words, len(head) + 2)
     return t
 

@@ -31,11 +31,12 @@ def ib(va: int, n: int, valid: int = 1) -> list[int]: return pkt3(INDIRECT_BUFFE
 def rsrc2(user: int = 2, tgid: tuple[int, int, int] = (1, 1, 1), tidig: int = 2, lds_bytes: int = 0) -> int:
   return (user << 1) | (tgid[0] << 7) | (tgid[1] << 8) | (tgid[2] << 9) | (tidig << 11) | (-(-lds_bytes // 512) << 15)
 
-def dispatch(prog_va: int, kernarg: int, grid, block, r2: int | None = None, initiator: int = INITIATOR_W32, lds: int = 0) -> list[int]:
-  """The §4.2 recipe with the registers a test can spoil."""
+def dispatch(prog_va: int, kernarg: int, grid, block, r2: int | None = None, initiator: int = INITIATOR_W32, lds: int = 0,
+             flush: bool = True) -> list[int]:
+  """The §4.2 recipe with the registers a test can spoil (`flush`: its trailing CS_PARTIAL_FLUSH)."""
   return (sh(PGM_LO, (prog_va >> 8) & 0xFFFFFFFF, prog_va >> 40) + sh(RSRC1, 0, rsrc2(lds_bytes=lds) if r2 is None else r2)
           + sh(RSRC3, 0) + sh(TMPRING, 0) + sh(RESTART_X, 0, 0, 0) + sh(USER_DATA_0, kernarg & 0xFFFFFFFF, kernarg >> 32)
-          + sh(START_X, 0, 0, 0, *block) + pkt3(DISPATCH_DIRECT, *grid, initiator) + pkt3(EVENT_WRITE, 0x407))
+          + sh(START_X, 0, 0, 0, *block) + pkt3(DISPATCH_DIRECT, *grid, initiator) + (pkt3(EVENT_WRITE, 0x407) if flush else []))
 
 # SDMA (§5)
 def copy_linear(dst: int, src: int, n: int) -> list[int]: return [1, n - 1, 0, src & 0xFFFFFFFF, src >> 32, dst & 0xFFFFFFFF, dst >> 32]

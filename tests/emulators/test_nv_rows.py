@@ -87,7 +87,7 @@ def test_qmd_release_reduction_and_bad_release_structure():
   assert drv.run_until_idle() and int(sig.host[:4].view(np.uint32)[0]) == 0x05050505 + 10   # ADD
   k3 = Launcher(drv, add_kernel(), [k.cb.host.view(np.uint64)[i] for i in range(3)], RELEASE1_ENABLE=1, RELEASE1_STRUCTURE_SIZE=3,
                 RELEASE1_ADDRESS_LOWER=lo, RELEASE1_ADDRESS_UPPER=hi)
-  s.entry(k3.words())
+  s.entry([*inc(HOST, 0x78, 1), *k3.words()])   # WFI: k3 writes what k2 wrote (the queue ordering model, README)
   assert "STRUCTURE_SIZE 3 is not a structure size" in _fault(drv).what
 
 @pytest.mark.parametrize("words, msg", [
