@@ -26,10 +26,12 @@ def load_program(vm: Any, prg_va: int, engine: str, what: str) -> executors.Line
 
 
 def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int, args_what: str, engine: str,
-        grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-  """Read the arguments at `args_va`, resolve the buffers, record their accesses as `label` on participant `pid`, run."""
+        grid: tuple[int, int, int], block: tuple[int, int, int], shared: int = 0) -> None:
+  """Read the arguments at `args_va`, resolve the buffers, record their accesses as `label` on participant `pid`, run.
+  A kernel with `run_raw` (PTX) takes the raw argument bytes and the VM: its own loads and stores resolve addresses."""
   vm, hz = dev.vm, dev.hz
   args = vm.bytes(args_va, k.arg_bytes, engine, f"{args_what} of kernel {k.name}")
+  if hasattr(k, "run_raw"): return k.run_raw(vm, args.tobytes(), grid, block, shared)
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()
   vals = args[8 * k.nglobals:].view(np.int32).tolist()
   bufs, views = [], []

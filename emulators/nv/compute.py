@@ -124,7 +124,7 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0) -> None:
                 f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4_0']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
                 "compute", cb_va, k.name)
   dev.counters["qmd_launch"] += 1
-  dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block)
+  dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block, q["SHARED_MEMORY_SIZE"])
   for i in range(3):
     if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i)
   if q["DEPENDENT_QMD0_ENABLE"]:

@@ -25,7 +25,8 @@ import numpy as np
 from refgrad.device import Compiled
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
-from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
+from refgrad.runtime import ptx_args
+from refgrad.runtime.image import ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
@@ -233,8 +234,8 @@ class NVDevice(HCQDevice):
 
 class NVProgram(HCQProgram):
   """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch."""
-  def __init__(self, dev: NVDevice, name: str, lib: bytes):
-    info = image_info(lib)
+  def __init__(self, dev: NVDevice, name: str, lib: bytes, info: ImageInfo | None = None):
+    info = info or image_info(lib)
     if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
     super().__init__(dev, name, lib, info.nbufs, info.nvars, info.stored, info.loaded)
     t = np.zeros(QMD_DWORDS, np.uint32)
@@ -273,6 +274,49 @@ class NVCompiler(ImageCompiler):
   arch = "NV"
 
 
+class _RawArgs:
+  """A filled constant buffer 0 for a raw PTX launch (what NVProgram.qmd reads: va and nbytes)."""
+  def __init__(self, va: int, nbytes: int): self.va, self.nbytes = va, nbytes
+
+
+class NVCompiled(HCQCompiled):
+  def run_ptx(self, src: str, entry: str, args: Sequence, grid: Sequence[int] = (1, 1, 1), block: Sequence[int] = (1, 1, 1)) -> list:
+    """Run `.entry entry` of a PTX module: arrays are copied to device buffers and passed as .u64 pointers, numpy scalars
+    packed per the .param types; returns the arrays after the launch (scalars unchanged), in order. Faults are GPUFaults."""
+    dev = self.hcq
+    assert dev is not None
+    params, shared = ptx_args.entry_signature(src, entry)
+    gs, ls = tuple(int(x) for x in grid), tuple(int(x) for x in block)
+    if len(gs) != 3 or len(ls) != 3: raise ValueError(f"run_ptx: grid {grid} and block {block} must have 3 dimensions")
+    alloc = HCQAllocator(dev)
+    bufs: dict[int, tuple[object, np.ndarray]] = {}
+    try:
+      for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+          m = alloc.alloc(max(a.nbytes, 1))
+          if a.nbytes: alloc.copyin(m, memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
+          bufs[i] = (m, a)
+      cb = ptx_args.pack_params(entry, params, list(args), {i: m.va for i, (m, _) in bufs.items()})   # type: ignore[attr-defined]
+      prg = NVProgram(dev, entry, ptx_args.make_image(src, entry), ImageInfo(entry, 0, 0, shared))   # type: ignore[arg-type]
+      with dev.lock:
+        q = dev.ordered("compute")
+        va, host = q.scratch(dev, max(len(cb), 16), 256)
+        host[:len(cb)] = np.frombuffer(cb, np.uint8)
+        q.exec(prg, _RawArgs(va, len(cb)), gs, ls)   # type: ignore[arg-type]
+        dev.finish(q)
+      dev.synchronize()
+      out = []
+      for i, a in enumerate(args):
+        if i in bufs:
+          r = np.empty_like(np.ascontiguousarray(a))
+          if a.nbytes: alloc.copyout(memoryview(r.reshape(-1).view(np.uint8)), bufs[i][0])   # type: ignore[arg-type]
+          out.append(r)
+        else: out.append(a)
+      return out
+    finally:
+      for m, a in bufs.values(): alloc.free(m, max(a.nbytes, 1))   # type: ignore[arg-type]
+
+
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  return HCQCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)
+  return NVCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)

@@ -1,0 +1,289 @@
+"""The PTX executor: every thread of a launch is a numpy lane; one Python step per executed instruction.
+
+- Scheduling: each lane has a PC; a step runs the instruction at the smallest PC among runnable lanes, for every lane
+  at that PC. Divergent paths thus reconverge at the first common PC (loops with different trip counts, early ret).
+- bar.sync: lanes wait until every live lane of their CTA waits at the same barrier instruction; a CTA where some lanes
+  wait while the others exited, or wait at another barrier, is a fault (divergent / partial barrier).
+- Warps: the CTA's threads (x fastest) padded to a multiple of 32; lane g is laneid g % 32 of warp g // 32.
+- Registers hold raw bits (uint64) plus, in checked mode, which lanes hold defined values (memcheck model: loads of
+  undefined memory give undefined values; using one as an address or branch condition is reported).
+- Memory: .global through the mock VM (a bad address is an MMU fault), .shared one array per CTA, .local per lane,
+  .param from constant buffer 0. Generic addresses: shared and local windows above the 40-bit VM range.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from emulators.nv.ptx import semantics as S
+from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
+
+SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32
+MAX_STEPS = 50_000_000
+
+
+class PTXFault(Exception):
+  """A fault found while running: kind is mmu / compute; line is the PTX line; address the faulting one."""
+  def __init__(self, kind: str, msg: str, ins: Instr | None, address: int | None = None):
+    where = f" at PTX line {ins.line} ({ins.text.strip()})" if ins is not None else ""
+    super().__init__(msg + where)
+    self.kind, self.ins, self.address = kind, ins, address
+
+
+class Launch:
+  """The state of one launch of one entry."""
+  def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
+               shared_bytes: int, checked: bool):
+    self.e, self.grid, self.block, self.params, self.vm, self.checked = entry, grid, block, params, vm, checked
+    nt = block[0] * block[1] * block[2]
+    self.per_cta = -(-nt // 32) * 32
+    self.ncta = grid[0] * grid[1] * grid[2]
+    n = self.n = self.per_cta * self.ncta
+    g = np.arange(n, dtype=np.int64)
+    self.cta, t = g // self.per_cta, g % self.per_cta
+    self.live = t < nt
+    tx, ty, tz = t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])
+    cx, cy, cz = self.cta % grid[0], (self.cta // grid[0]) % grid[1], self.cta // (grid[0] * grid[1])
+    u = np.uint64
+    self.special: dict[str, np.ndarray] = {
+      "%tid.x": tx.astype(u), "%tid.y": ty.astype(u), "%tid.z": tz.astype(u),
+      "%ntid.x": np.full(n, block[0], u), "%ntid.y": np.full(n, block[1], u), "%ntid.z": np.full(n, block[2], u),
+      "%ctaid.x": cx.astype(u), "%ctaid.y": cy.astype(u), "%ctaid.z": cz.astype(u),
+      "%nctaid.x": np.full(n, grid[0], u), "%nctaid.y": np.full(n, grid[1], u), "%nctaid.z": np.full(n, grid[2], u),
+      "%laneid": (g % 32).astype(u), "%warpid": (t // 32).astype(u), "%nwarpid": np.full(n, self.per_cta // 32, u),
+      "%smid": np.zeros(n, u), "%nsmid": np.ones(n, u), "%gridid": np.zeros(n, u),
+      "%lanemask_eq": (u(1) << (g % 32).astype(u)), "%lanemask_lt": (u(1) << (g % 32).astype(u)) - u(1),
+      "%dynamic_smem_size": np.full(n, max(0, shared_bytes - entry.shared_bytes), u), "%total_smem_size": np.full(n, shared_bytes, u),
+    }
+    sp = self.special
+    sp["%lanemask_le"] = sp["%lanemask_lt"] | sp["%lanemask_eq"]
+    sp["%lanemask_gt"] = ~sp["%lanemask_le"] & u(0xFFFFFFFF)
+    sp["%lanemask_ge"] = ~sp["%lanemask_lt"] & u(0xFFFFFFFF)
+    self.regs: dict[str, np.ndarray] = {}
+    self.defined: dict[str, np.ndarray] = {}
+    self.shared_bytes = shared_bytes
+    self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
+    self.shared_def = np.zeros((self.ncta, max(shared_bytes, 1)), np.bool_) if checked else None
+    self.local = np.zeros((n, max(entry.local_bytes, 1)), np.uint8)
+    self.pc = np.where(self.live, 0, -1).astype(np.int64)      # -1: exited
+    self.waiting = np.zeros(n, np.bool_)                        # at a barrier
+    self.clock = 0
+    self.ins: Instr | None = None
+    self.sel: np.ndarray = g
+    self._d: np.ndarray | None = None
+
+  # ---- operands ---------------------------------------------------------------------------------------------------
+  def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
+    """Raw bits (uint64) of an operand for the selected lanes, and which are defined (None: all)."""
+    sel = self.sel
+    if o.kind == "reg":
+      name = o.value
+      if name in self.regs:
+        d = self.defined.get(name)
+        return self.regs[name][sel], (d[sel] if d is not None else None)
+      if name in self.special: return self.special[name][sel], None
+      if name == "%clock" or name == "%clock64": return np.full(sel.size, self.clock, np.uint64), None
+      if name in self.e.regs:   # declared, never written
+        return np.zeros(sel.size, np.uint64), (np.zeros(sel.size, np.bool_) if self.checked else None)
+      raise PTXFault("compute", f"register {name} is not declared", self.ins)
+    if o.kind == "imm": return np.full(sel.size, o.value & 0xFFFFFFFFFFFFFFFF, np.uint64), None
+    if o.kind == "fimm": return np.full(sel.size, o.value[0], np.uint64), None
+    if o.kind == "sym": return np.full(sel.size, self.symbol(o.value) + o.offset, np.uint64), None
+    raise PTXFault("compute", f"operand {o} cannot be read here", self.ins)
+
+  def symbol(self, name: str) -> int:
+    e = self.e
+    if name in e.shared: return e.shared[name].offset
+    if name in e.local: return e.local[name].offset
+    for p in e.params:
+      if p.name == name: return p.offset
+    raise PTXFault("compute", f"unknown symbol {name}", self.ins)
+
+  def get(self, o: Operand, t: str) -> np.ndarray:
+    """Operand value as type t (float immediates are converted to t's width)."""
+    if o.kind == "fimm" and S.is_float(t):
+      v, w = o.value
+      x = np.array([v], np.uint64).view(np.float64 if w == 8 else np.uint64)
+      if w == 4: x = np.array([v], np.uint32).view(np.float32)
+      f = x.astype(S.NP[t]) if t not in ("bf16",) else S.f32_to_bf16(x.astype(np.float32))
+      return np.repeat(f, self.sel.size)
+    if o.kind == "not":
+      v = self.get(o.value, "pred")
+      return ~v
+    b, d = self.bits(o)
+    if d is not None: self._d = d if self._d is None else self._d & d
+    if o.kind == "imm" and S.is_float(t):   # an integer literal where a float is expected is its value
+      return np.full(self.sel.size, float(o.value), S.NP[t] if t != "bf16" else np.float32)
+    w = TYPES[t]
+    if t == "pred": return b != 0
+    u = b.astype(S.UINT[w]) if w < 8 else b
+    return u.view(S.NP[t]) if t not in ("bf16",) else u
+
+  def put(self, o: Operand, t: str, v: np.ndarray, d: np.ndarray | None = None) -> None:
+    """Write values of type t into a register for the selected lanes (sign-extended for signed types)."""
+    if o.kind == "sym" and o.value == "_": return   # the sink
+    if o.kind != "reg": raise PTXFault("compute", f"destination {o.value} is not a register", self.ins)
+    name = o.value
+    rt = self.e.regs.get(name)
+    if rt is None: raise PTXFault("compute", f"register {name} is not declared", self.ins)
+    if t == "pred" or rt == "pred": b = np.asarray(v).astype(np.bool_).astype(np.uint64)
+    else:
+      v = np.asarray(v)
+      if v.dtype == np.bool_: v = v.astype(np.uint8)
+      if v.dtype.kind == "i": b = v.astype(np.int64).view(np.uint64)
+      elif v.dtype.kind == "f": b = v.view(S.UINT[v.itemsize]).astype(np.uint64)
+      else: b = v.astype(np.uint64)
+      w = TYPES[rt]
+      if w < 8: b = b & np.uint64((1 << (8 * w)) - 1)
+    r = self.regs.get(name)
+    if r is None: r = self.regs[name] = np.zeros(self.n, np.uint64)
+    r[self.sel] = b
+    if d is None: d = self._d
+    if self.checked:
+      dd = self.defined.get(name)
+      if dd is None: dd = self.defined[name] = np.zeros(self.n, np.bool_)
+      dd[self.sel] = True if d is None else d
+
+  # ---- memory -----------------------------------------------------------------------------------------------------
+  def address(self, o: Operand) -> np.ndarray:
+    if o.kind != "addr": raise PTXFault("compute", "expected an address operand [..]", self.ins)
+    b, d = self.bits(o.value)
+    if self.checked and d is not None and not d.all():
+      raise PTXFault("compute", f"undefined value used as an address by thread {self.thread(int(np.flatnonzero(~d)[0]))}", self.ins)
+    return b + np.uint64(o.offset & 0xFFFFFFFFFFFFFFFF)
+
+  def thread(self, i: int) -> str:
+    g = int(self.sel[i])
+    return f"thread ({int(self.special['%tid.x'][g])}, {int(self.special['%tid.y'][g])}, {int(self.special['%tid.z'][g])}) " \
+           f"of block ({int(self.special['%ctaid.x'][g])}, {int(self.special['%ctaid.y'][g])}, {int(self.special['%ctaid.z'][g])})"
+
+  def space_of(self, ins: Instr) -> str:
+    for s in ("global", "shared", "local", "param", "const"):
+      if ins.has(s): return s
+    return "generic"
+
+  def _flat(self, space: str, addr: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(backing 2-D array view as flat uint8, flat byte index of each lane's first byte, definedness flat or None)."""
+    if space == "shared":
+      a = addr.astype(np.int64)
+      bad = (a < 0) | (a + w > self.shared_bytes)
+      if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PTXFault("mmu", f"shared-memory access of {w} bytes at offset {int(a[i])} outside the CTA's {self.shared_bytes} bytes "
+                       f"by {self.thread(i)}", self.ins, int(a[i]))
+      return self.shared.reshape(-1), self.cta[self.sel] * self.shared.shape[1] + a, None if self.shared_def is None else self.shared_def.reshape(-1)
+    if space == "local":
+      a = addr.astype(np.int64)
+      bad = (a < 0) | (a + w > self.e.local_bytes)
+      if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PTXFault("mmu", f"local-memory access of {w} bytes at offset {int(a[i])} outside the thread's {self.e.local_bytes} bytes "
+                       f"by {self.thread(i)}", self.ins, int(a[i]))
+      return self.local.reshape(-1), self.sel * self.local.shape[1] + a, None
+    raise AssertionError(space)
+
+  def _generic_split(self, addr: np.ndarray) -> dict[str, np.ndarray]:
+    sh = (addr >= np.uint64(SHARED_WINDOW)) & (addr < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+    lo = (addr >= np.uint64(LOCAL_WINDOW)) & (addr < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
+    return {"shared": sh, "local": lo, "global": ~(sh | lo)}
+
+  def load(self, space: str, addr: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Bytes (lanes, w) at addr, and which lanes read only defined bytes (None: all)."""
+    if space == "generic":
+      parts = self._generic_split(addr)
+      if parts["global"].all(): return self.load("global", addr, w)
+      out, dd = np.zeros((addr.size, w), np.uint8), np.ones(addr.size, np.bool_)
+      sel = self.sel
+      for sp, m in parts.items():
+        if not m.any(): continue
+        base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0}[sp]
+        self.sel = sel[m]
+        try: o, d = self.load(sp, addr[m] - np.uint64(base), w)
+        finally: self.sel = sel
+        out[m] = o
+        if d is not None: dd[m] = d
+      return out, dd
+    if space == "param":
+      a = addr.astype(np.int64)
+      if ((a < 0) | (a + w > len(self.params))).any(): raise PTXFault("compute", f"a .param read past the {len(self.params)} parameter bytes", self.ins)
+      buf = np.frombuffer(self.params, np.uint8)
+      return buf[a[:, None] + np.arange(w)], None
+    if space == "global": return self._global(addr, w, None)
+    flat, idx, defs = self._flat(space, addr, w)
+    ix = idx[:, None] + np.arange(w)
+    return flat[ix], (defs[ix].all(axis=1) if defs is not None else None)
+
+  def store(self, space: str, addr: np.ndarray, data: np.ndarray, d: np.ndarray | None) -> None:
+    w = data.shape[1]
+    if space == "generic":
+      parts = self._generic_split(addr)
+      if parts["global"].all(): return self.store("global", addr, data, d)
+      sel = self.sel
+      for sp, m in parts.items():
+        if not m.any(): continue
+        base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0}[sp]
+        self.sel = sel[m]
+        try: self.store(sp, addr[m] - np.uint64(base), data[m], None if d is None else d[m])
+        finally: self.sel = sel
+      return
+    if space in ("param", "const"): raise PTXFault("compute", f"a store to the read-only .{space} space", self.ins)
+    if space == "global": return self._global(addr, w, (data, d))
+    flat, idx, defs = self._flat(space, addr, w)
+    ix = idx[:, None] + np.arange(w)
+    flat[ix] = data
+    if defs is not None: defs[ix] = True if d is None else d[:, None]
+
+  def _global(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
+    vm = self.vm
+    starts = np.array(vm.starts, np.uint64)
+    ri = np.searchsorted(starts, addr, side="right") - 1
+    ends = np.array([r.end for r in vm.regions] or [0], np.uint64)
+    ok = (ri >= 0)
+    ok &= np.where(ok, addr + np.uint64(w) <= ends[np.maximum(ri, 0)], False)
+    if (~ok).any():
+      i = int(np.flatnonzero(~ok)[0])
+      a = int(addr[i])
+      r = vm.find(a)
+      why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
+      raise PTXFault("mmu", f"MMU fault: global {'store' if st else 'load'} of {w} bytes at 0x{a:x} {why}, by {self.thread(i)}", self.ins, a)
+    if st is None: out, dd = np.zeros((addr.size, w), np.uint8), None
+    for r_i in np.unique(ri):
+      m = ri == r_i
+      r = vm.regions[int(r_i)]
+      off = (addr[m] - np.uint64(r.va)).astype(np.int64)
+      ix = off[:, None] + np.arange(w)
+      if st is None:
+        out[m] = r.mem.data[ix]
+        if self.checked and r.mem.bits is not None:
+          init = np.unpackbits(r.mem.bits, count=r.mem.nbytes, bitorder="little").astype(np.bool_)
+          ok2 = init[ix].all(axis=1)
+          if not ok2.all():
+            if dd is None: dd = np.ones(addr.size, np.bool_)
+            dd[m] = ok2
+      else:
+        data, d = st
+        r.mem.data[ix] = data[m]
+        if r.mem.bits is not None or (d is not None and not d.all()):
+          dm = np.ones(int(m.sum()), np.bool_) if d is None else d[m]
+          if dm.any(): r.mem.mark_elems(ix[dm].reshape(-1), 1, True)
+          if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False)
+          r.mem.settle()
+    return None if st is not None else (out, dd)
+
+
+def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
+  """Values -> (lanes, w) little-endian bytes (truncating/extending to w bytes)."""
+  if v.dtype == np.bool_: v = v.astype(np.uint8)
+  if v.itemsize != w:
+    v = (v.astype(np.int64) if v.dtype.kind == "i" else v.view(S.UINT[v.itemsize])).astype(S.UINT[w])
+  return np.ascontiguousarray(v).view(np.uint8).reshape(-1, w)
+
+
+def from_bytes(b: np.ndarray, t: str) -> np.ndarray:
+  w = TYPES[t]
+  return np.ascontiguousarray(b).view(S.NP[t] if t != "bf16" else np.uint16).reshape(-1)
+
+
+Handler = Callable[[Launch, Instr], None]

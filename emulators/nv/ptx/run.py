@@ -1,0 +1,94 @@
+"""The scheduler: min-PC stepping, branches, exits and CTA barriers over a Launch (emulators/nv/ptx/execute.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from emulators.nv.ptx.execute import MAX_STEPS, Launch, PTXFault
+from emulators.nv.ptx.ops import CONTROL, TABLE
+from emulators.nv.ptx.parse import Entry, PTXError
+
+
+def check_supported(e: Entry) -> None:
+  """Every instruction of an entry has a table row (or is control flow): else a PTXError naming the line."""
+  for ins in e.instrs:
+    if ins.op not in TABLE and ins.op not in CONTROL:
+      raise PTXError(ins.line, ins.text, f"instruction {ins.op!r} is not supported by the PTX emulator")
+    if ins.op == "call": raise PTXError(ins.line, ins.text, "call is not supported (function calls are not emulated)")
+
+
+def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any, shared_bytes: int, checked: bool) -> None:
+  L = Launch(e, grid, block, params, vm, shared_bytes, checked)
+  instrs, n_ins = e.instrs, len(e.instrs)
+  pc, waiting = L.pc, L.waiting
+  steps = 0
+  while True:
+    run_ok = (pc >= 0) & ~waiting
+    if not run_ok.any():
+      if waiting.any(): _release(L, None)
+      break
+    cur = int(pc[run_ok].min())
+    if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
+    sel = np.flatnonzero(run_ok & (pc == cur))
+    ins = instrs[cur]
+    L.ins, L.clock, L._d = ins, steps, None
+    steps += 1
+    if steps > MAX_STEPS: raise PTXFault("compute", f"more than {MAX_STEPS} instruction steps (an endless loop?)", ins)
+    if ins.pred is not None:
+      L.sel = sel
+      pv, pd = L.bits(L_reg(ins.pred))
+      if checked and pd is not None and not pd.all():
+        raise PTXFault("compute", f"guard predicate {ins.pred} is undefined for {L.thread(int(np.flatnonzero(~pd)[0]))}", ins)
+      take = (pv != 0) != ins.pred_neg
+      pc[sel[~take]] = cur + 1
+      sel = sel[take]
+      if not sel.size: continue
+    L.sel = sel
+    op = ins.op
+    if op == "bra":
+      tgt = ins.args[0].value
+      pc[sel] = e.labels[tgt]
+    elif op in ("ret", "exit"): pc[sel] = -1
+    elif op in ("bar", "barrier"):
+      if ins.has("arrive") or ins.has("red"): raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported", ins)
+      waiting[sel] = True
+      _release(L, cur)
+    elif op == "trap": raise PTXFault("compute", f"trap executed by {L.thread(0)}", ins)
+    else:
+      try: TABLE[op](L, ins)  # type: ignore[operator]
+      except PTXFault: raise
+      except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:
+        raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
+      pc[sel] = cur + 1
+
+
+def L_reg(name: str) -> Any:
+  from emulators.nv.ptx.parse import Operand
+  return Operand("reg", name)
+
+
+def _release(L: Launch, cur: int | None) -> None:
+  """CTAs whose every live lane waits at one barrier move on; lanes waiting at different barriers or beside exited lanes fault."""
+  pc, waiting = L.pc, L.waiting
+  alive = pc >= 0
+  per = L.per_cta
+  w = waiting.reshape(-1, per)
+  a = alive.reshape(-1, per)
+  full = (w == a).all(axis=1) & a.any(axis=1)
+  if cur is None or full.any():
+    p2 = pc.reshape(-1, per)
+    for c in np.flatnonzero(w.any(axis=1) & ~full) if cur is None else ():
+      lanes = np.flatnonzero(w[c])
+      L.sel = c * per + lanes
+      raise PTXFault("compute", f"divergent barrier: in block {int(c)} only {lanes.size} of {int(a[c].sum())} live threads (and "
+                     f"{int((~a[c] & L.live.reshape(-1, per)[c]).sum())} exited) reached bar.sync; {L.thread(0)} waits",
+                     L.e.instrs[int(p2[c, lanes[0]])])
+    for c in np.flatnonzero(full):
+      pcs = np.unique(p2[c][w[c]])
+      if pcs.size > 1:
+        raise PTXFault("compute", f"divergent barrier: block {int(c)} waits at {pcs.size} different barrier instructions "
+                       f"(lines {', '.join(str(L.e.instrs[int(p)].line) for p in pcs)})", L.e.instrs[int(pcs[0])])
+      idx = c * per + np.flatnonzero(w[c])
+      pc[idx] += 1
+      waiting[idx] = False
