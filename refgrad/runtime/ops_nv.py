@@ -23,9 +23,9 @@ from enum import IntEnum
 import numpy as np
 
 from refgrad.device import Compiled
+from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
-from refgrad.runtime import ptx_args
 from refgrad.runtime.image import ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 

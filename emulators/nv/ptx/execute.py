@@ -282,7 +282,6 @@ def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
 
 
 def from_bytes(b: np.ndarray, t: str) -> np.ndarray:
-  w = TYPES[t]
   return np.ascontiguousarray(b).view(S.NP[t] if t != "bf16" else np.uint16).reshape(-1)
 
 

@@ -383,7 +383,7 @@ def _st(L: Launch, ins: Instr) -> None:
   addr = L.address(ins.args[0])
   srcs = ins.args[1].value if n > 1 else (ins.args[1],)
   L._d = None
-  vals = [to_bytes(L.get(o, t) if o.kind != "fimm" else L.get(o, t), w) for o in srcs]
+  vals = [to_bytes(L.get(o, t), w) for o in srcs]
   L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
 
 
