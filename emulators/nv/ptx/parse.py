@@ -92,10 +92,15 @@ def _strip_comments(src: str) -> list[str]:
 def _statements(lines: list[str]) -> list[tuple[int, str]]:
   """(line number, statement) with ';' '{' '}' as terminators; a label 'L:' is its own statement."""
   out: list[tuple[int, str]] = []
-  cur, start, skip = "", 0, 0
+  cur, start, skip, pending = "", 0, 0, False
   for i, ln in enumerate(lines, 1):
     st = ln.strip()
-    if skip or st.startswith(".section"):   # debug sections: skipped with their braces
+    if st.startswith(".section"):   # debug sections: skipped with their brace block
+      skip, pending = ln.count("{") - ln.count("}"), "{" not in ln
+      continue
+    if pending or skip:
+      if pending and not st: continue
+      pending = False
       skip += ln.count("{") - ln.count("}")
       continue
     if st.startswith(LINE_DIRECTIVES) and not cur.strip():   # these end at the line's end, with no ';'

@@ -69,26 +69,28 @@ def L_reg(name: str) -> Any:
 
 
 def _release(L: Launch, cur: int | None) -> None:
-  """CTAs whose every live lane waits at one barrier move on; lanes waiting at different barriers or beside exited lanes fault."""
+  """CTAs whose every live lane waits at one barrier instruction move on. A CTA where some threads wait while others
+  exited (or, at the end, can never arrive) is a partial barrier; lanes at different barrier instructions a divergent one."""
   pc, waiting = L.pc, L.waiting
-  alive = pc >= 0
   per = L.per_cta
   w = waiting.reshape(-1, per)
-  a = alive.reshape(-1, per)
-  full = (w == a).all(axis=1) & a.any(axis=1)
-  if cur is None or full.any():
-    p2 = pc.reshape(-1, per)
-    for c in np.flatnonzero(w.any(axis=1) & ~full) if cur is None else ():
-      lanes = np.flatnonzero(w[c])
-      L.sel = c * per + lanes
-      raise PTXFault("compute", f"divergent barrier: in block {int(c)} only {lanes.size} of {int(a[c].sum())} live threads (and "
-                     f"{int((~a[c] & L.live.reshape(-1, per)[c]).sum())} exited) reached bar.sync; {L.thread(0)} waits",
-                     L.e.instrs[int(p2[c, lanes[0]])])
-    for c in np.flatnonzero(full):
-      pcs = np.unique(p2[c][w[c]])
-      if pcs.size > 1:
-        raise PTXFault("compute", f"divergent barrier: block {int(c)} waits at {pcs.size} different barrier instructions "
-                       f"(lines {', '.join(str(L.e.instrs[int(p)].line) for p in pcs)})", L.e.instrs[int(pcs[0])])
-      idx = c * per + np.flatnonzero(w[c])
-      pc[idx] += 1
-      waiting[idx] = False
+  a = (pc >= 0).reshape(-1, per)
+  exited = L.live.reshape(-1, per) & ~a
+  has = w.any(axis=1)
+  partial = has & exited.any(axis=1)
+  if cur is None: partial |= has & ~(w == a).all(axis=1)
+  p2 = pc.reshape(-1, per)
+  if partial.any():
+    c = int(np.flatnonzero(partial)[0])
+    lanes = np.flatnonzero(w[c])
+    L.sel = c * per + lanes
+    raise PTXFault("compute", f"divergent barrier: in block {c} only {lanes.size} of {int(L.live.reshape(-1, per)[c].sum())} threads reached "
+                   f"the barrier ({int(exited[c].sum())} exited); {L.thread(0)} waits", L.e.instrs[int(p2[c, lanes[0]])])
+  for c in np.flatnonzero(has & (w == a).all(axis=1)):
+    pcs = np.unique(p2[c][w[c]])
+    if pcs.size > 1:
+      raise PTXFault("compute", f"divergent barrier: block {int(c)} waits at {pcs.size} different barrier instructions "
+                     f"(lines {', '.join(str(L.e.instrs[int(p)].line) for p in pcs)})", L.e.instrs[int(pcs[0])])
+    idx = c * per + np.flatnonzero(w[c])
+    pc[idx] += 1
+    waiting[idx] = False
