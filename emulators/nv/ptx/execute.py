@@ -151,7 +151,7 @@ class Launch:
     if o.kind != "addr": raise PTXFault("compute", "expected an address operand [..]", self.ins)
     b, d = self.bits(o.value)
     if self.checked and d is not None and not d.all():
-      raise PTXFault("compute", f"undefined value used as an address by thread {self.thread(int(np.flatnonzero(~d)[0]))}", self.ins)
+      raise PTXFault("compute", f"undefined value used as an address by {self.thread(int(np.flatnonzero(~d)[0]))}", self.ins)
     return b + np.uint64(o.offset & 0xFFFFFFFFFFFFFFFF)
 
   def thread(self, i: int) -> str:
