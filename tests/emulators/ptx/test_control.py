@@ -150,7 +150,7 @@ def test_uninitialized_value_as_address():
   st.shared.u64 [sh+8], %rd3;
   ld.global.u32 %r1, [%rd3];
   ret;""", ".shared .align 8 .b8 sh[16];")
-  with pytest.raises(GPUFault, match=r"undefined value used as an address by thread \(0, 0, 0\).*PTX line 16"):
+  with pytest.raises(GPUFault, match=r"undefined value used as an address by thread \(0, 0, 0\).*PTX line 17"):
     run(src, 1)
 
 
