@@ -17,12 +17,20 @@ A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import shutil
+import struct
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
 from enum import IntEnum
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from refgrad.device import Compiled
+from refgrad import knobs
+from refgrad.device import Compiled, Compiler
+from refgrad.renderer.gpu import CUDARenderer
 from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
@@ -317,6 +325,75 @@ class NVCompiled(HCQCompiled):
       for m, a in bufs.values(): alloc.free(m, max(a.nbytes, 1))   # type: ignore[arg-type]
 
 
+class PTXKernArgs(KernArgs):
+  """Constant buffer 0 of a PTX kernel: the driver's PARAM_BASE bytes, then the CUDA renderer's parameters (u64 buffer
+  pointers, then int32 variables: each already at its alignment)."""
+  __slots__ = ()
+  BASE = ptx_args.PARAM_BASE
+  @staticmethod
+  def size(nbufs: int, nvars: int) -> int: return PTXKernArgs.BASE + 8 * nbufs + 4 * nvars
+  @property
+  def nbytes(self) -> int: return self.size(self.nbufs, self.nvars)
+  def fill(self, bufs: Sequence[int], vals: Sequence[int]) -> KernArgs:
+    if len(bufs) != self.nbufs or len(vals) != self.nvars:
+      raise ValueError(f"kernel arguments take {self.nbufs} buffers and {self.nvars} variables, got {len(bufs)} and {len(vals)}")
+    self.host[:self.BASE] = 0
+    self.host[self.BASE:self.nbytes] = np.frombuffer(struct.pack(f"<{self.nbufs}Q{self.nvars}i", *bufs, *vals), np.uint8)
+    return self
+  def set_buffer(self, i: int, va: int) -> None:
+    if not 0 <= i < self.nbufs: raise IndexError(f"buffer {i} of a kernel with {self.nbufs} buffers")
+    self.host[self.BASE + 8 * i:self.BASE + 8 * i + 8] = np.frombuffer(struct.pack("<Q", va), np.uint8)
+  def set_var(self, j: int, value: int) -> None:
+    if not 0 <= j < self.nvars: raise IndexError(f"variable {j} of a kernel with {self.nvars} variables")
+    o = self.BASE + 8 * self.nbufs + 4 * j
+    self.host[o:o + 4] = np.frombuffer(struct.pack("<i", value), np.uint8)
+  def buffers(self) -> tuple[int, ...]: return struct.unpack_from(f"<{self.nbufs}Q", self.host.tobytes(), self.BASE)
+
+
+class NVPTXProgram(NVProgram):
+  """NV_CODE=nvcc: `lib` is nvcc's PTX of the CUDA renderer's kernel, uploaded as a b"PTX1" image."""
+  def __init__(self, dev: NVDevice, name: str, lib: bytes):
+    src = lib.decode()
+    params, shared = ptx_args.entry_signature(src, name)
+    nbufs = sum(1 for p in params if p.size == 8)
+    if [p.size for p in params] != [8] * nbufs + [4] * (len(params) - nbufs):
+      raise ValueError(f"{name}: PTX parameters {[p.type for p in params]} are not the CUDA renderer's (u64 pointers, then int32s)")
+    super().__init__(dev, name, ptx_args.make_image(src, name), ImageInfo(name, nbufs, len(params) - nbufs, shared))
+
+  def args(self, bufs: Sequence[int], vals: Sequence[int] = (), q: HWQueue | None = None) -> KernArgs:
+    n = PTXKernArgs.size(self.nbufs, self.nvars)
+    va, host = q.scratch(self.dev, n, 256) if q is not None else self.dev.scratch.take(n, 256)
+    return PTXKernArgs(va, host, self.nbufs, self.nvars).fill(bufs, vals)
+
+
+class NVCUDARenderer(CUDARenderer):
+  """The CUDA renderer for the NV device (EMULATE's target limits are the CUDA target's)."""
+
+
+class NVCCCompiler(Compiler):
+  """CUDA C -> PTX text with `nvcc --ptx -arch=sm_80` (-O3 is nvcc's default for device code); cached by source."""
+  def __init__(self) -> None:
+    self.nvcc = shutil.which("nvcc")
+    if self.nvcc is None: raise RuntimeError("NV_CODE=nvcc needs nvcc on PATH (it compiles each kernel to PTX); use NV_CODE=ir without it")
+    ver = subprocess.run([self.nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    self.cachekey = f"nvcc-ptx sm_80 -O3 {ver[-1] if ver else '?'}"
+  def compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+      cu, out = Path(d) / "k.cu", Path(d) / "k.ptx"
+      cu.write_text(src)
+      r = subprocess.run([self.nvcc, "--ptx", "-arch=sm_80", "-O3", str(cu), "-o", str(out)], capture_output=True, text=True)
+      if r.returncode: raise RuntimeError(f"nvcc failed ({r.returncode}):\n{r.stderr.strip()}")
+      return out.read_bytes()
+
+
+# NV_CODE -> (renderer, compiler, program): the one place the NV code path is chosen
+CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[..., NVProgram]]] = {
+  "ir": (NVRenderer, NVCompiler, NVProgram),
+  "nvcc": (NVCUDARenderer, NVCCCompiler, NVPTXProgram),
+}
+
+
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  return NVCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)
+  renderer, compiler, program = CODE_PATHS[knobs.get("NV_CODE")]
+  return NVCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)
