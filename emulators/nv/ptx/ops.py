@@ -7,6 +7,8 @@ import numpy as np
 from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.execute import Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.parse import TYPES, Instr
+from refgrad.dtype import dtypes
+from refgrad.uop.semantics import wmma
 
 ROUNDS = ("rn", "rz", "rm", "rp")
 IROUNDS = ("rni", "rzi", "rmi", "rpi")
@@ -525,6 +527,47 @@ def _redux(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], "u32", (acc[warp] & 0xFFFFFFFF).astype(np.uint32))
 
 
+def _mma(L: Launch, ins: Instr) -> None:
+  """mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (PTX ISA 9.0 §9.7.14.5.8 fragment layouts): per warp,
+  A 16x16 from 4 .b32 registers, B 16x8 from 2, C/D 16x8 f32 from 4. groupID = laneid >> 2, t = laneid % 4:
+  a0..a7 = A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b0..b3 = B[2t..2t+1][g], B[2t+8..2t+9][g];
+  c0..c3 = C[g][2t..2t+1], C[g+8][2t..2t+1]. Arithmetic: refgrad's semantics.wmma (in-order k, exact products, one
+  rounding per add); real tensor cores round differently."""
+  shape = next((m for m in ins.mods if m.startswith("m")), "")
+  if shape != "m16n8k16" or not ins.has("row") or ins.types[0] != "f32" or ins.types[-1] != "f32" or ins.types[1] not in ("f16", "bf16"):
+    raise PTXFault("compute", f"mma.{'.'.join(ins.mods)} is not supported (only m16n8k16.row.col f32 += f16/bf16)", ins)
+  ab = ins.types[1]
+  d, a, b, c = ins.args[:4]
+  mask = np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
+  _warp_check(L, ins, mask)
+  if L.sel.size % 32: raise PTXFault("compute", "mma.sync with a partial warp", ins)
+  nw = L.sel.size // 32
+  lane = (L.sel % 32).reshape(nw, 32)
+  if not (lane == np.arange(32)).all(): raise PTXFault("compute", "mma.sync needs whole warps in lane order", ins)
+  g, t = np.arange(32) >> 2, np.arange(32) % 4
+  def halves(regs) -> np.ndarray:   # (nw, 32, 2 * len(regs)) of 16-bit values
+    out = []
+    for o in regs:
+      v = L.get(o, "b32").reshape(nw, 32)
+      out += [(v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)]
+    return np.stack(out, -1)
+  ah, bh = halves(a.value), halves(b.value)
+  cv = np.stack([L.get(o, "f32").reshape(nw, 32) for o in c.value], -1)
+  A = np.zeros((nw, 16, 16), np.uint16)
+  B = np.zeros((nw, 16, 8), np.uint16)
+  C = np.zeros((nw, 16, 8), np.float32)
+  for i in range(8):
+    row = g + (8 if i in (2, 3, 6, 7) else 0)
+    col = 2 * t + (i & 1) + (8 if i >= 4 else 0)
+    A[:, row, col] = ah[:, :, i]
+  for i in range(4): B[:, 2 * t + (i & 1) + (8 if i >= 2 else 0), g] = bh[:, :, i]
+  for i in range(4): C[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)] = cv[:, :, i]
+  Av = A.view(np.float16) if ab == "f16" else A
+  Bv = B.view(np.float16) if ab == "f16" else B
+  D = wmma(Av, Bv, C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
+  for i, o in enumerate(d.value): L.put(o, "f32", D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
+
+
 def _nop(L: Launch, ins: Instr) -> None: return None
 
 
@@ -535,7 +578,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux,
-  "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import struct
 from dataclasses import dataclass, field
 
 TYPES = {"s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "b8": 1, "b16": 2, "b32": 4, "b64": 8, "b128": 16,
@@ -92,7 +93,7 @@ def _strip_comments(src: str) -> list[str]:
 def _statements(lines: list[str]) -> list[tuple[int, str]]:
   """(line number, statement) with ';' '{' '}' as terminators; a label 'L:' is its own statement."""
   out: list[tuple[int, str]] = []
-  cur, start, skip, pending = "", 0, 0, False
+  cur, start, skip, pending, vec = "", 0, 0, False, 0
   for i, ln in enumerate(lines, 1):
     st = ln.strip()
     if st.startswith(".section"):   # debug sections: skipped with their brace block
@@ -108,6 +109,11 @@ def _statements(lines: list[str]) -> list[tuple[int, str]]:
       continue
     for ch in ln:
       if not cur.strip(): start = i
+      if ch == "{" and cur.strip() and not cur.lstrip().startswith("."): vec += 1   # a vector operand, not a block
+      if vec and ch in "{}":
+        if ch == "}": vec -= 1
+        cur += ch
+        continue
       if ch in ";{}":
         if cur.strip(): out.append((start, cur.strip()))
         if ch != ";": out.append((i, ch))
@@ -146,7 +152,6 @@ def _operand(s: str, ln: int, text: str) -> Operand:
   if re.fullmatch(r"0[dD][0-9A-Fa-f]{16}", s): return Operand("fimm", (int(s[2:], 16), 8))
   if re.fullmatch(r"-?(?:0[xX][0-9A-Fa-f]+|\d+)U?", s): return Operand("imm", _int(s))
   if re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", s):
-    import struct
     return Operand("fimm", (struct.unpack("<Q", struct.pack("<d", float(s)))[0], 8))
   if s.startswith("!") and s[1:].startswith("%"): return Operand("not", _operand(s[1:], ln, text))
   m = re.fullmatch(r"([%$\w.]+)\+(\d+)", s)

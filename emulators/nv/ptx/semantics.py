@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refgrad.uop.semantics import add_round_to_odd, f32_to_bf16, f64_to_bf16, two_prod, two_sum
+from refgrad.uop.semantics import add_round_to_odd, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
 
 NP = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
       "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64, "f16": np.float16, "f32": np.float32, "f64": np.float64,
@@ -82,7 +82,6 @@ def ffma(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str) -> np.ndarray:
     if a.dtype == np.float16:
       p = a.astype(np.float64) * b.astype(np.float64)
       return round_dir(add_round_to_odd(p, c.astype(np.float64)), mode, np.float16)
-    from refgrad.uop.semantics import fma_f64
     if mode != "rn": raise NotImplementedError("fma.f64 with directed rounding")
     return fma_f64(a, b, c)
 

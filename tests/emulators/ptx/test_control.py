@@ -174,3 +174,40 @@ def test_malformed_module_is_a_gpu_fault_not_a_crash():
 def test_debug_directives_ignored():
   m = parse(HEAD + '.file 1 "x.cu"\n.visible .entry k()\n{\n.loc 1 2 3\n ret;\n}\n.section .debug_str\n{\n.b8 0\n}\n')
   assert [i.op for i in m.entries["k"].instrs] == ["ret"]
+
+
+@pytest.mark.parametrize("ab", ["f16", "bf16"])
+def test_mma_m16n8k16_fragment_layout(ab):
+  """Each lane loads its fragment registers from per-lane arrays; D must be semantics.wmma of the assembled matrices."""
+  from refgrad.dtype import dtypes
+  from refgrad.uop.semantics import f32_to_bf16, wmma
+  rng = np.random.default_rng(5)
+  A = rng.integers(-4, 5, (16, 16)).astype(np.float32)
+  B = rng.integers(-4, 5, (16, 8)).astype(np.float32)
+  C = rng.standard_normal((16, 8)).astype(np.float32)
+  enc = (lambda x: x.astype(np.float16).view(np.uint16)) if ab == "f16" else (lambda x: f32_to_bf16(x).view(np.uint16))
+  lane = np.arange(32)
+  g, t = lane >> 2, lane % 4
+  af = np.stack([A[g + (8 if i in (2, 3, 6, 7) else 0), 2 * t + (i & 1) + (8 if i >= 4 else 0)] for i in range(8)], 1)
+  bfr = np.stack([B[2 * t + (i & 1) + (8 if i >= 2 else 0), g] for i in range(4)], 1)
+  cf = np.stack([C[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1)
+  src = HEAD + f""".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+{{
+  .reg .b32 %r<16>; .reg .f32 %f<12>; .reg .b64 %rd<12>;
+  ld.param.u64 %rd0, [pa]; ld.param.u64 %rd1, [pb]; ld.param.u64 %rd2, [pc]; ld.param.u64 %rd3, [pd];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd4, %r0, 16; add.s64 %rd5, %rd0, %rd4; add.s64 %rd7, %rd2, %rd4; add.s64 %rd8, %rd3, %rd4;
+  mul.wide.u32 %rd6, %r0, 8; add.s64 %rd6, %rd1, %rd6;
+  ld.global.v4.b32 {{%r1, %r2, %r3, %r4}}, [%rd5];
+  ld.global.v2.b32 {{%r5, %r6}}, [%rd6];
+  ld.global.v4.f32 {{%f1, %f2, %f3, %f4}}, [%rd7];
+  mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%f5, %f6, %f7, %f8}}, {{%r1, %r2, %r3, %r4}}, {{%r5, %r6}}, {{%f1, %f2, %f3, %f4}};
+  st.global.v4.f32 [%rd8], {{%f5, %f6, %f7, %f8}};
+  ret;
+}}
+"""
+  r = Device["NV"].run_ptx(src, "k", [enc(af), enc(bfr), cf, np.zeros((32, 4), np.float32)], grid=(1, 1, 1), block=(32, 1, 1))[3]
+  D = wmma(A.astype(np.float16) if ab == "f16" else f32_to_bf16(A).view(np.uint16),
+           B.astype(np.float16) if ab == "f16" else f32_to_bf16(B).view(np.uint16), C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
+  expect = np.stack([D[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1)
+  assert r.tobytes() == expect.tobytes()
