@@ -38,7 +38,8 @@ class Launch:
                shared_bytes: int, checked: bool):
     self.e, self.grid, self.block, self.params, self.vm, self.checked = entry, grid, block, params, vm, checked
     nt = block[0] * block[1] * block[2]
-    self.per_cta = -(-nt // 32) * 32
+    # warps of 32 lanes (the CTA padded with exited lanes) only where warp-level instructions need them
+    self.per_cta = -(-nt // 32) * 32 if entry.warp_ops else nt
     self.ncta = grid[0] * grid[1] * grid[2]
     n = self.n = self.per_cta * self.ncta
     g = np.arange(n, dtype=np.int64)
@@ -52,9 +53,9 @@ class Launch:
       "%ntid.x": np.full(n, block[0], u), "%ntid.y": np.full(n, block[1], u), "%ntid.z": np.full(n, block[2], u),
       "%ctaid.x": cx.astype(u), "%ctaid.y": cy.astype(u), "%ctaid.z": cz.astype(u),
       "%nctaid.x": np.full(n, grid[0], u), "%nctaid.y": np.full(n, grid[1], u), "%nctaid.z": np.full(n, grid[2], u),
-      "%laneid": (g % 32).astype(u), "%warpid": (t // 32).astype(u), "%nwarpid": np.full(n, self.per_cta // 32, u),
+      "%laneid": (t % 32).astype(u), "%warpid": (t // 32).astype(u), "%nwarpid": np.full(n, self.per_cta // 32, u),
       "%smid": np.zeros(n, u), "%nsmid": np.ones(n, u), "%gridid": np.zeros(n, u),
-      "%lanemask_eq": (u(1) << (g % 32).astype(u)), "%lanemask_lt": (u(1) << (g % 32).astype(u)) - u(1),
+      "%lanemask_eq": (u(1) << (t % 32).astype(u)), "%lanemask_lt": (u(1) << (t % 32).astype(u)) - u(1),
       "%dynamic_smem_size": np.full(n, max(0, shared_bytes - entry.shared_bytes), u), "%total_smem_size": np.full(n, shared_bytes, u),
     }
     sp = self.special
@@ -73,6 +74,7 @@ class Launch:
     self.ins: Instr | None = None
     self.sel: np.ndarray = g
     self._d: np.ndarray | None = None
+    self._map: tuple[np.ndarray, np.ndarray] | None = None
 
   # ---- operands ---------------------------------------------------------------------------------------------------
   def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
@@ -237,9 +239,10 @@ class Launch:
 
   def _global(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     vm = self.vm
-    starts = np.array(vm.starts, np.uint64)
+    if self._map is None:   # the VM's mappings do not change while a kernel runs
+      self._map = (np.array(vm.starts, np.uint64), np.array([r.end for r in vm.regions] or [0], np.uint64))
+    starts, ends = self._map
     ri = np.searchsorted(starts, addr, side="right") - 1
-    ends = np.array([r.end for r in vm.regions] or [0], np.uint64)
     ok = (ri >= 0)
     ok &= np.where(ok, addr + np.uint64(w) <= ends[np.maximum(ri, 0)], False)
     if (~ok).any():
@@ -249,16 +252,16 @@ class Launch:
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
       raise PTXFault("mmu", f"MMU fault: global {'store' if st else 'load'} of {w} bytes at 0x{a:x} {why}, by {self.thread(i)}", self.ins, a)
     if st is None: out, dd = np.zeros((addr.size, w), np.uint8), None
-    for r_i in np.unique(ri):
-      m = ri == r_i
+    lo, hi = int(ri.min()), int(ri.max())
+    for r_i in ([lo] if lo == hi else np.unique(ri)):
+      m = slice(None) if lo == hi else ri == r_i
       r = vm.regions[int(r_i)]
       off = (addr[m] - np.uint64(r.va)).astype(np.int64)
       ix = off[:, None] + np.arange(w)
       if st is None:
         out[m] = r.mem.data[ix]
         if self.checked and r.mem.bits is not None:
-          init = np.unpackbits(r.mem.bits, count=r.mem.nbytes, bitorder="little").astype(np.bool_)
-          ok2 = init[ix].all(axis=1)
+          ok2 = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
           if not ok2.all():
             if dd is None: dd = np.ones(addr.size, np.bool_)
             dd[m] = ok2
@@ -266,7 +269,7 @@ class Launch:
         data, d = st
         r.mem.data[ix] = data[m]
         if r.mem.bits is not None or (d is not None and not d.all()):
-          dm = np.ones(int(m.sum()), np.bool_) if d is None else d[m]
+          dm = np.ones(ix.shape[0], np.bool_) if d is None else d[m]
           if dm.any(): r.mem.mark_elems(ix[dm].reshape(-1), 1, True)
           if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False)
           r.mem.settle()

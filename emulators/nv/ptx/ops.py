@@ -308,17 +308,14 @@ def _bfi(L: Launch, ins: Instr) -> None:
 
 def _prmt(L: Launch, ins: Instr) -> None:
   a, b, c = (L.get(o, "u32") for o in ins.args[1:4])
-  src = np.stack([(a >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)] + [(b >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)], 1)
   mode = next((m for m in ins.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
   if mode is not None: raise PTXFault("compute", f"prmt.{mode} is not supported", ins)
-  r = np.zeros(a.size, np.uint32)
-  rows = np.arange(a.size)
-  for i in range(4):
-    sel = (c >> np.uint32(4 * i)) & np.uint32(0xF)
-    byte = src[rows, (sel & np.uint32(7)).astype(np.int64)]
-    byte = np.where(sel & np.uint32(8), np.where(byte & np.uint32(0x80), np.uint32(0xFF), np.uint32(0)), byte)
-    r |= byte << np.uint32(8 * i)
-  L.put(ins.args[0], "u32", r)
+  src = np.stack([a, b], 1).view(np.uint8).reshape(-1, 8)   # bytes 0-3 of a, then 4-7 of b (little-endian)
+  shifts = np.array([0, 4, 8, 12], np.uint32)
+  sel = (c[:, None] >> shifts) & np.uint32(0xF)
+  byte = np.take_along_axis(src, (sel & np.uint32(7)).astype(np.int64), 1)
+  byte = np.where(sel & np.uint32(8), np.where(byte & np.uint8(0x80), np.uint8(0xFF), np.uint8(0)), byte)
+  L.put(ins.args[0], "u32", np.ascontiguousarray(byte).view(np.uint32).reshape(-1))
 
 
 def _ffloat(name: str):

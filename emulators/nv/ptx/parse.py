@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 TYPES = {"s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "b8": 1, "b16": 2, "b32": 4, "b64": 8, "b128": 16,
          "f16": 2, "f16x2": 4, "bf16": 2, "bf16x2": 4, "f32": 4, "f64": 8, "pred": 1, "tf32": 4, "e4m3x2": 2, "e5m2x2": 2}
 LINE_DIRECTIVES = (".version", ".target", ".address_size", ".loc", ".file")
+WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "bar", "barrier")
 SPACES = ("global", "shared", "local", "param", "const")
 IGNORED_DIRECTIVES = (".loc", ".file", ".section", ".pragma", ".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".noreturn",
                       ".explicitcluster", ".maxclusterrank", ".reqnctapercluster")
@@ -72,6 +73,7 @@ class Entry:
   local_bytes: int = 0
   param_bytes: int = 0
   is_entry: bool = True
+  warp_ops: bool = False     # uses warp-level instructions (shfl vote activemask match redux mma) or %laneid/%lanemask
 
 
 @dataclass
@@ -309,6 +311,8 @@ def parse(src: str) -> Module:
     cur.instrs.append(_instr(s, ln, text(ln)))
   if cur is not None: raise PTXError(len(raw), text(len(raw)), f"function {cur.name} is not closed (missing '}}')")
   for e in entries.values():
+    e.warp_ops = any(i.op in WARP_OPS or any(a.kind == "reg" and str(a.value).startswith(("%laneid", "%lanemask", "%warpid")) for a in i.args)
+                     for i in e.instrs)
     for ins in e.instrs:
       for a in ins.args:
         if a.kind == "sym" and ins.op in ("bra", "brx") and a.value not in e.labels:
