@@ -21,6 +21,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from enum import IntEnum
 from pathlib import Path
@@ -377,7 +378,14 @@ class NVCCCompiler(Compiler):
     if self.nvcc is None: raise RuntimeError("NV_CODE=nvcc needs nvcc on PATH (it compiles each kernel to PTX); use NV_CODE=ir without it")
     ver = subprocess.run([self.nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     self.cachekey = f"nvcc-ptx sm_80 -O3 {ver[-1] if ver else '?'}"
+  seconds, count = 0.0, 0   # time spent in nvcc (all instances), for bench_nv
   def compile(self, src: str) -> bytes:
+    st = time.perf_counter()
+    try: return self._compile(src)
+    finally:
+      NVCCCompiler.seconds += time.perf_counter() - st
+      NVCCCompiler.count += 1
+  def _compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory() as d:
       cu, out = Path(d) / "k.cu", Path(d) / "k.ptx"
       cu.write_text(src)

@@ -7,7 +7,7 @@ import numpy as np
 
 from emulators.nv.ptx.execute import MAX_STEPS, Launch, PTXFault
 from emulators.nv.ptx.ops import CONTROL, TABLE
-from emulators.nv.ptx.parse import Entry, PTXError
+from emulators.nv.ptx.parse import Entry, Instr, PTXError
 
 
 def check_supported(e: Entry) -> None:
@@ -23,7 +23,23 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
   instrs, n_ins = e.instrs, len(e.instrs)
   pc, waiting = L.pc, L.waiting
   steps = 0
+  # uniform mode: while every live lane is at one PC (`uni`), that PC is a scalar and pc[] is written back on leaving it
+  uni: int | None = 0
+  everyone = np.flatnonzero(L.live)
   while True:
+    if uni is not None:
+      cur, sel = uni, everyone
+      if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
+      ins = instrs[cur]
+      if ins.op in ("bra", "ret", "exit", "bar", "barrier") or ins.pred is not None:   # may diverge: back to per-lane PCs
+        pc[everyone] = cur
+        uni = None
+      else:
+        L.ins, L.clock, L._d, L.sel = ins, steps, None, sel
+        steps += 1
+        _execute(L, ins)
+        uni = cur + 1
+        continue
     run_ok = (pc >= 0) & ~waiting
     if not run_ok.any():
       if waiting.any(): _release(L, None)
@@ -56,11 +72,16 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
       _release(L, cur)
     elif op == "trap": raise PTXFault("compute", f"trap executed by {L.thread(0)}", ins)
     else:
-      try: TABLE[op](L, ins)  # type: ignore[operator]
-      except PTXFault: raise
-      except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:
-        raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
+      _execute(L, ins)
       pc[sel] = cur + 1
+    if sel.size == everyone.size and not waiting.any() and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
+
+
+def _execute(L: Launch, ins: Instr) -> None:
+  try: TABLE[ins.op](L, ins)  # type: ignore[operator]
+  except PTXFault: raise
+  except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:
+    raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
 
 
 def L_reg(name: str) -> Any:
