@@ -565,6 +565,23 @@ def _mma(L: Launch, ins: Instr) -> None:
   for i, o in enumerate(d.value): L.put(o, "f32", D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
 
 
+def _dp(L: Launch, ins: Instr) -> None:
+  """dp4a: c + the dot product of a's and b's four bytes; dp2a.lo/.hi: c + a's two 16-bit halves times b's bytes 0-1 / 2-3.
+  Each operand's signedness comes from its type; the sum wraps to 32 bits."""
+  at, bt = ins.types[0], ins.types[1]
+  a, b = L.get(ins.args[1], "u32"), L.get(ins.args[2], "u32")
+  c = L.get(ins.args[3], "u32").astype(np.int64)
+  def parts(v: np.ndarray, w: int, signed: bool) -> np.ndarray:
+    p = np.ascontiguousarray(v).view(np.uint8 if w == 1 else np.uint16).reshape(v.size, 4 // w)
+    return (p.view(np.int8 if w == 1 else np.int16) if signed else p).astype(np.int64)
+  bb = parts(b, 1, bt[0] == "s")
+  if ins.op == "dp4a": acc = (parts(a, 1, at[0] == "s") * bb).sum(axis=1)
+  else:
+    hi = ins.has("hi")
+    acc = (parts(a, 2, at[0] == "s") * bb[:, 2:4] if hi else parts(a, 2, at[0] == "s") * bb[:, 0:2]).sum(axis=1)
+  L.put(ins.args[0], "u32", ((acc + c) & 0xFFFFFFFF).astype(np.uint32))
+
+
 def _nop(L: Launch, ins: Instr) -> None: return None
 
 
@@ -575,7 +592,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux,
-  "mma": _mma, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -166,3 +166,18 @@ def test_approx_within_bounds():
   assert np.all(np.abs(r.astype(np.float64) - np.exp2(x.astype(np.float64))) <= 2 * np.spacing(r))
   s = one("sin.approx.f32 %d, %a", [x], np.float32, ["f32"], "f32")
   assert np.all(np.abs(s.astype(np.float64) - np.sin(x.astype(np.float64))) <= 2.0**-20.5)
+
+
+def test_dp4a_dp2a():
+  a = np.array([0x01FF7F80, 0x04030201], np.uint32)   # bytes (little-endian): 0x80 0x7F 0xFF 0x01 ; 1 2 3 4
+  b = np.array([0x02020202, 0x01010101], np.uint32)
+  c = np.array([10, 0], np.uint32)
+  s = one("dp4a.s32.s32 %d, %a, %b, %c", [a.view(np.int32), b.view(np.int32), c.view(np.int32)], np.int32, ["b32"] * 3, "s32")
+  assert s.tolist() == [10 + 2 * (-128 + 127 - 1 + 1), 10]
+  u = one("dp4a.u32.u32 %d, %a, %b, %c", [a, b, c], np.uint32, ["b32"] * 3, "u32")
+  assert u.tolist() == [10 + 2 * (128 + 127 + 255 + 1), 10]
+  lo = one("dp2a.lo.u32.u32 %d, %a, %b, %c", [np.array([0x00030002], np.uint32), np.array([0x0A0B0405], np.uint32), np.array([1], np.uint32)],
+           np.uint32, ["b32"] * 3, "u32")
+  hi = one("dp2a.hi.u32.u32 %d, %a, %b, %c", [np.array([0x00030002], np.uint32), np.array([0x0A0B0405], np.uint32), np.array([1], np.uint32)],
+           np.uint32, ["b32"] * 3, "u32")
+  assert lo.tolist() == [1 + 2 * 5 + 3 * 4] and hi.tolist() == [1 + 2 * 0x0B + 3 * 0x0A]
