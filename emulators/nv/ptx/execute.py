@@ -21,7 +21,7 @@ from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32
-MAX_STEPS = 50_000_000
+MAX_STEPS = 5_000_000   # instruction steps per launch before an endless loop is reported (not a hang)
 
 
 class PTXFault(Exception):

@@ -5,7 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from emulators.nv.ptx.execute import MAX_STEPS, Launch, PTXFault
+from emulators.nv.ptx import execute as X
+from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.ops import CONTROL, TABLE
 from emulators.nv.ptx.parse import Entry, Instr, PTXError
 
@@ -50,7 +51,7 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
     ins = instrs[cur]
     L.ins, L.clock, L._d = ins, steps, None
     steps += 1
-    if steps > MAX_STEPS: raise PTXFault("compute", f"more than {MAX_STEPS} instruction steps (an endless loop?)", ins)
+    if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
     if ins.pred is not None:
       L.sel = sel
       pv, pd = L.bits(L_reg(ins.pred))

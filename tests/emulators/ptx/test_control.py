@@ -211,3 +211,14 @@ def test_mma_m16n8k16_fragment_layout(ab):
            B.astype(np.float16) if ab == "f16" else f32_to_bf16(B).view(np.uint16), C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
   expect = np.stack([D[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1)
   assert r.tobytes() == expect.tobytes()
+
+
+def test_endless_loop_is_a_fault_not_a_hang(monkeypatch):
+  from emulators.nv.ptx import execute
+  monkeypatch.setattr(execute, "MAX_STEPS", 2000)
+  src = kernel("""
+$L_spin:
+  add.u32 %r1, %r0, 1;
+  bra $L_spin;""")
+  with pytest.raises(GPUFault, match="more than 2000 instruction steps"):
+    run(src, 32)
