@@ -45,26 +45,11 @@ class Launch:
     g = np.arange(n, dtype=np.int64)
     self.cta, t = g // self.per_cta, g % self.per_cta
     self.live = t < nt
-    tx, ty, tz = t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])
-    cx, cy, cz = self.cta % grid[0], (self.cta // grid[0]) % grid[1], self.cta // (grid[0] * grid[1])
-    u = np.uint64
-    self.special: dict[str, np.ndarray] = {
-      "%tid.x": tx.astype(u), "%tid.y": ty.astype(u), "%tid.z": tz.astype(u),
-      "%ntid.x": np.full(n, block[0], u), "%ntid.y": np.full(n, block[1], u), "%ntid.z": np.full(n, block[2], u),
-      "%ctaid.x": cx.astype(u), "%ctaid.y": cy.astype(u), "%ctaid.z": cz.astype(u),
-      "%nctaid.x": np.full(n, grid[0], u), "%nctaid.y": np.full(n, grid[1], u), "%nctaid.z": np.full(n, grid[2], u),
-      "%laneid": (t % 32).astype(u), "%warpid": (t // 32).astype(u), "%nwarpid": np.full(n, self.per_cta // 32, u),
-      "%smid": np.zeros(n, u), "%nsmid": np.ones(n, u), "%gridid": np.zeros(n, u),
-      "%lanemask_eq": (u(1) << (t % 32).astype(u)), "%lanemask_lt": (u(1) << (t % 32).astype(u)) - u(1),
-      "%dynamic_smem_size": np.full(n, max(0, shared_bytes - entry.shared_bytes), u), "%total_smem_size": np.full(n, shared_bytes, u),
-    }
-    sp = self.special
-    sp["%lanemask_le"] = sp["%lanemask_lt"] | sp["%lanemask_eq"]
-    sp["%lanemask_gt"] = ~sp["%lanemask_le"] & u(0xFFFFFFFF)
-    sp["%lanemask_ge"] = ~sp["%lanemask_lt"] & u(0xFFFFFFFF)
+    self._t = t
+    self.shared_bytes = shared_bytes
+    self.special = _Specials(self)
     self.regs: dict[str, np.ndarray] = {}
     self.defined: dict[str, np.ndarray] = {}
-    self.shared_bytes = shared_bytes
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
     self.shared_def = np.zeros((self.ncta, max(shared_bytes, 1)), np.bool_) if checked else None
     self.local = np.zeros((n, max(entry.local_bytes, 1)), np.uint8)
@@ -276,6 +261,36 @@ class Launch:
     return None if st is not None else (out, dd)
 
 
+class _Specials(dict):
+  """Special registers (uint64 per lane), each built the first time a kernel reads it."""
+  def __init__(self, L: Launch):
+    super().__init__()
+    self.L = L
+  def __contains__(self, name: object) -> bool: return name in _SPECIALS or dict.__contains__(self, name)
+  def __missing__(self, name: str) -> np.ndarray:
+    v = self[name] = np.asarray(_SPECIALS[name](self.L), np.uint64) * np.ones(self.L.n, np.uint64)
+    return v
+
+
+def _lanes(L: Launch) -> np.ndarray: return (L._t % 32).astype(np.uint64)
+_B = lambda L, i: L.block[i]
+_SPECIALS: dict[str, Callable[[Launch], Any]] = {
+  "%tid.x": lambda L: L._t % L.block[0], "%tid.y": lambda L: (L._t // L.block[0]) % L.block[1],
+  "%tid.z": lambda L: L._t // (L.block[0] * L.block[1]),
+  "%ntid.x": lambda L: L.block[0], "%ntid.y": lambda L: L.block[1], "%ntid.z": lambda L: L.block[2],
+  "%ctaid.x": lambda L: L.cta % L.grid[0], "%ctaid.y": lambda L: (L.cta // L.grid[0]) % L.grid[1],
+  "%ctaid.z": lambda L: L.cta // (L.grid[0] * L.grid[1]),
+  "%nctaid.x": lambda L: L.grid[0], "%nctaid.y": lambda L: L.grid[1], "%nctaid.z": lambda L: L.grid[2],
+  "%laneid": _lanes, "%warpid": lambda L: L._t // 32, "%nwarpid": lambda L: -(-L.per_cta // 32),
+  "%smid": lambda L: 0, "%nsmid": lambda L: 1, "%gridid": lambda L: 0,
+  "%lanemask_eq": lambda L: np.uint64(1) << _lanes(L), "%lanemask_lt": lambda L: (np.uint64(1) << _lanes(L)) - np.uint64(1),
+  "%lanemask_le": lambda L: (np.uint64(2) << _lanes(L)) - np.uint64(1),
+  "%lanemask_gt": lambda L: ~((np.uint64(2) << _lanes(L)) - np.uint64(1)) & np.uint64(0xFFFFFFFF),
+  "%lanemask_ge": lambda L: ~((np.uint64(1) << _lanes(L)) - np.uint64(1)) & np.uint64(0xFFFFFFFF),
+  "%dynamic_smem_size": lambda L: max(0, L.shared_bytes - L.e.shared_bytes), "%total_smem_size": lambda L: L.shared_bytes,
+}
+
+
 def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
   """Values -> (lanes, w) little-endian bytes (truncating/extending to w bytes)."""
   if v.dtype == np.bool_: v = v.astype(np.uint8)
@@ -287,5 +302,3 @@ def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
 def from_bytes(b: np.ndarray, t: str) -> np.ndarray:
   return np.ascontiguousarray(b).view(S.NP[t] if t != "bf16" else np.uint16).reshape(-1)
 
-
-Handler = Callable[[Launch, Instr], None]
