@@ -23,7 +23,7 @@ def ptx(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def nv(monkeypatch_module=None):
+def nv():
   return Device["NV"]
 
 
