@@ -21,6 +21,7 @@ from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32
+GLOBAL_WINDOW = 3 << 48   # module-scope .global/.const variables: a fresh copy of their initial bytes per launch
 MAX_STEPS = 5_000_000   # instruction steps per launch before an endless loop is reported (not a hang)
 
 
@@ -60,6 +61,8 @@ class Launch:
     self.sel: np.ndarray = g
     self._d: np.ndarray | None = None
     self._map: tuple[np.ndarray, np.ndarray] | None = None
+    self._gv: np.ndarray | None = None
+    self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
 
   # ---- operands ---------------------------------------------------------------------------------------------------
   def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
@@ -86,6 +89,7 @@ class Launch:
     if name in e.local: return e.local[name].offset
     for p in e.params:
       if p.name == name: return p.offset
+    if name in e.globals: return GLOBAL_WINDOW + e.globals[name].offset
     raise PTXFault("compute", f"unknown symbol {name}", self.ins)
 
   def get(self, o: Operand, t: str) -> np.ndarray:
@@ -197,6 +201,8 @@ class Launch:
       if ((a < 0) | (a + w > len(self.params))).any(): raise PTXFault("compute", f"a .param read past the {len(self.params)} parameter bytes", self.ins)
       buf = np.frombuffer(self.params, np.uint8)
       return buf[a[:, None] + np.arange(w)], None
+    if space in ("global", "const") and self.e.globals_bytes and (addr >= np.uint64(GLOBAL_WINDOW)).any():
+      return self._module_vars(addr, w, None), None
     if space == "global": return self._global(addr, w, None)
     flat, idx, defs = self._flat(space, addr, w)
     ix = idx[:, None] + np.arange(w)
@@ -216,11 +222,28 @@ class Launch:
         finally: self.sel = sel
       return
     if space in ("param", "const"): raise PTXFault("compute", f"a store to the read-only .{space} space", self.ins)
+    if space == "global" and self.e.globals_bytes and (addr >= np.uint64(GLOBAL_WINDOW)).any(): return self._module_vars(addr, w, data)
     if space == "global": return self._global(addr, w, (data, d))
     flat, idx, defs = self._flat(space, addr, w)
     ix = idx[:, None] + np.arange(w)
     flat[ix] = data
     if defs is not None: defs[ix] = True if d is None else d[:, None]
+
+  def _module_vars(self, addr: np.ndarray, w: int, data: np.ndarray | None) -> np.ndarray | None:
+    """Loads/stores of module-scope variables (every lane of the access must address them)."""
+    if self._gv is None:
+      self._gv = np.zeros(max(self.e.globals_bytes, 1), np.uint8)
+      for v in self.e.globals.values():
+        if v.init: self._gv[v.offset:v.offset + len(v.init)] = np.frombuffer(v.init, np.uint8)
+    a = addr.astype(np.int64) - GLOBAL_WINDOW
+    bad = (a < 0) | (a + w > self.e.globals_bytes)
+    if bad.any():
+      i = int(np.flatnonzero(bad)[0])
+      raise PTXFault("mmu", f"access of {w} bytes at 0x{int(addr[i]):x} outside the module's variables by {self.thread(i)}", self.ins, int(addr[i]))
+    ix = a[:, None] + np.arange(w)
+    if data is None: return self._gv[ix]
+    self._gv[ix] = data
+    return None
 
   def _global(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     vm = self.vm

@@ -272,6 +272,19 @@ def _unary_int(name: str):
   return run
 
 
+def _bfind(L: Launch, ins: Instr) -> None:
+  """Position of the most significant non-sign bit (0xFFFFFFFF if none); .shiftamt: the left shift that brings it to the top."""
+  t = _t(ins)
+  w = TYPES[t] * 8
+  v = L.get(ins.args[1], t)
+  if S.is_signed(t): v = np.where(v < 0, ~v, v)
+  u = v.view(S.UINT[w // 8]).astype(np.uint64)
+  pos = np.full(u.size, -1, np.int64)
+  for b in range(w): pos = np.where((u >> np.uint64(b)) & np.uint64(1), b, pos)
+  r = np.where(pos < 0, 0xFFFFFFFF, (w - 1 - pos) if ins.has("shiftamt") else pos)
+  L.put(ins.args[0], "u32", r.astype(np.uint32))
+
+
 def _popc(v: np.ndarray) -> np.ndarray:
   return np.unpackbits(v.astype(np.uint64).view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1).astype(np.uint32)
 
@@ -589,7 +602,7 @@ TABLE: dict[str, object] = {
   **{n: _arith(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs")},
   **{n: _bitop(n) for n in ("and", "or", "xor", "not", "cnot")},
   "shl": _shift, "shr": _shift, "shf": _shf, "mov": _mov, "cvta": _cvta, "setp": _setp, "selp": _selp, "slct": _slct, "cvt": _cvt,
-  **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt,
+  **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux,
   "mma": _mma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,

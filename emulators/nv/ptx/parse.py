@@ -73,6 +73,8 @@ class Entry:
   local_bytes: int = 0
   param_bytes: int = 0
   is_entry: bool = True
+  globals: dict[str, Var] = field(default_factory=dict)   # the module's .global/.const variables (GLOBAL_WINDOW + offset)
+  globals_bytes: int = 0
   warp_ops: bool = False     # uses warp-level instructions (shfl vote activemask match redux mma) or %laneid/%lanemask
 
 
@@ -111,7 +113,7 @@ def _statements(lines: list[str]) -> list[tuple[int, str]]:
       continue
     for ch in ln:
       if not cur.strip(): start = i
-      if ch == "{" and cur.strip() and not cur.lstrip().startswith("."): vec += 1   # a vector operand, not a block
+      if ch == "{" and cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")): vec += 1   # a vector or initializer
       if vec and ch in "{}":
         if ch == "}": vec -= 1
         cur += ch
@@ -161,6 +163,13 @@ def _operand(s: str, ln: int, text: str) -> Operand:
   if re.fullmatch(r"%[\w.$]+", s): return Operand("reg", s)
   if re.fullmatch(r"[$\w.]+", s): return Operand("sym", s)
   raise PTXError(ln, text, f"operand {s!r} is not supported")
+
+
+def _rename(o: Operand, ren: dict[str, str]) -> Operand:
+  if o.kind == "reg": return Operand("reg", ren.get(o.value, o.value), o.offset)  # type: ignore[arg-type]
+  if o.kind in ("vec", "pair"): return Operand(o.kind, tuple(_rename(x, ren) for x in o.value), o.offset)  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return Operand(o.kind, _rename(o.value, ren), o.offset)  # type: ignore[arg-type]
+  return o
 
 
 def _split_args(s: str) -> list[str]:
@@ -244,6 +253,7 @@ def parse(src: str) -> Module:
   i = 0
   cur: Entry | None = None
   depth = 0
+  scopes: list[dict[str, str]] = []
   def text(ln: int) -> str: return raw[ln - 1] if 0 < ln <= len(raw) else ""
   while i < len(stmts):
     ln, s = stmts[i]
@@ -264,21 +274,33 @@ def parse(src: str) -> Module:
         e = Entry(m.group(4), params, {}, is_entry=m.group(2) == "entry")
         e.param_bytes = max((p.offset + p.size for p in params), default=0)
         if i < len(stmts) and stmts[i][1] == "{":
-          i += 1; cur, depth = e, 1
+          i += 1; cur, depth, scopes = e, 1, [{}]
         if e.name in entries and entries[e.name].instrs: raise PTXError(ln, text(ln), f"function {e.name} is defined twice")
         entries[e.name] = e
         continue
       if head in (".global", ".const", ".shared") or (head in (".visible", ".extern") and len(s.split()) > 1):
         d = s.split(None, 1)[1] if head in (".visible", ".extern") else s
         space, typ, align, es, names, init = _decl(d, ln)
-        if init is not None: raise PTXError(ln, text(ln), f"initialized module-scope .{space} variables are not supported")
-        for n, cnt in names: gvars[n] = Var(n, space, typ, es * cnt, align)
+        if space not in ("global", "const"): raise PTXError(ln, text(ln), f"a module-scope .{space} variable is not supported")
+        data = None
+        if init is not None:
+          if len(names) != 1: raise PTXError(ln, text(ln), "an initializer for several variables")
+          vals = re.findall(r"-?(?:0[xX][0-9A-Fa-f]+|\d+)", init.replace("{", " ").replace("}", " "))
+          if not vals or typ[0] not in "bsu": raise PTXError(ln, text(ln), f"initializer {init.strip()[:40]!r} is not supported (integer lists only)")
+          data = b"".join((_int(v) & ((1 << (8 * es)) - 1)).to_bytes(es, "little") for v in vals)
+        for n, cnt in names:
+          v = Var(n, space, typ, es * (cnt or len(data or b"") // es), align, 0, data)
+          gvars[n] = v
         continue
       raise PTXError(ln, text(ln), f"directive or statement {head!r} at module scope is not supported")
     # inside a function body
-    if s == "{": depth += 1; continue
+    if s == "{":
+      depth += 1
+      scopes.append({})
+      continue
     if s == "}":
       depth -= 1
+      scopes.pop()
       if depth == 0: cur = None
       continue
     if s.endswith(":") and " " not in s:
@@ -289,7 +311,12 @@ def parse(src: str) -> Module:
     if head == ".reg":
       _, typ, _, _, names, _ = _decl(s, ln)
       for n, cnt in names:
-        for k in (range(-cnt) if cnt < 0 else [None]): cur.regs[n if k is None else f"{n}{k}"] = typ
+        for k in (range(-cnt) if cnt < 0 else [None]):
+          r = n if k is None else f"{n}{k}"
+          if depth > 1:   # a nested block's register shadows the outer one (inline asm scopes): give it its own name
+            scopes[-1][r] = f"{r}#{ln}"
+            r = scopes[-1][r]
+          cur.regs[r] = typ
       continue
     if head in (".shared", ".local", ".extern") or (head == ".global"):
       d = s.split(None, 1)[1] if head == ".extern" else s
@@ -308,9 +335,19 @@ def parse(src: str) -> Module:
           cur.local_bytes += es * cnt
       continue
     if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
-    cur.instrs.append(_instr(s, ln, text(ln)))
+    ins = _instr(s, ln, text(ln))
+    if depth > 1 and any(scopes[1:]):
+      ren = {k: v for sc in scopes[1:] for k, v in sc.items()}
+      ins.args = tuple(_rename(a, ren) for a in ins.args)
+      if ins.pred in ren: ins.pred = ren[ins.pred]
+    cur.instrs.append(ins)
   if cur is not None: raise PTXError(len(raw), text(len(raw)), f"function {cur.name} is not closed (missing '}}')")
+  off = 0
+  for v in gvars.values():
+    off = -(-off // v.align) * v.align
+    v.offset, off = off, off + v.size
   for e in entries.values():
+    e.globals, e.globals_bytes = gvars, off
     e.warp_ops = any(i.op in WARP_OPS or any(a.kind == "reg" and str(a.value).startswith(("%laneid", "%lanemask", "%warpid")) for a in i.args)
                      for i in e.instrs)
     for ins in e.instrs:

@@ -68,7 +68,10 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
       pc[sel] = e.labels[tgt]
     elif op in ("ret", "exit"): pc[sel] = -1
     elif op in ("bar", "barrier"):
-      if ins.has("arrive") or ins.has("red"): raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported", ins)
+      if ins.has("arrive"): raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported", ins)
+      if ins.has("red"):   # bar.red.{popc.u32, and.pred, or.pred} d, id, {!}p: the predicate is taken at arrival
+        if L.bar_val is None: L.bar_val = np.zeros(L.n, np.bool_)
+        L.bar_val[sel] = L.get(ins.args[-1], "pred")
       waiting[sel] = True
       _release(L, cur)
     elif op == "trap": raise PTXFault("compute", f"trap executed by {L.thread(0)}", ins)
@@ -114,5 +117,11 @@ def _release(L: Launch, cur: int | None) -> None:
       raise PTXFault("compute", f"divergent barrier: block {int(c)} waits at {pcs.size} different barrier instructions "
                      f"(lines {', '.join(str(L.e.instrs[int(p)].line) for p in pcs)})", L.e.instrs[int(pcs[0])])
     idx = c * per + np.flatnonzero(w[c])
+    ins = L.e.instrs[int(pcs[0])]
+    if ins.has("red"):
+      v = L.bar_val[idx]
+      r = np.full(idx.size, v.sum(), np.uint32) if ins.has("popc") else np.full(idx.size, v.all() if ins.has("and") else v.any())
+      L.sel, L._d = idx, None
+      L.put(ins.args[0], "u32" if ins.has("popc") else "pred", r)
     pc[idx] += 1
     waiting[idx] = False

@@ -115,3 +115,33 @@ def test_argument_mismatch(ptx, nv):
     nv.run_ptx(ptx, "saxpy", [np.float32(1)], grid=(1, 1, 1), block=(1, 1, 1))
   with pytest.raises(ValueError, match="parameter saxpy_param_3"):
     nv.run_ptx(ptx, "saxpy", [np.float32(1), np.zeros(1, np.float32), np.zeros(1, np.float32), np.float32(1)])
+
+
+@pytest.fixture(scope="module")
+def more_ptx(tmp_path_factory) -> str:
+  out = tmp_path_factory.mktemp("ptx") / "more.ptx"
+  subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-O3", str(HERE / "more.cu"), "-o", str(out)], check=True, capture_output=True)
+  return out.read_text()
+
+
+def test_libdevice_math(more_ptx, nv):
+  """CUDA's math library (range reduction tables in initialized .global arrays, ex2/rsqrt .approx, fma.rm ...). CUDA
+  documents these functions to within a few ulp, not correctly rounded, so this compares with a relative bound."""
+  import math
+  x = np.linspace(-5, 5, 100).astype(np.float32)
+  r = nv.run_ptx(more_ptx, "mathk", [x, np.zeros(100, np.float32), np.zeros(100, np.float64), np.int32(100)], grid=(1, 1, 1), block=(128, 1, 1))
+  xd, ax = x.astype(np.float64), np.abs(x.astype(np.float64))
+  ref = (np.exp(xd) + np.log(ax + 1) + np.sin(xd) * np.cos(xd) + np.sqrt(ax) + np.tanh(xd) + ax**1.5 + np.array([math.erf(v) for v in xd])
+         + np.minimum(xd, 0.5) + np.exp(xd) + 1 / np.sqrt(ax + 1) + np.floor(xd) + np.round(xd))
+  assert np.max(np.abs(r[1] - ref) / np.maximum(1, np.abs(ref))) < 1e-5
+  assert np.max(np.abs(r[2] - (np.exp(xd) + ax + xd / 3.0)) / np.maximum(1, np.abs(r[2]))) < 1e-15
+
+
+def test_intrinsics_and_64bit_atomics(more_ptx, nv):
+  from refgrad.uop.semantics import f32_to_bf16
+  xi = np.arange(-64, 64, dtype=np.int32)
+  r = nv.run_ptx(more_ptx, "misc", [xi, np.zeros(128, np.int32), np.zeros(128, np.uint16), np.zeros(128, np.int64), np.zeros(128, np.uint64),
+                                    np.int32(128)], grid=(1, 1, 1), block=(128, 1, 1))
+  assert r[3].tolist() == [int(v) * int(v) % 1000003 for v in xi]
+  assert sorted(r[4].tolist()[1:]) == sorted(set(range(128)) - {int(r[4][0])}) and r[4][0] in range(128)   # atomicAdd's old values
+  assert r[2].tolist() == f32_to_bf16(xi.astype(np.float32) * np.float32(0.1)).view(np.uint16).tolist()
