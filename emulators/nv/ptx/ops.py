@@ -520,6 +520,27 @@ def _activemask(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], "u32", act[L.sel // 32].astype(np.uint32))
 
 
+def _match(L: Launch, ins: Instr) -> None:
+  """match.any.sync: the lanes of the warp (among the member mask) holding the same value; match.all.sync: the member mask
+  if all of them hold the same value (else 0), and p = whether they do."""
+  t = _t(ins)
+  dst, p = (ins.args[0].value if ins.args[0].kind == "pair" else (ins.args[0], None))
+  v = L.get(ins.args[1], t).astype(np.uint64)
+  mask = L.get(ins.args[2], "u32")
+  _warp_check(L, ins, mask)
+  nw = L.n // 32
+  vals = np.zeros((nw, 32), np.uint64)
+  act = np.zeros((nw, 32), np.bool_)
+  w, lane = L.sel // 32, L.sel % 32
+  vals[w, lane], act[w, lane] = v, True
+  eq = (vals[w][:, :] == v[:, None]) & act[w]   # (lanes, 32)
+  m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1).astype(np.uint32)
+  if ins.has("any"): return L.put(dst, "b32", m)
+  same = m == mask
+  L.put(dst, "b32", np.where(same, mask, np.uint32(0)))
+  if p is not None: L.put(p, "pred", same)
+
+
 def _redux(L: Launch, ins: Instr) -> None:
   op = next(m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor"))
   t = _t(ins)
@@ -604,7 +625,7 @@ TABLE: dict[str, object] = {
   "shl": _shift, "shr": _shift, "shf": _shf, "mov": _mov, "cvta": _cvta, "setp": _setp, "selp": _selp, "slct": _slct, "cvt": _cvt,
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
-  "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux,
+  "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
   "mma": _mma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them

@@ -222,3 +222,24 @@ $L_spin:
   bra $L_spin;""")
   with pytest.raises(GPUFault, match="more than 2000 instruction steps"):
     run(src, 32)
+
+
+def test_match_and_redux():
+  src = kernel("""
+  shr.u32 %r1, %r0, 3;
+  match.any.sync.b32 %r2, %r1, -1;
+  setp.ne.u32 %p1, %r0, %r0;
+  setp.lt.u32 %p2, %r0, 8;
+  @%p2 match.all.sync.b32 %r3|%p1, %r1, 0xff;
+  redux.sync.add.u32 %r4, %r0, -1;
+  redux.sync.max.u32 %r5, %r0, -1;
+  add.u32 %r6, %r4, %r5;
+  selp.u32 %r7, 1, 0, %p1;
+  st.global.u32 [%rd2], %r2;
+  st.global.u32 [%rd2+128], %r6;
+  st.global.u32 [%rd2+256], %r7;
+  ret;""")
+  r = Device["NV"].run_ptx(src, "k", [np.zeros(96, np.uint32)], grid=(1, 1, 1), block=(32, 1, 1))[0]
+  assert r[:32].tolist() == [0xFF << (8 * (t // 8)) for t in range(32)]
+  assert r[32:64].tolist() == [sum(range(32)) + 31] * 32
+  assert r[64:].tolist() == [1] * 8 + [0] * 24
