@@ -62,6 +62,8 @@ class Launch:
     self._d: np.ndarray | None = None
     self._map: tuple[np.ndarray, np.ndarray] | None = None
     self._gv: np.ndarray | None = None
+    self.atomic = False   # inside atom/red: no race reports
+    self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
 
   # ---- operands ---------------------------------------------------------------------------------------------------
@@ -145,8 +147,9 @@ class Launch:
       raise PTXFault("compute", f"undefined value used as an address by {self.thread(int(np.flatnonzero(~d)[0]))}", self.ins)
     return b + np.uint64(o.offset & 0xFFFFFFFFFFFFFFFF)
 
-  def thread(self, i: int) -> str:
-    g = int(self.sel[i])
+  def thread(self, i: int) -> str: return self.lane_name(int(self.sel[i]))
+
+  def lane_name(self, g: int) -> str:
     return f"thread ({int(self.special['%tid.x'][g])}, {int(self.special['%tid.y'][g])}, {int(self.special['%tid.z'][g])}) " \
            f"of block ({int(self.special['%ctaid.x'][g])}, {int(self.special['%ctaid.y'][g])}, {int(self.special['%ctaid.z'][g])})"
 
@@ -206,6 +209,7 @@ class Launch:
     if space == "global": return self._global(addr, w, None)
     flat, idx, defs = self._flat(space, addr, w)
     ix = idx[:, None] + np.arange(w)
+    if space == "shared" and self.race is not None and not self.atomic: self._race(ix, False)
     return flat[ix], (defs[ix].all(axis=1) if defs is not None else None)
 
   def store(self, space: str, addr: np.ndarray, data: np.ndarray, d: np.ndarray | None) -> None:
@@ -226,8 +230,43 @@ class Launch:
     if space == "global": return self._global(addr, w, (data, d))
     flat, idx, defs = self._flat(space, addr, w)
     ix = idx[:, None] + np.arange(w)
+    if space == "shared" and self.race is not None and not self.atomic: self._race(ix, True)
     flat[ix] = data
     if defs is not None: defs[ix] = True if d is None else d[:, None]
+
+  def _race(self, ix: np.ndarray, write: bool) -> None:
+    """Shared-memory race check (checked mode): between two barriers of a CTA, a byte written by one thread may not be read
+    or written by another (atomics excepted). Per byte: the last writer and the reader (-1 none, -2 several)."""
+    writer, reader = self.race
+    w = ix.shape[1]
+    lanes = np.repeat(self.sel, w)
+    b = ix.reshape(-1)
+    wr, rd = writer[b], reader[b]
+    bad = (wr >= 0) & (wr != lanes)
+    if write: bad |= (rd != -1) & (rd != lanes)
+    order = np.argsort(b, kind="stable")
+    bs, ls = b[order], lanes[order]
+    dup = (bs[1:] == bs[:-1]) & (ls[1:] != ls[:-1])
+    if write and dup.any():
+      k = int(np.flatnonzero(dup)[0])
+      raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(ls[k]))} and {self.lane_name(int(ls[k + 1]))} write shared byte "
+                     f"{int(bs[k]) % self.shared.shape[1]} in the same instruction", self.ins)
+    if bad.any():
+      k = int(np.flatnonzero(bad)[0])
+      other = int(wr[k]) if wr[k] >= 0 and wr[k] != lanes[k] else int(rd[k])
+      who = self.lane_name(other) if other >= 0 else "other threads"
+      raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
+                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wr[k] >= 0 and wr[k] != lanes[k] else 'read'} since the last barrier",
+                     self.ins)
+    if write: writer[b] = lanes
+    else:
+      reader[b] = np.where(rd == -1, lanes, np.where(rd == lanes, rd, -2))
+      if dup.any(): reader[bs[1:][dup]] = -2
+
+  def race_reset(self, cta: int) -> None:
+    if self.race is None: return
+    n = self.shared.shape[1]
+    for a in self.race: a[cta * n:(cta + 1) * n] = -1
 
   def _module_vars(self, addr: np.ndarray, w: int, data: np.ndarray | None) -> np.ndarray | None:
     """Loads/stores of module-scope variables (every lane of the access must address them)."""

@@ -417,6 +417,7 @@ def _atom(L: Launch, ins: Instr) -> None:
   old_all = np.zeros(addr.size, S.NP[t] if t != "bf16" else np.uint16)
   left = np.arange(addr.size)
   sel = L.sel
+  L.atomic = True
   try:
     while left.size:
       _, first = np.unique(addr[left], return_index=True)
@@ -442,7 +443,7 @@ def _atom(L: Launch, ins: Instr) -> None:
       L.store(space, addr[now], to_bytes(new.astype(old.dtype), w), None)
       old_all[now] = old
       left = np.setdiff1d(left, now, assume_unique=True)
-  finally: L.sel = sel
+  finally: L.sel, L.atomic = sel, False
   if not red: L.put(ins.args[0], t, old_all)
 
 

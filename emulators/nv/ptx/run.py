@@ -125,3 +125,4 @@ def _release(L: Launch, cur: int | None) -> None:
       L.put(ins.args[0], "u32" if ins.has("popc") else "pred", r)
     pc[idx] += 1
     waiting[idx] = False
+    L.race_reset(int(c))

@@ -243,3 +243,21 @@ def test_match_and_redux():
   assert r[:32].tolist() == [0xFF << (8 * (t // 8)) for t in range(32)]
   assert r[32:64].tolist() == [sum(range(32)) + 31] * 32
   assert r[64:].tolist() == [1] * 8 + [0] * 24
+
+
+def test_shared_memory_race_between_barriers():
+  body = """
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  {sync}
+  xor.b32 %r4, %r2, 4;
+  add.u32 %r4, %r1, %r4;
+  ld.shared.u32 %r5, [%r4];
+  st.global.u32 [%rd2], %r5;
+  ret;"""
+  ok = run(kernel(body.replace("{sync}", "bar.sync 0;"), ".shared .align 4 .b8 sh[256];"), 64)
+  assert ok.tolist() == [t ^ 1 for t in range(64)]
+  with pytest.raises(GPUFault, match=r"shared-memory race: thread \(0, 0, 0\).*reads shared byte 4, which thread \(1, 0, 0\).*wrote since the last barrier at PTX line 22"):
+    run(kernel(body.replace("{sync}", ""), ".shared .align 4 .b8 sh[256];"), 64)
