@@ -323,6 +323,15 @@ def _prmt(L: Launch, ins: Instr) -> None:
   a, b, c = (L.get(o, "u32") for o in ins.args[1:4])
   mode = next((m for m in ins.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
   if mode is not None: raise PTXFault("compute", f"prmt.{mode} is not supported", ins)
+  if ins.args[3].kind == "imm":   # constant selector (what nvcc emits): shifts and masks per result byte
+    x = a.astype(np.uint64) | (b.astype(np.uint64) << np.uint64(32))
+    r = np.zeros(a.size, np.uint64)
+    for i in range(4):
+      sl = (ins.args[3].value >> (4 * i)) & 0xF
+      byte = (x >> np.uint64(8 * (sl & 7))) & np.uint64(0xFF)
+      if sl & 8: byte = np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0))
+      r |= byte << np.uint64(8 * i)
+    return L.put(ins.args[0], "u32", r.astype(np.uint32))
   src = np.stack([a, b], 1).view(np.uint8).reshape(-1, 8)   # bytes 0-3 of a, then 4-7 of b (little-endian)
   shifts = np.array([0, 4, 8, 12], np.uint32)
   sel = (c[:, None] >> shifts) & np.uint32(0xF)

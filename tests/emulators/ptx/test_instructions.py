@@ -151,7 +151,10 @@ def test_bit_ops():
   aa, bb = np.full(4, 0x44332211, np.uint32), np.full(4, 0x88776655, np.uint32)
   r = one("prmt.b32 %d, %a, %b, %c", [aa, bb, p], np.uint32, ["b32"] * 3, "b32").tolist()
   assert r[1:] == [0x44332211, 0x88776655, 0x11111111]
-  assert r[0] == 0x00115511   # selector nibbles 0,4,0,8: a.b0, b.b0, a.b0, then byte 0 of a sign-replicated (0x11 -> 0x00)
+  assert r[0] == 0x00115511
+  for k, sel in enumerate((0x8040, 0x3210, 0x7654, 0x0000, 0x7FB1)):   # immediate selectors take another path: same bytes
+    want = r[k] if k < 4 else 0x88FF0022   # nibbles 1,B,F,7: a.b1, sign(a.b3), sign(b.b3), b.b3
+    assert one(f"prmt.b32 %d, %a, %b, {sel}", [aa[:1], bb[:1]], np.uint32, ["b32"] * 2, "b32").tolist() == [want]   # selector nibbles 0,4,0,8: a.b0, b.b0, a.b0, then byte 0 of a sign-replicated (0x11 -> 0x00)
 
 
 def test_selp_slct():
