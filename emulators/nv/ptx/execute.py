@@ -289,17 +289,23 @@ class Launch:
     if self._map is None:   # the VM's mappings do not change while a kernel runs
       self._map = (np.array(vm.starts, np.uint64), np.array([r.end for r in vm.regions] or [0], np.uint64))
     starts, ends = self._map
-    ri = np.searchsorted(starts, addr, side="right") - 1
-    ok = (ri >= 0)
-    ok &= np.where(ok, addr + np.uint64(w) <= ends[np.maximum(ri, 0)], False)
-    if (~ok).any():
+    amin, amax = int(addr.min()), int(addr.max())
+    one = int(np.searchsorted(starts, np.uint64(amin), side="right")) - 1
+    if one >= 0 and amax + w <= int(ends[one]):   # every lane inside one mapping (the usual case)
+      ri, ok, single = np.full(addr.size, one), np.ones(addr.size, np.bool_), True
+    else:
+      single = False
+      ri = np.searchsorted(starts, addr, side="right") - 1
+      ok = (ri >= 0)
+      ok &= np.where(ok, addr + np.uint64(w) <= ends[np.maximum(ri, 0)], False)
+    if not ok.all():
       i = int(np.flatnonzero(~ok)[0])
       a = int(addr[i])
       r = vm.find(a)
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
       raise PTXFault("mmu", f"MMU fault: global {'store' if st else 'load'} of {w} bytes at 0x{a:x} {why}, by {self.thread(i)}", self.ins, a)
     if st is None: out, dd = np.zeros((addr.size, w), np.uint8), None
-    lo, hi = int(ri.min()), int(ri.max())
+    lo, hi = (one, one) if single else (int(ri.min()), int(ri.max()))
     for r_i in ([lo] if lo == hi else np.unique(ri)):
       m = slice(None) if lo == hi else ri == r_i
       r = vm.regions[int(r_i)]
