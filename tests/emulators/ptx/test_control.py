@@ -261,3 +261,25 @@ def test_shared_memory_race_between_barriers():
   assert ok.tolist() == [t ^ 1 for t in range(64)]
   with pytest.raises(GPUFault, match=r"shared-memory race: thread \(0, 0, 0\).*reads shared byte 4, which thread \(1, 0, 0\).*wrote since the last barrier at PTX line 22"):
     run(kernel(body.replace("{sync}", ""), ".shared .align 4 .b8 sh[256];"), 64)
+
+
+@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
+def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
+  import subprocess
+  src = kernel("""
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  bar.sync 0;
+  shfl.sync.bfly.b32 %r4, %r0, 1, 31, -1;
+  setp.lt.u32 %p1, %r0, 3;
+  vote.sync.ballot.b32 %r5, %p1, -1;
+  add.u32 %r4, %r4, %r5;
+  st.global.u32 [%rd2], %r4;
+  ret;""", ".shared .align 4 .b8 sh[256];")
+  f = tmp_path / "k.ptx"
+  f.write_text(src)
+  r = subprocess.run(["ptxas", "-arch=sm_80", str(f), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  assert run(src, 64)[:4].tolist() == [1 + 7, 0 + 7, 3 + 7, 2 + 7]   # the butterfly partner's tid + the ballot (lanes 0-2)
