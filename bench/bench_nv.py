@@ -3,6 +3,8 @@
 1. The tensor programs of bench/bench_tensor.py on PYTHON (CPU target), PYTHON with EMULATE=CUDA (the very programs NV
    runs: NV's target is CUDA) and NV: everything a user pays per call, scheduling, launches through GPFIFO + QMD, copies
    through the copy engine, the copy back to numpy. The mock's overhead is NV over PYTHON-EMULATE=CUDA.
+   The PTX column (NV only, when nvcc is on PATH): the same programs on a second mock NV ("NV:1") built with NV_CODE=nvcc, i.e.
+   the CUDA renderer's source compiled by nvcc to PTX and run by the mock's PTX executor; nvcc's compile time is its own line.
 2. Launches per second of a tiny kernel through the full command path: kernel arguments, a QMD, a pushbuffer segment, a
    GP entry and a doorbell per launch, then the mock decoding and running them (enqueue rate and end to end).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Iterator
 
@@ -28,6 +31,16 @@ def emulate(target: str | None) -> Iterator[None]:
   finally:
     if prev is None: os.environ.pop("EMULATE", None)
     else: os.environ["EMULATE"] = prev
+
+
+@contextlib.contextmanager
+def nv_code(path: str) -> Iterator[None]:
+  prev = os.environ.get("NV_CODE")
+  os.environ["NV_CODE"] = path
+  try: yield
+  finally:
+    if prev is None: os.environ.pop("NV_CODE", None)
+    else: os.environ["NV_CODE"] = prev
 
 
 def launches_per_second(device: str, n: int) -> tuple[float, float]:
@@ -59,17 +72,30 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   from rich.table import Table
   con = Console()
   t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
-  for c in ("program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"): t.add_column(c, justify="right" if c != "program" else "left")
+  ptx = gpu == "NV" and shutil.which("nvcc") is not None
+  cols = ["program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"] + (["NV PTX ms", "PTX / PYTHON-CUDA"] if ptx else [])
+  for c in cols: t.add_column(c, justify="right" if c != "program" else "left")
   for name, (prog, shapes) in PROGRAMS.items():
     with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, gpu, args.reps)
     with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps)
-    t.add_row(name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x")
+    row = [name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x"]
+    if ptx:
+      with nv_code("nvcc"): p = bench(prog, shapes, "NV:1", args.reps)
+      row += [f"{p * 1e3:.2f}", f"{p / pyt:.2f}x"]
+    t.add_row(*row)
   con.print(t)
+  if ptx:
+    from refgrad.runtime.ops_nv import NVCCCompiler
+    con.print(f"nvcc --ptx compile time: {NVCCCompiler.seconds:.2f} s for {NVCCCompiler.count} kernels (not in the PTX column: warm-up compiles, "
+              "cached on disk after the first run)")
   t = Table(title=f"launches of a 1-element kernel, {args.launches} in a row")
   for c in ("device", "enqueued / s", "end to end / s"): t.add_column(c, justify="right" if c != "device" else "left")
   for dev in launch_devices:
     enq, tot = launches_per_second(dev, args.launches)
     t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
+  if ptx:
+    with nv_code("nvcc"): enq, tot = launches_per_second("NV:1", args.launches)
+    t.add_row("NV PTX (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
   con.print(t)
 
 

@@ -28,15 +28,21 @@ def load_program(vm: Any, prg_va: int, engine: str, what: str) -> executors.Line
 
 def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int, args_what: str, engine: str,
         grid: tuple[int, int, int], block: tuple[int, int, int], flight: InFlight | None = None, now: bool = False,
-        chain: int | None = None) -> int:
+        chain: int | None = None, shared: int = 0) -> int:
   """Read the arguments at `args_va`, resolve the buffers, record their accesses as `label` on participant `pid`, run.
   With `flight` (the queue's launches in flight) the launch starts in flight and its kernel runs when `flight` says;
-  `chain`: the launch number of the launch this one follows as part of one unit (a dependent QMD). The launch number."""
+  `chain`: the launch number of the launch this one follows as part of one unit (a dependent QMD). The launch number.
+  A kernel with `run_raw` (PTX) takes the raw argument bytes, the VM and `shared` (the CTA's shared-memory bytes): its
+  own loads and stores resolve addresses, so its accesses are not recorded for the hazard checker."""
   vm, hz = dev.vm, dev.hz
   args = vm.bytes(args_va, k.arg_bytes, engine, f"{args_what} of kernel {k.name}")
+  seq = chain if chain is not None else flight.start() if flight is not None else -1
+  if hasattr(k, "run_raw"):
+    raw = args.tobytes()
+    _start(lambda: k.run_raw(vm, raw, grid, block, shared), flight, now)
+    return seq
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()
   vals = args[8 * k.nglobals:].view(np.int32).tolist()
-  seq = chain if chain is not None else flight.start() if flight is not None else -1
   what = f"{label}: kernel {k.name}"
   views = []
   for i, (va, (declared, reads, writes)) in enumerate(zip(vas, k.params)):
@@ -50,6 +56,10 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
     try: k.run(bufs, grid, block, vals, vas)
     finally:
       for (r, off), m in zip(views, bufs): r.merge(off, m)
+  _start(body, flight, now)
+  return seq
+
+
+def _start(body: Any, flight: InFlight | None, now: bool) -> None:
   if flight is None: body()
   else: flight.run(body, now)
-  return seq

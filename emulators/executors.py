@@ -1,6 +1,6 @@
 """Kernel bodies: the program image in GPU memory names its format by a 4-byte magic, and `EXECUTORS` maps the
 magic to a loader. Today: b"RGL1" = the serialized linear program run by the SIMT executor the PYTHON device uses
-(same checked mode, same reports). PTX will be another row.
+(same checked mode, same reports); b"PTX1" = a PTX module and entry name run by the PTX executor (emulators/nv/ptx/).
 
 Image layout: magic (4 bytes) + u32 little-endian payload length + payload.
 """
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from emulators.fault import Fault
+from emulators.nv.ptx import PTX_MAGIC, PTXKernel
 from refgrad.dtype import PtrDType
 from refgrad.renderer.serialize import SerializeError, parse_program
 from refgrad.runtime.simt import ExecutionError, Memory, OutOfBoundsError, Program, UndefinedBehaviourError
@@ -65,13 +67,13 @@ class LinearKernel:
 
 
 # magic -> loader (payload bytes -> kernel with .name, .nglobals, .nvars, .arg_bytes, .shared_bytes, .params, .run)
-EXECUTORS: dict[bytes, Callable[[bytes], LinearKernel]] = {b"RGL1": LinearKernel}
+EXECUTORS: dict[bytes, Callable[[bytes], Any]] = {b"RGL1": LinearKernel, PTX_MAGIC: PTXKernel}
 
-_CACHE: dict[bytes, LinearKernel] = {}   # by the whole image (magic + payload): parsing is the costly part
+_CACHE: dict[bytes, Any] = {}   # by the whole image (magic + payload): parsing is the costly part
 _CACHE_MAX = 1024
 
 
-def load(image: bytes) -> LinearKernel:
+def load(image: bytes) -> Any:
   """The kernel of an image's bytes (header included), parsed once per distinct image."""
   if (k := _CACHE.get(image)) is not None: return k
   magic = image[:4]

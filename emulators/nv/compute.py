@@ -127,7 +127,8 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = 
   dev.counters["qmd_launch"] += 1
   # in flight until an ordering command; its own releases and dependent QMD follow its grid, so it runs now then
   own = any(q[f"RELEASE{i}_ENABLE"] for i in range(3)) or bool(q["DEPENDENT_QMD0_ENABLE"])
-  seq = dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block, ch.flight, own, chain)
+  seq = dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block, ch.flight, own, chain,
+                     shared=q["SHARED_MEMORY_SIZE"])
   epoch = dev.hz.clocks[ch.pid][ch.pid]
   for i in range(3):
     if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i, epoch)

@@ -17,15 +17,25 @@ A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
 from enum import IntEnum
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from refgrad.device import Compiled
+from refgrad import knobs
+from refgrad.device import Compiled, Compiler
+from refgrad.renderer.gpu import CUDARenderer
+from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
-from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
+from refgrad.runtime.image import ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
@@ -233,8 +243,8 @@ class NVDevice(HCQDevice):
 
 class NVProgram(HCQProgram):
   """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch."""
-  def __init__(self, dev: NVDevice, name: str, lib: bytes):
-    info = image_info(lib)
+  def __init__(self, dev: NVDevice, name: str, lib: bytes, info: ImageInfo | None = None):
+    info = info or image_info(lib)
     if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
     super().__init__(dev, name, lib, info.nbufs, info.nvars, info.stored, info.loaded)
     t = np.zeros(QMD_DWORDS, np.uint32)
@@ -273,6 +283,125 @@ class NVCompiler(ImageCompiler):
   arch = "NV"
 
 
+class _RawArgs:
+  """A filled constant buffer 0 for a raw PTX launch (what NVProgram.qmd reads: va and nbytes)."""
+  def __init__(self, va: int, nbytes: int): self.va, self.nbytes = va, nbytes
+
+
+class NVCompiled(HCQCompiled):
+  def run_ptx(self, src: str, entry: str, args: Sequence, grid: Sequence[int] = (1, 1, 1), block: Sequence[int] = (1, 1, 1)) -> list:
+    """Run `.entry entry` of a PTX module: arrays are copied to device buffers and passed as .u64 pointers, numpy scalars
+    packed per the .param types; returns the arrays after the launch (scalars unchanged), in order. Faults are GPUFaults."""
+    dev = self.hcq
+    assert dev is not None
+    params, shared = ptx_args.entry_signature(src, entry)
+    gs, ls = tuple(int(x) for x in grid), tuple(int(x) for x in block)
+    if len(gs) != 3 or len(ls) != 3: raise ValueError(f"run_ptx: grid {grid} and block {block} must have 3 dimensions")
+    alloc = HCQAllocator(dev)
+    bufs: dict[int, tuple[object, np.ndarray]] = {}
+    try:
+      for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+          m = alloc.alloc(max(a.nbytes, 1))
+          if a.nbytes: alloc.copyin(m, memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
+          bufs[i] = (m, a)
+      cb = ptx_args.pack_params(entry, params, list(args), {i: m.va for i, (m, _) in bufs.items()})   # type: ignore[attr-defined]
+      prg = NVProgram(dev, entry, ptx_args.make_image(src, entry), ImageInfo(entry, 0, 0, shared))   # type: ignore[arg-type]
+      with dev.lock:
+        q = dev.ordered("compute")
+        va, host = q.scratch(dev, max(len(cb), 16), 256)
+        host[:len(cb)] = np.frombuffer(cb, np.uint8)
+        q.exec(prg, _RawArgs(va, len(cb)), gs, ls)   # type: ignore[arg-type]
+        dev.finish(q)
+      dev.synchronize()
+      out = []
+      for i, a in enumerate(args):
+        if i in bufs:
+          r = np.empty_like(np.ascontiguousarray(a))
+          if a.nbytes: alloc.copyout(memoryview(r.reshape(-1).view(np.uint8)), bufs[i][0])   # type: ignore[arg-type]
+          out.append(r)
+        else: out.append(a)
+      return out
+    finally:
+      for m, a in bufs.values(): alloc.free(m, max(a.nbytes, 1))   # type: ignore[arg-type]
+
+
+class PTXKernArgs(KernArgs):
+  """Constant buffer 0 of a PTX kernel: the driver's PARAM_BASE bytes, then the CUDA renderer's parameters (u64 buffer
+  pointers, then int32 variables: each already at its alignment)."""
+  __slots__ = ()
+  BASE = ptx_args.PARAM_BASE
+  @staticmethod
+  def size(nbufs: int, nvars: int) -> int: return PTXKernArgs.BASE + 8 * nbufs + 4 * nvars
+  @property
+  def nbytes(self) -> int: return self.size(self.nbufs, self.nvars)
+  def fill(self, bufs: Sequence[int], vals: Sequence[int]) -> KernArgs:
+    if len(bufs) != self.nbufs or len(vals) != self.nvars:
+      raise ValueError(f"kernel arguments take {self.nbufs} buffers and {self.nvars} variables, got {len(bufs)} and {len(vals)}")
+    self.host[:self.BASE] = 0
+    self.host[self.BASE:self.nbytes] = np.frombuffer(struct.pack(f"<{self.nbufs}Q{self.nvars}i", *bufs, *vals), np.uint8)
+    return self
+  def set_buffer(self, i: int, va: int) -> None:
+    if not 0 <= i < self.nbufs: raise IndexError(f"buffer {i} of a kernel with {self.nbufs} buffers")
+    self.host[self.BASE + 8 * i:self.BASE + 8 * i + 8] = np.frombuffer(struct.pack("<Q", va), np.uint8)
+  def set_var(self, j: int, value: int) -> None:
+    if not 0 <= j < self.nvars: raise IndexError(f"variable {j} of a kernel with {self.nvars} variables")
+    o = self.BASE + 8 * self.nbufs + 4 * j
+    self.host[o:o + 4] = np.frombuffer(struct.pack("<i", value), np.uint8)
+  def buffers(self) -> tuple[int, ...]: return struct.unpack_from(f"<{self.nbufs}Q", self.host.tobytes(), self.BASE)
+
+
+class NVPTXProgram(NVProgram):
+  """NV_CODE=nvcc: `lib` is nvcc's PTX of the CUDA renderer's kernel, uploaded as a b"PTX1" image."""
+  def __init__(self, dev: NVDevice, name: str, lib: bytes):
+    src = lib.decode()
+    params, shared = ptx_args.entry_signature(src, name)
+    nbufs = sum(1 for p in params if p.size == 8)
+    if [p.size for p in params] != [8] * nbufs + [4] * (len(params) - nbufs):
+      raise ValueError(f"{name}: PTX parameters {[p.type for p in params]} are not the CUDA renderer's (u64 pointers, then int32s)")
+    super().__init__(dev, name, ptx_args.make_image(src, name), ImageInfo(name, nbufs, len(params) - nbufs, shared))
+
+  def args(self, bufs: Sequence[int], vals: Sequence[int] = (), q: HWQueue | None = None) -> KernArgs:
+    n = PTXKernArgs.size(self.nbufs, self.nvars)
+    va, host = q.scratch(self.dev, n, 256) if q is not None else self.dev.scratch.take(n, 256)
+    return PTXKernArgs(va, host, self.nbufs, self.nvars).fill(bufs, vals)
+
+
+class NVCUDARenderer(CUDARenderer):
+  """The CUDA renderer for the NV device (EMULATE's target limits are the CUDA target's)."""
+
+
+class NVCCCompiler(Compiler):
+  """CUDA C -> PTX text with `nvcc --ptx -arch=sm_80` (-O3 is nvcc's default for device code); cached by source."""
+  def __init__(self) -> None:
+    self.nvcc = shutil.which("nvcc")
+    if self.nvcc is None: raise RuntimeError("NV_CODE=nvcc needs nvcc on PATH (it compiles each kernel to PTX); use NV_CODE=ir without it")
+    ver = subprocess.run([self.nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    self.cachekey = f"nvcc-ptx sm_80 -O3 {ver[-1] if ver else '?'}"
+  seconds, count = 0.0, 0   # time spent in nvcc (all instances), for bench_nv
+  def compile(self, src: str) -> bytes:
+    st = time.perf_counter()
+    try: return self._compile(src)
+    finally:
+      NVCCCompiler.seconds += time.perf_counter() - st
+      NVCCCompiler.count += 1
+  def _compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+      cu, out = Path(d) / "k.cu", Path(d) / "k.ptx"
+      cu.write_text(src)
+      r = subprocess.run([self.nvcc, "--ptx", "-arch=sm_80", "-O3", str(cu), "-o", str(out)], capture_output=True, text=True)
+      if r.returncode: raise RuntimeError(f"nvcc failed ({r.returncode}):\n{r.stderr.strip()}")
+      return out.read_bytes()
+
+
+# NV_CODE -> (renderer, compiler, program): the one place the NV code path is chosen
+CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[..., NVProgram]]] = {
+  "ir": (NVRenderer, NVCompiler, NVProgram),
+  "nvcc": (NVCUDARenderer, NVCCCompiler, NVPTXProgram),
+}
+
+
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  return HCQCompiled(name, HCQAllocator(dev), NVRenderer(), NVCompiler(), functools.partial(NVProgram, dev), dev)
+  renderer, compiler, program = CODE_PATHS[knobs.get("NV_CODE")]
+  return NVCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)

@@ -1,0 +1,59 @@
+"""PTX on the mock NV GPU: the parser (parse.py), the lane state (execute.py), the instruction table (ops.py), the
+scheduler (run.py), and `PTXKernel`, the executor-table row for PTX program images (emulators/executors.py)."""
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from emulators.fault import Fault
+from emulators.nv.ptx.execute import PTXFault
+from emulators.nv.ptx.parse import Entry, PTXError, parse
+from emulators.nv.ptx.run import check_supported, run
+from refgrad.runtime.simt import checked_default
+
+PTX_MAGIC = b"PTX1"
+# Kernel parameters sit at this byte offset of constant buffer 0: on sm_70+ (Volta through Hopper) the driver puts its own
+# constants in c[0x0][0x0..0x160) and the entry's .param block at c[0x0][0x160], each parameter at its natural (or .align)
+# alignment in declaration order -- as `cuobjdump -sass` of any sm_80 kernel shows (its first parameter is read as
+# c[0x0][0x160]) and as the CUDA driver API documents the packed parameter buffer (cuLaunchKernel, CU_LAUNCH_PARAM_BUFFER_POINTER:
+# "each parameter ... aligned to its own alignment").
+PARAM_BASE = 0x160
+
+
+def make_ptx_image(src: str, entry: str) -> bytes:
+  """A PTX program image: b"PTX1" + u32 length + JSON {"entry", "ptx"}."""
+  payload = json.dumps({"entry": entry, "ptx": src}).encode()
+  return PTX_MAGIC + struct.pack("<I", len(payload)) + payload
+
+
+def load_entry(src: str, entry: str) -> Entry:
+  m = parse(src)
+  if entry not in m.entries or not m.entries[entry].is_entry:
+    raise ValueError(f"the PTX module has no .entry {entry!r} (entries: {', '.join(k for k, v in m.entries.items() if v.is_entry) or 'none'})")
+  e = m.entries[entry]
+  check_supported(e)
+  return e
+
+
+class PTXKernel:
+  """The executor-table row for b"PTX1" images: the parsed entry; `run_raw` runs a launch on the VM."""
+  format = "PTX program (PTX1)"
+  nglobals = nvars = 0
+  params: list = []
+
+  def __init__(self, payload: bytes):
+    try:
+      doc = json.loads(payload)
+      self.src, self.name = doc["ptx"], doc["entry"]
+      self.entry = load_entry(self.src, self.name)
+    except PTXError as e: raise Fault(f"the program image is not a valid {self.format}: {e}", "compute") from None
+    except (ValueError, KeyError, TypeError) as e: raise Fault(f"the program image is not a valid {self.format}: {e}", "compute") from None
+    self.shared_bytes = self.entry.shared_bytes
+    self.arg_bytes = PARAM_BASE + self.entry.param_bytes
+
+  def run_raw(self, vm: Any, cb0: bytes, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
+    try: run(self.entry, grid, block, bytes(cb0[PARAM_BASE:]), vm, max(shared, self.shared_bytes), checked_default())
+    except PTXFault as f:
+      line = f"PTX line {f.ins.line}: {f.ins.text.strip()}" if f.ins is not None else None
+      raise Fault(f"kernel {self.name}: {f}", f.kind, f.address if f.kind == "mmu" else None, self.name, line) from None

@@ -1,0 +1,372 @@
+"""The PTX executor: every thread of a launch is a numpy lane; one Python step per executed instruction.
+
+- Scheduling: each lane has a PC; a step runs the instruction at the smallest PC among runnable lanes, for every lane
+  at that PC. Divergent paths thus reconverge at the first common PC (loops with different trip counts, early ret).
+- bar.sync: lanes wait until every live lane of their CTA waits at the same barrier instruction; a CTA where some lanes
+  wait while the others exited, or wait at another barrier, is a fault (divergent / partial barrier).
+- Warps: the CTA's threads (x fastest) padded to a multiple of 32; lane g is laneid g % 32 of warp g // 32.
+- Registers hold raw bits (uint64) plus, in checked mode, which lanes hold defined values (memcheck model: loads of
+  undefined memory give undefined values; using one as an address or branch condition is reported).
+- Memory: .global through the mock VM (a bad address is an MMU fault), .shared one array per CTA, .local per lane,
+  .param from constant buffer 0. Generic addresses: shared and local windows above the 40-bit VM range.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from emulators.nv.ptx import semantics as S
+from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
+
+SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32
+GLOBAL_WINDOW = 3 << 48   # module-scope .global/.const variables: a fresh copy of their initial bytes per launch
+MAX_STEPS = 5_000_000   # instruction steps per launch before an endless loop is reported (not a hang)
+
+
+class PTXFault(Exception):
+  """A fault found while running: kind is mmu / compute; line is the PTX line; address the faulting one."""
+  def __init__(self, kind: str, msg: str, ins: Instr | None, address: int | None = None):
+    where = f" at PTX line {ins.line} ({ins.text.strip()})" if ins is not None else ""
+    super().__init__(msg + where)
+    self.kind, self.ins, self.address = kind, ins, address
+
+
+class Launch:
+  """The state of one launch of one entry."""
+  def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
+               shared_bytes: int, checked: bool):
+    self.e, self.grid, self.block, self.params, self.vm, self.checked = entry, grid, block, params, vm, checked
+    nt = block[0] * block[1] * block[2]
+    # warps of 32 lanes (the CTA padded with exited lanes) only where warp-level instructions need them
+    self.per_cta = -(-nt // 32) * 32 if entry.warp_ops else nt
+    self.ncta = grid[0] * grid[1] * grid[2]
+    n = self.n = self.per_cta * self.ncta
+    g = np.arange(n, dtype=np.int64)
+    self.cta, t = g // self.per_cta, g % self.per_cta
+    self.live = t < nt
+    self._t = t
+    self.shared_bytes = shared_bytes
+    self.special = _Specials(self)
+    self.regs: dict[str, np.ndarray] = {}
+    self.defined: dict[str, np.ndarray] = {}
+    self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
+    self.shared_def = np.zeros((self.ncta, max(shared_bytes, 1)), np.bool_) if checked else None
+    self.local = np.zeros((n, max(entry.local_bytes, 1)), np.uint8)
+    self.pc = np.where(self.live, 0, -1).astype(np.int64)      # -1: exited
+    self.waiting = np.zeros(n, np.bool_)                        # at a barrier
+    self.clock = 0
+    self.ins: Instr | None = None
+    self.sel: np.ndarray = g
+    self._d: np.ndarray | None = None
+    self._map: tuple[np.ndarray, np.ndarray] | None = None
+    self._gv: np.ndarray | None = None
+    self.atomic = False   # inside atom/red: no race reports
+    self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
+    self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
+
+  # ---- operands ---------------------------------------------------------------------------------------------------
+  def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
+    """Raw bits (uint64) of an operand for the selected lanes, and which are defined (None: all)."""
+    sel = self.sel
+    if o.kind == "reg":
+      name = o.value
+      if name in self.regs:
+        d = self.defined.get(name)
+        return self.regs[name][sel], (d[sel] if d is not None else None)
+      if name in self.special: return self.special[name][sel], None
+      if name == "%clock" or name == "%clock64": return np.full(sel.size, self.clock, np.uint64), None
+      if name in self.e.regs:   # declared, never written
+        return np.zeros(sel.size, np.uint64), (np.zeros(sel.size, np.bool_) if self.checked else None)
+      raise PTXFault("compute", f"register {name} is not declared", self.ins)
+    if o.kind == "imm": return np.full(sel.size, o.value & 0xFFFFFFFFFFFFFFFF, np.uint64), None
+    if o.kind == "fimm": return np.full(sel.size, o.value[0], np.uint64), None
+    if o.kind == "sym": return np.full(sel.size, self.symbol(o.value) + o.offset, np.uint64), None
+    raise PTXFault("compute", f"operand {o} cannot be read here", self.ins)
+
+  def symbol(self, name: str) -> int:
+    e = self.e
+    if name in e.shared: return e.shared[name].offset
+    if name in e.local: return e.local[name].offset
+    for p in e.params:
+      if p.name == name: return p.offset
+    if name in e.globals: return GLOBAL_WINDOW + e.globals[name].offset
+    raise PTXFault("compute", f"unknown symbol {name}", self.ins)
+
+  def get(self, o: Operand, t: str) -> np.ndarray:
+    """Operand value as type t (float immediates are converted to t's width)."""
+    if o.kind == "fimm" and S.is_float(t):
+      v, w = o.value
+      x = np.array([v], np.uint64).view(np.float64 if w == 8 else np.uint64)
+      if w == 4: x = np.array([v], np.uint32).view(np.float32)
+      f = x.astype(S.NP[t]) if t not in ("bf16",) else S.f32_to_bf16(x.astype(np.float32))
+      return np.repeat(f, self.sel.size)
+    if o.kind == "not":
+      v = self.get(o.value, "pred")
+      return ~v
+    b, d = self.bits(o)
+    if d is not None: self._d = d if self._d is None else self._d & d
+    if o.kind == "imm" and S.is_float(t):   # an integer literal where a float is expected is its value
+      return np.full(self.sel.size, float(o.value), S.NP[t] if t != "bf16" else np.float32)
+    w = TYPES[t]
+    if t == "pred": return b != 0
+    u = b.astype(S.UINT[w]) if w < 8 else b
+    return u.view(S.NP[t]) if t not in ("bf16",) else u
+
+  def put(self, o: Operand, t: str, v: np.ndarray, d: np.ndarray | None = None) -> None:
+    """Write values of type t into a register for the selected lanes (sign-extended for signed types)."""
+    if o.kind == "sym" and o.value == "_": return   # the sink
+    if o.kind != "reg": raise PTXFault("compute", f"destination {o.value} is not a register", self.ins)
+    name = o.value
+    rt = self.e.regs.get(name)
+    if rt is None: raise PTXFault("compute", f"register {name} is not declared", self.ins)
+    if t == "pred" or rt == "pred": b = np.asarray(v).astype(np.bool_).astype(np.uint64)
+    else:
+      v = np.asarray(v)
+      if v.dtype == np.bool_: v = v.astype(np.uint8)
+      if v.dtype.kind == "i": b = v.astype(np.int64).view(np.uint64)
+      elif v.dtype.kind == "f": b = v.view(S.UINT[v.itemsize]).astype(np.uint64)
+      else: b = v.astype(np.uint64)
+      w = TYPES[rt]
+      if w < 8: b = b & np.uint64((1 << (8 * w)) - 1)
+    r = self.regs.get(name)
+    if r is None: r = self.regs[name] = np.zeros(self.n, np.uint64)
+    r[self.sel] = b
+    if d is None: d = self._d
+    if self.checked:
+      dd = self.defined.get(name)
+      if dd is None: dd = self.defined[name] = np.zeros(self.n, np.bool_)
+      dd[self.sel] = True if d is None else d
+
+  # ---- memory -----------------------------------------------------------------------------------------------------
+  def address(self, o: Operand) -> np.ndarray:
+    if o.kind != "addr": raise PTXFault("compute", "expected an address operand [..]", self.ins)
+    b, d = self.bits(o.value)
+    if self.checked and d is not None and not d.all():
+      raise PTXFault("compute", f"undefined value used as an address by {self.thread(int(np.flatnonzero(~d)[0]))}", self.ins)
+    return b + np.uint64(o.offset & 0xFFFFFFFFFFFFFFFF)
+
+  def thread(self, i: int) -> str: return self.lane_name(int(self.sel[i]))
+
+  def lane_name(self, g: int) -> str:
+    return f"thread ({int(self.special['%tid.x'][g])}, {int(self.special['%tid.y'][g])}, {int(self.special['%tid.z'][g])}) " \
+           f"of block ({int(self.special['%ctaid.x'][g])}, {int(self.special['%ctaid.y'][g])}, {int(self.special['%ctaid.z'][g])})"
+
+  def space_of(self, ins: Instr) -> str:
+    for s in ("global", "shared", "local", "param", "const"):
+      if ins.has(s): return s
+    return "generic"
+
+  def _flat(self, space: str, addr: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(backing 2-D array view as flat uint8, flat byte index of each lane's first byte, definedness flat or None)."""
+    if space == "shared":
+      a = addr.astype(np.int64)
+      bad = (a < 0) | (a + w > self.shared_bytes)
+      if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PTXFault("mmu", f"shared-memory access of {w} bytes at offset {int(a[i])} outside the CTA's {self.shared_bytes} bytes "
+                       f"by {self.thread(i)}", self.ins, int(a[i]))
+      return self.shared.reshape(-1), self.cta[self.sel] * self.shared.shape[1] + a, None if self.shared_def is None else self.shared_def.reshape(-1)
+    if space == "local":
+      a = addr.astype(np.int64)
+      bad = (a < 0) | (a + w > self.e.local_bytes)
+      if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PTXFault("mmu", f"local-memory access of {w} bytes at offset {int(a[i])} outside the thread's {self.e.local_bytes} bytes "
+                       f"by {self.thread(i)}", self.ins, int(a[i]))
+      return self.local.reshape(-1), self.sel * self.local.shape[1] + a, None
+    raise AssertionError(space)
+
+  def _generic_split(self, addr: np.ndarray) -> dict[str, np.ndarray]:
+    sh = (addr >= np.uint64(SHARED_WINDOW)) & (addr < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+    lo = (addr >= np.uint64(LOCAL_WINDOW)) & (addr < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
+    return {"shared": sh, "local": lo, "global": ~(sh | lo)}
+
+  def load(self, space: str, addr: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Bytes (lanes, w) at addr, and which lanes read only defined bytes (None: all)."""
+    if space == "generic":
+      parts = self._generic_split(addr)
+      if parts["global"].all(): return self.load("global", addr, w)
+      out, dd = np.zeros((addr.size, w), np.uint8), np.ones(addr.size, np.bool_)
+      sel = self.sel
+      for sp, m in parts.items():
+        if not m.any(): continue
+        base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0}[sp]
+        self.sel = sel[m]
+        try: o, d = self.load(sp, addr[m] - np.uint64(base), w)
+        finally: self.sel = sel
+        out[m] = o
+        if d is not None: dd[m] = d
+      return out, dd
+    if space == "param":
+      a = addr.astype(np.int64)
+      if ((a < 0) | (a + w > len(self.params))).any(): raise PTXFault("compute", f"a .param read past the {len(self.params)} parameter bytes", self.ins)
+      buf = np.frombuffer(self.params, np.uint8)
+      return buf[a[:, None] + np.arange(w)], None
+    if space in ("global", "const") and self.e.globals_bytes and (addr >= np.uint64(GLOBAL_WINDOW)).any():
+      return self._module_vars(addr, w, None), None
+    if space == "global": return self._global(addr, w, None)
+    flat, idx, defs = self._flat(space, addr, w)
+    ix = idx[:, None] + np.arange(w)
+    if space == "shared" and self.race is not None and not self.atomic: self._race(ix, False)
+    return flat[ix], (defs[ix].all(axis=1) if defs is not None else None)
+
+  def store(self, space: str, addr: np.ndarray, data: np.ndarray, d: np.ndarray | None) -> None:
+    w = data.shape[1]
+    if space == "generic":
+      parts = self._generic_split(addr)
+      if parts["global"].all(): return self.store("global", addr, data, d)
+      sel = self.sel
+      for sp, m in parts.items():
+        if not m.any(): continue
+        base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0}[sp]
+        self.sel = sel[m]
+        try: self.store(sp, addr[m] - np.uint64(base), data[m], None if d is None else d[m])
+        finally: self.sel = sel
+      return
+    if space in ("param", "const"): raise PTXFault("compute", f"a store to the read-only .{space} space", self.ins)
+    if space == "global" and self.e.globals_bytes and (addr >= np.uint64(GLOBAL_WINDOW)).any(): return self._module_vars(addr, w, data)
+    if space == "global": return self._global(addr, w, (data, d))
+    flat, idx, defs = self._flat(space, addr, w)
+    ix = idx[:, None] + np.arange(w)
+    if space == "shared" and self.race is not None and not self.atomic: self._race(ix, True)
+    flat[ix] = data
+    if defs is not None: defs[ix] = True if d is None else d[:, None]
+
+  def _race(self, ix: np.ndarray, write: bool) -> None:
+    """Shared-memory race check (checked mode): between two barriers of a CTA, a byte written by one thread may not be read
+    or written by another (atomics excepted). Per byte: the last writer and the reader (-1 none, -2 several)."""
+    writer, reader = self.race
+    w = ix.shape[1]
+    lanes = np.repeat(self.sel, w)
+    b = ix.reshape(-1)
+    wr, rd = writer[b], reader[b]
+    bad = (wr >= 0) & (wr != lanes)
+    if write: bad |= (rd != -1) & (rd != lanes)
+    order = np.argsort(b, kind="stable")
+    bs, ls = b[order], lanes[order]
+    dup = (bs[1:] == bs[:-1]) & (ls[1:] != ls[:-1])
+    if write and dup.any():
+      k = int(np.flatnonzero(dup)[0])
+      raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(ls[k]))} and {self.lane_name(int(ls[k + 1]))} write shared byte "
+                     f"{int(bs[k]) % self.shared.shape[1]} in the same instruction", self.ins)
+    if bad.any():
+      k = int(np.flatnonzero(bad)[0])
+      other = int(wr[k]) if wr[k] >= 0 and wr[k] != lanes[k] else int(rd[k])
+      who = self.lane_name(other) if other >= 0 else "other threads"
+      raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
+                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wr[k] >= 0 and wr[k] != lanes[k] else 'read'} since the last barrier",
+                     self.ins)
+    if write: writer[b] = lanes
+    else:
+      reader[b] = np.where(rd == -1, lanes, np.where(rd == lanes, rd, -2))
+      if dup.any(): reader[bs[1:][dup]] = -2
+
+  def race_reset(self, cta: int) -> None:
+    if self.race is None: return
+    n = self.shared.shape[1]
+    for a in self.race: a[cta * n:(cta + 1) * n] = -1
+
+  def _module_vars(self, addr: np.ndarray, w: int, data: np.ndarray | None) -> np.ndarray | None:
+    """Loads/stores of module-scope variables (every lane of the access must address them)."""
+    if self._gv is None:
+      self._gv = np.zeros(max(self.e.globals_bytes, 1), np.uint8)
+      for v in self.e.globals.values():
+        if v.init: self._gv[v.offset:v.offset + len(v.init)] = np.frombuffer(v.init, np.uint8)
+    a = addr.astype(np.int64) - GLOBAL_WINDOW
+    bad = (a < 0) | (a + w > self.e.globals_bytes)
+    if bad.any():
+      i = int(np.flatnonzero(bad)[0])
+      raise PTXFault("mmu", f"access of {w} bytes at 0x{int(addr[i]):x} outside the module's variables by {self.thread(i)}", self.ins, int(addr[i]))
+    ix = a[:, None] + np.arange(w)
+    if data is None: return self._gv[ix]
+    self._gv[ix] = data
+    return None
+
+  def _global(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
+    vm = self.vm
+    if self._map is None:   # the VM's mappings do not change while a kernel runs
+      self._map = (np.array(vm.starts, np.uint64), np.array([r.end for r in vm.regions] or [0], np.uint64))
+    starts, ends = self._map
+    amin, amax = int(addr.min()), int(addr.max())
+    one = int(np.searchsorted(starts, np.uint64(amin), side="right")) - 1
+    if one >= 0 and amax + w <= int(ends[one]):   # every lane inside one mapping (the usual case)
+      ri, ok, single = np.full(addr.size, one), np.ones(addr.size, np.bool_), True
+    else:
+      single = False
+      ri = np.searchsorted(starts, addr, side="right") - 1
+      ok = (ri >= 0)
+      ok &= np.where(ok, addr + np.uint64(w) <= ends[np.maximum(ri, 0)], False)
+    if not ok.all():
+      i = int(np.flatnonzero(~ok)[0])
+      a = int(addr[i])
+      r = vm.find(a)
+      why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
+      raise PTXFault("mmu", f"MMU fault: global {'store' if st else 'load'} of {w} bytes at 0x{a:x} {why}, by {self.thread(i)}", self.ins, a)
+    if st is None: out, dd = np.zeros((addr.size, w), np.uint8), None
+    lo, hi = (one, one) if single else (int(ri.min()), int(ri.max()))
+    for r_i in ([lo] if lo == hi else np.unique(ri)):
+      m = slice(None) if lo == hi else ri == r_i
+      r = vm.regions[int(r_i)]
+      off = (addr[m] - np.uint64(r.va)).astype(np.int64)
+      ix = off[:, None] + np.arange(w)
+      if st is None:
+        out[m] = r.mem.data[ix]
+        if self.checked and r.mem.bits is not None:
+          ok2 = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
+          if not ok2.all():
+            if dd is None: dd = np.ones(addr.size, np.bool_)
+            dd[m] = ok2
+      else:
+        data, d = st
+        r.mem.data[ix] = data[m]
+        if r.mem.bits is not None or (d is not None and not d.all()):
+          dm = np.ones(ix.shape[0], np.bool_) if d is None else d[m]
+          if dm.any(): r.mem.mark_elems(ix[dm].reshape(-1), 1, True)
+          if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False)
+          r.mem.settle()
+    return None if st is not None else (out, dd)
+
+
+class _Specials(dict):
+  """Special registers (uint64 per lane), each built the first time a kernel reads it."""
+  def __init__(self, L: Launch):
+    super().__init__()
+    self.L = L
+  def __contains__(self, name: object) -> bool: return name in _SPECIALS or dict.__contains__(self, name)
+  def __missing__(self, name: str) -> np.ndarray:
+    v = self[name] = np.asarray(_SPECIALS[name](self.L), np.uint64) * np.ones(self.L.n, np.uint64)
+    return v
+
+
+def _lanes(L: Launch) -> np.ndarray: return (L._t % 32).astype(np.uint64)
+_B = lambda L, i: L.block[i]
+_SPECIALS: dict[str, Callable[[Launch], Any]] = {
+  "%tid.x": lambda L: L._t % L.block[0], "%tid.y": lambda L: (L._t // L.block[0]) % L.block[1],
+  "%tid.z": lambda L: L._t // (L.block[0] * L.block[1]),
+  "%ntid.x": lambda L: L.block[0], "%ntid.y": lambda L: L.block[1], "%ntid.z": lambda L: L.block[2],
+  "%ctaid.x": lambda L: L.cta % L.grid[0], "%ctaid.y": lambda L: (L.cta // L.grid[0]) % L.grid[1],
+  "%ctaid.z": lambda L: L.cta // (L.grid[0] * L.grid[1]),
+  "%nctaid.x": lambda L: L.grid[0], "%nctaid.y": lambda L: L.grid[1], "%nctaid.z": lambda L: L.grid[2],
+  "%laneid": _lanes, "%warpid": lambda L: L._t // 32, "%nwarpid": lambda L: -(-L.per_cta // 32),
+  "%smid": lambda L: 0, "%nsmid": lambda L: 1, "%gridid": lambda L: 0,
+  "%lanemask_eq": lambda L: np.uint64(1) << _lanes(L), "%lanemask_lt": lambda L: (np.uint64(1) << _lanes(L)) - np.uint64(1),
+  "%lanemask_le": lambda L: (np.uint64(2) << _lanes(L)) - np.uint64(1),
+  "%lanemask_gt": lambda L: ~((np.uint64(2) << _lanes(L)) - np.uint64(1)) & np.uint64(0xFFFFFFFF),
+  "%lanemask_ge": lambda L: ~((np.uint64(1) << _lanes(L)) - np.uint64(1)) & np.uint64(0xFFFFFFFF),
+  "%dynamic_smem_size": lambda L: max(0, L.shared_bytes - L.e.shared_bytes), "%total_smem_size": lambda L: L.shared_bytes,
+}
+
+
+def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
+  """Values -> (lanes, w) little-endian bytes (truncating/extending to w bytes)."""
+  if v.dtype == np.bool_: v = v.astype(np.uint8)
+  if v.itemsize != w:
+    v = (v.astype(np.int64) if v.dtype.kind == "i" else v.view(S.UINT[v.itemsize])).astype(S.UINT[w])
+  return np.ascontiguousarray(v).view(np.uint8).reshape(-1, w)
+
+
+def from_bytes(b: np.ndarray, t: str) -> np.ndarray:
+  return np.ascontiguousarray(b).view(S.NP[t] if t != "bf16" else np.uint16).reshape(-1)
+

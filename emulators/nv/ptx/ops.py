@@ -1,0 +1,642 @@
+"""The PTX instruction table: family -> handler(launch, instr). Each handler reads its operands for the selected lanes
+(Launch.sel), computes with the semantics of PTX ISA 9.0 §9.7, and writes its destinations."""
+from __future__ import annotations
+
+import numpy as np
+
+from emulators.nv.ptx import semantics as S
+from emulators.nv.ptx.execute import Launch, PTXFault, from_bytes, to_bytes
+from emulators.nv.ptx.parse import TYPES, Instr
+from refgrad.dtype import dtypes
+from refgrad.uop.semantics import wmma
+
+ROUNDS = ("rn", "rz", "rm", "rp")
+IROUNDS = ("rni", "rzi", "rmi", "rpi")
+
+
+def _t(ins: Instr, i: int = -1) -> str:
+  if not ins.types: raise PTXFault("compute", f"{ins.op} needs a type", ins)
+  return ins.types[i]
+
+def _rnd(ins: Instr) -> str: return next((m for m in ins.mods if m in ROUNDS), "rn")
+
+def _finish(L: Launch, ins: Instr, t: str, r: np.ndarray) -> np.ndarray:
+  if ins.has("ftz"): r = S.ftz(r)
+  if ins.has("sat") and S.is_float(t): r = S.sat(r)
+  return r
+
+
+def _fv(L: Launch, o, t: str) -> np.ndarray:
+  """A float operand as a numpy float array (bf16 widened to f32; .ftz flushes inputs)."""
+  v = L.get(o, t)
+  if t == "bf16": return S.bf16_f32(v)
+  return v
+
+def _fout(t: str, r: np.ndarray) -> np.ndarray:
+  if t == "bf16": return S.f32_to_bf16(r.astype(np.float32)).view(np.uint16) if r.dtype != np.float64 else S.f64_to_bf16(r).view(np.uint16)
+  return r.astype(S.NP[t])
+
+
+def _x2(fn):
+  """Apply a scalar-half handler to each half of f16x2/bf16x2 operands."""
+  def run(L: Launch, ins: Instr, t: str, vals: list[np.ndarray]) -> np.ndarray:
+    h = "f16" if t == "f16x2" else "bf16"
+    lo = [(v & np.uint32(0xFFFF)).astype(np.uint16) for v in vals]
+    hi = [(v >> np.uint32(16)).astype(np.uint16) for v in vals]
+    def conv(x): return x.view(np.float16) if h == "f16" else S.bf16_f32(x)
+    def back(r): return (r.astype(np.float16).view(np.uint16) if h == "f16" else _fout("bf16", r)).astype(np.uint32)
+    return back(fn(L, ins, h, [conv(x) for x in lo])) | (back(fn(L, ins, h, [conv(x) for x in hi])) << np.uint32(16))
+  return run
+
+
+def _arith(name: str):
+  """add sub mul mad fma div min max neg abs and integer forms."""
+  def f_float(L: Launch, ins: Instr, t: str, v: list[np.ndarray]) -> np.ndarray:
+    if ins.has("ftz"): v = [S.ftz(x) for x in v]
+    rnd = _rnd(ins)
+    if t == "bf16":   # computed in f32 then rounded once (exact products; sums are innocuous double roundings, 24 >= 2*8+2)
+      v = [x.astype(np.float32) for x in v]
+    if name == "add": return S.fadd(v[0], v[1], rnd)
+    if name == "sub": return S.fadd(v[0], -v[1], rnd)
+    if name == "mul": return S.fmul(v[0], v[1], rnd)
+    if name in ("fma", "mad"): return S.ffma(v[0], v[1], v[2], rnd) if t != "bf16" else S.ffma(*[x.astype(np.float64) for x in v], "rn")
+    if name == "div":
+      if ins.has("approx") or ins.has("full"): return S.fdiv(v[0], v[1], "rn")   # within the approx bound (exact here)
+      return S.fdiv(v[0], v[1], rnd)
+    if name in ("min", "max"): return S.fminmax(v[0], v[1], name == "max", ins.has("NaN"))
+    if name == "neg": return -v[0]
+    if name == "abs": return np.abs(v[0])
+    raise PTXFault("compute", f"{name} is not defined on .{t}", ins)
+
+  def run(L: Launch, ins: Instr) -> None:
+    t = _t(ins)
+    nsrc = {"neg": 1, "abs": 1, "mad": 3, "fma": 3}.get(name, 2)
+    d, srcs = ins.args[0], ins.args[1:1 + nsrc]
+    if S.is_float(t):
+      if t in ("f16x2", "bf16x2"):
+        r = _x2(f_float)(L, ins, t, [L.get(o, "b32") for o in srcs])
+        return L.put(d, "b32", r)
+      v = [_fv(L, o, t) for o in srcs]
+      with np.errstate(all="ignore"): r = f_float(L, ins, t, v)
+      r = _finish(L, ins, t, r) if t != "bf16" else r
+      return L.put(d, t, _fout(t, r) if t in ("bf16", "f16") else r.astype(S.NP[t]))
+    wide, hi = ins.has("wide"), ins.has("hi")
+    st = ("s" if S.is_signed(t) else "u") + t[1:]
+    v = [L.get(o, st) for o in srcs]
+    with np.errstate(all="ignore"):
+      if name in ("add", "sub"):
+        if ins.has("sat"):
+          r = (v[0].astype(np.int64) + (v[1].astype(np.int64) if name == "add" else -v[1].astype(np.int64)))
+          r = np.clip(r, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(np.int32)
+        else: r = v[0] + v[1] if name == "add" else v[0] - v[1]
+        if ins.has("cc") or ins.has("cc"): raise PTXFault("compute", "carry (.cc) is not supported", ins)
+      elif name in ("mul", "mad"):
+        if wide:
+          wt = S.SINT[2 * v[0].itemsize] if S.is_signed(t) else S.UINT[2 * v[0].itemsize]
+          r = v[0].astype(wt) * v[1].astype(wt)
+          if name == "mad": r = r + L.get(srcs[2], st[0] + str(16 * v[0].itemsize))
+          return L.put(d, st[0] + str(16 * v[0].itemsize), r)
+        r = S.mulhi(v[0], v[1], S.is_signed(t)) if hi else v[0] * v[1]
+        if name == "mad": r = r + v[2]
+      elif name in ("min", "max"): r = np.minimum(v[0], v[1]) if name == "min" else np.maximum(v[0], v[1])
+      elif name == "neg": r = -v[0]
+      elif name == "abs": r = np.abs(v[0])
+      elif name in ("div", "rem"):
+        zero = v[1] == 0
+        if zero.any():
+          if L.checked: raise PTXFault("compute", f"integer {name} by zero (undefined in PTX) by {L.thread(int(np.flatnonzero(zero)[0]))}", ins)
+        b = np.where(zero, 1, v[1]).astype(v[1].dtype)
+        if S.is_signed(t):   # C semantics: truncation toward zero; INT_MIN / -1 wraps
+          a64 = v[0].astype(np.int64) if v[0].itemsize < 8 else v[0]
+          b64 = b.astype(np.int64) if b.itemsize < 8 else b
+          ovf = (b64 == -1)
+          q = np.where(ovf, -a64, np.abs(a64) // np.where(ovf, 1, np.abs(b64)) * np.sign(a64) * np.sign(b64))
+          r = (q if name == "div" else a64 - q * b64).astype(v[0].dtype)
+        else: r = v[0] // b if name == "div" else v[0] % b
+      else: raise PTXFault("compute", f"{name}.{t}", ins)
+    L.put(d, st, r.astype(v[0].dtype))
+  return run
+
+
+def _bitop(name: str):
+  def run(L: Launch, ins: Instr) -> None:
+    t = _t(ins)
+    if t == "pred":
+      v = [L.get(o, "pred") for o in ins.args[1:]]
+      r = {"and": lambda: v[0] & v[1], "or": lambda: v[0] | v[1], "xor": lambda: v[0] ^ v[1], "not": lambda: ~v[0]}[name]()
+      return L.put(ins.args[0], "pred", r)
+    u = "u" + t[1:] if t[0] in "bsu" else "b32"
+    v = [L.get(o, u) for o in ins.args[1:]]
+    r = {"and": lambda: v[0] & v[1], "or": lambda: v[0] | v[1], "xor": lambda: v[0] ^ v[1], "not": lambda: ~v[0],
+         "cnot": lambda: (v[0] == 0).astype(v[0].dtype)}[name]()
+    L.put(ins.args[0], u, r)
+  return run
+
+
+def _shift(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  w = TYPES[t] * 8
+  st = ("s" if S.is_signed(t) else "u") + str(w)
+  a, s = L.get(ins.args[1], st), L.get(ins.args[2], "u32").astype(np.uint64)
+  big = s >= w
+  sc = np.minimum(s, w - 1).astype(a.dtype if a.dtype.kind == "u" else S.UINT[a.itemsize]).astype(a.dtype)
+  with np.errstate(all="ignore"):
+    if ins.op == "shl": r = np.where(big, 0, a << sc)
+    else: r = np.where(big, np.where(a < 0, -1, 0) if S.is_signed(t) else 0, a >> sc)
+  L.put(ins.args[0], st, r.astype(a.dtype))
+
+
+def _shf(L: Launch, ins: Instr) -> None:
+  a, b, c = (L.get(o, "u32").astype(np.uint64) for o in ins.args[1:4])
+  n = (c & np.uint64(31)) if ins.has("wrap") else np.minimum(c, np.uint64(32))
+  x = (b << np.uint64(32)) | a
+  r = (x << n) >> np.uint64(32) if ins.has("l") else (x >> n)
+  L.put(ins.args[0], "u32", (r & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+
+
+def _mov(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  d, s = ins.args[0], ins.args[1]
+  if d.kind == "vec" or s.kind == "vec":   # pack / unpack
+    if s.kind == "vec":
+      parts = [L.get(o, "u" + str(TYPES[t] * 8 // len(s.value))).astype(np.uint64) for o in s.value]
+      w = TYPES[t] * 8 // len(parts)
+      r = sum((p << np.uint64(w * i) for i, p in enumerate(parts)), np.zeros(L.sel.size, np.uint64))
+      return L.put(d, t, r.astype(S.UINT[TYPES[t]]))
+    v = L.get(s, "u" + str(TYPES[t] * 8)).astype(np.uint64)
+    w = TYPES[t] * 8 // len(d.value)
+    for i, o in enumerate(d.value):
+      if o.kind == "sym" and o.value == "_": continue
+      L.put(o, "u" + str(w), ((v >> np.uint64(w * i)) & np.uint64((1 << w) - 1)).astype(S.UINT[w // 8]))
+    return None
+  if s.kind == "sym":
+    L.put(d, t, L.bits(s)[0].astype(S.UINT[TYPES[t]]) if t != "pred" else L.bits(s)[0])
+    return None
+  L.put(d, t, L.get(s, t))
+
+
+def _cvta(L: Launch, ins: Instr) -> None:
+  space = L.space_of(ins)
+  a = L.get(ins.args[1], "u64") if ins.args[1].kind != "sym" else L.bits(ins.args[1])[0]
+  base = {"shared": np.uint64(0x1000000000000), "local": np.uint64(0x2000000000000), "global": np.uint64(0)}.get(space)
+  if base is None: raise PTXFault("compute", f"cvta.{space}", ins)
+  r = a - base if ins.has("to") else a + base
+  L.put(ins.args[0], _t(ins), r.astype(S.UINT[TYPES[_t(ins)]]))
+
+
+def _setp(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  c = next(m for m in ins.mods if m not in (t, "ftz", "and", "or", "xor"))
+  a, b = L.get(ins.args[1], t), L.get(ins.args[2], t)
+  if t == "bf16": a, b = S.bf16_f32(a), S.bf16_f32(b)
+  if ins.has("ftz"): a, b = S.ftz(a), S.ftz(b)
+  r = S.cmp(a, b, c, t)
+  dst = ins.args[0]
+  q = None
+  if dst.kind == "pair": dst, q = dst.value
+  if len(ins.args) > 3:
+    p = L.get(ins.args[3], "pred")
+    op = next(m for m in ins.mods if m in ("and", "or", "xor"))
+    comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op]
+    L.put(dst, "pred", comb(r, p))
+    if q is not None: L.put(q, "pred", comb(~r, p))
+    return
+  L.put(dst, "pred", r)
+  if q is not None: L.put(q, "pred", ~r)
+
+
+def _selp(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  a, b, p = L.get(ins.args[1], t), L.get(ins.args[2], t), L.get(ins.args[3], "pred")
+  L.put(ins.args[0], t, np.where(p, a, b))
+
+
+def _slct(L: Launch, ins: Instr) -> None:
+  t, ct = ins.types[0], ins.types[1]
+  a, b, c = L.get(ins.args[1], t), L.get(ins.args[2], t), L.get(ins.args[3], ct)
+  if ins.has("ftz"): c = S.ftz(c)
+  L.put(ins.args[0], t, np.where(c >= 0, a, b))
+
+
+def _cvt(L: Launch, ins: Instr) -> None:
+  dt, st = ins.types[0], ins.types[1]
+  rnd = next((m for m in ins.mods if m in ROUNDS + IROUNDS), "")
+  x = L.get(ins.args[1], st)
+  with np.errstate(all="ignore"):
+    if S.is_float(dt):
+      if rnd in IROUNDS:   # round to an integral value in the same float type
+        f = _fv(L, ins.args[1], st) if st == "bf16" else x
+        if ins.has("ftz"): f = S.ftz(f)
+        r = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd](f)
+        r = _fout(dt, r) if dt == "bf16" else r.astype(S.NP[dt])
+      else:
+        if ins.has("ftz") and st == "f32": x = S.ftz(x)
+        if S.is_float(st) and rnd == "" and TYPES[dt] < TYPES[st] and dt != "bf16": rnd = "rn"
+        r = S.to_float(x, st, dt, rnd.removesuffix("i") if rnd else "rn")
+        if ins.has("ftz") and dt == "f32": r = S.ftz(r)
+        if ins.has("sat") and dt != "bf16": r = S.sat(r)
+      return L.put(ins.args[0], dt, r)
+    if S.is_float(st):
+      f = S.bf16_f32(x) if st == "bf16" else x
+      if ins.has("ftz"): f = S.ftz(f)
+      return L.put(ins.args[0], dt, S.to_int(f, dt, rnd))
+    # integer -> integer: extend / truncate; .sat clamps
+    if ins.has("sat"):
+      info = np.iinfo(S.NP[dt])
+      v = x.astype(np.float64) if x.itemsize == 8 else x.astype(np.int64)
+      r = np.clip(v, info.min, info.max).astype(S.NP[dt])
+    else: r = x.astype(S.NP[dt]) if dt[0] != "b" else x.astype(S.UINT[TYPES[dt]])
+    L.put(ins.args[0], dt, r)
+
+
+def _unary_int(name: str):
+  def run(L: Launch, ins: Instr) -> None:
+    t = _t(ins)
+    w = TYPES[t] * 8
+    v = L.get(ins.args[1], "u" + str(w)).astype(np.uint64)
+    if name == "popc": r = np.array([int(x).bit_count() for x in ()], np.uint32) if v.size == 0 else _popc(v)
+    elif name == "clz":
+      r = np.full(v.size, w, np.uint32)
+      nz = v != 0
+      r[nz] = (w - 1 - np.floor(np.log2(v[nz].astype(np.float64))).astype(np.int64)).astype(np.uint32)
+      # log2 of big u64 can round up to the next power of two: fix by checking the bit
+      pos = (w - 1 - r[nz].astype(np.int64)).astype(np.uint64)
+      off = (v[nz] >> pos) == 0
+      r[np.flatnonzero(nz)[off]] += 1
+    elif name == "brev":
+      r = np.zeros(v.size, np.uint64)
+      for i in range(w): r |= ((v >> np.uint64(i)) & np.uint64(1)) << np.uint64(w - 1 - i)
+      return L.put(ins.args[0], "u" + str(w), r.astype(S.UINT[w // 8]))
+    else: raise PTXFault("compute", name, ins)
+    L.put(ins.args[0], "u32", r.astype(np.uint32))
+  return run
+
+
+def _bfind(L: Launch, ins: Instr) -> None:
+  """Position of the most significant non-sign bit (0xFFFFFFFF if none); .shiftamt: the left shift that brings it to the top."""
+  t = _t(ins)
+  w = TYPES[t] * 8
+  v = L.get(ins.args[1], t)
+  if S.is_signed(t): v = np.where(v < 0, ~v, v)
+  u = v.view(S.UINT[w // 8]).astype(np.uint64)
+  pos = np.full(u.size, -1, np.int64)
+  for b in range(w): pos = np.where((u >> np.uint64(b)) & np.uint64(1), b, pos)
+  r = np.where(pos < 0, 0xFFFFFFFF, (w - 1 - pos) if ins.has("shiftamt") else pos)
+  L.put(ins.args[0], "u32", r.astype(np.uint32))
+
+
+def _popc(v: np.ndarray) -> np.ndarray:
+  return np.unpackbits(v.astype(np.uint64).view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1).astype(np.uint32)
+
+
+def _bfe(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  w = TYPES[t] * 8
+  a = L.get(ins.args[1], "u" + str(w)).astype(np.uint64)
+  pos, ln = (L.get(o, "u32").astype(np.uint64) & np.uint64(0xFF) for o in ins.args[2:4])
+  p2 = np.minimum(pos, np.uint64(w))
+  sh = np.where(p2 >= 64, np.uint64(0), a >> np.minimum(p2, np.uint64(63)))
+  ln2 = np.minimum(ln, np.uint64(w))
+  mask = np.where(ln2 >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(ln2, np.uint64(63))) - np.uint64(1))
+  r = sh & mask
+  if S.is_signed(t):
+    sbit_pos = np.minimum(pos + ln - np.uint64(1), np.uint64(w - 1))
+    sbit = np.where(ln == 0, np.uint64(0), (a >> sbit_pos) & np.uint64(1))
+    r = np.where((sbit == 1) & (ln2 < w), r | ~mask, r)
+  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1 if w < 64 else 0xFFFFFFFFFFFFFFFF)).astype(S.UINT[w // 8]))
+
+
+def _bfi(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  w = TYPES[t] * 8
+  a, b = (L.get(o, "u" + str(w)).astype(np.uint64) for o in ins.args[1:3])
+  pos, ln = (L.get(o, "u32").astype(np.uint64) & np.uint64(0xFF) for o in ins.args[3:5])
+  ln2 = np.minimum(ln, np.uint64(w))
+  mask = np.where(ln2 >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(ln2, np.uint64(63))) - np.uint64(1))
+  ok = pos < w
+  m = np.where(ok, mask << np.minimum(pos, np.uint64(63)), np.uint64(0))
+  r = (b & ~m) | ((a << np.minimum(pos, np.uint64(63))) & m)
+  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1 if w < 64 else 0xFFFFFFFFFFFFFFFF)).astype(S.UINT[w // 8]))
+
+
+def _prmt(L: Launch, ins: Instr) -> None:
+  a, b, c = (L.get(o, "u32") for o in ins.args[1:4])
+  mode = next((m for m in ins.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
+  if mode is not None: raise PTXFault("compute", f"prmt.{mode} is not supported", ins)
+  if ins.args[3].kind == "imm":   # constant selector (what nvcc emits): shifts and masks per result byte
+    x = a.astype(np.uint64) | (b.astype(np.uint64) << np.uint64(32))
+    r = np.zeros(a.size, np.uint64)
+    for i in range(4):
+      sl = (ins.args[3].value >> (4 * i)) & 0xF
+      byte = (x >> np.uint64(8 * (sl & 7))) & np.uint64(0xFF)
+      if sl & 8: byte = np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0))
+      r |= byte << np.uint64(8 * i)
+    return L.put(ins.args[0], "u32", r.astype(np.uint32))
+  src = np.stack([a, b], 1).view(np.uint8).reshape(-1, 8)   # bytes 0-3 of a, then 4-7 of b (little-endian)
+  shifts = np.array([0, 4, 8, 12], np.uint32)
+  sel = (c[:, None] >> shifts) & np.uint32(0xF)
+  byte = np.take_along_axis(src, (sel & np.uint32(7)).astype(np.int64), 1)
+  byte = np.where(sel & np.uint32(8), np.where(byte & np.uint8(0x80), np.uint8(0xFF), np.uint8(0)), byte)
+  L.put(ins.args[0], "u32", np.ascontiguousarray(byte).view(np.uint32).reshape(-1))
+
+
+def _ffloat(name: str):
+  """sqrt rcp rsqrt ex2 lg2 sin cos tanh: .rn forms correctly rounded; .approx within the ISA's bounds (computed in f64)."""
+  def run(L: Launch, ins: Instr) -> None:
+    t = _t(ins)
+    x = _fv(L, ins.args[1], t)
+    if ins.has("ftz"): x = S.ftz(x)
+    with np.errstate(all="ignore"):
+      xd = x.astype(np.float64)
+      if name == "sqrt": r = S.fsqrt(x, _rnd(ins)) if not ins.has("approx") else np.sqrt(xd)
+      elif name == "rcp": r = S.fdiv(np.ones_like(x), x, _rnd(ins)) if not ins.has("approx") else 1.0 / xd
+      elif name == "rsqrt": r = 1.0 / np.sqrt(xd)
+      elif name == "ex2": r = np.exp2(xd)
+      elif name == "lg2": r = np.log2(xd)
+      elif name == "sin": r = np.sin(xd)
+      elif name == "cos": r = np.cos(xd)
+      elif name == "tanh": r = np.tanh(xd)
+      else: raise PTXFault("compute", name, ins)
+    r = _finish(L, ins, t, r.astype(np.float64 if t == "f64" else np.float32))
+    L.put(ins.args[0], t, _fout(t, r))
+  return run
+
+
+def _testp(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  x = _fv(L, ins.args[1], t)
+  c = next(m for m in ins.mods if m != t)
+  with np.errstate(all="ignore"):
+    r = {"finite": np.isfinite(x), "infinite": np.isinf(x), "number": ~np.isnan(x), "notanumber": np.isnan(x),
+         "normal": np.isfinite(x) & (np.abs(x) >= np.finfo(x.dtype).tiny), "subnormal": (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)}[c]
+  L.put(ins.args[0], "pred", r)
+
+
+def _copysign(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  a, b = L.get(ins.args[1], t), L.get(ins.args[2], t)
+  L.put(ins.args[0], t, np.copysign(b, a))
+
+
+# ---- memory -------------------------------------------------------------------------------------------------------
+def _vec_n(ins: Instr) -> int:
+  for m in ins.mods:
+    if m in ("v2", "v4", "v8"): return int(m[1])
+  return 1
+
+
+def _ld(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  n, w = _vec_n(ins), TYPES[t]
+  addr = L.address(ins.args[1])
+  raw, dd = L.load(L.space_of(ins), addr, n * w)
+  dsts = ins.args[0].value if n > 1 else (ins.args[0],)
+  for i, o in enumerate(dsts):
+    if o.kind == "sym" and o.value == "_": continue
+    v = from_bytes(raw[:, i * w:(i + 1) * w], t if t != "pred" else "u8")
+    L._d = dd
+    L.put(o, t, v)
+
+
+def _st(L: Launch, ins: Instr) -> None:
+  t = _t(ins)
+  n, w = _vec_n(ins), TYPES[t]
+  addr = L.address(ins.args[0])
+  srcs = ins.args[1].value if n > 1 else (ins.args[1],)
+  L._d = None
+  vals = [to_bytes(L.get(o, t), w) for o in srcs]
+  L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
+
+
+ATOM_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas")
+
+
+def _atom(L: Launch, ins: Instr) -> None:
+  """atom / red: lanes are applied in lane order; lanes hitting the same address are serialized in rounds."""
+  t = _t(ins)
+  op = next((m for m in ins.mods if m in ATOM_OPS), None)
+  if op is None: raise PTXFault("compute", f"{ins.op} without a supported operation ({', '.join(ATOM_OPS)})", ins)
+  if _vec_n(ins) > 1 or t in ("f16x2", "bf16x2"): raise PTXFault("compute", f"vector {ins.op} is not supported", ins)
+  red = ins.op == "red"
+  ai = 0 if red else 1
+  addr = L.address(ins.args[ai])
+  b = L.get(ins.args[ai + 1], t)
+  c = L.get(ins.args[ai + 2], t) if op == "cas" else None
+  space, w = L.space_of(ins), TYPES[t]
+  old_all = np.zeros(addr.size, S.NP[t] if t != "bf16" else np.uint16)
+  left = np.arange(addr.size)
+  sel = L.sel
+  L.atomic = True
+  try:
+    while left.size:
+      _, first = np.unique(addr[left], return_index=True)
+      now = left[np.sort(first)]
+      L.sel = sel[now]
+      raw, _ = L.load(space, addr[now], w)
+      old = from_bytes(raw, t)
+      x = b[now]
+      with np.errstate(all="ignore"):
+        if op == "add":
+          if t == "f16": new = (old.astype(np.float32) + x.astype(np.float32)).astype(np.float16)
+          elif t == "bf16": new = S.f32_to_bf16(S.bf16_f32(old) + S.bf16_f32(x)).view(np.uint16)
+          else: new = old + x
+        elif op == "min": new = S.fminmax(old, x, False, False) if S.is_float(t) else np.minimum(old, x)
+        elif op == "max": new = S.fminmax(old, x, True, False) if S.is_float(t) else np.maximum(old, x)
+        elif op == "inc": new = np.where(old >= x, 0, old + 1).astype(old.dtype)
+        elif op == "dec": new = np.where((old == 0) | (old > x), x, old - 1).astype(old.dtype)
+        elif op == "and": new = old & x
+        elif op == "or": new = old | x
+        elif op == "xor": new = old ^ x
+        elif op == "exch": new = x
+        else: new = np.where(old == x, c[now], old)
+      L.store(space, addr[now], to_bytes(new.astype(old.dtype), w), None)
+      old_all[now] = old
+      left = np.setdiff1d(left, now, assume_unique=True)
+  finally: L.sel, L.atomic = sel, False
+  if not red: L.put(ins.args[0], t, old_all)
+
+
+# ---- warp-level ----------------------------------------------------------------------------------------------------
+def _warp_check(L: Launch, ins: Instr, mask: np.ndarray) -> None:
+  """In checked mode the member mask must name exactly the active lanes of each warp executing it... at least include
+  the executing lane, and every named lane must be executing."""
+  if not L.checked: return
+  lane = L.sel % 32
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, L.sel // 32, np.uint64(1) << lane.astype(np.uint64))
+  m = mask.astype(np.uint64)
+  bad = ((m >> lane.astype(np.uint64)) & np.uint64(1)) == 0
+  bad |= (m & ~act[L.sel // 32]) != 0
+  if bad.any():
+    i = int(np.flatnonzero(bad)[0])
+    raise PTXFault("compute", f"{ins.op} member mask 0x{int(m[i]):08x} does not match the active lanes 0x{int(act[L.sel[i] // 32]):08x} of "
+                   f"{L.thread(i)}'s warp", ins)
+
+
+def _shfl(L: Launch, ins: Instr) -> None:
+  mode = next(m for m in ins.mods if m in ("up", "down", "bfly", "idx"))
+  dst = ins.args[0]
+  p = None
+  if dst.kind == "pair": dst, p = dst.value
+  a_op = ins.args[1]
+  b, c = L.get(ins.args[2], "u32"), L.get(ins.args[3], "u32")
+  mask = L.get(ins.args[4], "u32") if len(ins.args) > 4 else np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
+  _warp_check(L, ins, mask)
+  lane = (L.sel % 32).astype(np.int64)
+  bval, cval, seg = (b & np.uint32(31)).astype(np.int64), (c & np.uint32(31)).astype(np.int64), ((c >> np.uint32(8)) & np.uint32(31)).astype(np.int64)
+  maxl = (lane & seg) | (cval & ~seg)
+  minl = lane & seg
+  if mode == "up": j = lane - bval; ok = j >= maxl
+  elif mode == "down": j = lane + bval; ok = j <= maxl
+  elif mode == "bfly": j = lane ^ bval; ok = j <= maxl
+  else: j = minl | (bval & ~seg); ok = j <= maxl
+  j = np.where(ok, j, lane)
+  src = L.sel - lane + j
+  full, fd = L.regs.get(a_op.value) if a_op.kind == "reg" else None, L.defined.get(a_op.value) if a_op.kind == "reg" else None
+  if full is None:
+    v = L.get(a_op, "b32")
+  else:
+    if L.checked:
+      act = np.zeros(L.n, np.bool_); act[L.sel] = True
+      if not act[src].all():
+        i = int(np.flatnonzero(~act[src])[0])
+        raise PTXFault("compute", f"shfl.{mode} reads lane {int(j[i])}, which is not executing, for {L.thread(i)} (undefined)", ins)
+    v = (full[src] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    L._d = fd[src] if fd is not None else None
+  L.put(dst, "b32", v)
+  if p is not None: L.put(p, "pred", ok)
+
+
+def _vote(L: Launch, ins: Instr) -> None:
+  mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
+  mask = L.get(ins.args[2], "u32") if len(ins.args) > 2 else np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
+  _warp_check(L, ins, mask)
+  pr = L.get(ins.args[1], "pred")
+  warp = L.sel // 32
+  lane = (L.sel % 32).astype(np.uint64)
+  ballot = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(ballot, warp, np.where(pr, np.uint64(1) << lane, np.uint64(0)))
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, warp, np.uint64(1) << lane)
+  bw, aw = ballot[warp], act[warp]
+  if mode == "ballot": return L.put(ins.args[0], "u32", bw.astype(np.uint32))
+  r = {"all": bw == aw, "any": bw != 0, "uni": (bw == aw) | (bw == 0)}[mode]
+  L.put(ins.args[0], "pred", r)
+
+
+def _activemask(L: Launch, ins: Instr) -> None:
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, L.sel // 32, np.uint64(1) << (L.sel % 32).astype(np.uint64))
+  L.put(ins.args[0], "u32", act[L.sel // 32].astype(np.uint32))
+
+
+def _match(L: Launch, ins: Instr) -> None:
+  """match.any.sync: the lanes of the warp (among the member mask) holding the same value; match.all.sync: the member mask
+  if all of them hold the same value (else 0), and p = whether they do."""
+  t = _t(ins)
+  dst, p = (ins.args[0].value if ins.args[0].kind == "pair" else (ins.args[0], None))
+  v = L.get(ins.args[1], t).astype(np.uint64)
+  mask = L.get(ins.args[2], "u32")
+  _warp_check(L, ins, mask)
+  nw = L.n // 32
+  vals = np.zeros((nw, 32), np.uint64)
+  act = np.zeros((nw, 32), np.bool_)
+  w, lane = L.sel // 32, L.sel % 32
+  vals[w, lane], act[w, lane] = v, True
+  eq = (vals[w][:, :] == v[:, None]) & act[w]   # (lanes, 32)
+  m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1).astype(np.uint32)
+  if ins.has("any"): return L.put(dst, "b32", m)
+  same = m == mask
+  L.put(dst, "b32", np.where(same, mask, np.uint32(0)))
+  if p is not None: L.put(p, "pred", same)
+
+
+def _redux(L: Launch, ins: Instr) -> None:
+  op = next(m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor"))
+  t = _t(ins)
+  st = "s32" if t == "s32" else "u32"
+  v = L.get(ins.args[1], st).astype(np.int64)
+  _warp_check(L, ins, L.get(ins.args[2], "u32"))
+  warp = L.sel // 32
+  nw = L.n // 32
+  if op == "add": acc = np.zeros(nw, np.int64); np.add.at(acc, warp, v)
+  elif op == "min": acc = np.full(nw, 2**40, np.int64); np.minimum.at(acc, warp, v)
+  elif op == "max": acc = np.full(nw, -2**40, np.int64); np.maximum.at(acc, warp, v)
+  else:
+    acc = np.full(nw, -1 if op == "and" else 0, np.int64)
+    getattr(np, f"bitwise_{op}").at(acc, warp, v)
+  L.put(ins.args[0], "u32", (acc[warp] & 0xFFFFFFFF).astype(np.uint32))
+
+
+def _mma(L: Launch, ins: Instr) -> None:
+  """mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (PTX ISA 9.0 §9.7.14.5.8 fragment layouts): per warp,
+  A 16x16 from 4 .b32 registers, B 16x8 from 2, C/D 16x8 f32 from 4. groupID = laneid >> 2, t = laneid % 4:
+  a0..a7 = A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b0..b3 = B[2t..2t+1][g], B[2t+8..2t+9][g];
+  c0..c3 = C[g][2t..2t+1], C[g+8][2t..2t+1]. Arithmetic: refgrad's semantics.wmma (in-order k, exact products, one
+  rounding per add); real tensor cores round differently."""
+  shape = next((m for m in ins.mods if m.startswith("m")), "")
+  if shape != "m16n8k16" or not ins.has("row") or ins.types[0] != "f32" or ins.types[-1] != "f32" or ins.types[1] not in ("f16", "bf16"):
+    raise PTXFault("compute", f"mma.{'.'.join(ins.mods)} is not supported (only m16n8k16.row.col f32 += f16/bf16)", ins)
+  ab = ins.types[1]
+  d, a, b, c = ins.args[:4]
+  mask = np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
+  _warp_check(L, ins, mask)
+  if L.sel.size % 32: raise PTXFault("compute", "mma.sync with a partial warp", ins)
+  nw = L.sel.size // 32
+  lane = (L.sel % 32).reshape(nw, 32)
+  if not (lane == np.arange(32)).all(): raise PTXFault("compute", "mma.sync needs whole warps in lane order", ins)
+  g, t = np.arange(32) >> 2, np.arange(32) % 4
+  def halves(regs) -> np.ndarray:   # (nw, 32, 2 * len(regs)) of 16-bit values
+    out = []
+    for o in regs:
+      v = L.get(o, "b32").reshape(nw, 32)
+      out += [(v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)]
+    return np.stack(out, -1)
+  ah, bh = halves(a.value), halves(b.value)
+  cv = np.stack([L.get(o, "f32").reshape(nw, 32) for o in c.value], -1)
+  A = np.zeros((nw, 16, 16), np.uint16)
+  B = np.zeros((nw, 16, 8), np.uint16)
+  C = np.zeros((nw, 16, 8), np.float32)
+  for i in range(8):
+    row = g + (8 if i in (2, 3, 6, 7) else 0)
+    col = 2 * t + (i & 1) + (8 if i >= 4 else 0)
+    A[:, row, col] = ah[:, :, i]
+  for i in range(4): B[:, 2 * t + (i & 1) + (8 if i >= 2 else 0), g] = bh[:, :, i]
+  for i in range(4): C[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)] = cv[:, :, i]
+  Av = A.view(np.float16) if ab == "f16" else A
+  Bv = B.view(np.float16) if ab == "f16" else B
+  D = wmma(Av, Bv, C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
+  for i, o in enumerate(d.value): L.put(o, "f32", D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
+
+
+def _dp(L: Launch, ins: Instr) -> None:
+  """dp4a: c + the dot product of a's and b's four bytes; dp2a.lo/.hi: c + a's two 16-bit halves times b's bytes 0-1 / 2-3.
+  Each operand's signedness comes from its type; the sum wraps to 32 bits."""
+  at, bt = ins.types[0], ins.types[1]
+  a, b = L.get(ins.args[1], "u32"), L.get(ins.args[2], "u32")
+  c = L.get(ins.args[3], "u32").astype(np.int64)
+  def parts(v: np.ndarray, w: int, signed: bool) -> np.ndarray:
+    p = np.ascontiguousarray(v).view(np.uint8 if w == 1 else np.uint16).reshape(v.size, 4 // w)
+    return (p.view(np.int8 if w == 1 else np.int16) if signed else p).astype(np.int64)
+  bb = parts(b, 1, bt[0] == "s")
+  if ins.op == "dp4a": acc = (parts(a, 1, at[0] == "s") * bb).sum(axis=1)
+  else:
+    hi = ins.has("hi")
+    acc = (parts(a, 2, at[0] == "s") * bb[:, 2:4] if hi else parts(a, 2, at[0] == "s") * bb[:, 0:2]).sum(axis=1)
+  L.put(ins.args[0], "u32", ((acc + c) & 0xFFFFFFFF).astype(np.uint32))
+
+
+def _nop(L: Launch, ins: Instr) -> None: return None
+
+
+TABLE: dict[str, object] = {
+  **{n: _arith(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs")},
+  **{n: _bitop(n) for n in ("and", "or", "xor", "not", "cnot")},
+  "shl": _shift, "shr": _shift, "shf": _shf, "mov": _mov, "cvta": _cvta, "setp": _setp, "selp": _selp, "slct": _slct, "cvt": _cvt,
+  **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
+  **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
+  "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
+  "mma": _mma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+}
+# bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
+CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

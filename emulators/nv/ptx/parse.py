@@ -1,0 +1,357 @@
+"""PTX module text -> entries of decoded instructions (PTX ISA 9.0, the subset nvcc -O3 emits for sm_80 plus what
+refgrad's CUDA renderer produces). Parsed once per distinct text (`parse` is cached by content).
+
+Every statement is either understood or rejected with a `PTXError` naming the line and what is not supported.
+Debug directives (.loc, .file, .section, .pragma) are accepted and ignored."""
+from __future__ import annotations
+
+import functools
+import re
+import struct
+from dataclasses import dataclass, field
+
+TYPES = {"s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "b8": 1, "b16": 2, "b32": 4, "b64": 8, "b128": 16,
+         "f16": 2, "f16x2": 4, "bf16": 2, "bf16x2": 4, "f32": 4, "f64": 8, "pred": 1, "tf32": 4, "e4m3x2": 2, "e5m2x2": 2}
+LINE_DIRECTIVES = (".version", ".target", ".address_size", ".loc", ".file")
+WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "bar", "barrier")
+SPACES = ("global", "shared", "local", "param", "const")
+IGNORED_DIRECTIVES = (".loc", ".file", ".section", ".pragma", ".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".noreturn",
+                      ".explicitcluster", ".maxclusterrank", ".reqnctapercluster")
+
+
+class PTXError(ValueError):
+  """A PTX module the emulator cannot take: names the line and what is wrong or unsupported."""
+  def __init__(self, line: int, text: str, why: str):
+    super().__init__(f"PTX line {line}: {why} (in: {text.strip()[:120]!r})")
+    self.line, self.text, self.why = line, text, why
+
+
+@dataclass(frozen=True)
+class Operand:
+  """kind: reg (a register or special register), imm (int), fimm (float bits + width), sym (a variable's address),
+  addr (base operand + byte offset), vec (a list of operands), label, pair (d|p destinations)."""
+  kind: str
+  value: object
+  offset: int = 0
+
+
+@dataclass
+class Instr:
+  op: str                    # the family: add, ld, setp, ...
+  mods: tuple[str, ...]      # every dotted part after the family, in order (types included)
+  types: tuple[str, ...]     # the type parts, in order
+  args: tuple[Operand, ...]
+  pred: str | None           # guard predicate register
+  pred_neg: bool
+  line: int
+  text: str
+  def has(self, m: str) -> bool: return m in self.mods
+
+
+@dataclass
+class Var:
+  name: str
+  space: str
+  type: str
+  size: int                  # bytes
+  align: int
+  offset: int = 0            # within its state space (shared/local/param)
+  init: bytes | None = None
+
+
+@dataclass
+class Entry:
+  name: str
+  params: list[Var]
+  regs: dict[str, str]                       # register -> declared type
+  instrs: list[Instr] = field(default_factory=list)
+  labels: dict[str, int] = field(default_factory=dict)
+  shared: dict[str, Var] = field(default_factory=dict)
+  local: dict[str, Var] = field(default_factory=dict)
+  shared_bytes: int = 0
+  dynamic_shared: bool = False
+  local_bytes: int = 0
+  param_bytes: int = 0
+  is_entry: bool = True
+  globals: dict[str, Var] = field(default_factory=dict)   # the module's .global/.const variables (GLOBAL_WINDOW + offset)
+  globals_bytes: int = 0
+  warp_ops: bool = False     # uses warp-level instructions (shfl vote activemask match redux mma) or %laneid/%lanemask
+
+
+@dataclass
+class Module:
+  version: str
+  target: str
+  entries: dict[str, Entry]
+  globals: dict[str, Var]
+
+
+_TOKEN = re.compile(r"\s*(\.?[A-Za-z_$%][\w$.:%]*|0[fFdD][0-9A-Fa-f]+|-?0[xX][0-9A-Fa-f]+U?|-?\d+\.\d*(?:[eE][-+]?\d+)?|-?\d+U?|\S)")
+
+
+def _strip_comments(src: str) -> list[str]:
+  src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
+  return [ln.split("//", 1)[0] for ln in src.split("\n")]
+
+
+def _statements(lines: list[str]) -> list[tuple[int, str]]:
+  """(line number, statement) with ';' '{' '}' as terminators; a label 'L:' is its own statement."""
+  out: list[tuple[int, str]] = []
+  cur, start, skip, pending, vec = "", 0, 0, False, 0
+  for i, ln in enumerate(lines, 1):
+    st = ln.strip()
+    if st.startswith(".section"):   # debug sections: skipped with their brace block
+      skip, pending = ln.count("{") - ln.count("}"), "{" not in ln
+      continue
+    if pending or skip:
+      if pending and not st: continue
+      pending = False
+      skip += ln.count("{") - ln.count("}")
+      continue
+    if st.startswith(LINE_DIRECTIVES) and not cur.strip():   # these end at the line's end, with no ';'
+      out.append((i, st.rstrip(";")))
+      continue
+    for ch in ln:
+      if not cur.strip(): start = i
+      if ch == "{" and cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")): vec += 1   # a vector or initializer
+      if vec and ch in "{}":
+        if ch == "}": vec -= 1
+        cur += ch
+        continue
+      if ch in ";{}":
+        if cur.strip(): out.append((start, cur.strip()))
+        if ch != ";": out.append((i, ch))
+        cur = ""
+      elif ch == ":" and re.fullmatch(r"\s*[$\w]+", cur) and not cur.strip().startswith("."):
+        out.append((start, cur.strip() + ":"))
+        cur = ""
+      else: cur += ch
+    cur += " "
+  if cur.strip(): out.append((start, cur.strip()))
+  return out
+
+
+def _int(tok: str) -> int:
+  t = tok.rstrip("U")
+  return int(t, 16) if t.lower().startswith(("0x", "-0x")) else int(t)
+
+
+def _operand(s: str, ln: int, text: str) -> Operand:
+  s = s.strip()
+  if not s: raise PTXError(ln, text, "an empty operand")
+  if s.startswith("{"):
+    if not s.endswith("}"): raise PTXError(ln, text, f"unterminated vector operand {s!r}")
+    return Operand("vec", tuple(_operand(x, ln, text) for x in s[1:-1].split(",")))
+  if s.startswith("["):
+    if not s.endswith("]"): raise PTXError(ln, text, f"unterminated address {s!r}")
+    inner = s[1:-1].replace(" ", "")
+    m = re.fullmatch(r"([%$\w.]+)(?:\+(-?(?:0[xX][0-9a-fA-F]+|\d+)))?", inner) or re.fullmatch(r"([%$\w.]+)(-(?:0[xX][0-9a-fA-F]+|\d+))", inner)
+    if m: return Operand("addr", _operand(m.group(1), ln, text), _int(m.group(2)) if m.group(2) else 0)
+    if re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|\d+)", inner): return Operand("addr", Operand("imm", _int(inner)), 0)
+    raise PTXError(ln, text, f"address expression {s!r} is not supported (only [reg], [var], [reg+imm], [imm])")
+  if "|" in s:
+    a, b = s.split("|", 1)
+    return Operand("pair", (_operand(a, ln, text), _operand(b, ln, text)))
+  if re.fullmatch(r"0[fF][0-9A-Fa-f]{8}", s): return Operand("fimm", (int(s[2:], 16), 4))
+  if re.fullmatch(r"0[dD][0-9A-Fa-f]{16}", s): return Operand("fimm", (int(s[2:], 16), 8))
+  if re.fullmatch(r"-?(?:0[xX][0-9A-Fa-f]+|\d+)U?", s): return Operand("imm", _int(s))
+  if re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", s):
+    return Operand("fimm", (struct.unpack("<Q", struct.pack("<d", float(s)))[0], 8))
+  if s.startswith("!") and s[1:].startswith("%"): return Operand("not", _operand(s[1:], ln, text))
+  m = re.fullmatch(r"([%$\w.]+)\+(\d+)", s)
+  if m: return Operand("sym", m.group(1), int(m.group(2)))
+  if re.fullmatch(r"%[\w.$]+", s): return Operand("reg", s)
+  if re.fullmatch(r"[$\w.]+", s): return Operand("sym", s)
+  raise PTXError(ln, text, f"operand {s!r} is not supported")
+
+
+def _rename(o: Operand, ren: dict[str, str]) -> Operand:
+  if o.kind == "reg": return Operand("reg", ren.get(o.value, o.value), o.offset)  # type: ignore[arg-type]
+  if o.kind in ("vec", "pair"): return Operand(o.kind, tuple(_rename(x, ren) for x in o.value), o.offset)  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return Operand(o.kind, _rename(o.value, ren), o.offset)  # type: ignore[arg-type]
+  return o
+
+
+def _split_args(s: str) -> list[str]:
+  out, depth, cur = [], 0, ""
+  for ch in s:
+    if ch in "{[": depth += 1
+    elif ch in "}]": depth -= 1
+    if ch == "," and depth == 0: out.append(cur); cur = ""
+    else: cur += ch
+  if cur.strip(): out.append(cur)
+  return out
+
+
+def _decl(text: str, ln: int) -> tuple[str, str, int, int, list[tuple[str, int]], str | None]:
+  """`.space [.align n] .type name[<n>|[n]] [= init]` -> (space, type, align, element size, [(name, count or range)], init)."""
+  init = None
+  if "=" in text: text, init = text.split("=", 1)
+  parts = text.replace("\t", " ").split()
+  space, align, typ, names = parts[0][1:], 0, None, []
+  i = 1
+  while i < len(parts):
+    p = parts[i]
+    if p == ".align": align = int(parts[i + 1]); i += 2; continue
+    if p.startswith(".") and p[1:] in TYPES: typ = p[1:]; i += 1; continue
+    if p in (".v2", ".v4", ".ptr", ".noreturn") or p.startswith(".ptr"):
+      raise PTXError(ln, text, f"declaration modifier {p} is not supported")
+    names.append(p); i += 1
+  if typ is None: raise PTXError(ln, text, "a declaration without a supported type")
+  out = []
+  for n in " ".join(names).split(","):
+    n = n.strip()
+    if not n: continue
+    if (m := re.fullmatch(r"([%$\w]+)<(\d+)>", n)): out.append((m.group(1), -int(m.group(2))))       # a register range
+    elif (m := re.fullmatch(r"([%$\w]+)((?:\[\d*\])+)", n)):
+      dims = re.findall(r"\[(\d*)\]", m.group(2))
+      cnt = 1
+      for d in dims: cnt *= int(d) if d else 0
+      out.append((m.group(1), cnt if all(dims) else 0))
+    else: out.append((n, 1))
+  return space, typ, align or TYPES[typ], TYPES[typ], out, init
+
+
+def _parse_params(s: str, ln: int, text: str) -> list[Var]:
+  out, off = [], 0
+  for p in _split_args(s):
+    p = p.strip()
+    if not p: continue
+    space, typ, align, es, names, _ = _decl(p, ln)
+    if space != "param": raise PTXError(ln, text, f"kernel parameter {p!r} is not in the .param space")
+    (name, cnt), = names
+    off = -(-off // align) * align
+    out.append(Var(name, "param", typ, es * max(cnt, 1), align, off))
+    off += es * max(cnt, 1)
+  return out
+
+
+def _instr(stmt: str, ln: int, raw: str) -> Instr:
+  pred, neg = None, False
+  if stmt.startswith("@"):
+    m = re.match(r"@(!?)(%[\w]+)\s+", stmt)
+    if not m: raise PTXError(ln, raw, "a malformed guard predicate")
+    neg, pred, stmt = m.group(1) == "!", m.group(2), stmt[m.end():]
+  m = re.match(r"([a-z][\w.:]*)\s*(.*)$", stmt, re.S)
+  if not m: raise PTXError(ln, raw, "not an instruction")
+  parts = m.group(1).split(".")
+  op, mods = parts[0], tuple(parts[1:])
+  types = tuple(x for x in mods if x in TYPES)
+  args = tuple(_operand(a, ln, raw) for a in _split_args(m.group(2))) if m.group(2).strip() else ()
+  return Instr(op, mods, types, args, pred, neg, ln, raw)
+
+
+@functools.lru_cache(maxsize=256)
+def parse(src: str) -> Module:
+  """The module of a PTX text; PTXError names the first line it cannot take."""
+  lines = _strip_comments(src)
+  raw = src.split("\n")
+  stmts = _statements(lines)
+  version = target = ""
+  entries: dict[str, Entry] = {}
+  gvars: dict[str, Var] = {}
+  i = 0
+  cur: Entry | None = None
+  depth = 0
+  scopes: list[dict[str, str]] = []
+  def text(ln: int) -> str: return raw[ln - 1] if 0 < ln <= len(raw) else ""
+  while i < len(stmts):
+    ln, s = stmts[i]
+    i += 1
+    if cur is None:
+      if s in ("{", "}"): raise PTXError(ln, text(ln), f"a stray {s!r} outside a function")
+      head = s.split()[0]
+      if head == ".version": version = s.split()[1]; continue
+      if head == ".target": target = s.split()[1].rstrip(","); continue
+      if head == ".address_size":
+        if s.split()[1] != "64": raise PTXError(ln, text(ln), "only .address_size 64 is supported")
+        continue
+      if head in IGNORED_DIRECTIVES: continue
+      m = re.match(r"((?:\.visible|\.extern|\.weak)\s+)*\.(entry|func)\s+(?:\((.*?)\)\s*)?([$\w]+)\s*(?:\((.*)\))?\s*(.*)$", s, re.S)
+      if m:
+        if m.group(3): raise PTXError(ln, text(ln), ".func with return values is not supported (calls are not emulated)")
+        params = _parse_params(m.group(5) or "", ln, text(ln))
+        e = Entry(m.group(4), params, {}, is_entry=m.group(2) == "entry")
+        e.param_bytes = max((p.offset + p.size for p in params), default=0)
+        if i < len(stmts) and stmts[i][1] == "{":
+          i += 1; cur, depth, scopes = e, 1, [{}]
+        if e.name in entries and entries[e.name].instrs: raise PTXError(ln, text(ln), f"function {e.name} is defined twice")
+        entries[e.name] = e
+        continue
+      if head in (".global", ".const", ".shared") or (head in (".visible", ".extern") and len(s.split()) > 1):
+        d = s.split(None, 1)[1] if head in (".visible", ".extern") else s
+        space, typ, align, es, names, init = _decl(d, ln)
+        if space not in ("global", "const"): raise PTXError(ln, text(ln), f"a module-scope .{space} variable is not supported")
+        data = None
+        if init is not None:
+          if len(names) != 1: raise PTXError(ln, text(ln), "an initializer for several variables")
+          vals = re.findall(r"-?(?:0[xX][0-9A-Fa-f]+|\d+)", init.replace("{", " ").replace("}", " "))
+          if not vals or typ[0] not in "bsu": raise PTXError(ln, text(ln), f"initializer {init.strip()[:40]!r} is not supported (integer lists only)")
+          data = b"".join((_int(v) & ((1 << (8 * es)) - 1)).to_bytes(es, "little") for v in vals)
+        for n, cnt in names:
+          v = Var(n, space, typ, es * (cnt or len(data or b"") // es), align, 0, data)
+          gvars[n] = v
+        continue
+      raise PTXError(ln, text(ln), f"directive or statement {head!r} at module scope is not supported")
+    # inside a function body
+    if s == "{":
+      depth += 1
+      scopes.append({})
+      continue
+    if s == "}":
+      depth -= 1
+      scopes.pop()
+      if depth == 0: cur = None
+      continue
+    if s.endswith(":") and " " not in s:
+      if s[:-1] in cur.labels: raise PTXError(ln, text(ln), f"label {s[:-1]} is defined twice")
+      cur.labels[s[:-1]] = len(cur.instrs); continue
+    head = s.split()[0]
+    if head in IGNORED_DIRECTIVES: continue
+    if head == ".reg":
+      _, typ, _, _, names, _ = _decl(s, ln)
+      for n, cnt in names:
+        for k in (range(-cnt) if cnt < 0 else [None]):
+          r = n if k is None else f"{n}{k}"
+          if depth > 1:   # a nested block's register shadows the outer one (inline asm scopes): give it its own name
+            scopes[-1][r] = f"{r}#{ln}"
+            r = scopes[-1][r]
+          cur.regs[r] = typ
+      continue
+    if head in (".shared", ".local", ".extern") or (head == ".global"):
+      d = s.split(None, 1)[1] if head == ".extern" else s
+      space, typ, align, es, names, init = _decl(d, ln)
+      if init is not None: raise PTXError(ln, text(ln), f"initialized .{space} variables are not supported")
+      if space not in ("shared", "local"): raise PTXError(ln, text(ln), f"a .{space} variable inside a function is not supported")
+      for n, cnt in names:
+        if space == "shared":
+          cur.shared_bytes = -(-cur.shared_bytes // align) * align
+          cur.shared[n] = Var(n, space, typ, es * cnt, align, cur.shared_bytes)
+          if cnt == 0: cur.dynamic_shared = True
+          cur.shared_bytes += es * cnt
+        else:
+          cur.local_bytes = -(-cur.local_bytes // align) * align
+          cur.local[n] = Var(n, space, typ, es * cnt, align, cur.local_bytes)
+          cur.local_bytes += es * cnt
+      continue
+    if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
+    ins = _instr(s, ln, text(ln))
+    if depth > 1 and any(scopes[1:]):
+      ren = {k: v for sc in scopes[1:] for k, v in sc.items()}
+      ins.args = tuple(_rename(a, ren) for a in ins.args)
+      if ins.pred in ren: ins.pred = ren[ins.pred]
+    cur.instrs.append(ins)
+  if cur is not None: raise PTXError(len(raw), text(len(raw)), f"function {cur.name} is not closed (missing '}}')")
+  off = 0
+  for v in gvars.values():
+    off = -(-off // v.align) * v.align
+    v.offset, off = off, off + v.size
+  for e in entries.values():
+    e.globals, e.globals_bytes = gvars, off
+    e.warp_ops = any(i.op in WARP_OPS or any(a.kind == "reg" and str(a.value).startswith(("%laneid", "%lanemask", "%warpid")) for a in i.args)
+                     for i in e.instrs)
+    for ins in e.instrs:
+      for a in ins.args:
+        if a.kind == "sym" and ins.op in ("bra", "brx") and a.value not in e.labels:
+          raise PTXError(ins.line, ins.text, f"branch to undefined label {a.value}")
+  return Module(version, target, entries, gvars)

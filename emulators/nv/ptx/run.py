@@ -1,0 +1,128 @@
+"""The scheduler: min-PC stepping, branches, exits and CTA barriers over a Launch (emulators/nv/ptx/execute.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from emulators.nv.ptx import execute as X
+from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.ops import CONTROL, TABLE
+from emulators.nv.ptx.parse import Entry, Instr, PTXError
+
+
+def check_supported(e: Entry) -> None:
+  """Every instruction of an entry has a table row (or is control flow): else a PTXError naming the line."""
+  for ins in e.instrs:
+    if ins.op not in TABLE and ins.op not in CONTROL:
+      raise PTXError(ins.line, ins.text, f"instruction {ins.op!r} is not supported by the PTX emulator")
+    if ins.op == "call": raise PTXError(ins.line, ins.text, "call is not supported (function calls are not emulated)")
+
+
+def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any, shared_bytes: int, checked: bool) -> None:
+  L = Launch(e, grid, block, params, vm, shared_bytes, checked)
+  instrs, n_ins = e.instrs, len(e.instrs)
+  pc, waiting = L.pc, L.waiting
+  steps = 0
+  # uniform mode: while every live lane is at one PC (`uni`), that PC is a scalar and pc[] is written back on leaving it
+  uni: int | None = 0
+  everyone = np.flatnonzero(L.live)
+  while True:
+    if uni is not None:
+      cur, sel = uni, everyone
+      if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
+      ins = instrs[cur]
+      if ins.op in ("bra", "ret", "exit", "bar", "barrier") or ins.pred is not None:   # may diverge: back to per-lane PCs
+        pc[everyone] = cur
+        uni = None
+      else:
+        L.ins, L.clock, L._d, L.sel = ins, steps, None, sel
+        steps += 1
+        _execute(L, ins)
+        uni = cur + 1
+        continue
+    run_ok = (pc >= 0) & ~waiting
+    if not run_ok.any():
+      if waiting.any(): _release(L, None)
+      break
+    cur = int(pc[run_ok].min())
+    if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
+    sel = np.flatnonzero(run_ok & (pc == cur))
+    ins = instrs[cur]
+    L.ins, L.clock, L._d = ins, steps, None
+    steps += 1
+    if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
+    if ins.pred is not None:
+      L.sel = sel
+      pv, pd = L.bits(L_reg(ins.pred))
+      if checked and pd is not None and not pd.all():
+        raise PTXFault("compute", f"guard predicate {ins.pred} is undefined for {L.thread(int(np.flatnonzero(~pd)[0]))}", ins)
+      take = (pv != 0) != ins.pred_neg
+      pc[sel[~take]] = cur + 1
+      sel = sel[take]
+      if not sel.size: continue
+    L.sel = sel
+    op = ins.op
+    if op == "bra":
+      tgt = ins.args[0].value
+      pc[sel] = e.labels[tgt]
+    elif op in ("ret", "exit"): pc[sel] = -1
+    elif op in ("bar", "barrier"):
+      if ins.has("arrive"): raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported", ins)
+      if ins.has("red"):   # bar.red.{popc.u32, and.pred, or.pred} d, id, {!}p: the predicate is taken at arrival
+        if L.bar_val is None: L.bar_val = np.zeros(L.n, np.bool_)
+        L.bar_val[sel] = L.get(ins.args[-1], "pred")
+      waiting[sel] = True
+      _release(L, cur)
+    elif op == "trap": raise PTXFault("compute", f"trap executed by {L.thread(0)}", ins)
+    else:
+      _execute(L, ins)
+      pc[sel] = cur + 1
+    if sel.size == everyone.size and not waiting.any() and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
+
+
+def _execute(L: Launch, ins: Instr) -> None:
+  try: TABLE[ins.op](L, ins)  # type: ignore[operator]
+  except PTXFault: raise
+  except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:
+    raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
+
+
+def L_reg(name: str) -> Any:
+  from emulators.nv.ptx.parse import Operand
+  return Operand("reg", name)
+
+
+def _release(L: Launch, cur: int | None) -> None:
+  """CTAs whose every live lane waits at one barrier instruction move on. A CTA where some threads wait while others
+  exited (or, at the end, can never arrive) is a partial barrier; lanes at different barrier instructions a divergent one."""
+  pc, waiting = L.pc, L.waiting
+  per = L.per_cta
+  w = waiting.reshape(-1, per)
+  a = (pc >= 0).reshape(-1, per)
+  exited = L.live.reshape(-1, per) & ~a
+  has = w.any(axis=1)
+  partial = has & exited.any(axis=1)
+  if cur is None: partial |= has & ~(w == a).all(axis=1)
+  p2 = pc.reshape(-1, per)
+  if partial.any():
+    c = int(np.flatnonzero(partial)[0])
+    lanes = np.flatnonzero(w[c])
+    L.sel = c * per + lanes
+    raise PTXFault("compute", f"divergent barrier: in block {c} only {lanes.size} of {int(L.live.reshape(-1, per)[c].sum())} threads reached "
+                   f"the barrier ({int(exited[c].sum())} exited); {L.thread(0)} waits", L.e.instrs[int(p2[c, lanes[0]])])
+  for c in np.flatnonzero(has & (w == a).all(axis=1)):
+    pcs = np.unique(p2[c][w[c]])
+    if pcs.size > 1:
+      raise PTXFault("compute", f"divergent barrier: block {int(c)} waits at {pcs.size} different barrier instructions "
+                     f"(lines {', '.join(str(L.e.instrs[int(p)].line) for p in pcs)})", L.e.instrs[int(pcs[0])])
+    idx = c * per + np.flatnonzero(w[c])
+    ins = L.e.instrs[int(pcs[0])]
+    if ins.has("red"):
+      v = L.bar_val[idx]
+      r = np.full(idx.size, v.sum(), np.uint32) if ins.has("popc") else np.full(idx.size, v.all() if ins.has("and") else v.any())
+      L.sel, L._d = idx, None
+      L.put(ins.args[0], "u32" if ins.has("popc") else "pred", r)
+    pc[idx] += 1
+    waiting[idx] = False
+    L.race_reset(int(c))

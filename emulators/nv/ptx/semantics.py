@@ -1,0 +1,204 @@
+"""PTX value semantics (PTX ISA 9.0 §9.7): one function per instruction family over whole numpy lane arrays.
+Values are numpy arrays of the instruction's type; f32 directed rounding goes through float64 round-to-odd."""
+from __future__ import annotations
+
+import numpy as np
+
+from refgrad.uop.semantics import add_round_to_odd, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
+
+NP = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+      "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64, "f16": np.float16, "f32": np.float32, "f64": np.float64,
+      "bf16": np.uint16, "f16x2": np.uint32, "bf16x2": np.uint32, "pred": np.bool_}
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def is_float(t: str) -> bool: return t[0] == "f" or t.startswith("bf")
+def is_signed(t: str) -> bool: return t[0] == "s"
+
+
+def bf16_f32(bits: np.ndarray) -> np.ndarray: return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def round_dir(y: np.ndarray, mode: str, dt: type) -> np.ndarray:
+  """float64 y (already rounded to odd, or exact) rounded to dt (float32/float16) by mode rn/rz/rm/rp."""
+  with np.errstate(all="ignore"):
+    r = y.astype(dt)
+    if mode == "rn": return r
+    rd = r.astype(np.float64)
+    if mode == "rz": fix, to = np.abs(rd) > np.abs(y), np.zeros_like(r)
+    elif mode == "rm": fix, to = rd > y, np.full_like(r, -np.inf)
+    elif mode == "rp": fix, to = rd < y, np.full_like(r, np.inf)
+    else: raise ValueError(mode)
+    fix &= ~np.isnan(y)
+    return np.where(fix, np.nextafter(r, to), r)
+
+
+def round_f64_dir(s: np.ndarray, e: np.ndarray, mode: str) -> np.ndarray:
+  """float64 s = RN(x), e = x - s exactly -> x rounded by mode."""
+  if mode == "rn": return s
+  with np.errstate(all="ignore"):
+    if mode == "rz": fix, to = (e != 0) & (np.sign(e) != np.sign(s)), np.zeros_like(s)
+    elif mode == "rm": fix, to = e < 0, np.full_like(s, -np.inf)
+    else: fix, to = e > 0, np.full_like(s, np.inf)
+    return np.where(fix & np.isfinite(s), np.nextafter(s, to), s)
+
+
+def ftz(x: np.ndarray) -> np.ndarray:
+  """Subnormal f32 -> zero of the same sign (.ftz)."""
+  if x.dtype != np.float32: return x
+  tiny = (np.abs(x) < np.float32(1.1754944e-38)) & (x != 0)
+  return np.where(tiny, np.copysign(np.float32(0), x), x)
+
+
+def sat(x: np.ndarray) -> np.ndarray:
+  """.sat: clamp to [0, 1], NaN -> +0."""
+  with np.errstate(invalid="ignore"):
+    return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
+
+
+def fadd(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    if mode == "rn" or a.dtype == np.float16: return a + b
+    if a.dtype == np.float32: return round_dir(add_round_to_odd(a.astype(np.float64), b.astype(np.float64)), mode, np.float32)
+    s, e = two_sum(a, b)
+    return round_f64_dir(s, e, mode)
+
+
+def fmul(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    if mode == "rn" or a.dtype == np.float16: return a * b
+    if a.dtype == np.float32: return round_dir(a.astype(np.float64) * b.astype(np.float64), mode, np.float32)   # exact in f64
+    p, e = two_prod(a, b)
+    return round_f64_dir(p, e, mode)
+
+
+def ffma(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str) -> np.ndarray:
+  """One rounding of a*b+c."""
+  with np.errstate(all="ignore"):
+    if a.dtype == np.float32:
+      p = a.astype(np.float64) * b.astype(np.float64)   # exact
+      return round_dir(add_round_to_odd(p, c.astype(np.float64)), mode, np.float32)
+    if a.dtype == np.float16:
+      p = a.astype(np.float64) * b.astype(np.float64)
+      return round_dir(add_round_to_odd(p, c.astype(np.float64)), mode, np.float16)
+    if mode != "rn": raise NotImplementedError("fma.f64 with directed rounding")
+    return fma_f64(a, b, c)
+
+
+def fdiv(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    if a.dtype == np.float64:
+      if mode != "rn": raise NotImplementedError("div.f64 with directed rounding")
+      return a / b
+    # f64 quotient of f32 operands, then RN to f32: double rounding is innocuous for p=24, q=53 >= 2p+2 (Figueroa)
+    q = a.astype(np.float64) / b.astype(np.float64)
+    if mode == "rn": return q.astype(a.dtype)
+    raise NotImplementedError(f"div.{mode}.f32")
+
+
+def fsqrt(a: np.ndarray, mode: str) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    if a.dtype == np.float64:
+      if mode != "rn": raise NotImplementedError("sqrt.f64 with directed rounding")
+      return np.sqrt(a)
+    if mode != "rn": raise NotImplementedError(f"sqrt.{mode}.f32")
+    return np.sqrt(a.astype(np.float64)).astype(a.dtype)
+
+
+def fminmax(a: np.ndarray, b: np.ndarray, is_max: bool, nan: bool) -> np.ndarray:
+  """min/max: a NaN operand gives the other (both NaN: canonical NaN); .NaN propagates; -0 < +0."""
+  with np.errstate(invalid="ignore"):
+    r = np.fmax(a, b) if is_max else np.fmin(a, b)
+    z = (a == 0) & (b == 0)
+    if z.any():
+      sa, sb = np.signbit(a), np.signbit(b)
+      neg = (sa & sb) if is_max else (sa | sb)
+      r = np.where(z, np.where(neg, -np.zeros_like(a), np.zeros_like(a)), r)
+    either = np.isnan(a) | np.isnan(b) if nan else np.isnan(a) & np.isnan(b)
+    return np.where(either, np.array(np.nan, a.dtype), r)
+
+
+def cmp(a: np.ndarray, b: np.ndarray, c: str, t: str) -> np.ndarray:
+  """setp/set comparison c on type t (unordered forms are true when either is NaN)."""
+  with np.errstate(invalid="ignore"):
+    base = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
+    if is_float(t):
+      nan = np.isnan(a) | np.isnan(b)
+      if c == "num": return ~nan
+      if c == "nan": return nan
+      if c.endswith("u"): return base[c[:-1]](a, b) | nan
+      r = base[c](a, b)
+      return r & ~nan if c == "ne" else r
+    if c in ("lo", "ls", "hi", "hs"):
+      a, b = a.view(UINT[a.itemsize]), b.view(UINT[b.itemsize])
+    return base[c](a, b)
+
+
+def umulhi(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
+  """High half of the unsigned product of two `bits`-bit arrays."""
+  if bits <= 32:
+    return ((a.astype(np.uint64) * b.astype(np.uint64)) >> np.uint64(bits)).astype(UINT[bits // 8])
+  a, b = a.view(np.uint64), b.view(np.uint64)
+  m = np.uint64(0xFFFFFFFF)
+  s32 = np.uint64(32)
+  al, ah, bl, bh = a & m, a >> s32, b & m, b >> s32
+  ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+  mid = (ll >> s32) + (lh & m) + (hl & m)
+  return hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+
+
+def mulhi(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
+  bits = a.itemsize * 8
+  if not signed: return umulhi(a, b, bits)
+  if bits <= 32: return ((a.astype(np.int64) * b.astype(np.int64)) >> np.int64(bits)).astype(a.dtype)
+  ua, ub = a.view(np.uint64), b.view(np.uint64)
+  h = umulhi(ua, ub, 64)
+  h = h - np.where(a < 0, ub, np.uint64(0)) - np.where(b < 0, ua, np.uint64(0))
+  return h.view(np.int64)
+
+
+def to_int(x: np.ndarray, t: str, rnd: str) -> np.ndarray:
+  """Float -> integer type t: round by rnd (rni rzi rmi rpi; plain = rzi), saturate to t's range, NaN -> 0 (PTX cvt)."""
+  with np.errstate(all="ignore"):
+    f = x.astype(np.float64)
+    f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd, np.trunc)(f)
+    dt = NP[t]
+    info = np.iinfo(dt)
+    lo, hi = float(info.min), float(info.max)
+    f = np.where(np.isnan(f), 0.0, f)
+    big = f >= hi   # 2**63 and 2**64 are not below the max as floats
+    small = f <= lo
+    r = np.where(big | small, 0.0, f).astype(dt)
+    return np.where(big, dt(info.max), np.where(small, dt(info.min), r))
+
+
+def to_float(x: np.ndarray, src: str, dst: str, rnd: str) -> np.ndarray:
+  """cvt to a float type (f16 bf16 f32 f64; bf16 returned as its u16 bits) from any type, rounding by rnd (rn rz rm rp)."""
+  mode = rnd or "rn"
+  with np.errstate(all="ignore"):
+    if src == "bf16": x, src = bf16_f32(x), "f32"
+    if is_float(src): f = x.astype(np.float64)
+    else: f = int_to_f64_odd(x)
+    if dst == "f64":
+      if is_float(src) or mode == "rn" or x.itemsize < 8: return f if is_float(src) or x.itemsize < 8 else x.astype(np.float64)
+      raise NotImplementedError(f"cvt.{mode}.f64.{src}")
+    if dst == "f32": return round_dir(f, mode, np.float32)
+    if dst == "f16": return round_dir(f, mode, np.float16)
+    if dst == "bf16":
+      if mode != "rn": raise NotImplementedError(f"cvt.{mode}.bf16")
+      return f64_to_bf16(f).view(np.uint16) if f.dtype == np.float64 else f32_to_bf16(f).view(np.uint16)
+  raise NotImplementedError(f"cvt to {dst}")
+
+
+def int_to_f64_odd(v: np.ndarray) -> np.ndarray:
+  """Integers -> float64 rounded to odd (exact below 2**53): one more rounding to a narrower float is then exact."""
+  with np.errstate(all="ignore"):
+    f = v.astype(np.float64)
+    if v.dtype not in (np.int64, np.uint64): return f
+    over = f >= (2.0**63 if v.dtype == np.int64 else 2.0**64)
+    back = np.where(over, 0, f).astype(v.dtype)
+    gt, lt = over | (back > v), ~over & (back < v)
+    even = (f.view(np.uint64) & np.uint64(1)) == 0
+    return np.where((gt | lt) & even, np.nextafter(f, np.where(lt, np.inf, -np.inf)), f)

@@ -1,0 +1,81 @@
+"""The host side of raw PTX launches (`Device["NV"].run_ptx`): an entry's .param list and its static shared bytes read
+from the PTX text, the PTX program image (b"PTX1" + u32 length + JSON {"entry", "ptx"}), and constant buffer 0 packed as
+NVIDIA's driver lays it out (parameters from byte 0x160, each at its alignment: see emulators/nv/ptx/__init__.py)."""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+PTX_MAGIC = b"PTX1"
+PARAM_BASE = 0x160
+_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+@dataclass(frozen=True)
+class Param:
+  name: str
+  type: str      # u64, f32, ...
+  size: int
+  align: int
+
+
+def entry_signature(src: str, entry: str) -> tuple[list[Param], int]:
+  """The .param list of `.entry entry` and its static .shared bytes; ValueError names what is wrong."""
+  text = re.sub(r"//[^\n]*", "", src)
+  m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(([^)]*)\)", text)
+  if m is None: raise ValueError(f"the PTX text has no .entry {entry!r}")
+  params = []
+  for p in filter(None, (x.strip() for x in m.group(1).split(","))):
+    pm = re.fullmatch(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+(\d+))\s+([$\w]+)(?:\[(\d+)\])?", p)
+    if pm is None: raise ValueError(f".entry {entry}: parameter {p!r} is not supported by run_ptx (scalars and .b8 arrays)")
+    es = _SIZES.get(pm.group(3))
+    if es is None: raise ValueError(f".entry {entry}: parameter {p!r} has an unsupported type")
+    params.append(Param(pm.group(4), pm.group(2), es * int(pm.group(5) or 1), int(pm.group(1) or es)))
+  body = text[m.end():]
+  end = _body_end(body)
+  shared = 0
+  for sm in re.finditer(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.[a-z]+(\d+)\s+[$\w]+((?:\[\d+\])*)", body[:end]):
+    es, al = int(sm.group(2)) // 8, int(sm.group(1) or int(sm.group(2)) // 8)
+    cnt = int(np.prod([int(d) for d in re.findall(r"\d+", sm.group(3))] or [1]))
+    shared = -(-shared // al) * al + es * cnt
+  return params, shared
+
+
+def _body_end(body: str) -> int:
+  depth = 0
+  for i, ch in enumerate(body):
+    if ch == "{": depth += 1
+    elif ch == "}":
+      depth -= 1
+      if depth == 0: return i
+  return len(body)
+
+
+def make_image(src: str, entry: str) -> bytes:
+  payload = json.dumps({"entry": entry, "ptx": src}).encode()
+  return PTX_MAGIC + struct.pack("<I", len(payload)) + payload
+
+
+def pack_params(entry: str, params: list[Param], args: list, pointers: dict[int, int]) -> bytes:
+  """Constant buffer 0: PARAM_BASE zero bytes, then each parameter at its alignment. `pointers`: arg index -> buffer VA."""
+  if len(args) != len(params):
+    raise ValueError(f"run_ptx: .entry {entry} takes {len(params)} parameters ({', '.join(p.type for p in params)}), got {len(args)} arguments")
+  out = bytearray(PARAM_BASE)
+  for i, (p, a) in enumerate(zip(params, args)):
+    while (len(out) - PARAM_BASE) % p.align: out.append(0)
+    if i in pointers:
+      if p.size != 8: raise ValueError(f"run_ptx: argument {i} is an array but parameter {p.name} is .{p.type} (arrays are passed as .u64 pointers)")
+      out += struct.pack("<Q", pointers[i])
+      continue
+    if not isinstance(a, np.generic): raise ValueError(f"run_ptx: argument {i} ({type(a).__name__}) must be a numpy array or numpy scalar")
+    if a.dtype.itemsize != p.size:
+      raise ValueError(f"run_ptx: argument {i} is {a.dtype} ({a.dtype.itemsize} bytes) but parameter {p.name} is .{p.type} ({p.size} bytes)")
+    kind = p.type[0]
+    if (kind == "f") != (a.dtype.kind == "f"):
+      raise ValueError(f"run_ptx: argument {i} is {a.dtype} but parameter {p.name} is .{p.type}")
+    out += a.tobytes()
+  return bytes(out)

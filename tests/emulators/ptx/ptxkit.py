@@ -1,0 +1,52 @@
+"""Hand-written PTX for instruction tests: one instruction over arrays of operands, run through Device["NV"].run_ptx."""
+from __future__ import annotations
+
+import numpy as np
+
+from refgrad.device import Device
+
+REG = {1: "b16", 2: "b16", 4: "b32", 8: "b64"}   # bytes -> register class used for loads/stores (8-bit values live in b16)
+
+
+def one(instr: str, ins: list[np.ndarray], out: np.dtype, ityp: list[str], otyp: str, n_threads: int | None = None) -> np.ndarray:
+  """Run `instr` (operands %a %b %c -> %d) once per element; ityp / otyp are the register types (.f32, .pred, ...)."""
+  n = len(ins[0]) if ins else n_threads
+  regs, loads = [], []
+  names = "abc"
+  for i, (a, t) in enumerate(zip(ins, ityp)):
+    w = a.dtype.itemsize
+    regs.append(f".reg .{t} %{names[i]};")
+    lt = {1: "u8", 2: "b16", 4: "b32", 8: "b64"}[w]
+    if t == "pred":
+      regs.append(f".reg .b16 %t{i};")
+      loads.append(f"add.s64 %rd9, %rd{i}, %rd8; ld.global.u8 %t{i}, [%rd9]; setp.ne.b16 %{names[i]}, %t{i}, 0;")
+    else:
+      loads.append(f"mul.wide.u32 %rd9, %r0, {w}; add.s64 %rd9, %rd{i}, %rd9; ld.global.{lt} %{names[i]}, [%rd9];")
+  ow = np.dtype(out).itemsize
+  if otyp == "pred":
+    regs.append(".reg .pred %d; .reg .b32 %o;")
+    store = "selp.b32 %o, 1, 0, %d; add.s64 %rd9, %rd3, %rd8; st.global.u8 [%rd9], %o;"
+  else:
+    regs.append(f".reg .{otyp} %d;")
+    st = {1: "u8", 2: "b16", 4: "b32", 8: "b64"}[ow]
+    store = f"mul.wide.u32 %rd9, %r0, {ow}; add.s64 %rd9, %rd3, %rd9; st.global.{st} [%rd9], %d;"
+  src = f"""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)
+{{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<10>;
+  {' '.join(regs)}
+  ld.param.u64 %rd0, [p0]; ld.param.u64 %rd1, [p1]; ld.param.u64 %rd2, [p2]; ld.param.u64 %rd3, [p3];
+  mov.u32 %r0, %tid.x;
+  cvt.u64.u32 %rd8, %r0;
+  {' '.join(loads)}
+  {instr};
+  {store}
+  ret;
+}}
+"""
+  args = [*ins] + [np.zeros(1, np.uint8)] * (3 - len(ins)) + [np.zeros(n, out)]
+  return Device["NV"].run_ptx(src, "k", args, grid=(1, 1, 1), block=(n, 1, 1))[3]

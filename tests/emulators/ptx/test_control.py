@@ -1,0 +1,285 @@
+"""Reconvergence, barriers, warp instructions, faults and parse errors of the PTX executor (through run_ptx)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulators.nv.ptx.parse import PTXError, parse
+from refgrad.device import Device
+from refgrad.runtime.driver import GPUFault
+
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+def kernel(body: str, regs: str = "") -> str:
+  return HEAD + f""".visible .entry k(.param .u64 out)
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<16>;
+  .reg .b64 %rd<8>;
+  {regs}
+  ld.param.u64 %rd0, [out];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd1, %r0, 4;
+  add.s64 %rd2, %rd0, %rd1;
+{body}
+}}
+"""
+
+
+def run(src: str, n: int, grid: int = 1) -> np.ndarray:
+  return Device["NV"].run_ptx(src, "k", [np.zeros(n * grid, np.uint32)], grid=(grid, 1, 1), block=(n, 1, 1))[0]
+
+
+def test_loops_with_different_trip_counts_reconverge():
+  # each thread loops tid times, then all (reconverged) take a ballot: every lane must vote
+  src = kernel("""
+  mov.u32 %r1, 0;
+$L_loop:
+  setp.ge.u32 %p1, %r1, %r0;
+  @%p1 bra $L_done;
+  add.u32 %r1, %r1, 1;
+  bra $L_loop;
+$L_done:
+  activemask.b32 %r2;
+  add.u32 %r3, %r1, %r2;
+  st.global.u32 [%rd2], %r3;
+  ret;""")
+  r = run(src, 64)
+  assert r.tolist() == [t + 0xFFFFFFFF & 0xFFFFFFFF for t in range(64)]
+
+
+def test_early_exit_and_vote():
+  src = kernel("""
+  and.b32 %r1, %r0, 1;
+  setp.eq.u32 %p1, %r1, 1;
+  @%p1 bra $L_odd;
+  setp.lt.u32 %p2, %r0, 8;
+  vote.sync.ballot.b32 %r2, %p2, 0x55555555;
+  st.global.u32 [%rd2], %r2;
+  ret;
+$L_odd:
+  st.global.u32 [%rd2], 7;
+  exit;""")
+  r = run(src, 32)
+  assert r[0::2].tolist() == [0x55] * 16 and r[1::2].tolist() == [7] * 16
+
+
+def test_shuffles():
+  src = kernel("""
+  shfl.sync.bfly.b32 %r1, %r0, 1, 31, -1;
+  shfl.sync.up.b32 %r2|%p1, %r0, 2, 0, -1;
+  shfl.sync.idx.b32 %r3, %r0, 5, 0x181f, -1;
+  mul.lo.u32 %r4, %r1, 1000000;
+  mad.lo.u32 %r4, %r2, 1000, %r4;
+  add.u32 %r4, %r4, %r3;
+  st.global.u32 [%rd2], %r4;
+  ret;""")
+  r = run(src, 32)
+  # idx with c = 0x181f: segmask 0x18 -> lanes in groups of 8, each reads lane (lane & 0x18) | 5
+  assert r.tolist() == [(t ^ 1) * 1000000 + (t - 2 if t >= 2 else t) * 1000 + ((t & 0x18) | 5) for t in range(32)]
+
+
+def test_barrier_and_shared_memory():
+  src = kernel("""
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  bar.sync 0;
+  sub.u32 %r4, 63, %r0;
+  shl.b32 %r4, %r4, 2;
+  add.u32 %r4, %r1, %r4;
+  ld.shared.u32 %r5, [%r4];
+  atom.shared.add.u32 %r6, [sh], 1;
+  st.global.u32 [%rd2], %r5;
+  ret;""", ".shared .align 4 .b8 sh[256];")
+  r = run(src, 64, grid=2)   # both blocks store to out[tid] (the same values); each has its own shared memory
+  assert r[:64].tolist() == [63 - t for t in range(64)] and not r[64:].any()
+
+
+def test_partial_barrier_faults():
+  src = kernel("""
+  setp.lt.u32 %p1, %r0, 16;
+  @%p1 bra $L_skip;
+  bar.sync 0;
+$L_skip:
+  st.global.u32 [%rd2], 1;
+  ret;""")
+  with pytest.raises(GPUFault, match=r"divergent barrier.*PTX line \d+"):
+    run(src, 64)
+
+
+def test_shfl_member_mask_must_match():
+  src = kernel("""
+  setp.lt.u32 %p1, %r0, 16;
+  @%p1 bra $L_end;
+  shfl.sync.bfly.b32 %r1, %r0, 1, 31, -1;
+  st.global.u32 [%rd2], %r1;
+$L_end:
+  ret;""")
+  with pytest.raises(GPUFault, match=r"member mask 0xffffffff does not match the active lanes 0xffff0000"):
+    run(src, 32)
+
+
+def test_atomics_global_serialize():
+  src = kernel("""
+  atom.global.add.u32 %r1, [%rd0], 1;
+  atom.global.cas.b32 %r2, [%rd0+4], 0, 5;
+  atom.global.max.s32 %r3, [%rd0+8], %r0;
+  red.global.add.u32 [%rd0+12], %r0;
+  ret;""")
+  r = run(src, 64)
+  assert r[:4].tolist() == [64, 5, 63, sum(range(64))]
+
+
+def test_out_of_bounds_names_kernel_line_thread():
+  src = kernel("""
+  add.s64 %rd3, %rd2, 4096;
+  ld.global.u32 %r1, [%rd3];
+  st.global.u32 [%rd2], %r1;
+  ret;""")
+  with pytest.raises(GPUFault, match=r"k.*PTX line 16.*thread \(0, 0, 0\)|thread \(0, 0, 0\).*PTX line 16"):
+    run(src, 4)
+
+
+def test_uninitialized_value_as_address():
+  # shared memory never stored: the loaded value is undefined (memcheck model); storing it is fine, using it as an address is not
+  src = kernel("""
+  ld.shared.u64 %rd3, [sh];
+  st.shared.u64 [sh+8], %rd3;
+  ld.global.u32 %r1, [%rd3];
+  ret;""", ".shared .align 8 .b8 sh[16];")
+  with pytest.raises(GPUFault, match=r"undefined value used as an address by thread \(0, 0, 0\).*PTX line 17"):
+    run(src, 1)
+
+
+def test_parse_errors_name_the_line():
+  with pytest.raises(PTXError, match="PTX line 8: instruction 'frobnicate'"):
+    from emulators.nv.ptx import load_entry
+    load_entry(HEAD + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n  ret;\n}\n".replace("{\n", "{\n\n\n", 1), "k")
+  with pytest.raises(PTXError, match=r"PTX line 4: directive or statement '\.bogus'"):
+    parse(HEAD + ".bogus 3;\n")
+  with pytest.raises(PTXError, match="branch to undefined label"):
+    parse(HEAD + ".visible .entry k()\n{\n bra $L_nowhere;\n}\n")
+  with pytest.raises(PTXError, match="not closed"):
+    parse(HEAD + ".visible .entry k()\n{\n ret;\n")
+
+
+def test_malformed_module_is_a_gpu_fault_not_a_crash():
+  with pytest.raises(GPUFault, match="PTX line"):
+    Device["NV"].run_ptx(HEAD + ".visible .entry k(.param .u64 out)\n{\n  mov.u32 %r1, 1;\n  zap;\n}\n", "k", [np.zeros(1, np.uint32)])
+
+
+def test_debug_directives_ignored():
+  m = parse(HEAD + '.file 1 "x.cu"\n.visible .entry k()\n{\n.loc 1 2 3\n ret;\n}\n.section .debug_str\n{\n.b8 0\n}\n')
+  assert [i.op for i in m.entries["k"].instrs] == ["ret"]
+
+
+@pytest.mark.parametrize("ab", ["f16", "bf16"])
+def test_mma_m16n8k16_fragment_layout(ab):
+  """Each lane loads its fragment registers from per-lane arrays; D must be semantics.wmma of the assembled matrices."""
+  from refgrad.dtype import dtypes
+  from refgrad.uop.semantics import f32_to_bf16, wmma
+  rng = np.random.default_rng(5)
+  A = rng.integers(-4, 5, (16, 16)).astype(np.float32)
+  B = rng.integers(-4, 5, (16, 8)).astype(np.float32)
+  C = rng.standard_normal((16, 8)).astype(np.float32)
+  enc = (lambda x: x.astype(np.float16).view(np.uint16)) if ab == "f16" else (lambda x: f32_to_bf16(x).view(np.uint16))
+  lane = np.arange(32)
+  g, t = lane >> 2, lane % 4
+  af = np.stack([A[g + (8 if i in (2, 3, 6, 7) else 0), 2 * t + (i & 1) + (8 if i >= 4 else 0)] for i in range(8)], 1)
+  bfr = np.stack([B[2 * t + (i & 1) + (8 if i >= 2 else 0), g] for i in range(4)], 1)
+  cf = np.stack([C[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1)
+  src = HEAD + f""".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+{{
+  .reg .b32 %r<16>; .reg .f32 %f<12>; .reg .b64 %rd<12>;
+  ld.param.u64 %rd0, [pa]; ld.param.u64 %rd1, [pb]; ld.param.u64 %rd2, [pc]; ld.param.u64 %rd3, [pd];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd4, %r0, 16; add.s64 %rd5, %rd0, %rd4; add.s64 %rd7, %rd2, %rd4; add.s64 %rd8, %rd3, %rd4;
+  mul.wide.u32 %rd6, %r0, 8; add.s64 %rd6, %rd1, %rd6;
+  ld.global.v4.b32 {{%r1, %r2, %r3, %r4}}, [%rd5];
+  ld.global.v2.b32 {{%r5, %r6}}, [%rd6];
+  ld.global.v4.f32 {{%f1, %f2, %f3, %f4}}, [%rd7];
+  mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%f5, %f6, %f7, %f8}}, {{%r1, %r2, %r3, %r4}}, {{%r5, %r6}}, {{%f1, %f2, %f3, %f4}};
+  st.global.v4.f32 [%rd8], {{%f5, %f6, %f7, %f8}};
+  ret;
+}}
+"""
+  r = Device["NV"].run_ptx(src, "k", [enc(af), enc(bfr), cf, np.zeros((32, 4), np.float32)], grid=(1, 1, 1), block=(32, 1, 1))[3]
+  D = wmma(A.astype(np.float16) if ab == "f16" else f32_to_bf16(A).view(np.uint16),
+           B.astype(np.float16) if ab == "f16" else f32_to_bf16(B).view(np.uint16), C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
+  expect = np.stack([D[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1)
+  assert r.tobytes() == expect.tobytes()
+
+
+def test_endless_loop_is_a_fault_not_a_hang(monkeypatch):
+  from emulators.nv.ptx import execute
+  monkeypatch.setattr(execute, "MAX_STEPS", 2000)
+  src = kernel("""
+$L_spin:
+  add.u32 %r1, %r0, 1;
+  bra $L_spin;""")
+  with pytest.raises(GPUFault, match="more than 2000 instruction steps"):
+    run(src, 32)
+
+
+def test_match_and_redux():
+  src = kernel("""
+  shr.u32 %r1, %r0, 3;
+  match.any.sync.b32 %r2, %r1, -1;
+  setp.ne.u32 %p1, %r0, %r0;
+  setp.lt.u32 %p2, %r0, 8;
+  @%p2 match.all.sync.b32 %r3|%p1, %r1, 0xff;
+  redux.sync.add.u32 %r4, %r0, -1;
+  redux.sync.max.u32 %r5, %r0, -1;
+  add.u32 %r6, %r4, %r5;
+  selp.u32 %r7, 1, 0, %p1;
+  st.global.u32 [%rd2], %r2;
+  st.global.u32 [%rd2+128], %r6;
+  st.global.u32 [%rd2+256], %r7;
+  ret;""")
+  r = Device["NV"].run_ptx(src, "k", [np.zeros(96, np.uint32)], grid=(1, 1, 1), block=(32, 1, 1))[0]
+  assert r[:32].tolist() == [0xFF << (8 * (t // 8)) for t in range(32)]
+  assert r[32:64].tolist() == [sum(range(32)) + 31] * 32
+  assert r[64:].tolist() == [1] * 8 + [0] * 24
+
+
+def test_shared_memory_race_between_barriers():
+  body = """
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  {sync}
+  xor.b32 %r4, %r2, 4;
+  add.u32 %r4, %r1, %r4;
+  ld.shared.u32 %r5, [%r4];
+  st.global.u32 [%rd2], %r5;
+  ret;"""
+  ok = run(kernel(body.replace("{sync}", "bar.sync 0;"), ".shared .align 4 .b8 sh[256];"), 64)
+  assert ok.tolist() == [t ^ 1 for t in range(64)]
+  with pytest.raises(GPUFault, match=r"shared-memory race: thread \(0, 0, 0\).*reads shared byte 4, which thread \(1, 0, 0\).*wrote since the last barrier at PTX line 22"):
+    run(kernel(body.replace("{sync}", ""), ".shared .align 4 .b8 sh[256];"), 64)
+
+
+@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
+def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
+  import subprocess
+  src = kernel("""
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  bar.sync 0;
+  shfl.sync.bfly.b32 %r4, %r0, 1, 31, -1;
+  setp.lt.u32 %p1, %r0, 3;
+  vote.sync.ballot.b32 %r5, %p1, -1;
+  add.u32 %r4, %r4, %r5;
+  st.global.u32 [%rd2], %r4;
+  ret;""", ".shared .align 4 .b8 sh[256];")
+  f = tmp_path / "k.ptx"
+  f.write_text(src)
+  r = subprocess.run(["ptxas", "-arch=sm_80", str(f), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  assert run(src, 64)[:4].tolist() == [1 + 7, 0 + 7, 3 + 7, 2 + 7]   # the butterfly partner's tid + the ballot (lanes 0-2)
