@@ -500,8 +500,8 @@ def _ptx(name: str, src: str, tmp) -> tuple[str, str | None]:
   if r.returncode != 0: return name, f"{r.stdout}\n{r.stderr}"
   return name, None
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: this test compiles the CUDA renderer's output with it")
 def test_cuda_text_compiles_with_nvcc(tmp_path):
-  if shutil.which("nvcc") is None: pytest.skip("nvcc not on PATH")
   srcs = {name: CUDARenderer().render(name, build()) for name, build in PROGRAMS.items()}
   with ThreadPoolExecutor(8) as pool: results = list(pool.map(lambda kv: _ptx(kv[0], kv[1], tmp_path), srcs.items()))
   failed = {n: e for n, e in results if e is not None}

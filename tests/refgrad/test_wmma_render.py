@@ -88,8 +88,8 @@ def test_gpu_texts_use_the_tensor_core_instructions():
   assert "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32(" in hp
   assert "__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(" in HIPRenderer().render("mm", _program(dtypes.bfloat16, AMD))
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: this test compiles the CUDA renderer's output with it")
 def test_cuda_wmma_compiles_with_nvcc(tmp_path):
-  if shutil.which("nvcc") is None: pytest.skip("nvcc not on PATH")
   for dt in (dtypes.float16, dtypes.bfloat16):
     src = CUDARenderer().render(f"mm_{dt.name}", _program(dt, CUDA, (Opt(OptOps.UPCAST, 0, 2),)))
     (cu := tmp_path / f"mm_{dt.name}.cu").write_text(src)
