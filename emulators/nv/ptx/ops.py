@@ -29,7 +29,7 @@ def _finish(L: Launch, ins: Instr, t: str, r: np.ndarray) -> np.ndarray:
 def _fv(L: Launch, o, t: str) -> np.ndarray:
   """A float operand as a numpy float array (bf16 widened to f32; .ftz flushes inputs)."""
   v = L.get(o, t)
-  if t == "bf16": return S.bf16_f32(v)
+  if t == "bf16": return S.bf16_to_f32(v)
   return v
 
 def _fout(t: str, r: np.ndarray) -> np.ndarray:
@@ -43,7 +43,7 @@ def _x2(fn):
     h = "f16" if t == "f16x2" else "bf16"
     lo = [(v & np.uint32(0xFFFF)).astype(np.uint16) for v in vals]
     hi = [(v >> np.uint32(16)).astype(np.uint16) for v in vals]
-    def conv(x): return x.view(np.float16) if h == "f16" else S.bf16_f32(x)
+    def conv(x): return x.view(np.float16) if h == "f16" else S.bf16_to_f32(x)
     def back(r): return (r.astype(np.float16).view(np.uint16) if h == "f16" else _fout("bf16", r)).astype(np.uint32)
     return back(fn(L, ins, h, [conv(x) for x in lo])) | (back(fn(L, ins, h, [conv(x) for x in hi])) << np.uint32(16))
   return run
@@ -188,7 +188,7 @@ def _setp(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   c = next(m for m in ins.mods if m not in (t, "ftz", "and", "or", "xor"))
   a, b = L.get(ins.args[1], t), L.get(ins.args[2], t)
-  if t == "bf16": a, b = S.bf16_f32(a), S.bf16_f32(b)
+  if t == "bf16": a, b = S.bf16_to_f32(a), S.bf16_to_f32(b)
   if ins.has("ftz"): a, b = S.ftz(a), S.ftz(b)
   r = S.cmp(a, b, c, t)
   dst = ins.args[0]
@@ -237,7 +237,7 @@ def _cvt(L: Launch, ins: Instr) -> None:
         if ins.has("sat") and dt != "bf16": r = S.sat(r)
       return L.put(ins.args[0], dt, r)
     if S.is_float(st):
-      f = S.bf16_f32(x) if st == "bf16" else x
+      f = S.bf16_to_f32(x) if st == "bf16" else x
       if ins.has("ftz"): f = S.ftz(f)
       return L.put(ins.args[0], dt, S.to_int(f, dt, rnd))
     # integer -> integer: extend / truncate; .sat clamps
@@ -289,6 +289,11 @@ def _popc(v: np.ndarray) -> np.ndarray:
   return np.unpackbits(v.astype(np.uint64).view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1).astype(np.uint32)
 
 
+def _low_ones(n: np.ndarray) -> np.ndarray:
+  """uint64 masks of the low n bits (n in 0..64) per lane."""
+  return np.where(n >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(n, np.uint64(63))) - np.uint64(1))
+
+
 def _bfe(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   w = TYPES[t] * 8
@@ -297,13 +302,13 @@ def _bfe(L: Launch, ins: Instr) -> None:
   p2 = np.minimum(pos, np.uint64(w))
   sh = np.where(p2 >= 64, np.uint64(0), a >> np.minimum(p2, np.uint64(63)))
   ln2 = np.minimum(ln, np.uint64(w))
-  mask = np.where(ln2 >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(ln2, np.uint64(63))) - np.uint64(1))
+  mask = _low_ones(ln2)
   r = sh & mask
   if S.is_signed(t):
     sbit_pos = np.minimum(pos + ln - np.uint64(1), np.uint64(w - 1))
     sbit = np.where(ln == 0, np.uint64(0), (a >> sbit_pos) & np.uint64(1))
     r = np.where((sbit == 1) & (ln2 < w), r | ~mask, r)
-  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1 if w < 64 else 0xFFFFFFFFFFFFFFFF)).astype(S.UINT[w // 8]))
+  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1)).astype(S.UINT[w // 8]))
 
 
 def _bfi(L: Launch, ins: Instr) -> None:
@@ -312,11 +317,11 @@ def _bfi(L: Launch, ins: Instr) -> None:
   a, b = (L.get(o, "u" + str(w)).astype(np.uint64) for o in ins.args[1:3])
   pos, ln = (L.get(o, "u32").astype(np.uint64) & np.uint64(0xFF) for o in ins.args[3:5])
   ln2 = np.minimum(ln, np.uint64(w))
-  mask = np.where(ln2 >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(ln2, np.uint64(63))) - np.uint64(1))
+  mask = _low_ones(ln2)
   ok = pos < w
   m = np.where(ok, mask << np.minimum(pos, np.uint64(63)), np.uint64(0))
   r = (b & ~m) | ((a << np.minimum(pos, np.uint64(63))) & m)
-  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1 if w < 64 else 0xFFFFFFFFFFFFFFFF)).astype(S.UINT[w // 8]))
+  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1)).astype(S.UINT[w // 8]))
 
 
 def _prmt(L: Launch, ins: Instr) -> None:
@@ -438,7 +443,7 @@ def _atom(L: Launch, ins: Instr) -> None:
       with np.errstate(all="ignore"):
         if op == "add":
           if t == "f16": new = (old.astype(np.float32) + x.astype(np.float32)).astype(np.float16)
-          elif t == "bf16": new = S.f32_to_bf16(S.bf16_f32(old) + S.bf16_f32(x)).view(np.uint16)
+          elif t == "bf16": new = S.f32_to_bf16(S.bf16_to_f32(old) + S.bf16_to_f32(x)).view(np.uint16)
           else: new = old + x
         elif op == "min": new = S.fminmax(old, x, False, False) if S.is_float(t) else np.minimum(old, x)
         elif op == "max": new = S.fminmax(old, x, True, False) if S.is_float(t) else np.maximum(old, x)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refgrad.uop.semantics import add_round_to_odd, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
+from refgrad.uop.semantics import add_round_to_odd, bf16_to_f32, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
 
 NP = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
       "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64, "f16": np.float16, "f32": np.float32, "f64": np.float64,
@@ -15,9 +15,6 @@ SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 
 def is_float(t: str) -> bool: return t[0] == "f" or t.startswith("bf")
 def is_signed(t: str) -> bool: return t[0] == "s"
-
-
-def bf16_f32(bits: np.ndarray) -> np.ndarray: return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def round_dir(y: np.ndarray, mode: str, dt: type) -> np.ndarray:
@@ -178,7 +175,7 @@ def to_float(x: np.ndarray, src: str, dst: str, rnd: str) -> np.ndarray:
   """cvt to a float type (f16 bf16 f32 f64; bf16 returned as its u16 bits) from any type, rounding by rnd (rn rz rm rp)."""
   mode = rnd or "rn"
   with np.errstate(all="ignore"):
-    if src == "bf16": x, src = bf16_f32(x), "f32"
+    if src == "bf16": x, src = bf16_to_f32(x), "f32"
     if is_float(src): f = x.astype(np.float64)
     else: f = int_to_f64_odd(x)
     if dst == "f64":
