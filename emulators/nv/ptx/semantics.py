@@ -116,21 +116,23 @@ def fminmax(a: np.ndarray, b: np.ndarray, is_max: bool, nan: bool) -> np.ndarray
     return np.where(either, np.array(np.nan, a.dtype), r)
 
 
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
+
+
 def cmp(a: np.ndarray, b: np.ndarray, c: str, t: str) -> np.ndarray:
   """setp/set comparison c on type t (unordered forms are true when either is NaN)."""
   with np.errstate(invalid="ignore"):
-    base = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
     if is_float(t):
       nan = np.isnan(a) | np.isnan(b)
       if c == "num": return ~nan
       if c == "nan": return nan
-      if c.endswith("u"): return base[c[:-1]](a, b) | nan
-      r = base[c](a, b)
+      if c.endswith("u"): return _CMP[c[:-1]](a, b) | nan
+      r = _CMP[c](a, b)
       return r & ~nan if c == "ne" else r
     if c in ("lo", "ls", "hi", "hs"):
       a, b = a.view(UINT[a.itemsize]), b.view(UINT[b.itemsize])
-    return base[c](a, b)
+    return _CMP[c](a, b)
 
 
 def umulhi(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
@@ -156,11 +158,14 @@ def mulhi(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
   return h.view(np.int64)
 
 
+_INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+
+
 def to_int(x: np.ndarray, t: str, rnd: str) -> np.ndarray:
   """Float -> integer type t: round by rnd (rni rzi rmi rpi; plain = rzi), saturate to t's range, NaN -> 0 (PTX cvt)."""
   with np.errstate(all="ignore"):
     f = x.astype(np.float64)
-    f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd, np.trunc)(f)
+    f = _INT_ROUND.get(rnd, np.trunc)(f)
     dt = NP[t]
     info = np.iinfo(dt)
     lo, hi = float(info.min), float(info.max)
