@@ -2,6 +2,8 @@
 (Launch.sel), computes with the semantics of PTX ISA 9.0 §9.7, and writes its destinations."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from emulators.nv.ptx import semantics as S
@@ -68,9 +70,10 @@ def _arith(name: str):
     if name == "abs": return np.abs(v[0])
     raise PTXFault("compute", f"{name} is not defined on .{t}", ins)
 
+  nsrc = {"neg": 1, "abs": 1, "mad": 3, "fma": 3}.get(name, 2)
+
   def run(L: Launch, ins: Instr) -> None:
     t = _t(ins)
-    nsrc = {"neg": 1, "abs": 1, "mad": 3, "fma": 3}.get(name, 2)
     d, srcs = ins.args[0], ins.args[1:1 + nsrc]
     if S.is_float(t):
       if t in ("f16x2", "bf16x2"):
@@ -89,7 +92,7 @@ def _arith(name: str):
           r = (v[0].astype(np.int64) + (v[1].astype(np.int64) if name == "add" else -v[1].astype(np.int64)))
           r = np.clip(r, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(np.int32)
         else: r = v[0] + v[1] if name == "add" else v[0] - v[1]
-        if ins.has("cc") or ins.has("cc"): raise PTXFault("compute", "carry (.cc) is not supported", ins)
+        if ins.has("cc"): raise PTXFault("compute", "carry (.cc) is not supported", ins)
       elif name in ("mul", "mad"):
         if wide:
           wt = S.SINT[2 * v[0].itemsize] if S.is_signed(t) else S.UINT[2 * v[0].itemsize]
@@ -123,14 +126,16 @@ def _bitop(name: str):
     t = _t(ins)
     if t == "pred":
       v = [L.get(o, "pred") for o in ins.args[1:]]
-      r = {"and": lambda: v[0] & v[1], "or": lambda: v[0] | v[1], "xor": lambda: v[0] ^ v[1], "not": lambda: ~v[0]}[name]()
-      return L.put(ins.args[0], "pred", r)
+      return L.put(ins.args[0], "pred", _PRED_BITOPS[name](v))
     u = "u" + t[1:] if t[0] in "bsu" else "b32"
     v = [L.get(o, u) for o in ins.args[1:]]
-    r = {"and": lambda: v[0] & v[1], "or": lambda: v[0] | v[1], "xor": lambda: v[0] ^ v[1], "not": lambda: ~v[0],
-         "cnot": lambda: (v[0] == 0).astype(v[0].dtype)}[name]()
-    L.put(ins.args[0], u, r)
+    L.put(ins.args[0], u, _BITOPS[name](v))
   return run
+
+
+_PRED_BITOPS: dict[str, Callable[[list[np.ndarray]], np.ndarray]] = {
+  "and": lambda v: v[0] & v[1], "or": lambda v: v[0] | v[1], "xor": lambda v: v[0] ^ v[1], "not": lambda v: ~v[0]}
+_BITOPS = {**_PRED_BITOPS, "cnot": lambda v: (v[0] == 0).astype(v[0].dtype)}
 
 
 def _shift(L: Launch, ins: Instr) -> None:
