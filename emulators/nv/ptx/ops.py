@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from emulators.nv.ptx import semantics as S
-from emulators.nv.ptx.execute import Launch, PTXFault, from_bytes, to_bytes
+from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.parse import TYPES, Instr
 from refgrad.dtype import dtypes
 from refgrad.uop.semantics import wmma
@@ -180,10 +180,13 @@ def _mov(L: Launch, ins: Instr) -> None:
   L.put(d, t, L.get(s, t))
 
 
+_CVTA_BASE = {"shared": np.uint64(SHARED_WINDOW), "local": np.uint64(LOCAL_WINDOW), "global": np.uint64(0)}   # generic windows
+
+
 def _cvta(L: Launch, ins: Instr) -> None:
   space = L.space_of(ins)
   a = L.get(ins.args[1], "u64") if ins.args[1].kind != "sym" else L.bits(ins.args[1])[0]
-  base = {"shared": np.uint64(0x1000000000000), "local": np.uint64(0x2000000000000), "global": np.uint64(0)}.get(space)
+  base = _CVTA_BASE.get(space)
   if base is None: raise PTXFault("compute", f"cvta.{space}", ins)
   r = a - base if ins.has("to") else a + base
   L.put(ins.args[0], _t(ins), r.astype(S.UINT[TYPES[_t(ins)]]))
@@ -232,7 +235,7 @@ def _cvt(L: Launch, ins: Instr) -> None:
       if rnd in IROUNDS:   # round to an integral value in the same float type
         f = _fv(L, ins.args[1], st) if st == "bf16" else x
         if ins.has("ftz"): f = S.ftz(f)
-        r = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd](f)
+        r = S.INT_ROUND[rnd](f)
         r = _fout(dt, r) if dt == "bf16" else r.astype(S.NP[dt])
       else:
         if ins.has("ftz") and st == "f32": x = S.ftz(x)
@@ -259,7 +262,7 @@ def _unary_int(name: str):
     t = _t(ins)
     w = TYPES[t] * 8
     v = L.get(ins.args[1], "u" + str(w)).astype(np.uint64)
-    if name == "popc": r = np.array([int(x).bit_count() for x in ()], np.uint32) if v.size == 0 else _popc(v)
+    if name == "popc": r = _popc(v)
     elif name == "clz":
       r = np.full(v.size, w, np.uint32)
       nz = v != 0

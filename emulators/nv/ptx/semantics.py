@@ -158,14 +158,14 @@ def mulhi(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
   return h.view(np.int64)
 
 
-_INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
 def to_int(x: np.ndarray, t: str, rnd: str) -> np.ndarray:
   """Float -> integer type t: round by rnd (rni rzi rmi rpi; plain = rzi), saturate to t's range, NaN -> 0 (PTX cvt)."""
   with np.errstate(all="ignore"):
     f = x.astype(np.float64)
-    f = _INT_ROUND.get(rnd, np.trunc)(f)
+    f = INT_ROUND.get(rnd, np.trunc)(f)
     dt = NP[t]
     info = np.iinfo(dt)
     lo, hi = float(info.min), float(info.max)
