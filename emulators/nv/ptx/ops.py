@@ -379,10 +379,13 @@ def _testp(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   x = _fv(L, ins.args[1], t)
   c = next(m for m in ins.mods if m != t)
-  with np.errstate(all="ignore"):
-    r = {"finite": np.isfinite(x), "infinite": np.isinf(x), "number": ~np.isnan(x), "notanumber": np.isnan(x),
-         "normal": np.isfinite(x) & (np.abs(x) >= np.finfo(x.dtype).tiny), "subnormal": (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)}[c]
+  with np.errstate(all="ignore"): r = _TESTP[c](x)
   L.put(ins.args[0], "pred", r)
+
+
+_TESTP: dict[str, Callable[[np.ndarray], np.ndarray]] = {   # only the asked class is computed
+  "finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x), "notanumber": np.isnan,
+  "normal": lambda x: np.isfinite(x) & (np.abs(x) >= np.finfo(x.dtype).tiny), "subnormal": lambda x: (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)}
 
 
 def _copysign(L: Launch, ins: Instr) -> None:
