@@ -98,8 +98,7 @@ class Launch:
     """Operand value as type t (float immediates are converted to t's width)."""
     if o.kind == "fimm" and S.is_float(t):
       v, w = o.value
-      x = np.array([v], np.uint64).view(np.float64 if w == 8 else np.uint64)
-      if w == 4: x = np.array([v], np.uint32).view(np.float32)
+      x = np.array([v], np.uint64).view(np.float64) if w == 8 else np.array([v], np.uint32).view(np.float32)
       f = x.astype(S.NP[t]) if t not in ("bf16",) else S.f32_to_bf16(x.astype(np.float32))
       return np.repeat(f, self.sel.size)
     if o.kind == "not":
@@ -341,7 +340,6 @@ class _Specials(dict):
 
 
 def _lanes(L: Launch) -> np.ndarray: return (L._t % 32).astype(np.uint64)
-_B = lambda L, i: L.block[i]
 _SPECIALS: dict[str, Callable[[Launch], Any]] = {
   "%tid.x": lambda L: L._t % L.block[0], "%tid.y": lambda L: (L._t // L.block[0]) % L.block[1],
   "%tid.z": lambda L: L._t // (L.block[0] * L.block[1]),

@@ -2,10 +2,12 @@
 (Launch.sel), computes with the semantics of PTX ISA 9.0 §9.7, and writes its destinations."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from emulators.nv.ptx import semantics as S
-from emulators.nv.ptx.execute import Launch, PTXFault, from_bytes, to_bytes
+from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.parse import TYPES, Instr
 from refgrad.dtype import dtypes
 from refgrad.uop.semantics import wmma
@@ -29,7 +31,7 @@ def _finish(L: Launch, ins: Instr, t: str, r: np.ndarray) -> np.ndarray:
 def _fv(L: Launch, o, t: str) -> np.ndarray:
   """A float operand as a numpy float array (bf16 widened to f32; .ftz flushes inputs)."""
   v = L.get(o, t)
-  if t == "bf16": return S.bf16_f32(v)
+  if t == "bf16": return S.bf16_to_f32(v)
   return v
 
 def _fout(t: str, r: np.ndarray) -> np.ndarray:
@@ -43,7 +45,7 @@ def _x2(fn):
     h = "f16" if t == "f16x2" else "bf16"
     lo = [(v & np.uint32(0xFFFF)).astype(np.uint16) for v in vals]
     hi = [(v >> np.uint32(16)).astype(np.uint16) for v in vals]
-    def conv(x): return x.view(np.float16) if h == "f16" else S.bf16_f32(x)
+    def conv(x): return x.view(np.float16) if h == "f16" else S.bf16_to_f32(x)
     def back(r): return (r.astype(np.float16).view(np.uint16) if h == "f16" else _fout("bf16", r)).astype(np.uint32)
     return back(fn(L, ins, h, [conv(x) for x in lo])) | (back(fn(L, ins, h, [conv(x) for x in hi])) << np.uint32(16))
   return run
@@ -68,9 +70,10 @@ def _arith(name: str):
     if name == "abs": return np.abs(v[0])
     raise PTXFault("compute", f"{name} is not defined on .{t}", ins)
 
+  nsrc = {"neg": 1, "abs": 1, "mad": 3, "fma": 3}.get(name, 2)
+
   def run(L: Launch, ins: Instr) -> None:
     t = _t(ins)
-    nsrc = {"neg": 1, "abs": 1, "mad": 3, "fma": 3}.get(name, 2)
     d, srcs = ins.args[0], ins.args[1:1 + nsrc]
     if S.is_float(t):
       if t in ("f16x2", "bf16x2"):
@@ -89,7 +92,7 @@ def _arith(name: str):
           r = (v[0].astype(np.int64) + (v[1].astype(np.int64) if name == "add" else -v[1].astype(np.int64)))
           r = np.clip(r, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(np.int32)
         else: r = v[0] + v[1] if name == "add" else v[0] - v[1]
-        if ins.has("cc") or ins.has("cc"): raise PTXFault("compute", "carry (.cc) is not supported", ins)
+        if ins.has("cc"): raise PTXFault("compute", "carry (.cc) is not supported", ins)
       elif name in ("mul", "mad"):
         if wide:
           wt = S.SINT[2 * v[0].itemsize] if S.is_signed(t) else S.UINT[2 * v[0].itemsize]
@@ -123,14 +126,16 @@ def _bitop(name: str):
     t = _t(ins)
     if t == "pred":
       v = [L.get(o, "pred") for o in ins.args[1:]]
-      r = {"and": lambda: v[0] & v[1], "or": lambda: v[0] | v[1], "xor": lambda: v[0] ^ v[1], "not": lambda: ~v[0]}[name]()
-      return L.put(ins.args[0], "pred", r)
+      return L.put(ins.args[0], "pred", _PRED_BITOPS[name](v))
     u = "u" + t[1:] if t[0] in "bsu" else "b32"
     v = [L.get(o, u) for o in ins.args[1:]]
-    r = {"and": lambda: v[0] & v[1], "or": lambda: v[0] | v[1], "xor": lambda: v[0] ^ v[1], "not": lambda: ~v[0],
-         "cnot": lambda: (v[0] == 0).astype(v[0].dtype)}[name]()
-    L.put(ins.args[0], u, r)
+    L.put(ins.args[0], u, _BITOPS[name](v))
   return run
+
+
+_PRED_BITOPS: dict[str, Callable[[list[np.ndarray]], np.ndarray]] = {
+  "and": lambda v: v[0] & v[1], "or": lambda v: v[0] | v[1], "xor": lambda v: v[0] ^ v[1], "not": lambda v: ~v[0]}
+_BITOPS = {**_PRED_BITOPS, "cnot": lambda v: (v[0] == 0).astype(v[0].dtype)}
 
 
 def _shift(L: Launch, ins: Instr) -> None:
@@ -175,10 +180,13 @@ def _mov(L: Launch, ins: Instr) -> None:
   L.put(d, t, L.get(s, t))
 
 
+_CVTA_BASE = {"shared": np.uint64(SHARED_WINDOW), "local": np.uint64(LOCAL_WINDOW), "global": np.uint64(0)}   # generic windows
+
+
 def _cvta(L: Launch, ins: Instr) -> None:
   space = L.space_of(ins)
   a = L.get(ins.args[1], "u64") if ins.args[1].kind != "sym" else L.bits(ins.args[1])[0]
-  base = {"shared": np.uint64(0x1000000000000), "local": np.uint64(0x2000000000000), "global": np.uint64(0)}.get(space)
+  base = _CVTA_BASE.get(space)
   if base is None: raise PTXFault("compute", f"cvta.{space}", ins)
   r = a - base if ins.has("to") else a + base
   L.put(ins.args[0], _t(ins), r.astype(S.UINT[TYPES[_t(ins)]]))
@@ -188,7 +196,7 @@ def _setp(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   c = next(m for m in ins.mods if m not in (t, "ftz", "and", "or", "xor"))
   a, b = L.get(ins.args[1], t), L.get(ins.args[2], t)
-  if t == "bf16": a, b = S.bf16_f32(a), S.bf16_f32(b)
+  if t == "bf16": a, b = S.bf16_to_f32(a), S.bf16_to_f32(b)
   if ins.has("ftz"): a, b = S.ftz(a), S.ftz(b)
   r = S.cmp(a, b, c, t)
   dst = ins.args[0]
@@ -227,7 +235,7 @@ def _cvt(L: Launch, ins: Instr) -> None:
       if rnd in IROUNDS:   # round to an integral value in the same float type
         f = _fv(L, ins.args[1], st) if st == "bf16" else x
         if ins.has("ftz"): f = S.ftz(f)
-        r = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd](f)
+        r = S.INT_ROUND[rnd](f)
         r = _fout(dt, r) if dt == "bf16" else r.astype(S.NP[dt])
       else:
         if ins.has("ftz") and st == "f32": x = S.ftz(x)
@@ -237,7 +245,7 @@ def _cvt(L: Launch, ins: Instr) -> None:
         if ins.has("sat") and dt != "bf16": r = S.sat(r)
       return L.put(ins.args[0], dt, r)
     if S.is_float(st):
-      f = S.bf16_f32(x) if st == "bf16" else x
+      f = S.bf16_to_f32(x) if st == "bf16" else x
       if ins.has("ftz"): f = S.ftz(f)
       return L.put(ins.args[0], dt, S.to_int(f, dt, rnd))
     # integer -> integer: extend / truncate; .sat clamps
@@ -254,7 +262,7 @@ def _unary_int(name: str):
     t = _t(ins)
     w = TYPES[t] * 8
     v = L.get(ins.args[1], "u" + str(w)).astype(np.uint64)
-    if name == "popc": r = np.array([int(x).bit_count() for x in ()], np.uint32) if v.size == 0 else _popc(v)
+    if name == "popc": r = _popc(v)
     elif name == "clz":
       r = np.full(v.size, w, np.uint32)
       nz = v != 0
@@ -289,6 +297,11 @@ def _popc(v: np.ndarray) -> np.ndarray:
   return np.unpackbits(v.astype(np.uint64).view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1).astype(np.uint32)
 
 
+def _low_ones(n: np.ndarray) -> np.ndarray:
+  """uint64 masks of the low n bits (n in 0..64) per lane."""
+  return np.where(n >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(n, np.uint64(63))) - np.uint64(1))
+
+
 def _bfe(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   w = TYPES[t] * 8
@@ -297,13 +310,13 @@ def _bfe(L: Launch, ins: Instr) -> None:
   p2 = np.minimum(pos, np.uint64(w))
   sh = np.where(p2 >= 64, np.uint64(0), a >> np.minimum(p2, np.uint64(63)))
   ln2 = np.minimum(ln, np.uint64(w))
-  mask = np.where(ln2 >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(ln2, np.uint64(63))) - np.uint64(1))
+  mask = _low_ones(ln2)
   r = sh & mask
   if S.is_signed(t):
     sbit_pos = np.minimum(pos + ln - np.uint64(1), np.uint64(w - 1))
     sbit = np.where(ln == 0, np.uint64(0), (a >> sbit_pos) & np.uint64(1))
     r = np.where((sbit == 1) & (ln2 < w), r | ~mask, r)
-  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1 if w < 64 else 0xFFFFFFFFFFFFFFFF)).astype(S.UINT[w // 8]))
+  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1)).astype(S.UINT[w // 8]))
 
 
 def _bfi(L: Launch, ins: Instr) -> None:
@@ -312,11 +325,11 @@ def _bfi(L: Launch, ins: Instr) -> None:
   a, b = (L.get(o, "u" + str(w)).astype(np.uint64) for o in ins.args[1:3])
   pos, ln = (L.get(o, "u32").astype(np.uint64) & np.uint64(0xFF) for o in ins.args[3:5])
   ln2 = np.minimum(ln, np.uint64(w))
-  mask = np.where(ln2 >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << np.minimum(ln2, np.uint64(63))) - np.uint64(1))
+  mask = _low_ones(ln2)
   ok = pos < w
   m = np.where(ok, mask << np.minimum(pos, np.uint64(63)), np.uint64(0))
   r = (b & ~m) | ((a << np.minimum(pos, np.uint64(63))) & m)
-  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1 if w < 64 else 0xFFFFFFFFFFFFFFFF)).astype(S.UINT[w // 8]))
+  L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1)).astype(S.UINT[w // 8]))
 
 
 def _prmt(L: Launch, ins: Instr) -> None:
@@ -366,10 +379,13 @@ def _testp(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   x = _fv(L, ins.args[1], t)
   c = next(m for m in ins.mods if m != t)
-  with np.errstate(all="ignore"):
-    r = {"finite": np.isfinite(x), "infinite": np.isinf(x), "number": ~np.isnan(x), "notanumber": np.isnan(x),
-         "normal": np.isfinite(x) & (np.abs(x) >= np.finfo(x.dtype).tiny), "subnormal": (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)}[c]
+  with np.errstate(all="ignore"): r = _TESTP[c](x)
   L.put(ins.args[0], "pred", r)
+
+
+_TESTP: dict[str, Callable[[np.ndarray], np.ndarray]] = {   # only the asked class is computed
+  "finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x), "notanumber": np.isnan,
+  "normal": lambda x: np.isfinite(x) & (np.abs(x) >= np.finfo(x.dtype).tiny), "subnormal": lambda x: (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)}
 
 
 def _copysign(L: Launch, ins: Instr) -> None:
@@ -438,7 +454,7 @@ def _atom(L: Launch, ins: Instr) -> None:
       with np.errstate(all="ignore"):
         if op == "add":
           if t == "f16": new = (old.astype(np.float32) + x.astype(np.float32)).astype(np.float16)
-          elif t == "bf16": new = S.f32_to_bf16(S.bf16_f32(old) + S.bf16_f32(x)).view(np.uint16)
+          elif t == "bf16": new = S.f32_to_bf16(S.bf16_to_f32(old) + S.bf16_to_f32(x)).view(np.uint16)
           else: new = old + x
         elif op == "min": new = S.fminmax(old, x, False, False) if S.is_float(t) else np.minimum(old, x)
         elif op == "max": new = S.fminmax(old, x, True, False) if S.is_float(t) else np.maximum(old, x)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refgrad.uop.semantics import add_round_to_odd, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
+from refgrad.uop.semantics import add_round_to_odd, bf16_to_f32, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
 
 NP = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
       "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64, "f16": np.float16, "f32": np.float32, "f64": np.float64,
@@ -15,9 +15,6 @@ SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 
 def is_float(t: str) -> bool: return t[0] == "f" or t.startswith("bf")
 def is_signed(t: str) -> bool: return t[0] == "s"
-
-
-def bf16_f32(bits: np.ndarray) -> np.ndarray: return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def round_dir(y: np.ndarray, mode: str, dt: type) -> np.ndarray:
@@ -119,21 +116,23 @@ def fminmax(a: np.ndarray, b: np.ndarray, is_max: bool, nan: bool) -> np.ndarray
     return np.where(either, np.array(np.nan, a.dtype), r)
 
 
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
+
+
 def cmp(a: np.ndarray, b: np.ndarray, c: str, t: str) -> np.ndarray:
   """setp/set comparison c on type t (unordered forms are true when either is NaN)."""
   with np.errstate(invalid="ignore"):
-    base = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
     if is_float(t):
       nan = np.isnan(a) | np.isnan(b)
       if c == "num": return ~nan
       if c == "nan": return nan
-      if c.endswith("u"): return base[c[:-1]](a, b) | nan
-      r = base[c](a, b)
+      if c.endswith("u"): return _CMP[c[:-1]](a, b) | nan
+      r = _CMP[c](a, b)
       return r & ~nan if c == "ne" else r
     if c in ("lo", "ls", "hi", "hs"):
       a, b = a.view(UINT[a.itemsize]), b.view(UINT[b.itemsize])
-    return base[c](a, b)
+    return _CMP[c](a, b)
 
 
 def umulhi(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
@@ -159,11 +158,14 @@ def mulhi(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
   return h.view(np.int64)
 
 
+INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+
+
 def to_int(x: np.ndarray, t: str, rnd: str) -> np.ndarray:
   """Float -> integer type t: round by rnd (rni rzi rmi rpi; plain = rzi), saturate to t's range, NaN -> 0 (PTX cvt)."""
   with np.errstate(all="ignore"):
     f = x.astype(np.float64)
-    f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd, np.trunc)(f)
+    f = INT_ROUND.get(rnd, np.trunc)(f)
     dt = NP[t]
     info = np.iinfo(dt)
     lo, hi = float(info.min), float(info.max)
@@ -178,7 +180,7 @@ def to_float(x: np.ndarray, src: str, dst: str, rnd: str) -> np.ndarray:
   """cvt to a float type (f16 bf16 f32 f64; bf16 returned as its u16 bits) from any type, rounding by rnd (rn rz rm rp)."""
   mode = rnd or "rn"
   with np.errstate(all="ignore"):
-    if src == "bf16": x, src = bf16_f32(x), "f32"
+    if src == "bf16": x, src = bf16_to_f32(x), "f32"
     if is_float(src): f = x.astype(np.float64)
     else: f = int_to_f64_odd(x)
     if dst == "f64":
