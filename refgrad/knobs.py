@@ -40,18 +40,16 @@ def _count(s: str) -> int:
   return int(s)
 
 def _choice(*names: str) -> Callable[[str], str]:
+  """One of names, matched without regard to case and returned as spelled in names."""
+  by_fold = {n.casefold(): n for n in names}
   def parse(s: str) -> str:
-    if s.upper() not in names: raise ValueError
-    return s.upper()
+    if (n := by_fold.get(s.casefold())) is None: raise ValueError
+    return n
   return parse
 
 def _device(s: str) -> str:
   if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(:[0-9]+)?", s): raise ValueError
   return s
-
-def _code_path(s: str) -> str:
-  if s.lower() not in ("ir", "nvcc"): raise ValueError
-  return s.lower()
 
 def _path(s: str) -> Path: return Path(s).expanduser().absolute()
 
@@ -79,7 +77,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("EMULATE", "", _choice("CUDA", "AMD"), "CUDA or AMD",
        "compile every kernel for that GPU target (limits, vector width, tensor cores, lane layouts); the PYTHON device then "
        "refuses programs the GPU could not run"),
-  Knob("NV_CODE", "ir", _code_path, "ir or nvcc",
+  Knob("NV_CODE", "ir", _choice("ir", "nvcc"), "ir or nvcc",
        "what the NV device uploads: ir = the serialized linear program (default); nvcc = the CUDA renderer's source compiled by "
        "`nvcc --ptx -arch=sm_80` and run by the mock's PTX executor (cached like every compile)"),
   Knob("NOOPT", False, _flag, "0 or 1", "1: kernels run unoptimized (no Opts)"),

@@ -514,7 +514,10 @@ class MathMixin:
   # ---- reductions ---------------------------------------------------------------------------------
   def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """Smallest value (NaN if any is NaN); min = flip(max(flip(x))) with an order-reversing flip. An empty reduced axis raises, as max."""
-    return self._nonempty("min", axis)._order_flip()._reduce(Ops.MAX, axis, keepdim)._order_flip()
+    return self._nonempty("min", axis)._min(axis, keepdim)
+  def _min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    """min without the empty-axis check, for internal reductions whose axis may be empty (they mask the result)."""
+    return self._order_flip()._reduce(Ops.MAX, axis, keepdim)._order_flip()
 
   def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """Mean over axis: sum * (1/n) (floats keep their dtype, accumulating float16/bfloat16 in float32;

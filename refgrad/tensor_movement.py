@@ -490,7 +490,7 @@ class MovementMixin:
     if reduce in ("sum", "mean"): part = vals.sum(-2, acc_dtype=self.dtype)
     elif reduce == "prod": part = vals.prod(-2, acc_dtype=self.dtype)
     elif reduce == "amax": part = vals._reduce(Ops.MAX, -2)   # no index: the identity
-    else: part = vals._order_flip()._reduce(Ops.MAX, -2)._order_flip()
+    else: part = vals._min(-2)   # no index: the identity
     part = self._scatter_back(d, part, ishape, ident)
     got = count > 0
     base = self if include_self else got.where(self._like(ident), self)

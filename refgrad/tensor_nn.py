@@ -272,21 +272,16 @@ class NNMixin:
       ax = x.ndim - len(size) + j
       n = x.shape[ax]
       if out == n and not mode.startswith("nearest") and not align_corners: continue
-      i = np.arange(out, dtype=np.float64)
-      if mode == "nearest": src = np.minimum(np.floor(i * (n / out)), n - 1)
-      elif mode == "nearest-exact": src = np.minimum(np.floor((i + 0.5) * (n / out)), n - 1)
-      elif align_corners: src = i * ((n - 1) / (out - 1)) if out > 1 else np.zeros(out)
-      else: src = np.maximum((i + 0.5) * (n / out) - 0.5, 0)
-      i0 = np.floor(src).astype(np.int64)
       xt = x.transpose(ax, -1)
-      x0 = xt[..., Tensor(i0.astype(np.int32), device=self.device)]
       if mode.startswith("nearest"):
-        x = x0.transpose(ax, -1)
+        i = np.arange(out, dtype=np.float64) + (0.5 if mode == "nearest-exact" else 0)
+        src = np.minimum(np.floor(i * (n / out)), n - 1)
+        x = xt[..., Tensor(src.astype(np.int32), device=self.device)].transpose(ax, -1)
         continue
-      i1 = np.minimum(i0 + 1, n - 1)
-      w = Tensor(src - i0, device=self.device).cast(x.dtype)
-      x1 = xt[..., Tensor(i1.astype(np.int32), device=self.device)]
-      x = (x0 * (1 - w) + x1 * w).transpose(ax, -1)
+      i0, i1, w = _linear_source(n, out, align_corners)
+      x0, x1 = (xt[..., Tensor(k.astype(np.int32), device=self.device)] for k in (i0, i1))
+      wt = Tensor(w, device=self.device).cast(x.dtype)
+      x = (x0 * (1 - wt) + x1 * wt).transpose(ax, -1)
     if x.dtype != self.dtype:   # an int input: rounded back to its dtype (PyTorch keeps uint8 images uint8)
       x = x.round().clip(dtypes.min(self.dtype), dtypes.max(self.dtype)).cast(self.dtype)
     return x

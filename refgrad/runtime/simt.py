@@ -258,6 +258,7 @@ class Program:
     self.name, self.uops, self.vector_loops = name, list(uops), vector_loops
     # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
     self.loop_notes: dict[int, str] = {}
+    self._users: dict[UOp, list[int]] | None = None   # simt_loops.users_of(uops), made for the first RANGE's plan
     if verify:
       from refgrad.uop.spec import verify_linear
       verify_linear(self.uops)
@@ -415,7 +416,8 @@ class Program:
       return endif
     if op is Ops.RANGE:
       a, npdt = src[0], dt.np
-      lp = simt_loops.plan(self, i, self._end_of[i], slot) if self.vector_loops else "vector_loops is off"
+      if self.vector_loops and self._users is None: self._users = simt_loops.users_of(self.uops)
+      lp = simt_loops.plan(self, i, self._end_of[i], slot, self._users) if self._users is not None else "vector_loops is off"
       self.loop_notes[i] = "arrays" if isinstance(lp, simt_loops.LoopPlan) else lp
       fast = lp if isinstance(lp, simt_loops.LoopPlan) else None
       def range_(st: _State) -> int | None:

@@ -46,9 +46,8 @@ class _Acc:
 class LoopPlan:
   """How to run one qualifying RANGE loop as arrays (built once per Program)."""
 
-  def __init__(self, prg: Any, r: int, end: int, slot: list[int], steps: list[tuple], accs: list[_Acc], width: int):
-    self.prg, self.r, self.end, self.slot, self.steps, self.accs, self.width = prg, r, end, slot, steps, accs, width
-    self.rdt = prg.uops[r].dtype.np
+  def __init__(self, rdt: np.dtype, r_slot: int, steps: list[tuple], accs: list[_Acc], width: int):
+    self.rdt, self.r_slot, self.steps, self.accs, self.width = rdt, r_slot, steps, accs, width
     # the body values that die after each step (their last reader), so a chunk holds only the live ones
     last: dict[int, int] = {}
     for k, (kind, o, src, aux) in enumerate(steps):
@@ -78,7 +77,7 @@ class LoopPlan:
     return True
 
   def _chunk(self, st: Any, regs: list, active: np.ndarray | None, accs: dict, t0: int, t1: int) -> bool:
-    v: dict[int, np.ndarray] = {self.slot[self.r]: np.arange(t0, t1, dtype=self.rdt)[:, None]}
+    v: dict[int, np.ndarray] = {self.r_slot: np.arange(t0, t1, dtype=self.rdt)[:, None]}
     def get(s: int) -> np.ndarray:
       x = v.get(s)
       return regs[s][None] if x is None else x
@@ -158,14 +157,19 @@ def _affine(idx: np.ndarray) -> tuple[int, int, int] | None:
   return (a, s0, s1) if np.array_equal(idx, want) else None
 
 
-def plan(prg: Any, r: int, end: int, slot: list[int]) -> LoopPlan | str:
-  """A LoopPlan for the RANGE at r (its ENDRANGE at end), or why its iterations must be interpreted."""
-  uops, pos = prg.uops, prg.pos
-  body = range(r + 1, end)
-  inside = {uops[i] for i in body}
+def users_of(uops: list[UOp]) -> dict[UOp, list[int]]:
+  """uop -> the positions of the uops reading it (computed once per Program, shared by every RANGE's plan)."""
   users: dict[UOp, list[int]] = {}
   for i, u in enumerate(uops):
     for s in u.src: users.setdefault(s, []).append(i)
+  return users
+
+
+def plan(prg: Any, r: int, end: int, slot: list[int], users: dict[UOp, list[int]]) -> LoopPlan | str:
+  """A LoopPlan for the RANGE at r (its ENDRANGE at end), or why its iterations must be interpreted; users: `users_of`."""
+  uops, pos = prg.uops, prg.pos
+  body = range(r + 1, end)
+  inside = {uops[i] for i in body}
   fold_alus: dict[int, _Acc] = {}
   for i in body:
     u = uops[i]
@@ -204,4 +208,4 @@ def plan(prg: Any, r: int, end: int, slot: list[int]) -> LoopPlan | str:
       steps.append((0, slot[i], src, (semantics.op_fn(u.op, u.dtype, sdts), u.op in _MAY_UB, sdts, u.op, u.dtype)))
   if not fold_alus and not steps: return "its body is empty"
   width = max([uops[i].dtype.count for i in body if not isinstance(uops[i].dtype, PtrDType)] + [1])
-  return LoopPlan(prg, r, end, slot, steps, list(fold_alus.values()), width)
+  return LoopPlan(uops[r].dtype.np, slot[r], steps, list(fold_alus.values()), width)
