@@ -74,8 +74,7 @@ def eval_ast(ast: UOp, bufs: dict[int, np.ndarray], base: dict[int, np.ndarray] 
       keep = np.broadcast_to(ev.value(st.src[3], env, memo), shape).reshape(-1).astype(bool)
       idx, val = idx[keep], val[keep]
     idx = idx.astype(np.int64)
-    if idx.size and (idx.min() < 0 or idx.max() >= res[buf].size):
-      raise IndexError(f"eval_ast: the AST stores to buffer {buf} at index {int(idx.min() if idx.min() < 0 else idx.max())}, outside its {res[buf].size} elements")
+    _inside(idx, res[buf], f"stores to buffer {buf}")
     res[buf][idx] = val
   return res
 
@@ -93,10 +92,10 @@ class _Eval:
       if len(u.src) == 4:
         gate = self.value(u.src[2], env, memo).astype(bool)
         idx, gate = np.broadcast_arrays(idx, gate)
-        _inside(idx[gate], data, u)
+        _inside(idx[gate], data, f"loads buffer {u.src[0].arg}")
         out = np.where(gate, data[np.where(gate, idx, 0)], self.value(u.src[3], env, memo))
       else:
-        _inside(idx, data, u)
+        _inside(idx, data, f"loads buffer {u.src[0].arg}")
         out = data[idx]
     elif u.op is Ops.REDUCE: out = self.reduce(u, env)
     elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
@@ -130,7 +129,7 @@ class _Eval:
     return acc.reshape(full[1:])
 
 
-def _inside(idx: np.ndarray, data: np.ndarray, u: UOp) -> None:
+def _inside(idx: np.ndarray, data: np.ndarray, access: str) -> None:
   if idx.size and (idx.min() < 0 or idx.max() >= data.size):
     bad = int(idx.min() if idx.min() < 0 else idx.max())
-    raise IndexError(f"eval_ast: the AST loads buffer {u.src[0].arg} at index {bad}, outside its {data.size} elements")
+    raise IndexError(f"eval_ast: the AST {access} at index {bad}, outside its {data.size} elements")

@@ -318,7 +318,7 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
   g.by_uops[tuple(base.uops)] = base
   # every kernel, as the scheduler built it before symbolic simplification when the case has its program (else the
   # simplified AST): whole when small, else a sample of output points with their full reductions
-  with timed("AST evaluator"): raw = raw_kernel_of(c.recipe, ast) if c.recipe is not None else None
+  with timed("AST evaluator"): raw = raw_kernel_of(c.recipe, ast) if ast_eval and c.recipe is not None else None   # only its oracle uses it
   oracle_ast = ast if raw is None else raw
   if ast_eval and can_eval(oracle_ast):
     try:

@@ -222,19 +222,16 @@ def _unsimplified() -> Iterator[None]:
 
 @functools.lru_cache(maxsize=64)
 def _raw_kernels(recipe_text: str) -> tuple[Any, ...]:
-  from refgrad import schedule
-  with _unsimplified():
-    t = build(json.loads(recipe_text))
-    items, _ = schedule.create_schedule([t.uop], "CPU")
-    return tuple(it.ast for it in items if it.ast is not None)
+  with _unsimplified(): return tuple(ast for _, ast in _kernels.__wrapped__(recipe_text))   # uncached: _kernels' cache holds simplified ASTs
 
 def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
   """The recipe's kernel as the scheduler builds it before simplification, when it reads and writes the same buffers
   (number, dtype and size) as `ast`, the simplified kernel the case checks; else None."""
   from refgrad.uop.ops import Ops
-  try: raws = _raw_kernels(json.dumps(recipe, sort_keys=True))
+  text = json.dumps(recipe, sort_keys=True)
+  try: raws = _raw_kernels(text)
   except Exception: return None   # the unsimplified graph may not schedule (it is only an oracle's input)
-  if len(raws) != len(_kernels(json.dumps(recipe, sort_keys=True))) or not raws: return None
+  if len(raws) != len(_kernels(text)) or not raws: return None
   raw = raws[recipe["kernel"] % len(raws)]
   def bufs(a: Any) -> list[Any]: return sorted({u.arg: u.dtype for u in a.toposort if u.op is Ops.DEFINE_GLOBAL}.items())
   return raw if bufs(raw) == bufs(ast) else None

@@ -3,7 +3,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -11,6 +10,7 @@ import pytest
 
 from conformance.__main__ import main
 from refgrad.device import Device
+from tests.cli import run_module, start_module
 
 
 def test_passing_run_writes_reports(tmp_path, capsys):
@@ -43,8 +43,7 @@ def test_a_broken_backend_fails(broken_device, tmp_path, capsys):
 
 
 def _conformance(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True, text=True, check=False, timeout=timeout,
-                        env={**os.environ, **(env or {})})
+  return run_module("conformance", *args, env=env, timeout=timeout)
 
 @pytest.mark.parametrize("args, msg", [
   (["--seed", "-1"], "the seed must be an int >= 0"),
@@ -80,10 +79,9 @@ def test_default_devices_that_cannot_be_constructed_are_skipped_with_a_note(tmp_
 def test_ctrl_c_reports_the_cases_finished(tmp_path):
   """SIGINT to the process group during the run: exit 130, no traceback, the reports hold the cases that finished."""
   js = tmp_path / "r.json"
-  p = subprocess.Popen([sys.executable, "-m", "conformance", "--device", "PYTHON", "--device", "NV", "--device", "AMD", "--group", "alu",
-                        "--group", "cast", "--group", "transcendental", "--group", "native", "--jobs", "1", "--json", str(js)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                       env={**os.environ, "MOCKGPU": "1", "PYTHONUNBUFFERED": "1"})
+  p = start_module("conformance", "--device", "PYTHON", "--device", "NV", "--device", "AMD", "--group", "alu",
+                   "--group", "cast", "--group", "transcendental", "--group", "native", "--jobs", "1", "--json", str(js),
+                   env={"MOCKGPU": "1", "PYTHONUNBUFFERED": "1"})
   try:
     first = p.stdout.readline()   # "running N cases on ...": the cases have started
     assert first.startswith("running "), first

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,11 +15,11 @@ from fuzz.astjson import ast_to_json
 from fuzz.case import Case, Finding
 from fuzz.cliargs import cpus
 from refgrad import Tensor, schedule
+from tests.cli import run_module, start_module
 
 
 def _fuzz(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "fuzz", *args], capture_output=True, text=True, check=False, timeout=timeout,
-                        env={**os.environ, **(env or {})})
+  return run_module("fuzz", *args, env=env, timeout=timeout)
 
 def _one_line_exit_2(r: subprocess.CompletedProcess, msg: str) -> None:
   assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
@@ -71,9 +70,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_findings_summary_and_report(tmp_path):
   traceback, the summary printed, the --json report written with what was done, the finding kept. --workers 100000
   is capped at the machine's CPUs, and says so."""
   corpus, report = tmp_path / "corpus", tmp_path / "r.json"
-  p = subprocess.Popen([sys.executable, "-m", "fuzz", "--preload", "tests.fuzz.inject", "--workers", "100000", "--devices", "CPU", "--targets", "CPU",
-                        "--seconds", "300", "--corpus", str(corpus), "--json", str(report), "--quiet"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, "FUZZ_INJECT": "unroll"})
+  p = start_module("fuzz", "--preload", "tests.fuzz.inject", "--workers", "100000", "--devices", "CPU", "--targets", "CPU",
+                   "--seconds", "300", "--corpus", str(corpus), "--json", str(report), "--quiet", env={"FUZZ_INJECT": "unroll"})
   try:
     deadline = time.monotonic() + 150
     while not list(corpus.glob("*.json")) and time.monotonic() < deadline and p.poll() is None: time.sleep(0.2)

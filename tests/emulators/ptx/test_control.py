@@ -1,6 +1,9 @@
 """Reconvergence, barriers, warp instructions, faults and parse errors of the PTX executor (through run_ptx)."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -80,13 +83,17 @@ def test_shuffles():
   assert r.tolist() == [(t ^ 1) * 1000000 + (t - 2 if t >= 2 else t) * 1000 + ((t & 0x18) | 5) for t in range(32)]
 
 
-def test_barrier_and_shared_memory():
-  src = kernel("""
+# each thread stores its tid at sh[4 * tid], then all wait at the barrier (the prologue of the shared-memory tests)
+_SHARED_TID = """
   mov.u32 %r1, sh;
   shl.b32 %r2, %r0, 2;
   add.u32 %r3, %r1, %r2;
   st.shared.u32 [%r3], %r0;
-  bar.sync 0;
+  bar.sync 0;"""
+
+
+def test_barrier_and_shared_memory():
+  src = kernel(_SHARED_TID + """
   sub.u32 %r4, 63, %r0;
   shl.b32 %r4, %r4, 2;
   add.u32 %r4, %r1, %r4;
@@ -263,15 +270,9 @@ def test_shared_memory_race_between_barriers():
     run(kernel(body.replace("{sync}", ""), ".shared .align 4 .b8 sh[256];"), 64)
 
 
-@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
 def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
-  import subprocess
-  src = kernel("""
-  mov.u32 %r1, sh;
-  shl.b32 %r2, %r0, 2;
-  add.u32 %r3, %r1, %r2;
-  st.shared.u32 [%r3], %r0;
-  bar.sync 0;
+  src = kernel(_SHARED_TID + """
   shfl.sync.bfly.b32 %r4, %r0, 1, 31, -1;
   setp.lt.u32 %p1, %r0, 3;
   vote.sync.ballot.b32 %r5, %p1, -1;
