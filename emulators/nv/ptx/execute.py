@@ -22,6 +22,7 @@ from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32
 GLOBAL_WINDOW = 3 << 48   # module-scope .global/.const variables: a fresh copy of their initial bytes per launch
+_LOG2 = {2: 1, 4: 2, 8: 3}
 MAX_STEPS = 5_000_000   # instruction steps per launch before an endless loop is reported (not a hang)
 
 
@@ -62,6 +63,9 @@ class Launch:
     self._d: np.ndarray | None = None
     self._map: tuple[np.ndarray, np.ndarray] | None = None
     self._gv: np.ndarray | None = None
+    self._last: tuple[int, int, Any] | None = None   # (va, end, region) of the mapping the last global access used
+    self.touched: dict[int, Any] = {}   # id(Memory) -> Memory whose definedness a store changed (settled at the end)
+    self.mem_views: dict[int, dict[int, np.ndarray]] = {}   # id(Memory) -> element size -> the bytes viewed as that size
     self.atomic = False   # inside atom/red: no race reports
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
@@ -72,9 +76,11 @@ class Launch:
     sel = self.sel
     if o.kind == "reg":
       name = o.value
-      if name in self.regs:
+      r = self.regs.get(name)
+      if r is not None:
         d = self.defined.get(name)
-        return self.regs[name][sel], (d[sel] if d is not None else None)
+        if sel.size == self.n: return r, d   # every lane: the register itself (handlers never write into operands)
+        return r[sel], (d[sel] if d is not None else None)
       if name in self.special: return self.special[name][sel], None
       if name == "%clock" or name == "%clock64": return np.full(sel.size, self.clock, np.uint64), None
       if name in self.e.regs:   # declared, never written
@@ -129,14 +135,29 @@ class Launch:
       else: b = v.astype(np.uint64)
       w = TYPES[rt]
       if w < 8: b = b & np.uint64((1 << (8 * w)) - 1)
-    r = self.regs.get(name)
-    if r is None: r = self.regs[name] = np.zeros(self.n, np.uint64)
-    r[self.sel] = b
     if d is None: d = self._d
+    if b.size != self.sel.size: b = np.broadcast_to(b, self.sel.shape).copy()
+    self.put_bits(name, b, d)
+
+  def put_bits(self, name: str, b: np.ndarray, d: np.ndarray | None) -> None:
+    """Write raw register bits (a fresh uint64 array, already masked to the register's width) for the selected lanes;
+    d: which lanes hold defined values (None: all)."""
+    sel = self.sel
+    if sel.size == self.n:
+      self.regs[name] = b
+      if self.checked: self.defined[name] = None if d is None or d.all() else d.copy()
+      return
+    r = self.regs.get(name)
+    if r is None:
+      r = self.regs[name] = np.zeros(self.n, np.uint64)
+      if self.checked: self.defined[name] = np.zeros(self.n, np.bool_)
+    r[sel] = b
     if self.checked:
       dd = self.defined.get(name)
-      if dd is None: dd = self.defined[name] = np.zeros(self.n, np.bool_)
-      dd[self.sel] = True if d is None else d
+      if dd is None:
+        if d is None or d.all(): return
+        dd = self.defined[name] = np.ones(self.n, np.bool_)
+      dd[sel] = True if d is None else d
 
   # ---- memory -----------------------------------------------------------------------------------------------------
   def address(self, o: Operand) -> np.ndarray:
@@ -284,6 +305,54 @@ class Launch:
     return None
 
   def _global(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
+    last = self._last
+    if last is not None:   # the usual case: every lane inside the mapping the previous access used
+      va, end, r = last
+      amin, amax = addr.min(), addr.max()
+      if amin >= va and amax + np.uint64(w) <= end: return self._in_region(r, addr - np.uint64(va), w, st)
+    return self._global_any(addr, w, st)
+
+  def global_at(self, b: np.ndarray, off: int, w: int, st: tuple[np.ndarray, np.ndarray | None] | None = None) -> Any:
+    """A global access at b + off (b: base register bits, off: the immediate): one add and one max when every lane stays
+    inside the mapping the previous access used; else the general path (search, MMU fault)."""
+    last = self._last
+    if last is not None:
+      va, _, r = last
+      rel = b + np.uint64((off - va) & 0xFFFFFFFFFFFFFFFF)   # below the mapping wraps to huge: one max checks both ends
+      if r.size >= w and rel.max() <= np.uint64(r.size - w): return self._in_region(r, rel, w, st)
+    return self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
+
+  def _in_region(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
+    """A load (st None: (bytes (lanes, w), defined or None)) or store of w bytes per lane at offsets off of one mapping."""
+    mem = self.mem_views.get(id(r.mem))
+    if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
+    k = w if w in (1, 2, 4, 8) else 0
+    if k > 1 and (off & np.uint64(k - 1)).any(): k = 0   # unaligned: byte by byte
+    if not k: off = off.astype(np.int64)
+    if k:
+      v = mem.get(k)
+      if v is None: v = mem[k] = r.mem.data[:r.mem.data.size // k * k].view(S.UINT[k])
+      e = off >> np.uint64(_LOG2[k]) if k > 1 else off
+    if st is None:
+      out = v[e].view(np.uint8).reshape(-1, w) if k else r.mem.data[off[:, None] + np.arange(w)]
+      if not self.checked or r.mem.bits is None: return out, None
+      ok = r.mem.elems_defined(e, k) if k else r.mem.elems_defined((off[:, None] + np.arange(w)).reshape(-1), 1).reshape(-1, w).all(axis=1)
+      return out, (None if ok.all() else ok)
+    data, d = st
+    if k: v[e] = np.ascontiguousarray(data).view(S.UINT[k]).reshape(-1)
+    else: r.mem.data[off[:, None] + np.arange(w)] = data
+    if r.mem.bits is not None or (d is not None and not d.all()):
+      if not k: e, k1 = (off[:, None] + np.arange(w)).reshape(-1), 1
+      else: k1 = k
+      dm = None if d is None else (d if k else np.repeat(d, w))
+      if dm is None: r.mem.mark_elems(e, k1, True)
+      else:
+        if dm.any(): r.mem.mark_elems(e[dm], k1, True)
+        if (~dm).any(): r.mem.mark_elems(e[~dm], k1, False)
+      self.touched[id(r.mem)] = r.mem   # settled once when the launch ends (a bitmap scan per store would dominate)
+    return None
+
+  def _global_any(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     vm = self.vm
     if self._map is None:   # the VM's mappings do not change while a kernel runs
       self._map = (np.array(vm.starts, np.uint64), np.array([r.end for r in vm.regions] or [0], np.uint64))
@@ -303,6 +372,10 @@ class Launch:
       r = vm.find(a)
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
       raise PTXFault("mmu", f"MMU fault: global {'store' if st else 'load'} of {w} bytes at 0x{a:x} {why}, by {self.thread(i)}", self.ins, a)
+    if single:
+      r = vm.regions[one]
+      self._last = (r.va, r.end, r)
+      return self._in_region(r, addr - np.uint64(r.va), w, st)
     if st is None: out, dd = np.zeros((addr.size, w), np.uint8), None
     lo, hi = (one, one) if single else (int(ri.min()), int(ri.max()))
     for r_i in ([lo] if lo == hi else np.unique(ri)):
@@ -324,7 +397,7 @@ class Launch:
           dm = np.ones(ix.shape[0], np.bool_) if d is None else d[m]
           if dm.any(): r.mem.mark_elems(ix[dm].reshape(-1), 1, True)
           if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False)
-          r.mem.settle()
+          self.touched[id(r.mem)] = r.mem
     return None if st is not None else (out, dd)
 
 

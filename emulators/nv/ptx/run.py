@@ -7,8 +7,9 @@ import numpy as np
 
 from emulators.nv.ptx import execute as X
 from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.fast import compile_entry
 from emulators.nv.ptx.ops import CONTROL, TABLE
-from emulators.nv.ptx.parse import Entry, Instr, PTXError
+from emulators.nv.ptx.parse import Entry, Instr, Operand, PTXError
 
 
 def check_supported(e: Entry) -> None:
@@ -21,26 +22,51 @@ def check_supported(e: Entry) -> None:
 
 def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any, shared_bytes: int, checked: bool) -> None:
   L = Launch(e, grid, block, params, vm, shared_bytes, checked)
-  instrs, n_ins = e.instrs, len(e.instrs)
+  try:
+    with np.errstate(all="ignore"): _run(L)   # IEEE results (inf, NaN) are values here, not warnings
+  finally:
+    for m in L.touched.values(): m.settle()
+
+
+def _run(L: Launch) -> None:
+  e, checked = L.e, L.checked
+  if e.steps is None: e.steps = (compile_entry(e), [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs])
+  fns, preds = e.steps
+  instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
   steps = 0
-  # uniform mode: while every live lane is at one PC (`uni`), that PC is a scalar and pc[] is written back on leaving it
+  # uniform mode: while every live lane is at one PC (`uni`), that PC is a scalar and pc[] is written back on leaving it;
+  # a guard or branch that every lane takes the same way stays in it
   uni: int | None = 0
   everyone = np.flatnonzero(L.live)
   while True:
     if uni is not None:
-      cur, sel = uni, everyone
+      cur = uni
       if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
       ins = instrs[cur]
-      if ins.op in ("bra", "ret", "exit", "bar", "barrier") or ins.pred is not None:   # may diverge: back to per-lane PCs
-        pc[everyone] = cur
-        uni = None
-      else:
-        L.ins, L.clock, L._d, L.sel = ins, steps, None, sel
-        steps += 1
-        _execute(L, ins)
+      L.ins, L.clock, L._d, L.sel = ins, steps, None, everyone
+      steps += 1
+      if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
+      if ins.pred is not None:
+        pv, pd = L.bits(preds[cur])
+        k = np.count_nonzero(pv) if pd is None or pd.all() else -1
+        if k != 0 and k != everyone.size:   # diverges (or an undefined guard, reported below): back to per-lane PCs
+          pc[everyone], uni = cur, None
+          steps -= 1
+          continue
+        if (k != 0) == ins.pred_neg:   # nobody runs it
+          uni = cur + 1
+          continue
+      f = fns[cur]
+      if f is not None:
+        _execute(L, ins, f)
         uni = cur + 1
         continue
+      if ins.op == "bra":
+        uni = labels[ins.args[0].value]
+        continue
+      pc[everyone], uni = cur, None   # ret / exit / barriers / trap: the per-lane scheduler
+      steps -= 1
     run_ok = (pc >= 0) & ~waiting
     if not run_ok.any():
       if waiting.any(): _release(L, None)
@@ -54,7 +80,7 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
     if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
     if ins.pred is not None:
       L.sel = sel
-      pv, pd = L.bits(L_reg(ins.pred))
+      pv, pd = L.bits(preds[cur])
       if checked and pd is not None and not pd.all():
         raise PTXFault("compute", f"guard predicate {ins.pred} is undefined for {L.thread(int(np.flatnonzero(~pd)[0]))}", ins)
       take = (pv != 0) != ins.pred_neg
@@ -76,21 +102,16 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
       _release(L, cur)
     elif op == "trap": raise PTXFault("compute", f"trap executed by {L.thread(0)}", ins)
     else:
-      _execute(L, ins)
+      _execute(L, ins, fns[cur])
       pc[sel] = cur + 1
     if sel.size == everyone.size and not waiting.any() and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
 
 
-def _execute(L: Launch, ins: Instr) -> None:
-  try: TABLE[ins.op](L, ins)  # type: ignore[operator]
+def _execute(L: Launch, ins: Instr, fn: Any) -> None:
+  try: fn(L)
   except PTXFault: raise
   except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:
     raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
-
-
-def L_reg(name: str) -> Any:
-  from emulators.nv.ptx.parse import Operand
-  return Operand("reg", name)
 
 
 def _release(L: Launch, cur: int | None) -> None:

@@ -1,0 +1,300 @@
+"""Pre-decoded forms of the hottest instruction shapes: each Instr is turned once into a closure step(L) with its operands
+resolved (register names, masks, immediates as numpy scalars, the compare or rounding picked), so a step does only numpy
+work. Anything not matched here runs through the family handler of ops.TABLE (same semantics, slower). A row of FAST
+maps a family to a builder(ins, entry) -> closure or None (None: use the generic handler).
+
+The closures keep checked mode: an operand's definedness (memcheck) flows into the destination exactly as Launch.get/put do."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from emulators.nv.ptx import semantics as S
+from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.ops import TABLE
+from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
+
+Step = Callable[[Launch], None]
+Fetch = Callable[[Launch], tuple[np.ndarray, "np.ndarray | None"]]
+_MASK = {w: np.uint64((1 << (8 * w)) - 1) for w in (1, 2, 4)}
+
+
+def _and(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+  return b if a is None else a if b is None else a & b
+
+
+def _bits_fetch(o: Operand, w: int, e: Entry) -> Fetch | None:
+  """Raw bits of a register or integer immediate operand, truncated to w bytes (a uint64 array or scalar; a register's
+  own array when no truncation is needed: read-only)."""
+  if o.kind == "reg":
+    if w == 8 or (o.value in e.regs and TYPES[e.regs[o.value]] <= w): return lambda L: L.bits(o)
+    m = _MASK[w]
+    def f(L: Launch) -> tuple[np.ndarray, np.ndarray | None]:
+      b, d = L.bits(o)
+      return b & m, d
+    return f
+  if o.kind == "imm":
+    v = np.uint64(o.value & ((1 << (8 * w)) - 1))
+    return lambda L: (v, None)
+  return None
+
+
+def _fimm_bits(o: Operand, t: str) -> Fetch | None:
+  """A float immediate's bits as type t (converted as Launch.get converts it)."""
+  f = _typed_fetch(o, t) if o.kind == "fimm" else None
+  if f is None: return None
+  c = np.uint64(int(np.asarray(f(None)[0]).view(S.UINT[TYPES[t]])))   # type: ignore[arg-type]
+  return lambda L: (c, None)
+
+
+def _typed_fetch(o: Operand, t: str) -> Fetch | None:
+  """An operand as numpy values of type t (register, or an immediate as a numpy scalar), like Launch.get."""
+  if t not in S.NP or t in ("bf16", "pred", "f16x2", "bf16x2") or TYPES[t] not in (1, 2, 4, 8): return None
+  w, dt = TYPES[t], S.NP[t]
+  if o.kind == "reg":
+    if w == 8: return lambda L: (lambda b, d: (b.view(dt), d))(*L.bits(o))
+    ut = S.UINT[w]
+    return lambda L: (lambda b, d: (b.astype(ut).view(dt), d))(*L.bits(o))
+  if o.kind == "imm":
+    v = float(o.value) if S.is_float(t) else o.value & ((1 << (8 * w)) - 1)
+    c = np.array([v], dt)[0] if S.is_float(t) else np.array([v], S.UINT[w]).view(dt)[0]
+    return lambda L: (c, None)
+  if o.kind == "fimm" and S.is_float(t):
+    v, fw = o.value  # type: ignore[misc]
+    x = np.array([v], np.uint64).view(np.float64) if fw == 8 else np.array([v], np.uint32).view(np.float32)
+    c = x.astype(dt)[0]
+    return lambda L: (c, None)
+  return None
+
+
+def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndarray, np.ndarray | None], None] | None:
+  """Writer of t-typed results into register o, as raw bits (sign-extended for signed types, masked to the register)."""
+  if o.kind != "reg" or o.value not in e.regs: return None
+  rt = e.regs[o.value]
+  if rt == "pred" or t == "pred" or TYPES[rt] > 8: return None
+  rw, w = TYPES[rt], TYPES[t]
+  name = o.value
+  if S.is_signed(t) and rw > w:
+    def tob(v: np.ndarray) -> np.ndarray: return v.astype(np.int64).view(np.uint64) & _MASK[rw] if rw < 8 else v.astype(np.int64).view(np.uint64)
+  elif rw < w:
+    ut, m = S.UINT[w], _MASK[rw]
+    def tob(v: np.ndarray) -> np.ndarray: return v.view(ut).astype(np.uint64) & m
+  else:
+    ut = S.UINT[w]
+    def tob(v: np.ndarray) -> np.ndarray: return v.view(ut).astype(np.uint64)
+  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None: L.put_bits(name, tob(v), d)
+  return put
+
+
+def _pred_dest(e: Entry, o: Operand) -> Callable[[Launch, np.ndarray, np.ndarray | None], None] | None:
+  if o.kind != "reg" or e.regs.get(o.value) != "pred": return None
+  name = o.value
+  return lambda L, v, d: L.put_bits(name, v.astype(np.uint64), d)
+
+
+def _ld(ins: Instr, e: Entry) -> Step | None:
+  """ld.global(.v2/.v4) of 1/2/4/8-byte types into registers."""
+  if not ins.has("global") or e.globals_bytes or len(ins.types) != 1 or ins.types[0] in ("pred", "bf16x2", "f16x2") or TYPES[ins.types[0]] > 8:
+    return None
+  if any(m in ins.mods for m in ("v8",)): return None
+  t = ins.types[0]
+  w = TYPES[t]
+  n = 4 if ins.has("v4") else 2 if ins.has("v2") else 1
+  a = ins.args[1]
+  if a.kind != "addr" or a.value.kind != "reg": return None
+  base, off = a.value, a.offset
+  dsts = ins.args[0].value if n > 1 else (ins.args[0],)
+  puts = []
+  for o in dsts:  # type: ignore[union-attr]
+    if o.kind == "sym" and o.value == "_": puts.append(None); continue
+    p = _dest(ins, e, o, t)
+    if p is None: return None
+    puts.append(p)
+  dt, ut = S.NP[t], S.UINT[w]
+  def step(L: Launch) -> None:
+    b, d = L.bits(base)
+    if d is not None and L.checked and not d.all():
+      raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
+    raw, dd = L.global_at(b, off, n * w)
+    vals = np.ascontiguousarray(raw).view(ut).reshape(-1, n).view(dt) if n > 1 else raw.view(ut).reshape(-1).view(dt)
+    for i, p in enumerate(puts):
+      if p is not None: p(L, vals[:, i] if n > 1 else vals, dd)
+  return step
+
+
+def _st(ins: Instr, e: Entry) -> Step | None:
+  if not ins.has("global") or e.globals_bytes or len(ins.types) != 1 or ins.types[0] in ("pred",) or TYPES[ins.types[0]] > 8: return None
+  t = ins.types[0]
+  w = TYPES[t]
+  n = 4 if ins.has("v4") else 2 if ins.has("v2") else 1
+  if ins.has("v8"): return None
+  a = ins.args[0]
+  if a.kind != "addr" or a.value.kind != "reg": return None
+  base, off = a.value, a.offset
+  srcs = ins.args[1].value if n > 1 else (ins.args[1],)
+  if any(o.kind != "reg" for o in srcs): return None  # type: ignore[union-attr]
+  ut = S.UINT[w]
+  def step(L: Launch) -> None:
+    b, d = L.bits(base)
+    if d is not None and L.checked and not d.all():
+      raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
+    dd = None
+    cols = []
+    for o in srcs:  # type: ignore[union-attr]
+      v, dv = L.bits(o)
+      cols.append(v.astype(ut))
+      dd = _and(dd, dv)
+    data = (np.stack(cols, 1) if n > 1 else cols[0]).view(np.uint8).reshape(-1, n * w)
+    L.global_at(b, off, n * w, (data, dd))
+  return step
+
+
+def _prmt(ins: Instr, e: Entry) -> Step | None:
+  """prmt.b32 with a constant selector (default mode): a fixed byte gather from {b, a}, with sign replication."""
+  if ins.mods != ("b32",) or ins.args[3].kind != "imm": return None
+  fa, fb = _bits_fetch(ins.args[1], 4, e), _bits_fetch(ins.args[2], 4, e)
+  put = _dest(ins, e, ins.args[0], "u32")
+  if fa is None or fb is None or put is None or ins.args[1].kind != "reg" or ins.args[2].kind != "reg": return None
+  c = ins.args[3].value
+  sel = [(c >> (4 * i)) & 0xF for i in range(4)]
+  idx = [s & 7 for s in sel]
+  sign = [bool(s & 8) for s in sel]
+  def step(L: Launch) -> None:
+    a, da = fa(L)
+    b, db = fb(L)
+    x = (a | (b << np.uint64(32))).view(np.uint8).reshape(-1, 8)
+    by = x[:, idx]
+    if any(sign):
+      for i, sg in enumerate(sign):
+        if sg: by[:, i] = np.where(by[:, i] & np.uint8(0x80), np.uint8(0xFF), np.uint8(0))
+    put(L, np.ascontiguousarray(by).view(np.uint32).reshape(-1), _and(da, db))
+  return step
+
+
+def _mov(ins: Instr, e: Entry) -> Step | None:
+  """mov of a register, special register or immediate into a register of the type's width."""
+  if len(ins.types) != 1 or len(ins.args) != 2: return None
+  t = ins.types[0]
+  d, s = ins.args
+  if t == "pred" or d.kind != "reg" or e.regs.get(d.value) in (None, "pred") or TYPES.get(t, 16) > 8 or TYPES[e.regs[d.value]] != TYPES[t]: return None
+  name, w = d.value, TYPES[t]
+  if s.kind == "fimm":
+    f = _fimm_bits(s, t) if S.is_float(t) else None
+    if f is None: return None
+    c = f(None)[0]   # type: ignore[arg-type]
+    return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
+  if s.kind == "imm":
+    c = np.uint64(s.value & ((1 << (8 * w)) - 1))
+    return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
+  if s.kind != "reg" or e.regs.get(s.value) == "pred": return None
+  f = _bits_fetch(s, w, e)
+  m = _MASK.get(w)
+  def step(L: Launch) -> None:
+    b, dd = f(L)  # type: ignore[misc]
+    L.put_bits(name, b & m if m is not None else b.copy(), dd)   # a fresh array: registers never share storage
+  return step
+
+
+def _int_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Instr, Entry], Step | None]:
+  def build(ins: Instr, e: Entry) -> Step | None:
+    if len(ins.types) != 1 or len(ins.args) != 3: return None
+    t = ins.types[0]
+    if t[0] not in "sub" or TYPES[t] > 8 or any(m not in (t, "lo") for m in ins.mods): return None
+    st = ("s" if S.is_signed(t) else "u") + t[1:]
+    fa, fb, put = _typed_fetch(ins.args[1], st), _typed_fetch(ins.args[2], st), _dest(ins, e, ins.args[0], st)
+    if fa is None or fb is None or put is None or ins.args[1].kind != "reg": return None
+    def step(L: Launch) -> None:
+      a, da = fa(L)
+      b, db = fb(L)
+      put(L, fn(a, b), _and(da, db))
+    return step
+  return build
+
+
+def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
+  """add/sub/mul.rn.f32 and fma.rn.f32 without .ftz/.sat (neg/abs without modifiers)."""
+  nsrc = {"neg": 1, "abs": 1, "fma": 3, "mad": 3}.get(name, 2)
+  def build(ins: Instr, e: Entry) -> Step | None:
+    if ins.types != ("f32",) or len(ins.args) != 1 + nsrc: return None
+    if any(m not in ("f32", "rn") for m in ins.mods): return None
+    fs = [_typed_fetch(o, "f32") for o in ins.args[1:]]
+    put = _dest(ins, e, ins.args[0], "f32")
+    if put is None or any(f is None for f in fs) or ins.args[1].kind != "reg": return None
+    if name == "fma":
+      def op(v: list[np.ndarray]) -> np.ndarray: return S.ffma(*np.broadcast_arrays(*v), "rn")
+    else: op = {"add": lambda v: v[0] + v[1], "sub": lambda v: v[0] - v[1], "mul": lambda v: v[0] * v[1],
+                "neg": lambda v: -v[0], "abs": lambda v: np.abs(v[0])}[name]
+    def step(L: Launch) -> None:
+      vals, d = [], None
+      for f in fs:
+        v, dv = f(L)  # type: ignore[misc]
+        vals.append(v)
+        d = _and(d, dv)
+      with np.errstate(all="ignore"): r = op(vals)
+      put(L, np.asarray(r, np.float32), d)
+    return step
+  return build
+
+
+def _setp(ins: Instr, e: Entry) -> Step | None:
+  if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[0].kind != "reg": return None
+  t = ins.types[0]
+  cs = [m for m in ins.mods if m != t]
+  if len(cs) != 1 or t in ("bf16", "f16", "f16x2", "bf16x2", "pred"): return None
+  c = cs[0]
+  fa, fb, put = _typed_fetch(ins.args[1], t), _typed_fetch(ins.args[2], t), _pred_dest(e, ins.args[0])
+  if fa is None or fb is None or put is None or ins.args[1].kind != "reg": return None
+  plain = S.is_float(t) and c in ("eq", "lt", "le", "gt", "ge")   # ordered compares: false with a NaN as numpy gives
+  cmp = S._CMP[c] if plain or (not S.is_float(t) and c in ("eq", "ne", "lt", "le", "gt", "ge")) else lambda a, b: S.cmp(a, b, c, t)
+  def step(L: Launch) -> None:
+    a, da = fa(L)
+    b, db = fb(L)
+    put(L, cmp(a, b), _and(da, db))
+  return step
+
+
+def _selp(ins: Instr, e: Entry) -> Step | None:
+  if len(ins.types) != 1 or len(ins.args) != 4 or ins.types[0] == "pred" or TYPES[ins.types[0]] > 8: return None
+  t = ins.types[0]
+  if t == "bf16": return None
+  w = TYPES[t]
+  fa, fb = _bits_fetch(ins.args[1], w, e) or _fimm_bits(ins.args[1], t), _bits_fetch(ins.args[2], w, e) or _fimm_bits(ins.args[2], t)
+  p = ins.args[3]
+  d = ins.args[0]
+  if fa is None or fb is None or p.kind != "reg" or d.kind != "reg" or d.value not in e.regs or TYPES[e.regs[d.value]] != w: return None
+  name = d.value
+  def step(L: Launch) -> None:
+    pv, dp = L.bits(p)
+    a, da = fa(L)
+    b, db = fb(L)
+    L.put_bits(name, np.where(pv != 0, a, b), _and(dp, _and(da, db)))   # defined where all three are (as Launch.get)
+  return step
+
+
+def _int_or_f32(op: str) -> Callable[[Instr, Entry], Step | None]:
+  i, f = _int_binary({"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}[op]), _f32(op)
+  return lambda ins, e: f(ins, e) if ins.types == ("f32",) else i(ins, e)
+
+
+FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
+  "ld": _ld, "st": _st, "prmt": _prmt, "mov": _mov, "setp": _setp, "selp": _selp,
+  **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
+}
+
+
+def _generic(ins: Instr) -> Step:
+  h = TABLE[ins.op]
+  return lambda L: h(L, ins)  # type: ignore[operator]
+
+
+def compile_entry(e: Entry) -> list[Step | None]:
+  """One step closure per instruction (None for control flow, which the scheduler runs itself)."""
+  out: list[Step | None] = []
+  for ins in e.instrs:
+    f = None
+    if ins.op in TABLE:
+      b = FAST.get(ins.op)
+      f = (b(ins, e) if b is not None else None) or _generic(ins)
+    out.append(f)
+  return out
