@@ -327,14 +327,14 @@ class Launch:
     mem = self.mem_views.get(id(r.mem))
     if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
     k = w if w in (1, 2, 4, 8) else 0
-    if k > 1 and (off & np.uint64(k - 1)).any(): k = 0   # unaligned: byte by byte
-    if not k: off = off.astype(np.int64)
+    if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
+    off = off.astype(np.intp)   # take/put with intp indices (uint64 ones are converted on every call)
     if k:
       v = mem.get(k)
       if v is None: v = mem[k] = r.mem.data[:r.mem.data.size // k * k].view(S.UINT[k])
-      e = off >> np.uint64(_LOG2[k]) if k > 1 else off
+      e = off >> _LOG2[k] if k > 1 else off
     if st is None:
-      out = v[e].view(np.uint8).reshape(-1, w) if k else r.mem.data[off[:, None] + np.arange(w)]
+      out = v.take(e).view(np.uint8).reshape(-1, w) if k else r.mem.data[off[:, None] + np.arange(w)]
       if not self.checked or r.mem.bits is None: return out, None
       ok = r.mem.elems_defined(e, k) if k else r.mem.elems_defined((off[:, None] + np.arange(w)).reshape(-1), 1).reshape(-1, w).all(axis=1)
       return out, (None if ok.all() else ok)

@@ -151,24 +151,31 @@ def _st(ins: Instr, e: Entry) -> Step | None:
 
 
 def _prmt(ins: Instr, e: Entry) -> Step | None:
-  """prmt.b32 with a constant selector (default mode): a fixed byte gather from {b, a}, with sign replication."""
+  """prmt.b32 with a constant selector (default mode, no sign replication): fixed byte fields of {b, a}."""
   if ins.mods != ("b32",) or ins.args[3].kind != "imm": return None
   fa, fb = _bits_fetch(ins.args[1], 4, e), _bits_fetch(ins.args[2], 4, e)
-  put = _dest(ins, e, ins.args[0], "u32")
-  if fa is None or fb is None or put is None or ins.args[1].kind != "reg" or ins.args[2].kind != "reg": return None
+  if fa is None or fb is None or _dest(ins, e, ins.args[0], "u32") is None or e.regs[ins.args[0].value] not in ("b32", "u32", "s32"): return None
+  if ins.args[1].kind != "reg" or ins.args[2].kind != "reg": return None
   c = ins.args[3].value
   sel = [(c >> (4 * i)) & 0xF for i in range(4)]
-  idx = [s & 7 for s in sel]
-  sign = [bool(s & 8) for s in sel]
+  if any(sv & 8 for sv in sel): return None   # sign replication: the generic handler
+  # runs of result bytes taken from consecutive source bytes of x = b:a move as one field: (x >> src) & mask << dst
+  fields: list[list[int]] = []   # [dst byte, src byte, length]
+  for i, sv in enumerate(sel):
+    if fields and fields[-1][1] + fields[-1][2] == sv and fields[-1][0] + fields[-1][2] == i: fields[-1][2] += 1
+    else: fields.append([i, sv, 1])
+  ops = [(np.uint64(8 * src), np.uint64((1 << (8 * ln)) - 1), np.uint64(8 * dst)) for dst, src, ln in fields]
   def step(L: Launch) -> None:
     a, da = fa(L)
     b, db = fb(L)
-    x = (a | (b << np.uint64(32))).view(np.uint8).reshape(-1, 8)
-    by = x[:, idx]
-    if any(sign):
-      for i, sg in enumerate(sign):
-        if sg: by[:, i] = np.where(by[:, i] & np.uint8(0x80), np.uint8(0xFF), np.uint8(0))
-    put(L, np.ascontiguousarray(by).view(np.uint32).reshape(-1), _and(da, db))
+    x = a | (b << np.uint64(32))
+    r = None
+    for sh, m, to in ops:
+      f = (x >> sh) & m
+      if to: f <<= to
+      r = f if r is None else r | f
+    L.put_bits(name, r, _and(da, db))
+  name = ins.args[0].value
   return step
 
 
