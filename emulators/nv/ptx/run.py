@@ -9,7 +9,7 @@ from emulators.nv.ptx import execute as X
 from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.fast import compile_entry
 from emulators.nv.ptx.ops import CONTROL, TABLE
-from emulators.nv.ptx.parse import Entry, Instr, Operand, PTXError
+from emulators.nv.ptx.parse import Entry, Operand, PTXError
 
 
 def check_supported(e: Entry) -> None:
@@ -24,6 +24,11 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
   L = Launch(e, grid, block, params, vm, shared_bytes, checked)
   try:
     with np.errstate(all="ignore"): _run(L)   # IEEE results (inf, NaN) are values here, not warnings
+  except PTXFault: raise
+  except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:   # a handler met a form it does not take
+    ins = L.ins
+    if ins is None: raise
+    raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
   finally:
     for m in L.touched.values(): m.settle()
 
@@ -59,7 +64,7 @@ def _run(L: Launch) -> None:
           continue
       f = fns[cur]
       if f is not None:
-        _execute(L, ins, f)
+        f(L)
         uni = cur + 1
         continue
       if ins.op == "bra":
@@ -102,16 +107,9 @@ def _run(L: Launch) -> None:
       _release(L, cur)
     elif op == "trap": raise PTXFault("compute", f"trap executed by {L.thread(0)}", ins)
     else:
-      _execute(L, ins, fns[cur])
+      fns[cur](L)
       pc[sel] = cur + 1
     if sel.size == everyone.size and not waiting.any() and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
-
-
-def _execute(L: Launch, ins: Instr, fn: Any) -> None:
-  try: fn(L)
-  except PTXFault: raise
-  except (NotImplementedError, KeyError, StopIteration, IndexError) as ex:
-    raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
 
 
 def _release(L: Launch, cur: int | None) -> None:
