@@ -310,6 +310,11 @@ class Launch:
       va, end, r = last
       amin, amax = addr.min(), addr.max()
       if amin >= va and amax + np.uint64(w) <= end: return self._in_region(r, addr - np.uint64(va), w, st)
+    else: amin, amax = addr.min(), addr.max()
+    r = self.vm.find(int(amin))   # a bisect over the mappings' starts
+    if r is not None and int(amax) + w <= r.end:
+      self._last = (r.va, r.end, r)
+      return self._in_region(r, addr - np.uint64(r.va), w, st)
     return self._global_any(addr, w, st)
 
   def global_at(self, b: np.ndarray, off: int, w: int, st: tuple[np.ndarray, np.ndarray | None] | None = None) -> Any:

@@ -96,7 +96,8 @@ def _pred_dest(e: Entry, o: Operand) -> Callable[[Launch, np.ndarray, np.ndarray
 
 
 def _ld(ins: Instr, e: Entry) -> Step | None:
-  """ld.global(.v2/.v4) of 1/2/4/8-byte types into registers."""
+  """ld.global(.v2/.v4) of 1/2/4/8-byte types into registers; ld.param of scalars."""
+  if ins.has("param") and len(ins.types) == 1 and not any(m in ins.mods for m in ("v2", "v4", "v8")): return _ld_param(ins, e)
   if not ins.has("global") or e.globals_bytes or len(ins.types) != 1 or ins.types[0] in ("pred", "bf16x2", "f16x2") or TYPES[ins.types[0]] > 8:
     return None
   if any(m in ins.mods for m in ("v8",)): return None
@@ -122,6 +123,22 @@ def _ld(ins: Instr, e: Entry) -> Step | None:
     vals = np.ascontiguousarray(raw).view(ut).reshape(-1, n).view(dt) if n > 1 else raw.view(ut).reshape(-1).view(dt)
     for i, p in enumerate(puts):
       if p is not None: p(L, vals[:, i] if n > 1 else vals, dd)
+  return step
+
+
+def _ld_param(ins: Instr, e: Entry) -> Step | None:
+  """ld.param of a kernel parameter (every lane reads the same bytes of constant buffer 0)."""
+  t = ins.types[0]
+  a, d = ins.args[1], ins.args[0]
+  if a.kind != "addr" or a.value.kind != "sym" or d.kind != "reg": return None
+  p = next((p for p in e.params if p.name == a.value.value), None)
+  if p is None or TYPES[t] > 8 or t == "pred" or not 0 <= a.offset <= p.size - TYPES[t]: return None
+  put = _dest(ins, e, d, t)
+  if put is None: return None
+  lo, hi, dt = p.offset + a.offset, p.offset + a.offset + TYPES[t], S.NP[t]
+  def step(L: Launch) -> None:
+    if hi > len(L.params): raise PTXFault("compute", f"a .param read past the {len(L.params)} parameter bytes", ins)
+    put(L, np.full(L.sel.size, np.frombuffer(L.params[lo:hi], dt)[0]), None)
   return step
 
 
@@ -293,8 +310,20 @@ def _int_or_f32(op: str) -> Callable[[Instr, Entry], Step | None]:
   return lambda ins, e: f(ins, e) if ins.types == ("f32",) else i(ins, e)
 
 
+def _cvta(ins: Instr, e: Entry) -> Step | None:
+  """cvta.to.global / cvta.global: generic and global addresses coincide (a register copy)."""
+  if not (ins.has("global") and len(ins.args) == 2 and ins.types in (("u64",), ("b64",)) and ins.args[1].kind == "reg"): return None
+  d, s = ins.args
+  if d.kind != "reg" or e.regs.get(d.value) not in ("u64", "b64", "s64"): return None
+  name = d.value
+  def step(L: Launch) -> None:
+    b, dd = L.bits(s)
+    L.put_bits(name, b.copy(), dd)
+  return step
+
+
 FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
-  "ld": _ld, "st": _st, "prmt": _prmt, "mov": _mov, "setp": _setp, "selp": _selp,
+  "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "mov": _mov, "setp": _setp, "selp": _selp,
   **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
 }
 
