@@ -33,12 +33,18 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
   With `flight` (the queue's launches in flight) the launch starts in flight and its kernel runs when `flight` says;
   `chain`: the launch number of the launch this one follows as part of one unit (a dependent QMD). The launch number.
   A kernel with `run_raw` (PTX) takes the raw argument bytes, the VM and `shared` (the CTA's shared-memory bytes): its
-  own loads and stores resolve addresses, so its accesses are not recorded for the hazard checker."""
+  own loads and stores resolve addresses; the buffers of its pointer parameters (`pointer_params`, found by a static
+  analysis of the PTX, emulators/nv/ptx/access.py) are recorded for the hazard checker."""
   vm, hz = dev.vm, dev.hz
   args = vm.bytes(args_va, k.arg_bytes, engine, f"{args_what} of kernel {k.name}")
   seq = chain if chain is not None else flight.start() if flight is not None else -1
   if hasattr(k, "run_raw"):
     raw = args.tobytes()
+    if hz.enabled:   # each pointer parameter's buffer, to its mapping's end (an unmapped one faults when the kernel uses it)
+      for off, reads, writes in k.pointer_params:
+        va = int.from_bytes(raw[off:off + 8], "little")
+        if (r := vm.find(va)) is not None and (reads or writes):
+          hz.access(pid, r.va, [(va, r.end, writes)], f"{label}: kernel {k.name}", seq)
     _start(lambda: k.run_raw(vm, raw, grid, block, shared), flight, now)
     return seq
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()

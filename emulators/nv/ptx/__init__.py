@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 from emulators.fault import Fault
+from emulators.nv.ptx.access import param_access
 from emulators.nv.ptx.execute import PTXFault
 from emulators.nv.ptx.parse import Entry, PTXError, parse
 from emulators.nv.ptx.run import check_supported, run
@@ -51,6 +52,9 @@ class PTXKernel:
     except (ValueError, KeyError, TypeError) as e: raise Fault(f"the program image is not a valid {self.format}: {e}", "compute") from None
     self.shared_bytes = self.entry.shared_bytes
     self.arg_bytes = PARAM_BASE + self.entry.param_bytes
+    # (byte offset in constant buffer 0, reads, writes) of each pointer parameter global memory is accessed through
+    acc = param_access(self.entry)
+    self.pointer_params = [(PARAM_BASE + p.offset, *acc[p.name]) for p in self.entry.params if p.name in acc]
 
   def run_raw(self, vm: Any, cb0: bytes, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
     try: run(self.entry, grid, block, bytes(cb0[PARAM_BASE:]), vm, max(shared, self.shared_bytes), checked_default())
