@@ -8,7 +8,7 @@ import numpy as np
 
 from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
-from emulators.nv.ptx.parse import TYPES, Instr
+from emulators.nv.ptx.parse import TYPES, Instr, Operand
 from refgrad.dtype import dtypes
 from refgrad.uop.semantics import wmma
 
@@ -74,6 +74,7 @@ def _arith(name: str):
 
   def run(L: Launch, ins: Instr) -> None:
     t = _t(ins)
+    if ins.has("cc") and name in ("add", "sub", "mad"): return _carry(L, ins)
     d, srcs = ins.args[0], ins.args[1:1 + nsrc]
     if S.is_float(t):
       if t in ("f16x2", "bf16x2"):
@@ -92,7 +93,6 @@ def _arith(name: str):
           r = (v[0].astype(np.int64) + (v[1].astype(np.int64) if name == "add" else -v[1].astype(np.int64)))
           r = np.clip(r, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(np.int32)
         else: r = v[0] + v[1] if name == "add" else v[0] - v[1]
-        if ins.has("cc"): raise PTXFault("compute", "carry (.cc) is not supported", ins)
       elif name in ("mul", "mad"):
         if wide:
           wt = S.SINT[2 * v[0].itemsize] if S.is_signed(t) else S.UINT[2 * v[0].itemsize]
@@ -119,6 +119,54 @@ def _arith(name: str):
       else: raise PTXFault("compute", f"{name}.{t}", ins)
     L.put(d, st, r.astype(v[0].dtype))
   return run
+
+
+CARRY = "%cc.cf"   # the condition-code carry flag (PTX ISA §9.7.2): a hidden per-lane register, 0 or 1
+
+
+def _carry(L: Launch, ins: Instr) -> None:
+  """add.cc / addc(.cc) / sub.cc / subc(.cc) / mad(.lo/.hi).cc / madc(.lo/.hi)(.cc) on .u32 .s32 .u64 .s64 (PTX ISA §9.7.2):
+  the sum with the carry-in (addc, madc) or the difference with the borrow-in (subc); .cc writes the carry / borrow out.
+  The flag is unsigned carry arithmetic whatever the type's signedness."""
+  t = _t(ins)
+  w = TYPES[t] * 8
+  if w not in (32, 64) or t[0] not in "su": raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)}: carry ops take .u32 .s32 .u64 .s64", ins)
+  base = ins.op.removesuffix("c") if ins.op in ("addc", "subc", "madc") else ins.op
+  use_in = ins.op in ("addc", "subc", "madc")
+  ut = "u" + str(w)
+  d = ins.args[0]
+  a, b = L.get(ins.args[1], ut).astype(np.uint64), L.get(ins.args[2], ut).astype(np.uint64)
+  if base == "mad":   # the low or high half of the product, then the add
+    hi = ins.has("hi")
+    a = S.mulhi(L.get(ins.args[1], t), L.get(ins.args[2], t), S.is_signed(t)).view(S.UINT[w // 8]).astype(np.uint64) if hi else a * b
+    if w == 32: a &= np.uint64(0xFFFFFFFF)
+    b = L.get(ins.args[3], ut).astype(np.uint64)
+  cin = np.zeros(L.sel.size, np.uint64)
+  if use_in:
+    if CARRY not in L.regs:
+      if L.checked: raise PTXFault("compute", f"{ins.op} reads the carry flag, which no .cc instruction set (undefined)", ins)
+    else:
+      cin, dc = L.bits(Operand("reg", CARRY))
+      if dc is not None and L._d is not None: L._d = L._d & dc
+      elif dc is not None: L._d = dc
+  if base in ("add", "mad"):
+    if w == 32: s, out = a + b + cin, None
+    else:
+      s = a + b
+      out = (s < a) | ((s + cin) < s)
+      s = s + cin
+  else:
+    if w == 32: s, out = (a - b - cin) & np.uint64(0xFFFFFFFFFFFFFFFF), (a < b + cin)
+    else:
+      s = a - b
+      out = (a < b) | (s < cin)
+      s = s - cin
+  if w == 32:
+    if out is None: out = (s >> np.uint64(32)) != 0
+    s = s & np.uint64(0xFFFFFFFF)
+  dd = L._d
+  L.put(d, ut, s.astype(S.UINT[w // 8]))
+  if ins.has("cc"): L.put_bits(CARRY, out.astype(np.uint64), dd)
 
 
 def _bitop(name: str):
@@ -647,6 +695,7 @@ def _nop(L: Launch, ins: Instr) -> None: return None
 
 TABLE: dict[str, object] = {
   **{n: _arith(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs")},
+  "addc": _carry, "subc": _carry, "madc": _carry,
   **{n: _bitop(n) for n in ("and", "or", "xor", "not", "cnot")},
   "shl": _shift, "shr": _shift, "shf": _shf, "mov": _mov, "cvta": _cvta, "setp": _setp, "selp": _selp, "slct": _slct, "cvt": _cvt,
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
