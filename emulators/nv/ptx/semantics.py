@@ -83,24 +83,60 @@ def ffma(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str) -> np.ndarray:
     return fma_f64(a, b, c)
 
 
+def _to_odd(q: np.ndarray, toward: np.ndarray) -> np.ndarray:
+  """float64 q = RN(x) and the sign of x - q (0: exact) -> x rounded to odd in float64 (q, or its neighbour toward x
+  when q's last bit is even): rounding that once more to float32 by any mode equals rounding x once (53 >= 24 + 2)."""
+  even = (q.view(np.uint64) & np.uint64(1)) == 0
+  nudge = (toward != 0) & even & np.isfinite(q)
+  return np.where(nudge, np.nextafter(q, np.where(toward > 0, np.inf, -np.inf)), q)
+
+
+_SAFE_LO, _SAFE_HI = 2.0 ** -960, 2.0 ** 960   # float64 operands whose remainders below are exact and never underflow
+
+
+def _check_f64_range(what: str, mode: str, *xs: np.ndarray) -> None:
+  bad = np.zeros(xs[0].shape, np.bool_)
+  for x in xs:
+    ax = np.abs(x)
+    bad |= np.isfinite(x) & (x != 0) & ((ax < _SAFE_LO) | (ax > _SAFE_HI))
+  if bad.any():
+    raise NotImplementedError(f"{what}.{mode}.f64 of operands or results beyond 2**+-960 (the residual would not be exact)")
+
+
 def fdiv(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+  """Correctly rounded a / b by mode. Directed modes: the exact remainder r = a - q*b (one fma; exact for a correctly
+  rounded q) says on which side of q = RN(a/b) the true quotient lies."""
   with np.errstate(all="ignore"):
     if a.dtype == np.float64:
-      if mode != "rn": raise NotImplementedError("div.f64 with directed rounding")
-      return a / b
+      q = a / b
+      if mode == "rn": return q
+      _check_f64_range("div", mode, a, b, q)
+      r = fma_f64(-q, b, a)
+      ok = np.isfinite(r) & np.isfinite(q) & (q != 0)
+      return round_f64_dir(q, np.where(ok, np.sign(r) * np.sign(b), 0.0), mode)
     # f64 quotient of f32 operands, then RN to f32: double rounding is innocuous for p=24, q=53 >= 2p+2 (Figueroa)
-    q = a.astype(np.float64) / b.astype(np.float64)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    q = a64 / b64
     if mode == "rn": return q.astype(a.dtype)
-    raise NotImplementedError(f"div.{mode}.f32")
+    r = fma_f64(-q, b64, a64)   # f32 operands: quotient and remainder are far from float64's limits
+    return round_dir(_to_odd(q, np.where(np.isfinite(r), np.sign(r) * np.sign(b64), 0.0)), mode, a.dtype)
 
 
 def fsqrt(a: np.ndarray, mode: str) -> np.ndarray:
+  """Correctly rounded sqrt by mode; directed modes from the sign of the exact residual a - s*s."""
   with np.errstate(all="ignore"):
     if a.dtype == np.float64:
-      if mode != "rn": raise NotImplementedError("sqrt.f64 with directed rounding")
-      return np.sqrt(a)
-    if mode != "rn": raise NotImplementedError(f"sqrt.{mode}.f32")
-    return np.sqrt(a.astype(np.float64)).astype(a.dtype)
+      s = np.sqrt(a)
+      if mode == "rn": return s
+      _check_f64_range("sqrt", mode, a)
+      r = fma_f64(-s, s, a)
+      ok = np.isfinite(r) & np.isfinite(s) & (s > 0)
+      return round_f64_dir(s, np.where(ok, np.sign(r), 0.0), mode)
+    a64 = a.astype(np.float64)
+    s = np.sqrt(a64)
+    if mode == "rn": return s.astype(a.dtype)
+    r = fma_f64(-s, s, a64)
+    return round_dir(_to_odd(s, np.where(np.isfinite(r) & (s > 0), np.sign(r), 0.0)), mode, a.dtype)
 
 
 def fminmax(a: np.ndarray, b: np.ndarray, is_max: bool, nan: bool) -> np.ndarray:
