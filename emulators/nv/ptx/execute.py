@@ -68,6 +68,7 @@ class Launch:
     self.mem_views: dict[int, dict[int, np.ndarray]] = {}   # id(Memory) -> element size -> the bytes viewed as that size
     self.atomic = False   # inside atom/red: no race reports
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
+    self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
 
   # ---- operands ---------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
   if e.steps is None: e.steps = (compile_entry(e), [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs])
   fns, preds = e.steps
+  named = _uses_named_barriers(e)
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
   steps = 0
@@ -74,7 +75,7 @@ def _run(L: Launch) -> None:
       steps -= 1
     run_ok = (pc >= 0) & ~waiting
     if not run_ok.any():
-      if waiting.any(): _release(L, None)
+      if waiting.any(): _named_stuck(L) if named else _release(L, None)
       break
     cur = int(pc[run_ok].min())
     if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
@@ -98,8 +99,9 @@ def _run(L: Launch) -> None:
       tgt = ins.args[0].value
       pc[sel] = e.labels[tgt]
     elif op in ("ret", "exit"): pc[sel] = -1
+    elif op in ("bar", "barrier") and named:
+      _named_barrier(L, ins, sel, cur)
     elif op in ("bar", "barrier"):
-      if ins.has("arrive"): raise PTXFault("compute", f"{op}.{'.'.join(ins.mods)} is not supported", ins)
       if ins.has("red"):   # bar.red.{popc.u32, and.pred, or.pred} d, id, {!}p: the predicate is taken at arrival
         if L.bar_val is None: L.bar_val = np.zeros(L.n, np.bool_)
         L.bar_val[sel] = L.get(ins.args[-1], "pred")
@@ -145,3 +147,75 @@ def _release(L: Launch, cur: int | None) -> None:
     pc[idx] += 1
     waiting[idx] = False
     L.race_reset(int(c))
+
+
+NBAR = 16   # barriers per CTA (PTX ISA §9.7.13.1: bar{.cta} ids 0..15)
+
+
+def _uses_named_barriers(e: Entry) -> bool:
+  """bar.arrive, a thread count or a barrier id other than the constant 0: the counting model below; else every barrier
+  is the whole CTA's (the model of _release, which also reports barriers reached by lanes at different instructions)."""
+  for ins in e.instrs:
+    if ins.op not in ("bar", "barrier") or ins.has("red"): continue
+    if ins.has("arrive") or len(ins.args) > 1 or not ins.args or ins.args[0].kind != "imm" or ins.args[0].value != 0: return True
+  return False
+
+
+def _named_barrier(L: Launch, ins: Any, sel: np.ndarray, cur: int) -> None:
+  """bar.sync / barrier.sync a{, b} and bar.arrive / barrier.arrive a, b (PTX ISA §9.7.13.1): each executing thread
+  arrives at barrier a of its CTA; sync threads wait until b threads (all the CTA's threads without b) have arrived,
+  arrive threads go on. Arrival counts are per thread (warps of 32 count 32, as b must be a multiple of 32)."""
+  if ins.has("red"): raise PTXFault("compute", "bar.red in a kernel that also uses bar.arrive / thread counts is not supported", ins)
+  arrive = ins.has("arrive")
+  if not ins.args or (arrive and len(ins.args) < 2): raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} needs a barrier id{' and a thread count' if arrive else ''}", ins)
+  bid = L.get(ins.args[0], "u32").astype(np.int64)
+  if (bid >= NBAR).any():
+    raise PTXFault("compute", f"barrier id {int(bid[bid >= NBAR][0])} is out of range 0..{NBAR - 1} for {L.thread(int(np.flatnonzero(bid >= NBAR)[0]))}", ins)
+  per = L.per_cta
+  size = L.live.reshape(-1, per).sum(axis=1)
+  cta = L.cta[sel]
+  want = L.get(ins.args[1], "u32").astype(np.int64) if len(ins.args) > 1 else size[cta]
+  if L.bar_state is None: L.bar_state = (np.zeros((L.ncta, NBAR), np.int64), np.zeros((L.ncta, NBAR), np.int64), np.full(L.n, -1, np.int64))
+  count, expect, wait_id = L.bar_state
+  key = cta * NBAR + bid
+  ex = expect.reshape(-1)
+  prev = ex[key]
+  clash = (prev != 0) & (prev != want)
+  if (want <= 0).any() or clash.any():
+    i = int(np.flatnonzero(clash | (want <= 0))[0])
+    raise PTXFault("compute", f"barrier {int(bid[i])} of block {int(cta[i])}: {L.thread(i)} expects {int(want[i])} threads, "
+                   f"{'another arrival expected ' + str(int(prev[i])) if prev[i] else 'not a positive count'}", ins)
+  ex[key] = want
+  np.add.at(count.reshape(-1), key, 1)
+  if arrive: L.pc[sel] = cur + 1
+  else:
+    L.waiting[sel] = True
+    wait_id[sel] = bid
+  done = np.flatnonzero((count.reshape(-1) >= ex) & (ex > 0))
+  if not done.size: return
+  over = count.reshape(-1)[done] > ex[done]
+  if over.any():
+    k = int(done[over][0])
+    raise PTXFault("compute", f"barrier {k % NBAR} of block {k // NBAR}: {int(count.reshape(-1)[k])} threads arrived, more than the "
+                   f"{int(ex[k])} it counts (undefined)", ins)
+  lane_key = L.cta * NBAR + wait_id
+  free = L.waiting & (wait_id >= 0) & np.isin(lane_key, done)
+  L.pc[free] += 1
+  L.waiting[free] = False
+  wait_id[free] = -1
+  count.reshape(-1)[done] = 0
+  ex[done] = 0
+  for c in np.unique(done // NBAR): L.race_reset(int(c))
+
+
+def _named_stuck(L: Launch) -> None:
+  """Every remaining thread waits at a barrier that can no longer complete: report the first such barrier."""
+  count, expect, wait_id = L.bar_state if L.bar_state is not None else (None, None, None)
+  g = int(np.flatnonzero(L.waiting)[0])
+  c = int(L.cta[g])
+  b = int(wait_id[g]) if wait_id is not None else 0
+  got, want = (int(count[c, b]), int(expect[c, b])) if count is not None else (0, 0)
+  exited = int((L.live.reshape(-1, L.per_cta)[c] & (L.pc.reshape(-1, L.per_cta)[c] < 0)).sum())
+  L.sel = np.array([g])
+  raise PTXFault("compute", f"divergent barrier: barrier {b} of block {c} waits for {want} threads but only {got} arrived "
+                 f"({exited} exited); {L.thread(0)} waits", L.e.instrs[int(L.pc[g])])
