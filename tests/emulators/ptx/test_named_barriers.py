@@ -2,7 +2,6 @@
 waits for both; a barrier that can never be complete is a fault naming it."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from refgrad.runtime.driver import GPUFault
