@@ -35,8 +35,14 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
 
 def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
-  if e.steps is None: e.steps = (compile_entry(e), [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs])
-  fns, preds = e.steps
+  if e.steps is None:
+    fns = compile_entry(e)
+    # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode)
+    ends = list(range(len(fns) + 1))
+    for i in range(len(fns) - 1, -1, -1):
+      if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1]
+    e.steps = (fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)))
+  fns, preds, ends, pairs = e.steps
   named = _uses_named_barriers(e)
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
@@ -49,8 +55,16 @@ def _run(L: Launch) -> None:
     if uni is not None:
       cur = uni
       if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
+      L.clock, L.sel = steps, everyone
+      if (end := ends[cur]) > cur:
+        for ins, f in pairs[cur:end]:
+          L.ins, L._d = ins, None
+          f(L)
+        steps += end - cur
+        uni = end
+        continue
       ins = instrs[cur]
-      L.ins, L.clock, L._d, L.sel = ins, steps, None, everyone
+      L.ins, L._d = ins, None
       steps += 1
       if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
       if ins.pred is not None:
@@ -111,7 +125,7 @@ def _run(L: Launch) -> None:
     else:
       fns[cur](L)
       pc[sel] = cur + 1
-    if sel.size == everyone.size and not waiting.any() and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
+    if sel.size == everyone.size and not waiting.any() and pc[everyone[0]] >= 0 and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
 
 
 def _release(L: Launch, cur: int | None) -> None:
