@@ -5,6 +5,8 @@
    through the copy engine, the copy back to numpy. The mock's overhead is NV over PYTHON-EMULATE=CUDA.
    The PTX column (NV only, when nvcc is on PATH): the same programs on a second mock NV ("NV:1") built with NV_CODE=nvcc, i.e.
    the CUDA renderer's source compiled by nvcc to PTX and run by the mock's PTX executor; nvcc's compile time is its own line.
+   "PTX generic" runs the same with the executor's pre-decoded steps off (every instruction through its family handler of
+   the table, emulators/nv/ptx/fast.py `enabled`): the executor before and after pre-decoding, side by side.
 2. Launches per second of a tiny kernel through the full command path: kernel arguments, a QMD, a pushbuffer segment, a
    GP entry and a doorbell per launch, then the mock decoding and running them (enqueue rate and end to end).
 """
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bench.bench_tensor import PROGRAMS, bench
+from emulators.nv.ptx import fast
 
 
 @contextlib.contextmanager
@@ -41,6 +44,14 @@ def nv_code(path: str) -> Iterator[None]:
   finally:
     if prev is None: os.environ.pop("NV_CODE", None)
     else: os.environ["NV_CODE"] = prev
+
+
+@contextlib.contextmanager
+def predecoded(on: bool) -> Iterator[None]:
+  """The PTX executor with (on) or without its pre-decoded instruction steps (the mock runs in this process)."""
+  prev, fast.enabled = fast.enabled, on
+  try: yield
+  finally: fast.enabled = prev
 
 
 def launches_per_second(device: str, n: int) -> tuple[float, float]:
@@ -73,15 +84,17 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   con = Console()
   t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
   ptx = gpu == "NV" and shutil.which("nvcc") is not None
-  cols = ["program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"] + (["NV PTX ms", "PTX / PYTHON-CUDA"] if ptx else [])
+  cols = ["program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"]
+  if ptx: cols += ["PTX generic ms", "generic / PYTHON-CUDA", "PTX ms", "PTX / PYTHON-CUDA"]
   for c in cols: t.add_column(c, justify="right" if c != "program" else "left")
   for name, (prog, shapes) in PROGRAMS.items():
     with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, gpu, args.reps)
     with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps)
     row = [name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x"]
     if ptx:
+      with nv_code("nvcc"), predecoded(False): g = bench(prog, shapes, "NV:1", args.reps)
       with nv_code("nvcc"): p = bench(prog, shapes, "NV:1", args.reps)
-      row += [f"{p * 1e3:.2f}", f"{p / pyt:.2f}x"]
+      row += [f"{g * 1e3:.2f}", f"{g / pyt:.2f}x", f"{p * 1e3:.2f}", f"{p / pyt:.2f}x"]
     t.add_row(*row)
   con.print(t)
   if ptx:
@@ -94,6 +107,8 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
     enq, tot = launches_per_second(dev, args.launches)
     t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
   if ptx:
+    with nv_code("nvcc"), predecoded(False): enq, tot = launches_per_second("NV:1", args.launches)
+    t.add_row("NV PTX generic (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
     with nv_code("nvcc"): enq, tot = launches_per_second("NV:1", args.launches)
     t.add_row("NV PTX (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
   con.print(t)

@@ -333,13 +333,16 @@ def _generic(ins: Instr) -> Step:
   return lambda L: h(L, ins)  # type: ignore[operator]
 
 
+enabled = True   # False: every instruction through its generic handler (bench/bench_nv.py shows both)
+
+
 def compile_entry(e: Entry) -> list[Step | None]:
   """One step closure per instruction (None for control flow, which the scheduler runs itself)."""
   out: list[Step | None] = []
   for ins in e.instrs:
     f = None
     if ins.op in TABLE:
-      b = FAST.get(ins.op)
+      b = FAST.get(ins.op) if enabled else None
       f = (b(ins, e) if b is not None else None) or _generic(ins)
     out.append(f)
   return out

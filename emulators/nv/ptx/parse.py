@@ -76,7 +76,7 @@ class Entry:
   globals: dict[str, Var] = field(default_factory=dict)   # the module's .global/.const variables (GLOBAL_WINDOW + offset)
   globals_bytes: int = 0
   warp_ops: bool = False     # uses warp-level instructions (shfl vote activemask match redux mma) or %laneid/%lanemask
-  steps: list | None = None  # one pre-decoded closure per instruction (emulators/nv/ptx/fast.py), built on the first launch
+  steps: tuple | None = None  # the pre-decoded closures (emulators/nv/ptx/fast.py) and scheduler tables, built on the first launch
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from emulators.nv.ptx import execute as X
+from emulators.nv.ptx import fast as FAST
 from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.fast import compile_entry
 from emulators.nv.ptx.ops import CONTROL, TABLE
@@ -35,14 +36,14 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
 
 def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
-  if e.steps is None:
+  if e.steps is None or e.steps[0] != FAST.enabled:
     fns = compile_entry(e)
     # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode)
     ends = list(range(len(fns) + 1))
     for i in range(len(fns) - 1, -1, -1):
       if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1]
-    e.steps = (fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)))
-  fns, preds, ends, pairs = e.steps
+    e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)))
+  _, fns, preds, ends, pairs = e.steps
   named = _uses_named_barriers(e)
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
