@@ -81,7 +81,7 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
   from rich.table import Table
-  con = Console()
+  con = Console(width=max(Console().width, 160))   # the PTX columns need the room when printed to a pipe
   t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
   ptx = gpu == "NV" and shutil.which("nvcc") is not None
   cols = ["program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"]
