@@ -334,7 +334,7 @@ class Launch:
     if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
     k = w if w in (1, 2, 4, 8) else 0
     if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
-    off = off.astype(np.intp)   # take/put with intp indices (uint64 ones are converted on every call)
+    off = off.view(np.intp)   # take/put with intp indices (uint64 ones are converted on every call); offsets < 2**63
     if k:
       v = mem.get(k)
       if v is None: v = mem[k] = r.mem.data[:r.mem.data.size // k * k].view(S.UINT[k])
