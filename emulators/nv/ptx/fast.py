@@ -322,8 +322,49 @@ def _cvta(ins: Instr, e: Entry) -> Step | None:
   return step
 
 
+def _shift_imm(ins: Instr, e: Entry) -> Step | None:
+  """shl / shr.{b,s,u}{32,64} by an immediate below the width (shr.s: arithmetic)."""
+  if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[2].kind != "imm" or ins.args[1].kind != "reg": return None
+  t = ins.types[0]
+  w = TYPES[t]
+  d = ins.args[0]
+  if t[0] not in "bsu" or w not in (4, 8) or ins.mods != (t,) or d.kind != "reg" or e.regs.get(d.value) in (None, "pred"): return None
+  if TYPES[e.regs[d.value]] != w or not 0 <= ins.args[2].value < 8 * w: return None
+  fa, name, n = _bits_fetch(ins.args[1], w, e), d.value, ins.args[2].value
+  mask, sh, ut, st = np.uint64((1 << (8 * w)) - 1), np.uint64(n), S.UINT[w], S.SINT[w]
+  if ins.op == "shl":
+    def op(b: np.ndarray) -> np.ndarray: return (b << sh) & mask
+  elif S.is_signed(t):
+    def op(b: np.ndarray) -> np.ndarray: return (b.astype(ut).view(st) >> n).view(ut).astype(np.uint64)
+  else:
+    def op(b: np.ndarray) -> np.ndarray: return b >> sh
+  def step(L: Launch) -> None:
+    b, dd = fa(L)  # type: ignore[misc]
+    L.put_bits(name, op(b), dd)
+  return step
+
+
+def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Instr, Entry], Step | None]:
+  """and / or / xor .b32 .b64 of a register and a register or immediate (on raw bits)."""
+  def build(ins: Instr, e: Entry) -> Step | None:
+    if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[1].kind != "reg": return None
+    t = ins.types[0]
+    w = TYPES[t]
+    d = ins.args[0]
+    if t[0] not in "bsu" or w not in (4, 8) or d.kind != "reg" or e.regs.get(d.value) in (None, "pred") or TYPES[e.regs[d.value]] != w: return None
+    fa, fb, name = _bits_fetch(ins.args[1], w, e), _bits_fetch(ins.args[2], w, e), d.value
+    if fa is None or fb is None: return None
+    def step(L: Launch) -> None:
+      a, da = fa(L)
+      b, db = fb(L)
+      L.put_bits(name, fn(a, b), db if da is None else da if db is None else da & db)
+    return step
+  return build
+
+
 FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
-  "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "mov": _mov, "setp": _setp, "selp": _selp,
+  "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
+  "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
   **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
 }
 
