@@ -34,6 +34,24 @@ class PTXFault(Exception):
     self.kind, self.ins, self.address = kind, ins, address
 
 
+_GEOMETRY: dict[tuple[int, int, int], tuple[np.ndarray, ...]] = {}
+
+
+def _geometry(per_cta: int, ncta: int, nt: int) -> tuple[np.ndarray, ...]:
+  """(lane ids, CTA of each lane, thread of each lane in its CTA, live lanes, initial PCs, live lane ids) of a launch shape,
+  kept for the next launch of the same shape (read-only arrays)."""
+  key = (per_cta, ncta, nt)
+  if (r := _GEOMETRY.get(key)) is not None: return r
+  g = np.arange(per_cta * ncta, dtype=np.int64)
+  cta, t = g // per_cta, g % per_cta
+  live = t < nt
+  r = (g, cta, t, live, np.where(live, 0, -1).astype(np.int64), np.flatnonzero(live))
+  for a in r: a.setflags(write=False)
+  if len(_GEOMETRY) >= 64: _GEOMETRY.pop(next(iter(_GEOMETRY)))
+  _GEOMETRY[key] = r
+  return r
+
+
 class Launch:
   """The state of one launch of one entry."""
   def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
@@ -44,9 +62,7 @@ class Launch:
     self.per_cta = -(-nt // 32) * 32 if entry.warp_ops else nt
     self.ncta = grid[0] * grid[1] * grid[2]
     n = self.n = self.per_cta * self.ncta
-    g = np.arange(n, dtype=np.int64)
-    self.cta, t = g // self.per_cta, g % self.per_cta
-    self.live = t < nt
+    g, self.cta, t, self.live, pc0, self.everyone = _geometry(self.per_cta, self.ncta, nt)
     self._t = t
     self.shared_bytes = shared_bytes
     self.special = _Specials(self)
@@ -55,7 +71,7 @@ class Launch:
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
     self.shared_def = np.zeros((self.ncta, max(shared_bytes, 1)), np.bool_) if checked else None
     self.local = np.zeros((n, max(entry.local_bytes, 1)), np.uint8)
-    self.pc = np.where(self.live, 0, -1).astype(np.int64)      # -1: exited
+    self.pc = pc0.copy()                                        # -1: exited
     self.waiting = np.zeros(n, np.bool_)                        # at a barrier
     self.clock = 0
     self.ins: Instr | None = None

@@ -51,7 +51,7 @@ def _run(L: Launch) -> None:
   # uniform mode: while every live lane is at one PC (`uni`), that PC is a scalar and pc[] is written back on leaving it;
   # a guard or branch that every lane takes the same way stays in it
   uni: int | None = 0
-  everyone = np.flatnonzero(L.live)
+  everyone = L.everyone
   while True:
     if uni is not None:
       cur = uni
