@@ -1,0 +1,66 @@
+"""The pre-decoded steps (emulators/nv/ptx/fast.py) give the bits of the family handlers (ops.py) they stand in for:
+each hot instruction shape runs with and without them on operands full of specials, and the results must be equal."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulators.nv.ptx import fast
+from tests.emulators.ptx.ptxkit import one
+
+RNG = np.random.default_rng(11)
+F32_SPECIAL = np.array([0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 3.4e38, 2.0**-126, 0.1], np.float32)
+
+
+def _f32(n: int = 48) -> np.ndarray: return np.concatenate([F32_SPECIAL, RNG.standard_normal(n - len(F32_SPECIAL)).astype(np.float32) * 1e3])
+def _u32(n: int = 48) -> np.ndarray:
+  return np.concatenate([np.array([0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x12345678], np.uint32), RNG.integers(0, 2**32, n - 6, dtype=np.uint32)])
+def _u64(n: int = 48) -> np.ndarray:
+  return np.concatenate([np.array([0, 1, 2**63, 2**64 - 1, 2**32], np.uint64), RNG.integers(0, 2**64 - 1, n - 5, dtype=np.uint64)])
+
+
+CASES = [   # (instruction, input makers, input register types, output dtype, output register type)
+  *[(f"{op}.rn.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.float32, "f32") for op in ("add", "sub", "mul")],
+  ("add.f32 %d, %a, 0f3F800000", [_f32], ["f32"], np.float32, "f32"),
+  ("fma.rn.f32 %d, %a, %b, %c", [_f32, _f32, _f32], ["f32"] * 3, np.float32, "f32"),
+  ("neg.f32 %d, %a", [_f32], ["f32"], np.float32, "f32"), ("abs.f32 %d, %a", [_f32], ["f32"], np.float32, "f32"),
+  *[(f"{op}.s32 %d, %a, %b", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("add", "sub", "mul.lo")],
+  ("add.s32 %d, %a, -7", [_u32], ["b32"], np.uint32, "b32"), ("add.s64 %d, %a, %b", [_u64, _u64], ["b64", "b64"], np.uint64, "b64"),
+  *[(f"setp.{c}.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.bool_, "pred") for c in ("eq", "ne", "lt", "ge", "gtu", "nan", "num")],
+  *[(f"setp.{c}.{t} %d, %a, %b", [_u32, _u32], ["b32", "b32"], np.bool_, "pred") for c in ("lt", "ne", "ge") for t in ("s32", "u32")],
+  ("setp.ne.s32 %d, %a, 250", [_u32], ["b32"], np.bool_, "pred"),
+  ("setp.lt.f32 %p, %a, %b; selp.f32 %d, %a, 0fBF800000, %p", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
+  ("setp.lt.u32 %p, %a, %b; selp.b32 %d, %a, %b, %p", [_u32, _u32], ["b32", "b32"], np.uint32, "b32"),
+  *[(f"prmt.b32 %d, %a, %b, {c}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for c in (30212, 4180, 0x3210, 0x5432, 0x0123, 0x8888)],
+  ("mov.b32 %d, %a", [_f32], ["f32"], np.uint32, "b32"), ("mov.f32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"),
+  *[(f"{op}.{t} %d, %a, {n}", [_u32], ["b32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32", "u32") for n in (0, 1, 23, 31)],
+  *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
+  ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
+  *[(f"{op}.b32 %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("and", "or", "xor") for v in ("%b", "-4096")],
+]
+
+
+@pytest.mark.parametrize("instr, makers, ityp, out, otyp", CASES, ids=[c[0] for c in CASES])
+def test_predecoded_step_matches_family_handler(instr, makers, ityp, out, otyp, monkeypatch):
+  ins = [m() for m in makers]
+  if "%p" in instr: instr = ".reg .pred %p; " + instr
+  monkeypatch.setattr(fast, "enabled", True)
+  a = one(instr, ins, out, ityp, otyp)
+  monkeypatch.setattr(fast, "enabled", False)
+  b = one(instr, ins, out, ityp, otyp)
+  assert a.tobytes() == b.tobytes()
+
+
+def test_predecoded_loads_of_every_width_match():
+  # ld.global of u8 s8 u16 s16 f32 u64 from one byte buffer (the second operand's), 32 threads
+  src_bytes = RNG.integers(0, 256, 64 * 16, dtype=np.uint8)
+  for t, w, dt in (("u8", 1, np.uint32), ("s8", 1, np.uint32), ("u16", 2, np.uint32), ("s16", 2, np.uint32), ("f32", 4, np.float32),
+                   ("u64", 8, np.uint64)):
+    rt = "b64" if w == 8 else "f32" if t == "f32" else "b32"
+    instr = f".reg .{rt} %x; mul.wide.u32 %rd7, %r0, {w}; add.s64 %rd7, %rd1, %rd7; ld.global.{t} %x, [%rd7+{w}]; mov.b{64 if w == 8 else 32} %d, %x"
+    res = []
+    for on in (True, False):
+      fast.enabled = on
+      try: res.append(one(instr, [np.zeros(32, np.uint8), src_bytes], dt, ["b16", "b16"], rt if rt != "f32" else "b32").tobytes())
+      finally: fast.enabled = True
+    assert res[0] == res[1]
