@@ -67,6 +67,7 @@ class Launch:
     self.shared_bytes = shared_bytes
     self.special = _Specials(self)
     self.regs: dict[str, np.ndarray] = {}
+    self.typed: dict[str, np.ndarray] = {}   # register -> its whole value as a typed array (put_typed; dropped on the next write)
     self.defined: dict[str, np.ndarray] = {}
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
     self.shared_def = np.zeros((self.ncta, max(shared_bytes, 1)), np.bool_) if checked else None
@@ -156,10 +157,16 @@ class Launch:
     if b.size != self.sel.size: b = np.broadcast_to(b, self.sel.shape).copy()
     self.put_bits(name, b, d)
 
+  def put_typed(self, name: str, b: np.ndarray, v: np.ndarray, d: np.ndarray | None) -> None:
+    """put_bits, keeping v (the same values typed, e.g. float32) for readers of that type while every lane runs."""
+    self.put_bits(name, b, d)
+    if self.sel.size == self.n: self.typed[name] = v
+
   def put_bits(self, name: str, b: np.ndarray, d: np.ndarray | None) -> None:
     """Write raw register bits (a fresh uint64 array, already masked to the register's width) for the selected lanes;
     d: which lanes hold defined values (None: all)."""
     sel = self.sel
+    if self.typed: self.typed.pop(name, None)
     if sel.size == self.n:
       self.regs[name] = b
       if self.checked: self.defined[name] = None if d is None or d.all() else d.copy()

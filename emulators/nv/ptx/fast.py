@@ -53,8 +53,9 @@ def _typed_fetch(o: Operand, t: str) -> Fetch | None:
   if t not in S.NP or t in ("bf16", "pred", "f16x2", "bf16x2") or TYPES[t] not in (1, 2, 4, 8): return None
   w, dt = TYPES[t], S.NP[t]
   if o.kind == "reg":
-    ut = S.UINT[w]
+    ut, name = S.UINT[w], o.value
     def reg(L: Launch) -> tuple[np.ndarray, np.ndarray | None]:
+      if L.typed and L.sel.size == L.n and (v := L.typed.get(name)) is not None and v.dtype == dt: return v, L.defined.get(name)
       b, d = L.bits(o)
       return (b.view(dt) if w == 8 else b.astype(ut).view(dt)), d
     return reg
@@ -257,7 +258,8 @@ def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
       def step2(L: Launch) -> None:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]
-        L.put_bits(name_, op2(a, b).view(np.uint32).astype(np.uint64), db if da is None else da if db is None else da & db)
+        r = op2(a, b)
+        L.put_typed(name_, r.view(np.uint32).astype(np.uint64), r, db if da is None else da if db is None else da & db)
       return step2
     def step(L: Launch) -> None:   # (the scheduler runs every step under np.errstate(all="ignore"))
       vals, d = [], None
