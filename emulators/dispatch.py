@@ -41,7 +41,7 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
   if hasattr(k, "run_raw"):
     raw = args.tobytes()
     if hz.enabled:   # each pointer parameter's buffer, to its mapping's end (an unmapped one faults when the kernel uses it)
-      for off, reads, writes in k.pointer_params:
+      for off, reads, writes in getattr(k, "pointer_params", ()):
         va = int.from_bytes(raw[off:off + 8], "little")
         if (r := vm.find(va)) is not None and (reads or writes):
           hz.access(pid, r.va, [(va, r.end, writes)], f"{label}: kernel {k.name}", seq)

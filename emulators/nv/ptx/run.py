@@ -42,9 +42,9 @@ def _run(L: Launch) -> None:
     ends = list(range(len(fns) + 1))
     for i in range(len(fns) - 1, -1, -1):
       if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1]
-    e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)))
-  _, fns, preds, ends, pairs = e.steps
-  named = _uses_named_barriers(e)
+    e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)),
+               _uses_named_barriers(e))
+  _, fns, preds, ends, pairs, named = e.steps
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
   steps = 0
