@@ -67,6 +67,7 @@ class Launch:
     self.shared_bytes = shared_bytes
     self.special = _Specials(self)
     self.regs: dict[str, np.ndarray] = {}
+    self.pref: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}   # coalesced byte loads: (group, byte) -> (lanes, bytes)
     self.typed: dict[str, np.ndarray] = {}   # register -> its whole value as a typed array (put_typed; dropped on the next write)
     self.defined: dict[str, np.ndarray] = {}
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
@@ -350,6 +351,18 @@ class Launch:
       rel = b + np.uint64((off - va) & 0xFFFFFFFFFFFFFFFF)   # below the mapping wraps to huge: one max checks both ends
       if r.size >= w and rel.max() <= np.uint64(r.size - w): return self._in_region(r, rel, w, st)
     return self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
+
+  def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
+    """The w bytes at b + off for every lane, when all lie in the last mapping used and all of its bytes are defined
+    (else None: the caller loads the ordinary way, which reports faults and undefined bytes)."""
+    if not b.size: return None
+    for r in (self._last[2] if self._last is not None else None, self.vm.find((int(b[0]) + off) & 0xFFFFFFFFFFFFFFFF)):
+      if r is None or r.mem.bits is not None or r.size < w: continue
+      rel = b + np.uint64((off - r.va) & 0xFFFFFFFFFFFFFFFF)
+      if rel.max() > np.uint64(r.size - w): continue
+      self._last = (r.va, r.end, r)
+      return self._in_region(r, rel, w, None)[0]
+    return None
 
   def _in_region(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     """A load (st None: (bytes (lanes, w), defined or None)) or store of w bytes per lane at offsets off of one mapping."""

@@ -388,4 +388,62 @@ def compile_entry(e: Entry) -> list[Step | None]:
       b = FAST.get(ins.op) if enabled else None
       f = (b(ins, e) if b is not None else None) or _generic(ins)
     out.append(f)
+  if enabled: _coalesce_byte_loads(e, out)
   return out
+
+
+# ---- byte loads -----------------------------------------------------------------------------------------------------
+# nvcc loads a float it cannot assume aligned as 4 ld.global.u8 of [b+k] .. [b+k+3] (then prmt): the first of them gathers
+# the 4 bytes once and the other three take theirs, when nothing between writes memory or the base register.
+_MEM_WRITES = ("st", "atom", "red")
+
+
+def _u8_load(ins: Instr) -> bool:
+  return (ins.op == "ld" and ins.mods == ("global", "u8") and ins.pred is None and len(ins.args) == 2 and ins.args[0].kind == "reg"
+          and ins.args[1].kind == "addr" and ins.args[1].value.kind == "reg")
+
+
+def _dest_regs(ins: Instr) -> set[str]:
+  if not ins.args or ins.op in ("st", "red"): return set()
+  def regs(o: Operand) -> list[str]:
+    if o.kind == "reg": return [str(o.value)]
+    if o.kind in ("vec", "pair"): return [r for x in o.value for r in regs(x)]  # type: ignore[union-attr]
+    return []
+  return set(regs(ins.args[0]))
+
+
+def _coalesce_byte_loads(e: Entry, out: list[Step | None]) -> None:
+  """No label, control flow or memory write lies between a group's first load and its others, and an instruction is in at
+  most one group: every prefetched byte is taken in the same pass that gathered it (or dropped when the lanes differ)."""
+  instrs = e.instrs
+  targets, taken = set(e.labels.values()), set()
+  for i, ins in enumerate(instrs):
+    if not _u8_load(ins) or out[i] is None or i in taken: continue
+    base, k = ins.args[1].value.value, ins.args[1].offset
+    members: dict[int, int] = {}   # byte (1..3) -> instruction index
+    if base in _dest_regs(ins): continue
+    for j in range(i + 1, min(i + 24, len(instrs))):
+      x = instrs[j]
+      if out[j] is None or x.op in _MEM_WRITES or j in targets: break
+      if _u8_load(x) and j not in taken and x.args[1].value.value == base and (c := x.args[1].offset - k) in (1, 2, 3) and c not in members:
+        members[c] = j
+      if base in _dest_regs(x) or len(members) == 3: break
+    puts = {c: _dest(instrs[j], e, instrs[j].args[0], "u8") for c, j in members.items()}
+    put0 = _dest(ins, e, ins.args[0], "u8")
+    if len(members) != 3 or put0 is None or any(p is None for p in puts.values()): continue
+    taken |= {i, *members.values()}
+    gid, first = i, out[i]
+    def lead(L: Launch, first=first, put0=put0, gid=gid, base=ins.args[1].value, k=k, ins=ins) -> None:
+      b, d = L.bits(base)
+      raw = None if d is not None and not d.all() else L.global_group(b, k, 4)
+      if raw is None: return first(L)  # type: ignore[misc]
+      for c in (1, 2, 3): L.pref[(gid, c)] = (L.sel, raw)
+      put0(L, raw[:, 0], None)
+    out[i] = lead
+    for c, j in members.items():
+      put = puts[c]
+      def member(L: Launch, own=out[j], put=put, key=(gid, c), c=c) -> None:
+        p = L.pref.pop(key, None) if L.pref else None
+        if p is None or p[0] is not L.sel: return own(L)  # type: ignore[misc]
+        put(L, p[1][:, c], None)
+      out[j] = member

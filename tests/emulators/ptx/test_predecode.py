@@ -64,3 +64,26 @@ def test_predecoded_loads_of_every_width_match():
       try: res.append(one(instr, [np.zeros(32, np.uint8), src_bytes], dt, ["b16", "b16"], rt if rt != "f32" else "b32").tobytes())
       finally: fast.enabled = True
     assert res[0] == res[1]
+
+
+_BYTES4 = """.reg .b32 %x<8>; mul.wide.u32 %rd7, %r0, 4; add.s64 %rd7, %rd1, %rd7;
+  ld.global.u8 %x0, [%rd7+{o}]; ld.global.u8 %x1, [%rd7+{o1}]; prmt.b32 %x4, %x1, %x0, 30212;
+  {between}
+  ld.global.u8 %x2, [%rd7+{o2}]; ld.global.u8 %x3, [%rd7+{o3}]; prmt.b32 %x5, %x3, %x2, 30212; prmt.b32 %d, %x5, %x4, 4180"""
+
+
+@pytest.mark.parametrize("o", [0, 1, 4, 3])
+@pytest.mark.parametrize("between", ["", "st.global.u8 [%rd7+{o2}], %r0;", "add.s64 %rd7, %rd7, 1;"])
+def test_coalesced_byte_loads_match_byte_by_byte(o, between):
+  # nvcc's unaligned float load: 4 byte loads and 3 prmt. Gathered at once unless a store or a write to the base intervenes;
+  # the result must be what the loads give one by one (fast steps off), at aligned and unaligned offsets
+  src = _BYTES4.replace("{between}", between).format(o=o, o1=o + 1, o2=o + 2, o3=o + 3)
+  buf = RNG.integers(0, 256, 32 * 4 + 8, dtype=np.uint8)
+  res = []
+  for on in (True, False):
+    fast.enabled = on
+    try: res.append(one(src, [np.zeros(32, np.uint8), buf], np.uint32, ["b16", "b16"], "b32"))
+    finally: fast.enabled = True
+  assert res[0].tobytes() == res[1].tobytes()
+  if not between:   # and it is the little-endian word at that offset
+    assert res[0].tolist() == [int.from_bytes(buf[4 * t + o:4 * t + o + 4].tobytes(), "little") for t in range(32)]
