@@ -1,0 +1,201 @@
+"""Hand-written LLVM IR test kernels for gfx1100 (amdgpu_kernel): int and float ops of many dtypes, global loads and
+stores, LDS with barriers, loops, branches. Each kernel reads `in` and writes `out` at its global work-item index, so
+the same module serves the decoder comparison and the end-to-end runs."""
+from __future__ import annotations
+
+HEAD = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+declare void @llvm.amdgcn.s.barrier()
+declare float @llvm.fma.f32(float, float, float)
+declare double @llvm.fma.f64(double, double, double)
+declare float @llvm.sqrt.f32(float)
+declare float @llvm.maxnum.f32(float, float)
+declare float @llvm.minnum.f32(float, float)
+declare float @llvm.trunc.f32(float)
+declare float @llvm.floor.f32(float)
+declare float @llvm.fabs.f32(float)
+declare half @llvm.fma.f16(half, half, half)
+declare i32 @llvm.smax.i32(i32, i32)
+declare i32 @llvm.umin.i32(i32, i32)
+declare i32 @llvm.ctpop.i32(i32)
+declare i32 @llvm.ctlz.i32(i32, i1)
+"""
+ATTRS = '"amdgpu-no-implicitarg-ptr" "amdgpu-no-dispatch-ptr" "amdgpu-no-queue-ptr" "amdgpu-no-dispatch-id" ' \
+        '"amdgpu-no-workgroup-id-y" "amdgpu-no-workgroup-id-z" "amdgpu-no-workitem-id-y" "amdgpu-no-workitem-id-z" ' \
+        '"amdgpu-flat-work-group-size"="1,256" "uniform-work-group-size"="true"'
+
+
+def elementwise(name: str, t: str, body: str, tin: str | None = None, nin: int = 2) -> str:
+  """out[i] = f(a[i], b[i]): `body` computes %r from %a, %b (both `tin`, default `t`)."""
+  tin = tin or t
+  loads = "\n".join(f"""  %p{c} = getelementptr {tin}, ptr addrspace(1) %in{c}, i32 %i
+  %{c} = load {tin}, ptr addrspace(1) %p{c}""" for c in "ab"[:nin])
+  params = ", ".join(f"ptr addrspace(1) %in{c}" for c in "ab"[:nin])
+  return f"""
+define amdgpu_kernel void @{name}(ptr addrspace(1) %out, {params}) #0 {{
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+{loads}
+{body}
+  %po = getelementptr {t}, ptr addrspace(1) %out, i32 %i
+  store {t} %r, ptr addrspace(1) %po
+  ret void
+}}"""
+
+
+# name -> (result type, input type, body)
+ELEMENTWISE: dict[str, tuple[str, str, str]] = {
+  "add_f32": ("float", "float", "%r = fadd float %a, %b"),
+  "sub_f32": ("float", "float", "%r = fsub float %a, %b"),
+  "mul_f32": ("float", "float", "%r = fmul float %a, %b"),
+  "div_f32": ("float", "float", "%r = fdiv float %a, %b"),
+  "fma_f32": ("float", "float", "%r = call float @llvm.fma.f32(float %a, float %b, float 3.0)"),
+  "max_f32": ("float", "float", "%r = call float @llvm.maxnum.f32(float %a, float %b)"),
+  "min_f32": ("float", "float", "%r = call float @llvm.minnum.f32(float %a, float %b)"),
+  "sqrt_f32": ("float", "float", "%r = call float @llvm.sqrt.f32(float %a)"),
+  "trunc_f32": ("float", "float", "%r = call float @llvm.trunc.f32(float %a)"),
+  "floor_f32": ("float", "float", "%r = call float @llvm.floor.f32(float %a)"),
+  "cmp_f32": ("float", "float", "%c = fcmp olt float %a, %b\n  %r = select i1 %c, float %a, float 0.5"),
+  "neg_abs_f32": ("float", "float", "%x = call float @llvm.fabs.f32(float %a)\n  %y = fneg float %b\n  %r = fmul float %x, %y"),
+  "add_f64": ("double", "double", "%r = fadd double %a, %b"),
+  "mul_f64": ("double", "double", "%r = fmul double %a, %b"),
+  "fma_f64": ("double", "double", "%r = call double @llvm.fma.f64(double %a, double %b, double 1.0)"),
+  "div_f64": ("double", "double", "%r = fdiv double %a, %b"),
+  "add_f16": ("half", "half", "%r = fadd half %a, %b"),
+  "mul_f16": ("half", "half", "%r = fmul half %a, %b"),
+  "fma_f16": ("half", "half", "%r = call half @llvm.fma.f16(half %a, half %b, half 2.0)"),
+  "add_i32": ("i32", "i32", "%r = add i32 %a, %b"),
+  "sub_i32": ("i32", "i32", "%r = sub i32 %a, %b"),
+  "mul_i32": ("i32", "i32", "%r = mul i32 %a, %b"),
+  "sdiv_i32": ("i32", "i32", "%r = sdiv i32 %a, %b"),
+  "urem_i32": ("i32", "i32", "%r = urem i32 %a, %b"),
+  "shl_i32": ("i32", "i32", "%s = and i32 %b, 31\n  %r = shl i32 %a, %s"),
+  "ashr_i32": ("i32", "i32", "%s = and i32 %b, 31\n  %r = ashr i32 %a, %s"),
+  "lshr_i32": ("i32", "i32", "%s = and i32 %b, 31\n  %r = lshr i32 %a, %s"),
+  "bits_i32": ("i32", "i32", "%x = xor i32 %a, %b\n  %y = or i32 %x, 255\n  %r = and i32 %y, %b"),
+  "max_i32": ("i32", "i32", "%r = call i32 @llvm.smax.i32(i32 %a, i32 %b)"),
+  "umin_i32": ("i32", "i32", "%r = call i32 @llvm.umin.i32(i32 %a, i32 %b)"),
+  "popc_i32": ("i32", "i32", "%x = call i32 @llvm.ctpop.i32(i32 %a)\n  %y = call i32 @llvm.ctlz.i32(i32 %b, i1 false)\n  %r = add i32 %x, %y"),
+  "cmp_i32": ("i32", "i32", "%c = icmp slt i32 %a, %b\n  %r = select i1 %c, i32 %a, i32 7"),
+  "add_i64": ("i64", "i64", "%r = add i64 %a, %b"),
+  "mul_i64": ("i64", "i64", "%r = mul i64 %a, %b"),
+  "shl_i64": ("i64", "i64", "%s = and i64 %b, 63\n  %r = shl i64 %a, %s"),
+  "add_i16": ("i16", "i16", "%r = add i16 %a, %b"),
+  "mul_i16": ("i16", "i16", "%r = mul i16 %a, %b"),
+  "add_i8": ("i8", "i8", "%r = add i8 %a, %b"),
+  "sext_i8": ("i32", "i8", "%x = sext i8 %a to i32\n  %y = zext i8 %b to i32\n  %r = add i32 %x, %y"),
+  "cvt_f32_i32": ("float", "i32", "%x = sitofp i32 %a to float\n  %y = uitofp i32 %b to float\n  %r = fadd float %x, %y"),
+  "cvt_i32_f32": ("i32", "float", "%x = fptosi float %a to i32\n  %y = fptoui float %b to i32\n  %r = add i32 %x, %y"),
+  "cvt_f16_f32": ("half", "float", "%x = fptrunc float %a to half\n  %y = fptrunc float %b to half\n  %r = fadd half %x, %y"),
+  "cvt_f32_f16": ("float", "half", "%x = fpext half %a to float\n  %y = fpext half %b to float\n  %r = fadd float %x, %y"),
+  "cvt_f64_f32": ("double", "float", "%x = fpext float %a to double\n  %y = fpext float %b to double\n  %r = fadd double %x, %y"),
+  "cvt_f32_f64": ("float", "double", "%x = fptrunc double %a to float\n  %y = fptrunc double %b to float\n  %r = fadd float %x, %y"),
+  "cvt_f64_i32": ("double", "i32", "%x = sitofp i32 %a to double\n  %y = uitofp i32 %b to double\n  %r = fadd double %x, %y"),
+  "bitcast_u8": ("float", "i8", "%x = uitofp i8 %a to float\n  %y = sitofp i8 %b to float\n  %r = fsub float %x, %y"),
+}
+
+LDS = """
+@lds = internal addrspace(3) global [64 x float] undef, align 4
+define amdgpu_kernel void @lds_reverse(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %v = load float, ptr addrspace(1) %pa
+  %ps = getelementptr [64 x float], ptr addrspace(3) @lds, i32 0, i32 %l
+  store float %v, ptr addrspace(3) %ps
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  %rl = sub i32 63, %l
+  %pr = getelementptr [64 x float], ptr addrspace(3) @lds, i32 0, i32 %rl
+  %w = load float, ptr addrspace(3) %pr
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %w, ptr addrspace(1) %po
+  ret void
+}"""
+
+LOOP = """
+define amdgpu_kernel void @loop_sum(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %m = and i32 %l, 7
+  %lim = add i32 %m, %n
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %acc = phi float [0.0, %entry], [%acc1, %loop]
+  %j = add i32 %i, %k
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %j
+  %v = load float, ptr addrspace(1) %pa
+  %acc1 = fadd float %acc, %v
+  %k1 = add i32 %k, 1
+  %c = icmp slt i32 %k1, %lim
+  br i1 %c, label %loop, label %done
+done:
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}"""
+
+BRANCH = """
+define amdgpu_kernel void @branch(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %v = load i32, ptr addrspace(1) %pa
+  %c = icmp sgt i32 %v, 10
+  br i1 %c, label %big, label %small
+big:
+  %x = mul i32 %v, 3
+  br label %done
+small:
+  %y = sub i32 100, %v
+  %pb = getelementptr i32, ptr addrspace(1) %out, i32 %y
+  br label %done
+done:
+  %r = phi i32 [%x, %big], [%y, %small]
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}"""
+
+GUARD = """
+define amdgpu_kernel void @guarded(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %c = icmp slt i32 %i, %n
+  br i1 %c, label %body, label %done
+body:
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %v = load float, ptr addrspace(1) %pa
+  %w = fmul float %v, 2.0
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %w, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}"""
+
+
+def module(*bodies: str) -> str: return HEAD + "\n".join(bodies) + f"\nattributes #0 = {{ {ATTRS} }}\n"
+
+
+def elementwise_module() -> str:
+  return module(*(elementwise(n, t, b, tin) for n, (t, tin, b) in ELEMENTWISE.items()))
+
+
+def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD)
