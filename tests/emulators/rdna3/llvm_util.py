@@ -88,3 +88,48 @@ def asm_instructions(asm: str, name: str) -> tuple[list[str], dict[str, int]]:
     if s.startswith("."): continue
     out.append(re.sub(r"\s+", " ", s))
   return out, labels
+
+
+class Descriptor(NamedTuple):
+  group_segment: int
+  private_segment: int
+  kernarg_size: int
+  entry_offset: int
+  rsrc3: int
+  rsrc1: int
+  rsrc2: int
+  properties: int
+
+
+def descriptor(kd: bytes) -> Descriptor:
+  """The fields of a 64-byte AMDHSA kernel descriptor (AMDGPUUsage "Kernel Descriptor" table)."""
+  g, p, ka = struct.unpack_from("<III", kd, 0)
+  entry, = struct.unpack_from("<q", kd, 16)
+  r3, r1, r2 = struct.unpack_from("<III", kd, 44)
+  props, = struct.unpack_from("<H", kd, 56)
+  return Descriptor(g, p, ka, entry, r3, r1, r2, props)
+
+
+def run_direct(k: Kernel, bufs: list, grid: tuple[int, int, int], block: tuple[int, int, int], vals: tuple[int, ...] = (),
+               checked: bool = True) -> list:
+  """Run a kernel on the RDNA3 machine over a fresh mock VM (no command queue): code and kernel arguments uploaded,
+  USER_DATA_0/1 = the kernarg pointer. The buffers as numpy arrays after the run."""
+  import numpy as np
+
+  from emulators.amd.rdna3.machine import Machine
+  from emulators.vm import AddressSpace
+  vm = AddressSpace("test")
+  code = vm.alloc(len(k.code), False)
+  code.mem.write(np.frombuffer(k.code, np.uint8), 0)
+  regions = []
+  for b in bufs:
+    r = vm.alloc(b.nbytes, False)
+    r.mem.write(b.view(np.uint8).reshape(-1), 0)
+    regions.append(r)
+  args = b"".join(struct.pack("<Q", r.va) for r in regions) + b"".join(struct.pack("<i", v) for v in vals)
+  ka = vm.alloc(max(len(args), 4), True)
+  ka.mem.write(np.frombuffer(args, np.uint8), 0)
+  d = descriptor(k.descriptor)
+  user = [ka.va & 0xFFFFFFFF, ka.va >> 32] + [0] * 14
+  Machine(vm, code.va, k.name, d.rsrc1, d.rsrc2, user, grid, block, d.group_segment, checked).run()
+  return [r.mem.data[:b.nbytes].copy().view(b.dtype).reshape(b.shape) for r, b in zip(regions, bufs)]
