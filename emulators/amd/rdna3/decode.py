@@ -280,17 +280,19 @@ def _vop3p(i: Inst) -> str:
   f, o = i.f, i.op
   nsrc = len(o.srcs)
   srcs = [operand(f[k], t, i.literal) for k, t in zip(("src0", "src1", "src2"), o.srcs)]
-  s = f"{o.name} {vreg(f['vdst'], o.dst)}, " + ", ".join(srcs)
+  mix = o.name.startswith("v_fma_mix")
+  if mix:   # the mixed-precision FMAs spell neg_lo / neg_hi as the float modifiers - and |.|
+    srcs = [("-" if (f["neg"] >> k) & 1 else "") + (f"|{x}|" if (f["neg_hi"] >> k) & 1 else x) for k, x in enumerate(srcs)]
+  s = f"{o.name} {vreg(f['vdst'], o.dst) if not mix else operand(256 + f['vdst'], 'b32')}, " + ", ".join(srcs)
   sel = [(f["op_sel"] >> k) & 1 for k in range(nsrc)]
   hi = [(f["op_sel_hi"] >> k) & 1 for k in range(2)] + [f["op_sel_hi2"]]
   hi = hi[:nsrc]
-  mix = o.name.startswith("v_fma_mix")
   if any(sel): s += " op_sel:[" + ",".join(map(str, sel)) + "]"
   if (mix and any(hi)) or (not mix and not all(hi)): s += " op_sel_hi:[" + ",".join(map(str, hi)) + "]"
-  nl = [(f["neg"] >> k) & 1 for k in range(nsrc)]
-  nh = [(f["neg_hi"] >> k) & 1 for k in range(nsrc)]
-  if any(nl): s += " neg_lo:[" + ",".join(map(str, nl)) + "]"
-  if any(nh): s += " neg_hi:[" + ",".join(map(str, nh)) + "]"
+  nl = [(f["neg"] >> k) & 1 and not mix for k in range(nsrc)]
+  nh = [(f["neg_hi"] >> k) & 1 and not mix for k in range(nsrc)]
+  if any(nl): s += " neg_lo:[" + ",".join(str(int(x)) for x in nl) + "]"
+  if any(nh): s += " neg_hi:[" + ",".join(str(int(x)) for x in nh) + "]"
   return s + (" clamp" if f["clamp"] else "")
 
 

@@ -357,8 +357,8 @@ VOP3_ONLY = _table("""
 0x212 v_bfi_b32 b32 b32 b32 b32
 0x213 v_fma_f32 f32 f32 f32 f32
 0x214 v_fma_f64 f64 f64 f64 f64
-0x216 v_alignbit_b32 b32 b32 b32 u32
-0x217 v_alignbyte_b32 b32 b32 b32 u32
+0x216 v_alignbit_b32 b32 b32 b32 u16
+0x217 v_alignbyte_b32 b32 b32 b32 u16
 0x219 v_min3_f32 f32 f32 f32 f32
 0x21a v_min3_i32 i32 i32 i32 i32
 0x21b v_min3_u32 u32 u32 u32 u32

@@ -84,7 +84,7 @@ def _ashr64(a, b): return (b.astype(np.int64) >> _sh(a, 64).astype(np.int64))
 # VALU: name -> function of the typed sources (numpy) giving the typed result (cast to the destination type by the caller)
 VALU: dict[str, Callable[..., np.ndarray]] = {
   "v_mov_b32": lambda a: a, "v_mov_b16": lambda a: a, "v_not_b32": lambda a: ~a, "v_not_b16": lambda a: ~a,
-  "v_bfrev_b32": A.brev32, "v_clz_i32_u32": lambda a: A.clz(a, 32), "v_ctz_i32_b32": lambda a: A.ctz(a, 32),
+  "v_bfrev_b32": A.brev32, "v_cls_i32": lambda a: A.clz(a.view(np.uint32) ^ (a >> 31).view(np.uint32), 32), "v_clz_i32_u32": lambda a: A.clz(a, 32), "v_ctz_i32_b32": lambda a: A.ctz(a, 32),
   "v_cvt_f32_i32": lambda a: a.astype(np.float32), "v_cvt_f32_u32": lambda a: a.astype(np.float32),
   "v_cvt_u32_f32": lambda a: A.cvt_f_to_i(a, np.uint32), "v_cvt_i32_f32": lambda a: A.cvt_f_to_i(a, np.int32),
   "v_cvt_i32_f64": lambda a: A.cvt_f_to_i(a, np.int32), "v_cvt_u32_f64": lambda a: A.cvt_f_to_i(a, np.uint32),

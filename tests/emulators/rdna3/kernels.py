@@ -20,6 +20,28 @@ declare i32 @llvm.smax.i32(i32, i32)
 declare i32 @llvm.umin.i32(i32, i32)
 declare i32 @llvm.ctpop.i32(i32)
 declare i32 @llvm.ctlz.i32(i32, i1)
+declare i32 @llvm.cttz.i32(i32, i1)
+declare i32 @llvm.bitreverse.i32(i32)
+declare half @llvm.sqrt.f16(half)
+declare half @llvm.maxnum.f16(half, half)
+declare half @llvm.minnum.f16(half, half)
+declare double @llvm.sqrt.f64(double)
+declare double @llvm.maxnum.f64(double, double)
+declare double @llvm.floor.f64(double)
+declare float @llvm.exp2.f32(float)
+declare float @llvm.log2.f32(float)
+declare float @llvm.sin.f32(float)
+declare float @llvm.rint.f32(float)
+declare float @llvm.ceil.f32(float)
+declare float @llvm.copysign.f32(float, float)
+declare float @llvm.minimum.f32(float, float)
+declare float @llvm.maximum.f32(float, float)
+declare i32 @llvm.umax.i32(i32, i32)
+declare i32 @llvm.smin.i32(i32, i32)
+declare i32 @llvm.abs.i32(i32, i1)
+declare i32 @llvm.fshl.i32(i32, i32, i32)
+declare i32 @llvm.uadd.sat.i32(i32, i32)
+declare i16 @llvm.smax.i16(i16, i16)
 """
 ATTRS = '"amdgpu-no-implicitarg-ptr" "amdgpu-no-dispatch-ptr" "amdgpu-no-queue-ptr" "amdgpu-no-dispatch-id" ' \
         '"amdgpu-no-workgroup-id-y" "amdgpu-no-workgroup-id-z" "amdgpu-no-workitem-id-y" "amdgpu-no-workitem-id-z" ' \
@@ -95,6 +117,52 @@ ELEMENTWISE: dict[str, tuple[str, str, str]] = {
   "cvt_f32_f64": ("float", "double", "%x = fptrunc double %a to float\n  %y = fptrunc double %b to float\n  %r = fadd float %x, %y"),
   "cvt_f64_i32": ("double", "i32", "%x = sitofp i32 %a to double\n  %y = uitofp i32 %b to double\n  %r = fadd double %x, %y"),
   "bitcast_u8": ("float", "i8", "%x = uitofp i8 %a to float\n  %y = sitofp i8 %b to float\n  %r = fsub float %x, %y"),
+  "sub_f16": ("half", "half", "%r = fsub half %a, %b"),
+  "div_f16": ("half", "half", "%r = fdiv half %a, %b"),
+  "max_f16": ("half", "half", "%r = call half @llvm.maxnum.f16(half %a, half %b)"),
+  "min_f16": ("half", "half", "%r = call half @llvm.minnum.f16(half %a, half %b)"),
+  "sqrt_f16": ("half", "half", "%r = call half @llvm.sqrt.f16(half %a)"),
+  "cmp_f16": ("half", "half", "%c = fcmp ugt half %a, %b\n  %r = select i1 %c, half %a, half %b"),
+  "sub_f64": ("double", "double", "%r = fsub double %a, %b"),
+  "sqrt_f64": ("double", "double", "%r = call double @llvm.sqrt.f64(double %a)"),
+  "max_f64": ("double", "double", "%r = call double @llvm.maxnum.f64(double %a, double %b)"),
+  "floor_f64": ("double", "double", "%r = call double @llvm.floor.f64(double %a)"),
+  "cmp_f64": ("double", "double", "%c = fcmp oge double %a, %b\n  %r = select i1 %c, double %a, double %b"),
+  "exp2_f32": ("float", "float", "%r = call float @llvm.exp2.f32(float %a)"),
+  "log2_f32": ("float", "float", "%r = call float @llvm.log2.f32(float %a)"),
+  "sin_f32": ("float", "float", "%r = call float @llvm.sin.f32(float %a)"),
+  "rint_ceil_f32": ("float", "float", "%x = call float @llvm.rint.f32(float %a)\n  %y = call float @llvm.ceil.f32(float %b)\n  %r = fadd float %x, %y"),
+  "copysign_f32": ("float", "float", "%r = call float @llvm.copysign.f32(float %a, float %b)"),
+  "minimum_f32": ("float", "float", "%r = call float @llvm.minimum.f32(float %a, float %b)"),
+  "maximum_f32": ("float", "float", "%r = call float @llvm.maximum.f32(float %a, float %b)"),
+  "une_f32": ("i32", "float", "%c = fcmp une float %a, %b\n  %r = zext i1 %c to i32"),
+  "uno_f32": ("i32", "float", "%c = fcmp uno float %a, %b\n  %r = zext i1 %c to i32"),
+  "udiv_i32": ("i32", "i32", "%r = udiv i32 %a, %b"),
+  "srem_i32": ("i32", "i32", "%r = srem i32 %a, %b"),
+  "umax_smin_i32": ("i32", "i32", "%x = call i32 @llvm.umax.i32(i32 %a, i32 %b)\n  %y = call i32 @llvm.smin.i32(i32 %a, i32 %b)\n  %r = xor i32 %x, %y"),
+  "abs_i32": ("i32", "i32", "%r = call i32 @llvm.abs.i32(i32 %a, i1 false)"),
+  "cttz_brev_i32": ("i32", "i32", "%x = call i32 @llvm.cttz.i32(i32 %a, i1 false)\n  %y = call i32 @llvm.bitreverse.i32(i32 %b)\n  %r = add i32 %x, %y"),
+  "fshl_i32": ("i32", "i32", "%r = call i32 @llvm.fshl.i32(i32 %a, i32 %b, i32 %b)"),
+  "uaddsat_i32": ("i32", "i32", "%r = call i32 @llvm.uadd.sat.i32(i32 %a, i32 %b)"),
+  "cmp_u32": ("i32", "i32", "%c = icmp ule i32 %a, %b\n  %d = icmp eq i32 %a, 5\n  %e = or i1 %c, %d\n  %r = select i1 %e, i32 %a, i32 %b"),
+  "sdiv_i64": ("i64", "i64", "%r = sdiv i64 %a, %b"),
+  "urem_i64": ("i64", "i64", "%r = urem i64 %a, %b"),
+  "lshr_i64": ("i64", "i64", "%s = and i64 %b, 63\n  %r = lshr i64 %a, %s"),
+  "ashr_i64": ("i64", "i64", "%s = and i64 %b, 63\n  %r = ashr i64 %a, %s"),
+  "cmp_i64": ("i64", "i64", "%c = icmp ult i64 %a, %b\n  %r = select i1 %c, i64 %a, i64 %b"),
+  "max_i16": ("i16", "i16", "%r = call i16 @llvm.smax.i16(i16 %a, i16 %b)"),
+  "shl_i16": ("i16", "i16", "%s = and i16 %b, 15\n  %r = shl i16 %a, %s"),
+  "cmp_i16": ("i16", "i16", "%c = icmp slt i16 %a, %b\n  %r = select i1 %c, i16 %a, i16 %b"),
+  "mul_i8": ("i8", "i8", "%r = mul i8 %a, %b"),
+  "udiv_i8": ("i8", "i8", "%r = udiv i8 %a, %b"),
+  "cvt_i32_f16": ("i32", "half", "%x = fptosi half %a to i32\n  %y = fptoui half %b to i32\n  %r = add i32 %x, %y"),
+  "cvt_f16_i32": ("half", "i32", "%x = sitofp i32 %a to half\n  %y = uitofp i32 %b to half\n  %r = fadd half %x, %y"),
+  "cvt_i32_f64": ("i32", "double", "%x = fptosi double %a to i32\n  %y = fptoui double %b to i32\n  %r = add i32 %x, %y"),
+  "cvt_f32_i64": ("float", "i64", "%x = sitofp i64 %a to float\n  %y = uitofp i64 %b to float\n  %r = fadd float %x, %y"),
+  "cvt_i64_f32": ("i64", "float", "%x = fptosi float %a to i64\n  %y = fptoui float %b to i64\n  %r = add i64 %x, %y"),
+  "cvt_f64_i64": ("double", "i64", "%x = sitofp i64 %a to double\n  %r = fadd double %x, 1.0"),
+  "cvt_f16_f64": ("half", "double", "%r = fptrunc double %a to half"),
+  "bool_and": ("i8", "i8", "%x = icmp ne i8 %a, 0\n  %y = icmp ne i8 %b, 0\n  %z = and i1 %x, %y\n  %r = zext i1 %z to i8"),
 }
 
 LDS = """
