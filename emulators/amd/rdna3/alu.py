@@ -70,7 +70,7 @@ def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type) -> np.ndarr
 
 
 def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-  from fractions import Fraction   # exact per-lane fallback: f64 fma is rare in refgrad's kernels
+  from fractions import Fraction  # exact per-lane fallback: f64 fma is rare in refgrad's kernels
   out = np.empty(np.broadcast(a, b, c).shape, np.float64)
   A, B, C = np.broadcast_arrays(a, b, c)
   for ix in np.ndindex(out.shape):
@@ -268,7 +268,7 @@ def perm_b32(s0: np.ndarray, s1: np.ndarray, sel: np.ndarray) -> np.ndarray:
   for k in range(4):
     b = (sel.astype(np.uint32) >> np.uint32(8 * k)) & np.uint32(0xFF)
     byte = ((data >> (np.minimum(b, 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)).astype(np.uint32)
-    sgn = lambda bit: np.where(((data >> np.uint64(bit)) & np.uint64(1)) == 1, np.uint32(0xFF), np.uint32(0))  # noqa: E731
+    sgn = lambda bit: np.where(((data >> np.uint64(bit)) & np.uint64(1)) == 1, np.uint32(0xFF), np.uint32(0))
     byte = np.where(b == 8, sgn(15), np.where(b == 9, sgn(31), np.where(b == 10, sgn(47), np.where(b == 11, sgn(63), byte))))
     byte = np.where(b == 12, np.uint32(0), np.where(b >= 13, np.uint32(0xFF), byte))
     out |= byte << np.uint32(8 * k)

@@ -8,7 +8,8 @@ constants 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 1/(2*pi), 250 DPP16, 251 V
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field as dfield
+from dataclasses import dataclass
+from dataclasses import field as dfield
 
 from emulators.amd.rdna3 import formats as F
 from emulators.amd.rdna3 import opcodes as O
@@ -202,7 +203,7 @@ def _sopp(i: Inst) -> str:
   return f"{n} {v}"
 
 
-def disasm(i: Inst) -> str:  # noqa: C901 -- one branch per format, as LLVM's printer has
+def disasm(i: Inst) -> str:
   f, o, n = i.f, i.op, i.op.name
   fmt = i.fmt
   if fmt == "SOPP": return _sopp(i)

@@ -7,19 +7,14 @@ from typing import Any
 import numpy as np
 
 from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import lanes as M
 from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3.decode import T16, WIDTH, Inst, branch_target, flat_offset, vopd_dsty
 from emulators.amd.rdna3.opcodes import VOP3B
 
-U32, U64 = np.uint32, np.uint64
-LANES = 32
-LANE_BITS = (U32(1) << np.arange(LANES, dtype=U32))
+U32, U64 = M.U32, M.U64
+LANES = M.LANES
 VCC, EXEC = 106, 126
-
-
-def _M():   # the Machine module (imported late: it imports this one)
-  from emulators.amd.rdna3 import machine
-  return machine
 
 
 # ---- SOPP -----------------------------------------------------------------------------------------------------------
@@ -44,7 +39,7 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
     take = BRANCH_COND[n](m, idx)
     m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
     return None
-  raise _M().WaveFault(f"{n} is not emulated")
+  raise M.WaveFault(f"{n} is not emulated")
 
 
 # ---- scalar ALU -----------------------------------------------------------------------------------------------------
@@ -56,7 +51,7 @@ def _sresult(m: Any, i: Inst, idx: np.ndarray, r: Any, scc: Any) -> None:
 
 def sop2(m: Any, i: Inst, idx: np.ndarray) -> None:
   o = i.op
-  if (fn := X.SALU.get(o.name)) is None: raise _M().WaveFault(f"{o.name} is not emulated")
+  if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
   a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
   b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
   r, scc = fn(a, b, m.scc[idx].astype(U64))
@@ -82,7 +77,7 @@ def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
     cur = m.sreg(idx, f["sdst"], o.dst, None)
     return _sresult(m, i, idx, np.where(m.scc[idx], s0, cur), None)
   if o.name == "s_getpc_b64": return _sresult(m, i, idx, np.full(len(idx), m.pgm + i.pc + 4, U64), None)
-  if (fn := X.SALU.get(o.name)) is None: raise _M().WaveFault(f"{o.name} is not emulated")
+  if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
   r, scc = fn(m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal), m.scc[idx].astype(U64))
   _sresult(m, i, idx, r, scc)
 
@@ -127,7 +122,7 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
     a, b = (_signed(cur, 32), ks) if t == "i32" else (cur, U64(k))
     m.scc[idx] = X.SCMP[c](a, b)
     return m.advance(i, idx)
-  raise _M().WaveFault(f"{n} is not emulated")
+  raise M.WaveFault(f"{n} is not emulated")
 
 
 # ---- scalar memory --------------------------------------------------------------------------------------------------
@@ -194,8 +189,7 @@ def _read(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, code: int, t: str
   return m.vsrc(idx, code, t, i.literal, hi, lanes)
 
 
-def valu(m: Any, i: Inst, idx: np.ndarray) -> None:  # noqa: C901 -- the special-destination ops of VALU
-  M = _M()
+def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   o, f = i.op, i.f
   n = o.name
   lanes = m.exec_mask(idx)
@@ -288,7 +282,6 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:  # noqa: C901 -- the special
 
 
 def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
-  M = _M()
   o, f = i.op, i.f
   n = o.name
   lanes = m.exec_mask(idx)
@@ -302,7 +295,7 @@ def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n in X.PK:
     t, fn = X.PK[n]
     outs = []
-    for part, s, ng in ((0, sel, nlo), (1, selhi, nhi)):
+    for s, ng in ((sel, nlo), (selhi, nhi)):
       args = [half(r, s[k]).view(t) for k, r in enumerate(raw)]
       if t == np.float16: args = [-a if ng[k] else a for k, a in enumerate(args)]
       with np.errstate(all="ignore"): outs.append(np.asarray(fn(*args)).astype(t).view(np.uint16))
@@ -337,13 +330,12 @@ VOPD_TYPES = {"v_add_nc_u32": "u32", "v_lshlrev_b32": "b32", "v_and_b32": "b32",
 
 
 def vopd(m: Any, i: Inst, idx: np.ndarray) -> None:
-  """Two VALU ops issued together: both read their sources before either writes (ISA guide §7.6 "VOPD")."""
-  M = _M()
+  """Two VALU ops issued together: both read their sources before either writes (ISA guide, "VOPD" dual issue)."""
   f = i.f
   lanes = m.exec_mask(idx)
   results = []
-  for half, (name, d, s0, s1) in enumerate(zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]),
-                                                (f["vsrc1x"], f["vsrc1y"]))):
+  for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]),
+                             (f["vsrc1x"], f["vsrc1y"])):
     if name == "v_dual_cndmask_b32":
       a = m.vsrc(idx, s0, "b32", i.literal, None, lanes)
       b = m.vsrc(idx, 256 + s1, "b32", i.literal, None, lanes)
@@ -387,7 +379,7 @@ def _lds_index(m: Any, i: Inst, idx: np.ndarray, addr: np.ndarray, nbytes: int, 
   bad = lanes & ((addr < 0) | (addr + nbytes > size))
   if bad.any():
     wi, lane = map(int, np.argwhere(bad)[0])
-    raise _M().WaveFault(f"lane {lane} of wave {int(idx[wi])}: LDS access of {nbytes} bytes at {int(addr[wi, lane])} is out of bounds "
+    raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])}: LDS access of {nbytes} bytes at {int(addr[wi, lane])} is out of bounds "
                          f"(the workgroup has {size} bytes of LDS, RSRC2.LDS_SIZE)")
   return addr
 
@@ -400,7 +392,7 @@ def _lds_read(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, nbytes: int, la
     undef = lanes & ~m.ldsinit[g, a].all(axis=2)
     if undef.any():
       wi, lane = map(int, np.argwhere(undef)[0])
-      raise _M().WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
+      raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
                            "that were never written (uninitialized LDS)")
   return m.lds[g, a]   # [n, 32, nbytes]
 
@@ -445,7 +437,7 @@ def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   n = i.op.name
   lanes = m.exec_mask(idx)
-  if f["gds"]: raise _M().WaveFault("GDS is not emulated")
+  if f["gds"]: raise M.WaveFault("GDS is not emulated")
   addr = m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(np.int64)
   off = f["offset0"] | f["offset1"] << 8
   if n in DS_LOAD:
@@ -480,7 +472,7 @@ def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
       with np.errstate(all="ignore"): new = np.asarray(DS_ATOMIC[n](old, np.broadcast_to(val, old.shape))).astype(U32)
       _lds_write(m, i, idx, addr + off, _to_bytes(new, 4), ln)
       if "rtn" in n: m.vwrite(idx, f["vdst"], "b32", old, ln)
-  else: raise _M().WaveFault(f"{n} is not emulated")
+  else: raise M.WaveFault(f"{n} is not emulated")
   m.advance(i, idx)
 
 
@@ -496,7 +488,7 @@ FLAT_STORE = {"store_b8": (1, 0), "store_b16": (2, 0), "store_b32": (4, 0), "sto
 def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   seg = f["seg"]
-  if seg == 1: raise _M().WaveFault("scratch (private) memory is not emulated: the kernel needs a stack")
+  if seg == 1: raise M.WaveFault("scratch (private) memory is not emulated: the kernel needs a stack")
   n = i.op.name.split("_", 1)[1]
   lanes = m.exec_mask(idx)
   off = flat_offset(i)
@@ -520,13 +512,13 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
     if d16: data = _to_bytes(m.vsrc(idx, 256 + f["data"], "b32", None, None, lanes) >> U32(16), nb)
     else: data = _vdata(m, idx, f["data"], nb, lanes)
     m.scatter(idx, addr, data, lanes, i)
-  else: raise _M().WaveFault(f"{i.op.name} is not emulated")
+  else: raise M.WaveFault(f"{i.op.name} is not emulated")
   m.advance(i, idx)
 
 
 def mubuf(m: Any, i: Inst, idx: np.ndarray) -> None:
   if i.op.name in ("buffer_gl0_inv", "buffer_gl1_inv"): return m.advance(i, idx)   # caches are not modelled: memory is coherent
-  raise _M().WaveFault(f"{i.op.name} is not emulated")
+  raise M.WaveFault(f"{i.op.name} is not emulated")
 
 
 HANDLERS = {"SOPP": sopp, "SOP1": sop1, "SOP2": sop2, "SOPC": sopc, "SOPK": sopk, "SMEM": smem, "VOP1": valu, "VOP2": valu,

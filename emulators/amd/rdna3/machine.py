@@ -15,20 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from emulators.amd.rdna3 import alu as A
 from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
+from emulators.amd.rdna3.execute import HANDLERS
+from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
-LANES = 32
-U32, U64 = np.uint32, np.uint64
-LANE_BITS = (U32(1) << np.arange(LANES, dtype=U32))
 MAX_STEPS = 50_000_000   # instructions executed per dispatch before it is reported as a hang
-
-
-class WaveFault(Exception):
-  """A fault inside the program: what, the kind ('mmu' / 'compute'), the address (for MMU faults)."""
-  def __init__(self, what: str, kind: str = "compute", address: int | None = None):
-    super().__init__(what)
-    self.what, self.kind, self.address = what, kind, address
 
 
 def float_consts(t: str) -> dict[int, int]:
@@ -42,9 +33,6 @@ def float_consts(t: str) -> dict[int, int]:
 
 
 FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
-
-
-def is_float(t: str) -> bool: return t[0] == "f"
 
 
 class Machine:
@@ -277,34 +265,3 @@ class Machine:
       if r.mem.bits is not None:
         r.mem.mark_elems(ix.reshape(-1), 1, True)
         r.mem.settle()
-
-
-def typed(raw: np.ndarray, t: str) -> np.ndarray:
-  if t in ("p16", "x16"): return raw.astype(U32)
-  nt = A.NP[t]
-  size = np.dtype(nt).itemsize
-  return np.ascontiguousarray(raw).astype(A.RAW[size]).view(nt)
-
-
-def untyped(val: Any, t: str) -> np.ndarray:
-  nt = A.NP.get(t, U32)
-  size = np.dtype(nt).itemsize
-  v = np.asarray(val)
-  if is_float(t):
-    with np.errstate(all="ignore"): return v.astype(nt).view(A.RAW[size])
-  if v.dtype.kind == "f": raise WaveFault(f"internal: a float result for a {t} destination")
-  if v.dtype == np.bool_: v = v.astype(np.int64)
-  return v.astype(np.int64 if v.dtype.kind == "i" else np.uint64).astype(A.RAW[size] if size != 2 else np.uint16) if size >= 4 else \
-    v.astype(np.int64).astype(np.uint16)
-
-
-def lanes_to_mask(b: np.ndarray) -> np.ndarray:
-  """[n, 32] bool -> uint32 per wave."""
-  return (b.astype(U32) << np.arange(LANES, dtype=U32)).sum(axis=1, dtype=np.uint64).astype(U32)
-
-
-def mask_to_lanes(m: np.ndarray) -> np.ndarray: return (np.asarray(m).astype(U32)[:, None] & LANE_BITS) != 0
-
-
-from emulators.amd.rdna3 import execute as _E  # noqa: E402 -- the handlers use the Machine above
-HANDLERS = _E.HANDLERS

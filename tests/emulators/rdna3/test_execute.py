@@ -35,7 +35,7 @@ def inputs(t: type, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
   return a, b
 
 
-SHIFT = lambda b, bits: (b.astype(np.int64) & (bits - 1))  # noqa: E731
+SHIFT = lambda b, bits: (b.astype(np.int64) & (bits - 1))
 
 
 def _fma32(a, b, c):

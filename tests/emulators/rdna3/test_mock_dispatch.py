@@ -11,8 +11,8 @@ import pytest
 from emulators.mock_driver import make_driver
 from refgrad.runtime.driver import GPUFault
 from tests.emulators import amdenc as A
-from tests.emulators.rdna3.test_execute import kernels_of
 from tests.emulators.rdna3.llvm_util import Kernel, descriptor
+from tests.emulators.rdna3.test_execute import kernels_of
 
 RSRC2_OFF, USER_SGPR_MASK = 0x213, 0x3E
 
