@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from emulators.amd.rdna3 import execute as E
-from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3 import opcodes as O
+from emulators.amd.rdna3 import ops as X
 
 VALU_SPECIAL = frozenset({"v_nop", "v_cndmask_b32", "v_cndmask_b16", "v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32",
                           "v_sub_co_ci_u32", "v_subrev_co_ci_u32", "v_mad_u64_u32", "v_mad_i64_i32", "v_div_scale_f32", "v_div_scale_f64",

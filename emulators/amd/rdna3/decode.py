@@ -149,7 +149,7 @@ def vreg(n: int, t: str, hi: int | None = None) -> str: return v16(n, hi) if t i
 
 def _src(i: Inst, code: int, t: str, k: int) -> str:
   s = operand(code, t, i.literal, (i.f["op_sel"] >> k) & 1 if i.fmt == "VOP3" else None)
-  if i.fmt == "VOP3" and t[0] == "f":
+  if i.fmt == "VOP3" and (t[0] == "f" or (i.op.name.startswith("v_cndmask") and k < 2)):   # cndmask takes float modifiers
     if (i.f["abs"] >> k) & 1 and i.op.name not in O.VOP3B: s = f"|{s}|"
     if (i.f["neg"] >> k) & 1: s = f"-{s}"
   elif i.fmt == "VOP3" and (i.f["neg"] >> k) & 1: s = f"neg({s})"

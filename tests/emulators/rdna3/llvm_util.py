@@ -25,9 +25,10 @@ def target_machine():
 
 def compile_ir(ir: str) -> tuple[bytes, str]:
   """(ELF object, assembly text) of one LLVM IR module."""
-  m = llvm.parse_assembly('target triple = "amdgcn-amd-amdhsa"\n' + ir)
-  m.verify()
   tm = target_machine()
+  # the target's data layout in the text: allocas then default to the private address space (5) as the AMDGPU target needs
+  m = llvm.parse_assembly(f'target datalayout = "{tm.target_data}"\ntarget triple = "amdgcn-amd-amdhsa"\n' + ir)
+  m.verify()
   # the -O2 module pipeline first: without it the AMDGPU backend cannot select its structurizer's if/loop intrinsics
   pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
   pb.getModulePassManager().run(m, pb)
