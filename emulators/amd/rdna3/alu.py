@@ -1,12 +1,11 @@
 """Vector and scalar ALU semantics, one row per opcode name: a function of the typed source arrays (numpy, one element
-per lane or per wave) giving the typed result. Semantics: AMD RDNA3 ISA guide chapters 5 (scalar ALU), 6 (vector ALU),
-"Denormals and rounding" and the per-opcode pseudocode of chapter 16. Floats are IEEE binary16/32/64 with round-to-
+per lane or per wave) giving the typed result. Semantics: AMD RDNA3 ISA guide, the "Scalar ALU Operations" and
+"Vector ALU Operations" chapters (denormals, rounding, modifiers) and the per-opcode pseudocode of its instruction chapter. Floats are IEEE binary16/32/64 with round-to-
 nearest-even and denormals kept (the modes LLVM's kernel descriptors set; the dispatch refuses others).
 
 Approximate instructions: v_rcp_f32/f64, v_rsq_f32/f64, v_sqrt_f32/f64, v_exp_f32 (2^x), v_log_f32 (log2), v_sin_f32,
 v_cos_f32 and their f16 forms are documented to within 1 ULP (the guide's "transcendental" accuracy notes); here they
-give the correctly rounded value (computed in float64, or float128-free exact for f32 sqrt), one of the values the
-hardware may give. LLVM's IEEE-exact sequences (fdiv through v_div_scale/v_div_fmas/v_div_fixup, sqrt with refinement)
+give the correctly rounded value (computed in float64 and rounded once), one of the values the hardware may give. LLVM's IEEE-exact sequences (fdiv through v_div_scale/v_div_fmas/v_div_fixup, sqrt with refinement)
 then produce the correctly rounded result as they do on hardware."""
 from __future__ import annotations
 
@@ -33,15 +32,9 @@ def fmin_ieee(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   return np.where(z, np.where(np.signbit(a) | np.signbit(b), -np.abs(a), a), r).astype(a.dtype)
 
 
-def quiet(a: np.ndarray) -> np.ndarray:
-  """min/max/med3 in IEEE mode return a signaling NaN input quieted."""
-  return a
-
-
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-  """Fused multiply-add with one rounding. f16/f32: exact in float64 then one rounding (the product of two f32 is exact in
-  f64 and the f64 sum rounded to f32 is the correctly rounded fma except for double-rounding cases, which `_fma_exact`
-  repairs); f64: through Python's exact integer arithmetic per lane only where the fast path may be off."""
+  """Fused multiply-add with one rounding. f16/f32: the product is exact in f64 and `_fma_exact` rounds the sum once;
+  f64: exact rational arithmetic per lane (Fraction), rounded once."""
   t = a.dtype
   if t == np.float64: return _fma64(a, b, c)
   return _fma_exact(a.astype(np.float64), b.astype(np.float64), c.astype(np.float64), t)
@@ -172,7 +165,7 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
   e1 = np.frexp(np.where(special, 1, s1).astype(np.float64))[1] - 1
   e2 = np.frexp(np.where(special, 1, s2).astype(np.float64))[1] - 1
   scaling = ~special & ((np.abs(s1) < fi.tiny) | (np.abs(s2) < fi.tiny) | (e2 - e1 >= bias - 31) | (e1 >= bias - 1) | (e1 <= -bias + 2)
-                        | (e2 <= -bias + mant + 1))
+                        | (e2 <= -bias + mant + 1) | (e2 - e1 <= -bias + 3))   # the last: a quotient near the denormal range
   if scaling.any(): raise ValueError("v_div_scale operands in the range where the hardware rescales (not emulated)")
   return np.where(special, t.type(np.nan), s0).astype(t), np.zeros(s0.shape, np.bool_)
 

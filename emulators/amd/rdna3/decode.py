@@ -1,7 +1,7 @@
 """Decoding RDNA3 machine code: words -> `Inst` (format, opcode row, fields, literal), and the text LLVM's printer gives
 for it (`Inst.text`, compared instruction by instruction with LLVM's assembly in the tests).
 
-Operand encodings (RDNA3 ISA guide §3.3 / 13 "Scalar and vector source operands"): 0..105 SGPRs, 106/107 VCC_LO/HI,
+Operand encodings (RDNA3 ISA guide, "Microcode Formats": the SSRC / SRC operand tables): 0..105 SGPRs, 106/107 VCC_LO/HI,
 108..123 TTMP, 124 NULL, 125 M0, 126/127 EXEC_LO/HI, 128..192 the integers 0..64, 193..208 -1..-16, 240..248 the float
 constants 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 1/(2*pi), 250 DPP16, 251 VCCZ, 252 EXECZ, 253 SCC, 254 LDS_DIRECT,
 255 a 32-bit literal after the instruction, 256..511 VGPRs."""

@@ -1,6 +1,6 @@
 """RDNA3 (gfx11) instruction encodings: one row per format (how the first dword names it, its size) and one row per
 field (bit range, counted over the instruction's 32- or 64-bit base word). Facts: AMD "RDNA3 Instruction Set
-Architecture" reference guide, chapter 13 "Microcode Formats"; LLVM AMDGPU (SIInstrFormats.td, *Instructions.td, gfx11
+Architecture" reference guide, the "Microcode Formats" chapter; LLVM AMDGPU (SIInstrFormats.td, *Instructions.td, gfx11
 encodings) -- see docs/hw/rdna3.md."""
 from __future__ import annotations
 

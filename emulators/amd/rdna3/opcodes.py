@@ -1,8 +1,8 @@
 """RDNA3 (gfx11) opcodes: one row per opcode and format, `opcode name dst-type src-types...` ('-': no destination).
 Types give operand widths (16/32/64 bits, b128 = 4 dwords ...) and whether an inline constant is read as a float of that
 width. `m` is a lane mask (32 bits in wave32: VCC, a compare result, a carry). Opcode numbers: AMD RDNA3 ISA reference
-guide chapter 13 and LLVM's gfx11 encodings (docs/hw/rdna3.md); every row is checked against LLVM's own assembler by
-tests/emulators/rdna3/test_opcodes.py."""
+guide ("Microcode Formats") and LLVM's gfx11 encodings (docs/hw/rdna3.md); the rows LLVM emits are checked against its
+printed assembly by tests/emulators/rdna3/test_decode_llvm.py."""
 from __future__ import annotations
 
 from typing import NamedTuple

@@ -1,6 +1,6 @@
 """The operation of each opcode, one row per name. VALU rows: typed source arrays (one element per lane) -> typed result;
 SALU rows: uint64 arrays (one element per wave) -> (result, SCC or None). Types come from the opcode table
-(opcodes.py); semantics: RDNA3 ISA guide ch. 5, 6 and the pseudocode of ch. 16 (see alu.py for floats)."""
+(opcodes.py); semantics: the RDNA3 ISA guide's per-opcode pseudocode (see alu.py for floats)."""
 from __future__ import annotations
 
 from collections.abc import Callable
