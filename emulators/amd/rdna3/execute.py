@@ -11,6 +11,8 @@ from emulators.amd.rdna3 import lanes as M
 from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3.decode import T16, WIDTH, Inst, branch_target, flat_offset, vopd_dsty
 from emulators.amd.rdna3.opcodes import VOP3B
+from refgrad.dtype import dtypes
+from refgrad.uop.semantics import wmma as wmma_ref
 
 U32, U64 = M.U32, M.U64
 LANES = M.LANES
@@ -281,10 +283,48 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   m.advance(i, idx)
 
 
+WMMA_IN = {"v_wmma_f32_16x16x16_f16": "float16", "v_wmma_f32_16x16x16_bf16": "bfloat16"}
+
+
+def wmma(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray) -> None:
+  """V_WMMA_F32_16X16X16_{F16,BF16}, gfx11 wave32 fragments (ISA guide, "Wave Matrix Multiply Accumulate"): A row l%16 holds
+  K = 0..15 in 8 VGPRs (two 16-bit halves each), B column l%16 likewise, C/D VGPR e of lane l is element (2e + l//16, l%16);
+  lanes 16..31 repeat lanes 0..15 for A and B. D = C + sum over k in order (refgrad.uop.semantics.wmma)."""
+  f = i.f
+  if not lanes.all(): raise M.WaveFault("WMMA with EXEC not covering all 32 lanes (the result is undefined on hardware)")
+  if f["neg"] or f["neg_hi"] or f["clamp"] or f["op_sel"]: raise M.WaveFault("WMMA modifiers (neg/clamp/op_sel) are not emulated")
+  def frag(code: int, what: str) -> np.ndarray:
+    if code < 256: raise M.WaveFault(f"WMMA {what} from a scalar or constant operand is not emulated")
+    regs = np.stack([m.vsrc(idx, code + k, "b32", None, None, lanes) for k in range(8)], axis=2)   # [n, 32, 8]
+    return regs
+  a, b = frag(f["src0"], "A"), frag(f["src1"], "B")
+  if m.checked:
+    for nm, x in (("A", a), ("B", b)):
+      if (bad := (x[:, :16] != x[:, 16:]).any(axis=2)).any():
+        wi, lane = map(int, np.argwhere(bad)[0])
+        raise M.WaveFault(f"WMMA {nm} fragment of lane {lane + 16} of wave {int(idx[wi])} differs from lane {lane}'s (lanes 16..31 must repeat 0..15)")
+  def halves(x: np.ndarray) -> np.ndarray:   # [n, 16 lanes, 8 regs] -> [n, 16, 16] element e = reg e//2, half e%2
+    lo, hi = (x & U32(0xFFFF)).astype(np.uint16), (x >> U32(16)).astype(np.uint16)
+    return np.stack([lo, hi], axis=3).reshape(x.shape[0], 16, 16)
+  am, bm = halves(a[:, :16]), halves(b[:, :16])       # am[w, row, k]; bm[w, col, k]
+  dt = {"float16": dtypes.float16, "bfloat16": dtypes.bfloat16}[WMMA_IN[i.op.name]]
+  av = am.view(np.float16) if dt == dtypes.float16 else am
+  bv = bm.view(np.float16) if dt == dtypes.float16 else bm
+  c = frag(f["src2"], "C").view(np.float32)           # [n, 32 lanes, 8]: element (2e + l//16, l%16)
+  lane = np.arange(LANES)
+  cm = np.zeros((len(idx), 16, 16), np.float32)
+  for e in range(8): cm[:, 2 * e + lane // 16, lane % 16] = c[:, :, e]
+  d = wmma_ref(av, np.swapaxes(bv, 1, 2), cm, dt)
+  for e in range(8): m.vwrite(idx, f["vdst"] + e, "f32", d[:, 2 * e + lane // 16, lane % 16].view(U32), lanes)
+
+
 def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
   o, f = i.op, i.f
   n = o.name
   lanes = m.exec_mask(idx)
+  if n in WMMA_IN:
+    wmma(m, i, idx, lanes)
+    return m.advance(i, idx)
   codes = [f["src0"], f["src1"], f["src2"]][:len(o.srcs)]
   raw = [m.vsrc(idx, c, "b32", i.literal, None, lanes).astype(U32) for c in codes]
   sel = [(f["op_sel"] >> k) & 1 for k in range(3)]

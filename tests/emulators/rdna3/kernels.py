@@ -259,6 +259,25 @@ done:
 }"""
 
 
+WMMA = """
+declare <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.f16(<16 x half>, <16 x half>, <8 x float>)
+declare <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.bf16(<16 x i16>, <16 x i16>, <8 x float>)
+""" + "".join(f"""
+define amdgpu_kernel void @wmma_{n}(ptr addrspace(1) %d, ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c) #0 {{
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %pa = getelementptr <16 x {t}>, ptr addrspace(1) %a, i32 %l
+  %va = load <16 x {t}>, ptr addrspace(1) %pa
+  %pb = getelementptr <16 x {t}>, ptr addrspace(1) %b, i32 %l
+  %vb = load <16 x {t}>, ptr addrspace(1) %pb
+  %pc = getelementptr <8 x float>, ptr addrspace(1) %c, i32 %l
+  %vc = load <8 x float>, ptr addrspace(1) %pc
+  %r = call <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.{n}(<16 x {t}> %va, <16 x {t}> %vb, <8 x float> %vc)
+  %pd = getelementptr <8 x float>, ptr addrspace(1) %d, i32 %l
+  store <8 x float> %r, ptr addrspace(1) %pd
+  ret void
+}}""" for n, t in (("f16", "half"), ("bf16", "i16")))
+
+
 def module(*bodies: str) -> str: return HEAD + "\n".join(bodies) + f"\nattributes #0 = {{ {ATTRS} }}\n"
 
 
@@ -266,4 +285,4 @@ def elementwise_module() -> str:
   return module(*(elementwise(n, t, b, tin) for n, (t, tin, b) in ELEMENTWISE.items()))
 
 
-def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD)
+def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA)

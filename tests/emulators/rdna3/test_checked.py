@@ -120,3 +120,16 @@ def test_division_rescaling_range_is_refused_not_guessed():
   a, b = np.ones(64, np.float32), np.full(64, 1e-40, np.float32)
   with pytest.raises(WaveFault) as e: run_direct(kernels_of("elementwise")["div_f32"], [np.zeros(64, np.float32), a, b], (1, 1, 1), (64, 1, 1))
   assert "v_div_scale_f32" in e.value.what and "not emulated" in e.value.what
+
+
+def test_wmma_replicas_and_exec_are_checked():
+  from tests.emulators.rdna3.test_execute import kernels_of
+  k = kernels_of("control")["wmma_f16"]
+  a = np.ones((32, 16), np.float16)
+  a[20, 3] = 2   # lane 20's A fragment differs from lane 4's
+  bufs = [np.zeros((32, 8), np.float32), a, np.ones((32, 16), np.float16), np.zeros((32, 8), np.float32)]
+  with pytest.raises(WaveFault) as e: run_direct(k, bufs, (1, 1, 1), (32, 1, 1))
+  assert "v_wmma_f32_16x16x16_f16" in e.value.what and "A fragment of lane 20 of wave 0 differs from lane 4's" in e.value.what
+  bufs[1] = np.ones((32, 16), np.float16)
+  with pytest.raises(WaveFault) as e: run_direct(k, bufs, (1, 1, 1), (16, 1, 1), checked=False)
+  assert "WMMA with EXEC not covering all 32 lanes" in e.value.what

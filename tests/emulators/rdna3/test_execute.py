@@ -202,3 +202,24 @@ def test_bit_ops():
   ctz = np.array([32 if x == 0 else (int(x) & -int(x)).bit_length() - 1 for x in a.view(np.uint32)], np.int64)
   brev = np.array([int(f"{int(x):032b}"[::-1], 2) for x in b.view(np.uint32)], np.int64)
   np.testing.assert_array_equal(got, (ctz + brev).astype(np.uint32).view(np.int32))
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_wmma_fragments(dt):
+  """Per lane: A row l%16 (K 0..15), B column l%16, C/D element (2e + l//16, l%16); D = semantics.wmma."""
+  from refgrad.dtype import dtypes
+  from refgrad.uop.semantics import wmma
+  rng = np.random.default_rng(5)
+  A, B = rng.standard_normal((16, 16)).astype(np.float32), rng.standard_normal((16, 16)).astype(np.float32)
+  C = rng.standard_normal((16, 16)).astype(np.float32)
+  if dt == "f16": As, Bs, din = A.astype(np.float16), B.astype(np.float16), dtypes.float16
+  else: As, Bs, din = (A.view(np.uint32) >> 16).astype(np.uint16), (B.view(np.uint32) >> 16).astype(np.uint16), dtypes.bfloat16
+  lane = np.arange(32)
+  a = As[lane % 16, :].copy()              # [32 lanes, 16]
+  b = Bs[:, lane % 16].T.copy()            # lane l holds column l%16
+  c = np.stack([C[2 * e + lane // 16, lane % 16] for e in range(8)], axis=1).astype(np.float32)
+  d = run_direct(kernels_of("control")[f"wmma_{dt}"], [np.zeros((32, 8), np.float32), a, b, c], (1, 1, 1), (32, 1, 1))[0]
+  want = wmma(As, Bs, C, din)
+  got = np.zeros((16, 16), np.float32)
+  for e in range(8): got[2 * e + lane // 16, lane % 16] = d[:, e]
+  np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
