@@ -197,7 +197,11 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   lanes = m.exec_mask(idx)
   srcs = _srcs(m, i, idx, lanes)
   if n == "v_nop": return m.advance(i, idx)
-  raw = [_read(m, i, idx, lanes, c, t, h) for c, t, h in srcs]
+  strict = n.startswith(("v_cmp", "v_read", "v_div_scale"))   # results that steer control flow or scalar state
+  if m.vinit is not None and not strict: m.track = []
+  try: raw = [_read(m, i, idx, lanes, c, t, h) for c, t, h in srcs]
+  finally: reads, m.track = m.track, None
+  dfn = _definedness(n, reads, len(idx))
   vals = [raw[k] if t == "m" else _mods(i, M.typed(raw[k], t), k, t) for k, (c, t, h) in enumerate(srcs)]
   vdst = f.get("vdst", 0)
   dhi = (f["op_sel"] >> 3) & 1 if i.fmt == "VOP3" and o.dst in T16 else None
@@ -211,7 +215,12 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     bits = 32 if n.endswith("32") else 16
     sel = M.mask_to_lanes(vals[2])
     r = np.where(sel, _bits_mods(i, raw[1], 1, bits), _bits_mods(i, raw[0], 0, bits))
-    m.vwrite(idx, vdst, o.dst, r, lanes, dhi)
+    if reads is not None:   # the selected source's definedness (VGPR sources only are tracked)
+      d = [np.ones((len(idx), LANES), np.bool_) if c < 256 else None for c, _, _ in srcs[:2]]
+      it = iter(reads)
+      d = [x if x is not None else next(it)[0] for x in d]
+      dfn = [np.where(sel, d[1], d[0])]
+    m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
     return m.advance(i, idx)
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
     a, b = vals[0].astype(np.int64), vals[1].astype(np.int64)
@@ -220,8 +229,8 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     r = a + b + cin if "add" in n else a - b - cin
     carry = ((r >> 32) != 0) & lanes
     if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
-    m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes)
-    m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)
+    m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
+    m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)   # carries are not tracked for definedness
     return m.advance(i, idx)
   if n in ("v_mad_u64_u32", "v_mad_i64_i32"):
     if n == "v_mad_u64_u32":
@@ -232,7 +241,7 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
       p = vals[0].astype(object) * vals[1].astype(object) + vals[2].astype(object)
       r = np.vectorize(lambda x: x & 0xFFFFFFFFFFFFFFFF, otypes=[U64])(p)
       carry = np.vectorize(lambda x: not -(1 << 63) <= x < (1 << 63), otypes=[np.bool_])(p)
-    m.vwrite(idx, vdst, "b64", r, lanes)
+    m.vwrite(idx, vdst, "b64", r, lanes, None, dfn)
     m.s[idx, f["sdst"]] = M.lanes_to_mask(carry & lanes)
     return m.advance(i, idx)
   if n in ("v_div_scale_f32", "v_div_scale_f64"):
@@ -244,7 +253,7 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n in ("v_div_fmas_f32", "v_div_fmas_f64"):
     vcc = M.mask_to_lanes(m.s[idx, VCC]) & lanes
     r = _finish_float(i, A.div_fmas(vals[0], vals[1], vals[2], vcc), o.dst)
-    m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes)
+    m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, None, dfn)
     return m.advance(i, idx)
   if n == "v_readfirstlane_b32":
     v = np.broadcast_to(raw[0], (len(idx), LANES))
@@ -266,7 +275,7 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     if n == "v_mbcnt_lo_u32_b32":
       cnt = A.popcount(np.broadcast_to(raw[0], (len(idx), 1)).astype(U64) & below[None, :])
     else: cnt = np.zeros((len(idx), LANES), U32)   # wave32: no lanes 32..63 below any lane
-    m.vwrite(idx, vdst, "u32", (cnt.astype(U64) + raw[1].astype(U64)) & U64(0xFFFFFFFF), lanes)
+    m.vwrite(idx, vdst, "u32", (cnt.astype(U64) + raw[1].astype(U64)) & U64(0xFFFFFFFF), lanes, None, dfn)
     return m.advance(i, idx)
   if n == "v_swap_b32":
     a = m.vsrc(idx, f["src0"], "b32", None, None, lanes).copy()
@@ -279,8 +288,28 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   with np.errstate(all="ignore"): r = fn(*vals)
   if o.dst[0] == "f": r = _finish_float(i, np.asarray(r).astype(A.NP[o.dst]), o.dst)
   elif i.fmt == "VOP3" and f.get("clamp"): r = np.clip(np.asarray(r), *(lambda t: (t.min, t.max))(np.iinfo(A.NP[o.dst])))
-  m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, dhi)
+  m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, dhi, dfn)
   m.advance(i, idx)
+
+
+# 64-bit results whose low dword depends only on the sources' low dwords (carries run upward): an undefined high half of
+# a source leaves the low half of the result defined (LLVM feeds undefined high halves to v_mad_u64_u32 for 32-bit math)
+LOW_FROM_LOW = frozenset({"v_lshlrev_b64", "v_mad_u64_u32", "v_mad_i64_i32"})
+
+
+def _definedness(n: str, reads: list[list[np.ndarray]] | None, nw: int) -> list[np.ndarray] | None:
+  """Per result dword, the lanes whose value is defined: every source dword defined (the low dword of LOW_FROM_LOW ops:
+  the sources' low dwords). None: not tracked (all defined)."""
+  if reads is None: return None
+  ones = np.ones((nw, LANES), np.bool_)
+  every = ones.copy()
+  for r in reads:
+    for d in r: every &= d
+  if n in LOW_FROM_LOW:
+    low = ones.copy()
+    for r in reads: low &= r[0]
+    return [low, every]
+  return [every]
 
 
 WMMA_IN = {"v_wmma_f32_16x16x16_f16": "float16", "v_wmma_f32_16x16x16_bf16": "bfloat16"}
@@ -376,27 +405,34 @@ def vopd(m: Any, i: Inst, idx: np.ndarray) -> None:
   results = []
   for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]),
                              (f["vsrc1x"], f["vsrc1y"])):
-    if name == "v_dual_cndmask_b32":
-      a = m.vsrc(idx, s0, "b32", i.literal, None, lanes)
-      b = m.vsrc(idx, 256 + s1, "b32", i.literal, None, lanes)
-      results.append((d, np.where(M.mask_to_lanes(m.s[idx, VCC]), b, a)))
-      continue
-    base = VOPD_FN.get(name)
-    if base is None: raise M.WaveFault(f"{name} is not emulated")
-    t = VOPD_TYPES.get(base, "f32")
-    a = M.typed(m.vsrc(idx, s0, t, i.literal, None, lanes), t)
-    if base == "v_mov_b32": args = [a]
-    else:
-      b = M.typed(m.vsrc(idx, 256 + s1, t, None, None, lanes), t)
-      k = np.float32(np.uint32(i.literal or 0).view(np.float32))
-      if base == "v_fmac_f32": args = [a, b, M.typed(m.vsrc(idx, 256 + d, t, None, None, lanes), t)]
-      elif base == "v_fmamk_f32": args = [a, k, b]
-      elif base == "v_fmaak_f32": args = [a, b, k]
-      else: args = [a, b]
-    with np.errstate(all="ignore"): r = X.VALU[base](*args)
-    results.append((d, M.untyped(np.asarray(r).astype(A.NP[t]), t)))
-  for d, r in results: m.vwrite(idx, d, "b32", r, lanes)
+    if m.vinit is not None: m.track = []
+    try: results.append(_vopd_half(m, i, idx, lanes, name, d, s0, s1))
+    finally: reads, m.track = m.track, None
+    results[-1] = results[-1] + (_definedness(name, reads, len(idx)),)
+  for d, r, dfn in results: m.vwrite(idx, d, "b32", r, lanes, None, dfn)
   m.advance(i, idx)
+
+
+def _vopd_half(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, name: str, d: int, s0: int, s1: int) -> tuple[int, np.ndarray]:
+  """One half of a VOPD pair: (destination register, result bits)."""
+  if name == "v_dual_cndmask_b32":
+    a = m.vsrc(idx, s0, "b32", i.literal, None, lanes)
+    b = m.vsrc(idx, 256 + s1, "b32", i.literal, None, lanes)
+    return d, np.where(M.mask_to_lanes(m.s[idx, VCC]), b, a)
+  base = VOPD_FN.get(name)
+  if base is None: raise M.WaveFault(f"{name} is not emulated")
+  t = VOPD_TYPES.get(base, "f32")
+  a = M.typed(m.vsrc(idx, s0, t, i.literal, None, lanes), t)
+  if base == "v_mov_b32": args = [a]
+  else:
+    b = M.typed(m.vsrc(idx, 256 + s1, t, None, None, lanes), t)
+    k = np.float32(np.uint32(i.literal or 0).view(np.float32))
+    if base == "v_fmac_f32": args = [a, b, M.typed(m.vsrc(idx, 256 + d, t, None, None, lanes), t)]
+    elif base == "v_fmamk_f32": args = [a, k, b]
+    elif base == "v_fmaak_f32": args = [a, b, k]
+    else: args = [a, b]
+  with np.errstate(all="ignore"): r = X.VALU[base](*args)
+  return d, M.untyped(np.asarray(r).astype(A.NP[t]), t)
 
 
 # ---- LDS ------------------------------------------------------------------------------------------------------------

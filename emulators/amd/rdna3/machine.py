@@ -80,6 +80,7 @@ class Machine:
     self.s[:, 126] = np.tile((exists.astype(np.uint64) << np.arange(LANES, dtype=np.uint64)).sum(axis=1), G).astype(U32)
     self.steps = 0
     self._map: tuple[np.ndarray, np.ndarray] | None = None
+    self.track: list[list[np.ndarray]] | None = None   # while a VALU op reads: the definedness of its VGPR sources
 
   # ---- the scheduler ----
   def run(self) -> None:
@@ -101,6 +102,9 @@ class Machine:
         f.what = f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {f.what}"
         raise
       except (ValueError, FloatingPointError) as e: raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {e}") from None
+      except (IndexError, KeyError, TypeError, OverflowError) as e:   # an encoding the handlers do not model (e.g. a register out of range)
+        raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): the emulator cannot execute this instruction "
+                        f"({type(e).__name__}: {e})") from None
 
   def _release(self) -> None:
     """Every runnable wave waits at a barrier: release each workgroup whose live waves all arrived."""
@@ -176,15 +180,20 @@ class Machine:
   def _vcheck(self, idx: np.ndarray, r: int, w: int, lanes: np.ndarray | None) -> None:
     if r + w > self.nv: raise WaveFault(f"reads v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
     if self.vinit is None: return
+    if self.track is not None:   # a VALU op: definedness flows to its result instead (see execute.valu)
+      self.track.append([self.vinit[idx, r + k, :] for k in range(w)])
+      return
     act = self.exec_mask(idx) if lanes is None else lanes
     for k in range(w):
       bad = act & ~self.vinit[idx, r + k, :]
       if bad.any():
         wi, lane = map(int, np.argwhere(bad)[0])
-        raise WaveFault(f"lane {lane} of wave {int(idx[wi])} reads v{r + k}, which was never written (uninitialized VGPR)")
+        raise WaveFault(f"lane {lane} of wave {int(idx[wi])} reads v{r + k}, which holds no defined value (never written, or computed from such a value: uninitialized VGPR)")
 
-  def vwrite(self, idx: np.ndarray, r: int, t: str, val: np.ndarray, lanes: np.ndarray, hi: int | None = None) -> None:
-    """Write raw bits to VGPR r (and r+1 for 64-bit types) in the enabled lanes."""
+  def vwrite(self, idx: np.ndarray, r: int, t: str, val: np.ndarray, lanes: np.ndarray, hi: int | None = None,
+             defined: list[np.ndarray] | None = None) -> None:
+    """Write raw bits to VGPR r (and r+1 for 64-bit types) in the enabled lanes; `defined`: per dword, which lanes'
+    values are defined (checked mode; default all)."""
     w = WIDTH.get(t, 1)
     if t in T16 and hi is None: r, hi = r & 0x7F, r >> 7
     if r + w > self.nv: raise WaveFault(f"writes v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
@@ -194,12 +203,16 @@ class Machine:
       sh = U32(16 * hi)
       new = (old & ~(U32(0xFFFF) << sh)) | ((val.astype(U32) & U32(0xFFFF)) << sh)
       self.v[idx, r, :] = np.where(lanes, new, old)
-      if self.vinit is not None: self.vinit[idx, r, :] |= lanes
+      if self.vinit is not None: self._mark(idx, r, lanes, None if defined is None else defined[0])
       return
     for k in range(w):
       part = (val.astype(U64) >> U64(32 * k)).astype(U32) if w > 1 else val.astype(U32)
       self.v[idx, r + k, :] = np.where(lanes, part, self.v[idx, r + k, :])
-      if self.vinit is not None: self.vinit[idx, r + k, :] |= lanes
+      if self.vinit is not None: self._mark(idx, r + k, lanes, None if defined is None else defined[min(k, len(defined) - 1)])
+
+  def _mark(self, idx: np.ndarray, r: int, lanes: np.ndarray, defined: np.ndarray | None) -> None:
+    if defined is None: self.vinit[idx, r, :] |= lanes
+    else: self.vinit[idx, r, :] = np.where(lanes, defined, self.vinit[idx, r, :])
 
   def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray) -> None:
     if code == 124: return

@@ -25,10 +25,18 @@ def raw_kernel(*words: int, rsrc1: int = 0) -> Kernel:
 def vop1(op: int, vdst: int, src0: int) -> int: return (0x3F << 25) | (vdst << 17) | (op << 9) | src0
 
 
+def vopc(op: int, src0: int, vsrc1: int) -> int: return (0x3E << 25) | (op << 17) | (vsrc1 << 9) | src0
+
+
+V_CMP_EQ_U32 = 0x4A
+
+
 def test_uninitialized_vgpr_read():
-  k = raw_kernel(vop1(1, 0, 256 + 5), S_ENDPGM)    # v_mov_b32 v0, v5: v5 was never written
+  """An uninitialized VGPR may be moved around (LLVM does that with undef values); its use in a compare is reported."""
+  k = raw_kernel(vop1(1, 1, 256 + 5), vopc(V_CMP_EQ_U32, 256 + 1, 0), S_ENDPGM)   # v_mov_b32 v1, v5; v_cmp_eq_u32 vcc, v1, v0
   with pytest.raises(WaveFault) as e: run_direct(k, [], (1, 1, 1), (32, 1, 1))
-  assert "PC 0x0 (v_mov_b32_e32 v0, v5)" in e.value.what and "lane 0 of wave 0 reads v5, which was never written" in e.value.what
+  assert "PC 0x4 (v_cmp_eq_u32_e32 vcc_lo, v1, v0)" in e.value.what and "lane 0 of wave 0 reads v1, which holds no defined value" in e.value.what
+  run_direct(raw_kernel(vop1(1, 1, 256 + 5), S_ENDPGM), [], (1, 1, 1), (32, 1, 1))   # the move alone is no use
 
 
 def test_unchecked_mode_reads_zero_registers():
