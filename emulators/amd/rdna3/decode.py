@@ -199,7 +199,7 @@ def _sopp(i: Inst) -> str:
   if n.startswith(("s_branch", "s_cbranch")): return f"{n} @0x{branch_target(i):x}"
   if n == "s_sendmsg": return f"{n} sendmsg({ {3: 'MSG_DEALLOC_VGPRS'}.get(v, v) })"
   if n == "s_waitcnt_depctr": return f"{n} {_depctr(v)}"
-  if n == "s_clause": return f"{n} 0x{v:x}"
+  if n in ("s_clause", "s_set_inst_prefetch_distance"): return f"{n} 0x{v:x}"
   return f"{n} {v}"
 
 

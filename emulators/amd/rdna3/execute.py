@@ -20,7 +20,7 @@ VCC, EXEC = 106, 126
 
 
 # ---- SOPP -----------------------------------------------------------------------------------------------------------
-NOPS = frozenset({"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_sleep", "s_setprio", "s_icache_inv",
+NOPS = frozenset({"s_nop", "s_set_inst_prefetch_distance", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_sleep", "s_setprio", "s_icache_inv",
                   "s_wait_idle", "s_sendmsg", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_waitcnt_expcnt"})
 BRANCH_COND = {"s_branch": lambda m, idx: np.ones(len(idx), np.bool_), "s_cbranch_scc0": lambda m, idx: ~m.scc[idx],
                "s_cbranch_scc1": lambda m, idx: m.scc[idx], "s_cbranch_vccz": lambda m, idx: m.s[idx, VCC] == 0,

@@ -173,6 +173,7 @@ SOPK = _table("""
 SOPP = _table("""
 0 s_nop - u16
 3 s_sleep - u16
+4 s_set_inst_prefetch_distance - u16
 5 s_clause - u16
 7 s_delay_alu - u16
 8 s_waitcnt_depctr - u16

@@ -278,6 +278,35 @@ define amdgpu_kernel void @wmma_{n}(ptr addrspace(1) %d, ptr addrspace(1) %a, pt
 }}""" for n, t in (("f16", "half"), ("bf16", "i16")))
 
 
+def _loop_big(n: int = 16) -> str:
+  """A loop whose body is a few cache lines long: LLVM brackets it with s_set_inst_prefetch_distance."""
+  body = "\n".join(f"  %x{j + 1} = fmul float %x{j}, %v\n  %y{j + 1} = fadd float %y{j}, %x{j + 1}" for j in range(n))
+  return f"""
+define amdgpu_kernel void @loop_big(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {{
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %x0 = phi float [1.0, %entry], [%x{n}, %loop]
+  %y0 = phi float [0.0, %entry], [%y{n}, %loop]
+  %j = add i32 %l, %k
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %j
+  %v = load float, ptr addrspace(1) %pa
+{body}
+  %k1 = add i32 %k, 1
+  %c = icmp slt i32 %k1, %n
+  br i1 %c, label %loop, label %done
+done:
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %l
+  store float %y{n}, ptr addrspace(1) %po
+  ret void
+}}"""
+
+
+LOOP_BIG = _loop_big()
+
+
 def module(*bodies: str) -> str: return HEAD + "\n".join(bodies) + f"\nattributes #0 = {{ {ATTRS} }}\n"
 
 
@@ -285,4 +314,4 @@ def elementwise_module() -> str:
   return module(*(elementwise(n, t, b, tin) for n, (t, tin, b) in ELEMENTWISE.items()))
 
 
-def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA)
+def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA, LOOP_BIG)

@@ -73,12 +73,14 @@ class AsmInst(NamedTuple):
   labels: tuple[str, ...]   # labels just before it
 
 
-def asm_instructions(asm: str, name: str) -> tuple[list[str], dict[str, int]]:
-  """LLVM's printed instructions of kernel `name` (whitespace-normalized, comments dropped) and label -> instruction index."""
+def asm_instructions(asm: str, name: str) -> tuple[list[str], dict[str, int], dict[int, int]]:
+  """LLVM's printed instructions of kernel `name` (whitespace-normalized, comments dropped), label -> instruction index,
+  and instruction index -> the alignment in bytes a `.p2align` before it asks for (the object pads with s_nop 0)."""
   lines = asm.splitlines()
   start = lines.index(f"{name}:") + 1
   out: list[str] = []
   labels: dict[str, int] = {}
+  align: dict[int, int] = {}
   for ln in lines[start:]:
     s = ln.split(";")[0].strip()
     if not s: continue
@@ -86,9 +88,12 @@ def asm_instructions(asm: str, name: str) -> tuple[list[str], dict[str, int]]:
     if s.endswith(":"):
       labels[s[:-1]] = len(out)
       continue
+    if s.startswith(".p2align"):
+      align[len(out)] = 1 << int(s.split()[1].split(",")[0])
+      continue
     if s.startswith("."): continue
     out.append(re.sub(r"\s+", " ", s))
-  return out, labels
+  return out, labels, align
 
 
 class Descriptor(NamedTuple):

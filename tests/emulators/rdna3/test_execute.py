@@ -223,3 +223,18 @@ def test_wmma_fragments(dt):
   got = np.zeros((16, 16), np.float32)
   for e in range(8): got[2 * e + lane // 16, lane % 16] = d[:, e]
   np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_long_loop_body():
+  a = (np.random.default_rng(4).standard_normal(64 + 4) * 0.5).astype(np.float32)
+  got = run_direct(kernels_of("control")["loop_big"], [np.zeros(64, np.float32), a], (1, 1, 1), (64, 1, 1), (4,))[0]
+  want = np.zeros(64, np.float32)
+  for lane in range(64):
+    x, y = np.float32(1), np.float32(0)
+    for k in range(4):
+      v = a[lane + k]
+      for _ in range(16):
+        x = np.float32(x * v)
+        y = np.float32(y + x)
+    want[lane] = y
+  np.testing.assert_array_equal(got, want)
