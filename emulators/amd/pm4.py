@@ -123,6 +123,7 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
   for i, d in enumerate("XYZ"):
     if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
   if R.get("COMPUTE_PGM_RSRC2", rsrc2, "SCRATCH_EN"): raise bad("RSRC2.SCRATCH_EN is set: scratch (private) memory is not emulated")
+  if (nuser := R.get("COMPUTE_PGM_RSRC2", rsrc2, "USER_SGPR")) > 16: raise bad(f"RSRC2.USER_SGPR is {nuser}, but there are 16 USER_DATA registers")
   user = [eng.reg(f"COMPUTE_USER_DATA_{i}") for i in range(16)]
   lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
   ch.dev.counters["dispatch"] += 1

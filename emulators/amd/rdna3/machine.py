@@ -19,7 +19,7 @@ from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
 from emulators.amd.rdna3.execute import HANDLERS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
-MAX_STEPS = 50_000_000   # instructions executed per dispatch before it is reported as a hang
+MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
 
 
 def float_consts(t: str) -> dict[int, int]:
