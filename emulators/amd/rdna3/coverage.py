@@ -16,7 +16,7 @@ def executes(fmt: str, name: str) -> bool:
   """Whether the machine has semantics for opcode `name` of format `fmt` (anything else faults by name when run)."""
   if fmt in ("VOP1", "VOP2", "VOP3", "VOPC"):
     return name.startswith(("v_cmp_", "v_cmpx_")) or name in X.VALU or name in VALU_SPECIAL
-  if fmt == "VOP3P": return name in X.PK or name.startswith("v_fma_mix") or name in E.WMMA_IN
+  if fmt == "VOP3P": return name in X.PK or name.startswith("v_fma_mix") or name in E.WMMA_IN or name in E.DOTS
   if fmt in ("SOP1", "SOP2"):
     return name in X.SALU or name in X.SAVEEXEC or name in ("s_cmov_b32", "s_cmov_b64", "s_getpc_b64", "s_and_not0_wrexec_b32",
                                                             "s_and_not1_wrexec_b32")

@@ -312,6 +312,10 @@ def _definedness(n: str, reads: list[list[np.ndarray]] | None, nw: int) -> list[
   return [every]
 
 
+# integer dot products (ISA guide V_DOT4_I32_IU8 etc.): (bits per element, signed form); NEG_LO[0]/[1] mark src0/src1
+# signed in the IU forms, as LLVM prints llvm.amdgcn.sudot4's sign flags (neg_lo:[1,1,0])
+DOTS = {"v_dot4_i32_iu8": (8, True), "v_dot4_u32_u8": (8, False), "v_dot8_i32_iu4": (4, True), "v_dot8_u32_u4": (4, False)}
+
 WMMA_IN = {"v_wmma_f32_16x16x16_f16": "float16", "v_wmma_f32_16x16x16_bf16": "bfloat16"}
 
 
@@ -353,6 +357,20 @@ def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
   lanes = m.exec_mask(idx)
   if n in WMMA_IN:
     wmma(m, i, idx, lanes)
+    return m.advance(i, idx)
+  if n in DOTS:
+    bits, signed_ok = DOTS[n]
+    raw = [m.vsrc(idx, c, "b32", i.literal, None, lanes).astype(np.int64) for c in (f["src0"], f["src1"], f["src2"])]
+    acc = raw[2] if signed_ok else raw[2] & 0xFFFFFFFF
+    if signed_ok: acc = (acc << 32) >> 32   # the i32 accumulator
+    mask = (1 << bits) - 1
+    for k in range(32 // bits):
+      x, y = ((raw[j] >> (bits * k)) & mask for j in (0, 1))
+      if signed_ok and f["neg"] & 1: x = x - ((x >> (bits - 1)) << bits)   # NEG_LO[0]: src0 signed
+      if signed_ok and f["neg"] & 2: y = y - ((y >> (bits - 1)) << bits)   # NEG_LO[1]: src1 signed
+      acc = acc + x * y
+    if f["clamp"]: acc = np.clip(acc, -(1 << 31), (1 << 31) - 1) if signed_ok else np.clip(acc, 0, (1 << 32) - 1)
+    m.vwrite(idx, f["vdst"], "b32", (acc & 0xFFFFFFFF).astype(U32), lanes)
     return m.advance(i, idx)
   codes = [f["src0"], f["src1"], f["src2"]][:len(o.srcs)]
   raw = [m.vsrc(idx, c, "b32", i.literal, None, lanes).astype(U32) for c in codes]

@@ -495,6 +495,10 @@ VOP3P = _table("""
 17 v_pk_min_f16 p16 p16 p16
 18 v_pk_max_f16 p16 p16 p16
 19 v_dot2_f32_f16 f32 p16 p16 f32
+22 v_dot4_i32_iu8 i32 b32 b32 i32
+23 v_dot4_u32_u8 u32 b32 b32 u32
+24 v_dot8_i32_iu4 i32 b32 b32 i32
+25 v_dot8_u32_u4 u32 b32 b32 u32
 32 v_fma_mix_f32 f32 x16 x16 x16
 33 v_fma_mixlo_f16 f16 x16 x16 x16
 34 v_fma_mixhi_f16 f16 x16 x16 x16

@@ -278,6 +278,25 @@ define amdgpu_kernel void @wmma_{n}(ptr addrspace(1) %d, ptr addrspace(1) %a, pt
 }}""" for n, t in (("f16", "half"), ("bf16", "i16")))
 
 
+DOT4 = """
+declare i32 @llvm.amdgcn.sudot4(i1, i32, i1, i32, i32, i1)
+declare i32 @llvm.amdgcn.udot4(i32, i32, i32, i1)
+""" + "".join(f"""
+define amdgpu_kernel void @dot4_{n}(ptr addrspace(1) %out, ptr addrspace(1) %a, ptr addrspace(1) %b) #0 {{
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %l
+  %va = load i32, ptr addrspace(1) %pa
+  %pb = getelementptr i32, ptr addrspace(1) %b, i32 %l
+  %vb = load i32, ptr addrspace(1) %pb
+  %r = call i32 {call}
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %l
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}}""" for n, call in (("ss", "@llvm.amdgcn.sudot4(i1 true, i32 %va, i1 true, i32 %vb, i32 %l, i1 false)"),
+                      ("su", "@llvm.amdgcn.sudot4(i1 true, i32 %va, i1 false, i32 %vb, i32 %l, i1 false)"),
+                      ("uu", "@llvm.amdgcn.udot4(i32 %va, i32 %vb, i32 %l, i1 false)")))
+
+
 def _loop_big(n: int = 16) -> str:
   """A loop whose body is a few cache lines long: LLVM brackets it with s_set_inst_prefetch_distance."""
   body = "\n".join(f"  %x{j + 1} = fmul float %x{j}, %v\n  %y{j + 1} = fadd float %y{j}, %x{j + 1}" for j in range(n))
@@ -314,4 +333,4 @@ def elementwise_module() -> str:
   return module(*(elementwise(n, t, b, tin) for n, (t, tin, b) in ELEMENTWISE.items()))
 
 
-def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA, LOOP_BIG)
+def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA, LOOP_BIG, DOT4)

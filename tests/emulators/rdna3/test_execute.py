@@ -238,3 +238,16 @@ def test_long_loop_body():
         y = np.float32(y + x)
     want[lane] = y
   np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("form", ["ss", "su", "uu"])
+def test_dot4(form):
+  rng = np.random.default_rng(9)
+  a, b = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32), rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+  got = run_direct(kernels_of("control")[f"dot4_{form}"], [np.zeros(32, np.int32), a.view(np.int32), b.view(np.int32)], (1, 1, 1), (32, 1, 1))[0]
+  ab = a.view(np.uint8).reshape(32, 4).astype(np.int64)
+  bb = b.view(np.uint8).reshape(32, 4).astype(np.int64)
+  if form[0] == "s": ab = a.view(np.int8).reshape(32, 4).astype(np.int64)
+  if form[1] == "s": bb = b.view(np.int8).reshape(32, 4).astype(np.int64)
+  want = ((ab * bb).sum(axis=1) + np.arange(32)) & 0xFFFFFFFF
+  np.testing.assert_array_equal(got.view(np.uint32), want.astype(np.uint32))
