@@ -297,6 +297,45 @@ define amdgpu_kernel void @dot4_{n}(ptr addrspace(1) %out, ptr addrspace(1) %a, 
                       ("uu", "@llvm.amdgcn.udot4(i32 %va, i32 %vb, i32 %l, i1 false)")))
 
 
+IDS = """
+declare i32 @llvm.amdgcn.workitem.id.y()
+declare i32 @llvm.amdgcn.workitem.id.z()
+declare i32 @llvm.amdgcn.workgroup.id.y()
+declare i32 @llvm.amdgcn.workgroup.id.z()
+define amdgpu_kernel void @ids3d(ptr addrspace(1) %out) #1 {
+  %lx = call i32 @llvm.amdgcn.workitem.id.x()
+  %ly = call i32 @llvm.amdgcn.workitem.id.y()
+  %lz = call i32 @llvm.amdgcn.workitem.id.z()
+  %gx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %gy = call i32 @llvm.amdgcn.workgroup.id.y()
+  %gz = call i32 @llvm.amdgcn.workgroup.id.z()
+  %f = mul i32 %lz, 3
+  %f1 = add i32 %f, %ly
+  %f2 = mul i32 %f1, 5
+  %flat = add i32 %f2, %lx
+  %g1 = mul i32 %gz, 2
+  %g2 = add i32 %g1, %gy
+  %g3 = mul i32 %g2, 2
+  %grp = add i32 %g3, %gx
+  %base = mul i32 %grp, 30
+  %i = add i32 %base, %flat
+  %v1 = shl i32 %gx, 24
+  %v2 = shl i32 %gy, 20
+  %v3 = shl i32 %gz, 16
+  %v4 = shl i32 %lz, 8
+  %v5 = shl i32 %ly, 4
+  %a = or i32 %v1, %v2
+  %b = or i32 %a, %v3
+  %c = or i32 %b, %v4
+  %d = or i32 %c, %v5
+  %e = or i32 %d, %lx
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %e, ptr addrspace(1) %po
+  ret void
+}
+"""
+
+
 def _loop_big(n: int = 16) -> str:
   """A loop whose body is a few cache lines long: LLVM brackets it with s_set_inst_prefetch_distance."""
   body = "\n".join(f"  %x{j + 1} = fmul float %x{j}, %v\n  %y{j + 1} = fadd float %y{j}, %x{j + 1}" for j in range(n))
@@ -326,11 +365,15 @@ done:
 LOOP_BIG = _loop_big()
 
 
-def module(*bodies: str) -> str: return HEAD + "\n".join(bodies) + f"\nattributes #0 = {{ {ATTRS} }}\n"
+ATTRS_3D = '"amdgpu-no-implicitarg-ptr" "amdgpu-no-dispatch-ptr" "amdgpu-no-queue-ptr" "amdgpu-no-dispatch-id" ' \
+           '"amdgpu-flat-work-group-size"="1,256" "uniform-work-group-size"="true"'
+
+
+def module(*bodies: str) -> str: return HEAD + "\n".join(bodies) + f"\nattributes #0 = {{ {ATTRS} }}\nattributes #1 = {{ {ATTRS_3D} }}\n"
 
 
 def elementwise_module() -> str:
   return module(*(elementwise(n, t, b, tin) for n, (t, tin, b) in ELEMENTWISE.items()))
 
 
-def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA, LOOP_BIG, DOT4)
+def control_module() -> str: return module(LDS, LOOP, BRANCH, GUARD, WMMA, LOOP_BIG, DOT4, IDS)

@@ -251,3 +251,18 @@ def test_dot4(form):
   if form[1] == "s": bb = b.view(np.int8).reshape(32, 4).astype(np.int64)
   want = ((ab * bb).sum(axis=1) + np.arange(32)) & 0xFFFFFFFF
   np.testing.assert_array_equal(got.view(np.uint32), want.astype(np.uint32))
+
+
+def test_3d_ids_partial_waves():
+  """Work-items 5x3x2 (30: one partial wave) in 2x2x2 workgroups: v0 packs x | y << 10 | z << 20, the workgroup ids
+  follow the user SGPRs in X, Y, Z order."""
+  got = run_direct(kernels_of("control")["ids3d"], [np.zeros(240, np.int32)], (2, 2, 2), (5, 3, 2))[0]
+  want = np.zeros(240, np.int64)
+  for gz in range(2):
+    for gy in range(2):
+      for gx in range(2):
+        for lz in range(2):
+          for ly in range(3):
+            for lx in range(5):
+              want[((gz * 2 + gy) * 2 + gx) * 30 + (lz * 3 + ly) * 5 + lx] = gx << 24 | gy << 20 | gz << 16 | lz << 8 | ly << 4 | lx
+  np.testing.assert_array_equal(got, want.astype(np.int32))
