@@ -66,6 +66,13 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
   return seq
 
 
+def start(body: Any, flight: InFlight | None) -> int:
+  """Start a launch whose kernel resolves its own memory accesses (RDNA3 machine code): in flight like `run`'s. Its number."""
+  seq = flight.start() if flight is not None else -1
+  _start(body, flight, False)
+  return seq
+
+
 def _start(body: Any, flight: InFlight | None, now: bool) -> None:
   if flight is None: body()
   else: flight.run(body, now)

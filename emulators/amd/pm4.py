@@ -8,16 +8,19 @@ Registers are state: SET_SH_REG stores values in the SH window (unknown offsets 
 checks what they promise against what the program needs (§4.2, §8.3): the kernel-argument pointer in USER_DATA_0/1 with
 RSRC2.USER_SGPR = 2, LDS_SIZE covering the program's local memory, NUM_THREAD_* = the program's work-group size,
 TGID/TIDIG enables for the dimensions in use, wave32 (CS_W32_EN: the target's WMMA lane layouts are wave32), work-groups
-starting at 0. The mock's GPU clock counter (RELEASE_MEM DATA_SEL 3/4) ticks in nanoseconds.
+starting at 0. A program whose first bytes are no known image magic (emulators/executors.py) is RDNA3 machine code
+(emulators/amd/rdna3/), run with the state the registers give. The mock's GPU clock counter (RELEASE_MEM DATA_SEL 3/4) ticks in nanoseconds.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from emulators import dispatch
+from emulators import dispatch, executors
+from emulators.amd import rdna3
 from emulators.amd import regs as R
 from emulators.fault import Fault
+from refgrad.runtime.simt import checked_default
 
 DONE, BLOCKED = 1, 2
 NOP_FILLER_COUNT = 0x3FFF
@@ -79,6 +82,8 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
     for r in (f"COMPUTE_START_{d}", f"COMPUTE_RESTART_{d}"):
       if eng.reg(r): raise Fault(f"inconsistent dispatch: {r} = {eng.reg(r)}; dispatches not starting at work-group 0 are not emulated", "compute")
   pgm = ((eng.reg("COMPUTE_PGM_HI") & 0xFF) << 40) | (eng.reg("COMPUTE_PGM_LO") << 8)
+  if dev.vm.bytes(pgm, 4, "compute", "program (COMPUTE_PGM_LO/HI)").tobytes() not in executors.EXECUTORS:
+    return dispatch_isa(eng, pgm, grid, block)
   k = dispatch.load_program(dev.vm, pgm, "compute", "COMPUTE_PGM_LO/HI")
   where = f"DISPATCH_DIRECT of kernel {k.name} (program at 0x{pgm:x})"
   def bad(msg: str, addr: int | None = None) -> Fault: return Fault(f"inconsistent dispatch: {where}: {msg}", "compute", addr, k.name)
@@ -101,6 +106,29 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
   dev.counters["dispatch"] += 1
   # in flight until an ordering command (ORDERING); the initiator's flags order nothing the fact sheet states
   dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block, ch.flight)
+  return DONE
+
+
+def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
+  """A program that is no known image: RDNA3 machine code, run with the state the SH registers give (AMD.md §4.2;
+  docs/hw/amd_code_object.md): USER_DATA_0.. in s0.., workgroup ids after them per RSRC2.TGID_*_EN, LDS per RSRC2."""
+  ch = eng.ch
+  rsrc1, rsrc2 = eng.reg("COMPUTE_PGM_RSRC1"), eng.reg("COMPUTE_PGM_RSRC2")
+  where = f"DISPATCH_DIRECT of RDNA3 code at 0x{pgm:x}"
+  rdna3.check_modes(rsrc1, where)
+  def bad(msg: str) -> Fault: return Fault(f"inconsistent dispatch: {where}: {msg}", "compute")
+  used = max((i for i in range(3) if block[i] > 1), default=0)
+  if R.get("COMPUTE_PGM_RSRC2", rsrc2, "TIDIG_COMP_CNT") < used:
+    raise bad(f"RSRC2.TIDIG_COMP_CNT is {R.get('COMPUTE_PGM_RSRC2', rsrc2, 'TIDIG_COMP_CNT')} but work-items vary along {'XYZ'[used]}")
+  for i, d in enumerate("XYZ"):
+    if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
+  if R.get("COMPUTE_PGM_RSRC2", rsrc2, "SCRATCH_EN"): raise bad("RSRC2.SCRATCH_EN is set: scratch (private) memory is not emulated")
+  if (nuser := R.get("COMPUTE_PGM_RSRC2", rsrc2, "USER_SGPR")) > 16: raise bad(f"RSRC2.USER_SGPR is {nuser}, but there are 16 USER_DATA registers")
+  user = [eng.reg(f"COMPUTE_USER_DATA_{i}") for i in range(16)]
+  lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
+  ch.dev.counters["dispatch"] += 1
+  checked = checked_default()
+  dispatch.start(lambda: rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked), ch.flight)
   return DONE
 
 

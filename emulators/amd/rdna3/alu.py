@@ -1,0 +1,268 @@
+"""Vector and scalar ALU semantics, one row per opcode name: a function of the typed source arrays (numpy, one element
+per lane or per wave) giving the typed result. Semantics: AMD RDNA3 ISA guide, the "Scalar ALU Operations" and
+"Vector ALU Operations" chapters (denormals, rounding, modifiers) and the per-opcode pseudocode of its instruction chapter. Floats are IEEE binary16/32/64 with round-to-
+nearest-even and denormals kept (the modes LLVM's kernel descriptors set; the dispatch refuses others).
+
+Approximate instructions: v_rcp_f32/f64, v_rsq_f32/f64, v_sqrt_f32/f64, v_exp_f32 (2^x), v_log_f32 (log2), v_sin_f32,
+v_cos_f32 and their f16 forms are documented to within 1 ULP (the guide's "transcendental" accuracy notes); here they
+give the correctly rounded value (computed in float64 and rounded once), one of the values the hardware may give. LLVM's IEEE-exact sequences (fdiv through v_div_scale/v_div_fmas/v_div_fixup, sqrt with refinement)
+then produce the correctly rounded result as they do on hardware."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i16": np.int16, "u16": np.uint16, "b16": np.uint16,
+      "i32": np.int32, "u32": np.uint32, "b32": np.uint32, "m": np.uint32, "i64": np.int64, "u64": np.uint64, "b64": np.uint64,
+      "p16": np.uint32, "x16": np.uint32}
+RAW = {1: np.uint16, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def fmax_ieee(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """v_max_*: IEEE maxNum (a NaN operand loses to a number), +0 > -0."""
+  r = np.where(np.isnan(a), b, np.where(np.isnan(b), a, np.where(a > b, a, b)))
+  z = (a == 0) & (b == 0)
+  return np.where(z, np.where(np.signbit(a) & np.signbit(b), a, np.abs(a)), r).astype(a.dtype)
+
+
+def fmin_ieee(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  r = np.where(np.isnan(a), b, np.where(np.isnan(b), a, np.where(a < b, a, b)))
+  z = (a == 0) & (b == 0)
+  return np.where(z, np.where(np.signbit(a) | np.signbit(b), -np.abs(a), a), r).astype(a.dtype)
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  """Fused multiply-add with one rounding. f16/f32: the product is exact in f64 and `_fma_exact` rounds the sum once;
+  f64: exact rational arithmetic per lane (Fraction), rounded once."""
+  t = a.dtype
+  if t == np.float64: return _fma64(a, b, c)
+  return _fma_exact(a.astype(np.float64), b.astype(np.float64), c.astype(np.float64), t)
+
+
+def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type) -> np.ndarray:
+  """round_t(a*b + c) for a, b, c exactly representable in t (f16/f32): a*b is exact in f64; the f64 sum s may be
+  inexact, and rounding s to t then double-rounds. Round-to-odd on the f64 sum (using the exact error of the sum)
+  makes the second rounding correct (f64 has > 2p+1 bits for p = 24)."""
+  with np.errstate(all="ignore"):
+    p = a * b
+    s = p + c
+    # two-sum error of s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    sb = s.view(np.uint64)
+    inexact = (err != 0) & np.isfinite(s)
+    odd = (sb & np.uint64(1)) == 1
+    # round to odd: if inexact and the last bit is even, move one ulp toward the exact value
+    toward = np.where((err > 0) == (s > 0), np.uint64(1), np.uint64(0))
+    fix = inexact & ~odd
+    adj = np.where(toward == 1, sb + np.uint64(1), sb - np.uint64(1))
+    s2 = np.where(fix, adj, sb).view(np.float64)
+    s2 = np.where(s == 0, s, s2)
+    return s2.astype(t)
+
+
+def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  from fractions import Fraction  # exact per-lane fallback: f64 fma is rare in refgrad's kernels
+  out = np.empty(np.broadcast(a, b, c).shape, np.float64)
+  A, B, C = np.broadcast_arrays(a, b, c)
+  for ix in np.ndindex(out.shape):
+    x, y, z = float(A[ix]), float(B[ix]), float(C[ix])
+    if not all(np.isfinite(v) for v in (x, y, z)) or x == 0 or y == 0:
+      with np.errstate(all="ignore"): out[ix] = np.float64(x) * np.float64(y) + np.float64(z)
+      continue
+    ex = Fraction(x) * Fraction(y) + Fraction(z)
+    out[ix] = _round_f64(ex, z)
+  return out
+
+
+def _round_f64(ex, z: float) -> float:
+  """The exact sum rounded once (Fraction -> float rounds half to even); an exact zero is +0 (round to nearest)."""
+  if ex == 0: return 0.0
+  try: return float(ex)
+  except OverflowError: return float("inf") if ex > 0 else float("-inf")
+
+
+def trans(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+  """A transcendental op: computed in float64, rounded once to the operand's type (see the module docstring)."""
+  def f(a: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"): return fn(a.astype(np.float64)).astype(a.dtype)
+  return f
+
+
+def sqrt_exact(a: np.ndarray) -> np.ndarray:
+  # f32/f16: the f64 square root rounded to the narrower type is correctly rounded (2p+2 <= 53)
+  with np.errstate(all="ignore"): return np.sqrt(a.astype(np.float64)).astype(a.dtype) if a.dtype != np.float64 else np.sqrt(a)
+
+
+def cvt_f_to_i(a: np.ndarray, t: type) -> np.ndarray:
+  """v_cvt_{i,u}32_f*: truncate toward zero, saturate to the integer range, NaN -> 0 (ISA guide, V_CVT_I32_F32)."""
+  info = np.iinfo(t)
+  x = np.trunc(a.astype(np.float64))
+  x = np.where(np.isnan(x), 0, x)
+  return np.clip(x, info.min, info.max).astype(t)
+
+
+def frexp_exp(a: np.ndarray) -> np.ndarray:
+  _, e = np.frexp(a.astype(np.float64))
+  return np.where(np.isfinite(a), e, 0).astype(np.int32)
+
+
+def frexp_mant(a: np.ndarray) -> np.ndarray:
+  m, _ = np.frexp(a.astype(np.float64))
+  return np.where(np.isfinite(a), m, a).astype(a.dtype)
+
+
+def ldexp(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    if a.dtype == np.float64: return _ldexp64(a, e)
+    return np.ldexp(a.astype(np.float64), np.clip(e.astype(np.int64), -400, 400).astype(np.int32)).astype(a.dtype)
+
+
+def _ldexp64(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+  return np.ldexp(a, np.clip(e.astype(np.int64), -2200, 2200).astype(np.int32))
+
+
+def fract(a: np.ndarray) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    r = a - np.floor(a)
+    one_minus = np.nextafter(a.dtype.type(1), a.dtype.type(0))
+    return np.where(np.isinf(a), a.dtype.type(np.nan), np.minimum(r, one_minus)).astype(a.dtype)
+
+
+def cls_class(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+  """v_cmp_class_*: bit k of the mask tests class k (0 sNaN, 1 qNaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0,
+  7 +denormal, 8 +normal, 9 +inf)."""
+  t = a.dtype
+  nbits = t.itemsize * 8
+  raw = a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[t.itemsize]).astype(np.uint64)
+  mbits = {16: 10, 32: 23, 64: 52}[nbits]
+  quiet_bit = np.uint64(1) << np.uint64(mbits - 1)
+  nan = np.isnan(a)
+  snan = nan & ((raw & quiet_bit) == 0)
+  neg = np.signbit(a)
+  inf = np.isinf(a)
+  zero = a == 0
+  den = ~nan & ~inf & ~zero & (np.abs(a) < np.finfo(t).tiny)
+  norm = ~nan & ~inf & ~zero & ~den
+  classes = [snan, nan & ~snan, inf & neg, norm & neg, den & neg, zero & neg, zero & ~neg, den & ~neg, norm & ~neg, inf & ~neg]
+  m = mask.astype(np.uint32)
+  out = np.zeros(np.broadcast(a, m).shape, np.bool_)
+  for k, c in enumerate(classes): out |= c & (((m >> np.uint32(k)) & np.uint32(1)) == 1)
+  return out
+
+
+def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """V_DIV_SCALE_F32/F64 (S0 = the value to scale, S1 = denominator, S2 = numerator): the result and VCC. The cases where
+  the hardware scales (an operand denormal or near the range ends, exponent gaps of the guide's pseudocode) are refused
+  (ValueError) rather than guessed; every other input passes S0 through with VCC clear, which is what the pseudocode does
+  for them. Zero/inf/NaN operands give NaN: V_DIV_FIXUP decides those results."""
+  t = s0.dtype
+  fi = np.finfo(t)
+  bias = {np.float32: 127, np.float64: 1023}[t.type]
+  mant = {np.float32: 23, np.float64: 52}[t.type]
+  special = ~np.isfinite(s1) | ~np.isfinite(s2) | (s1 == 0) | (s2 == 0)
+  e1 = np.frexp(np.where(special, 1, s1).astype(np.float64))[1] - 1
+  e2 = np.frexp(np.where(special, 1, s2).astype(np.float64))[1] - 1
+  scaling = ~special & ((np.abs(s1) < fi.tiny) | (np.abs(s2) < fi.tiny) | (e2 - e1 >= bias - 31) | (e1 >= bias - 1) | (e1 <= -bias + 2)
+                        | (e2 <= -bias + mant + 1) | (e2 - e1 <= -bias + 3))   # the last: a quotient near the denormal range
+  if scaling.any(): raise ValueError("v_div_scale operands in the range where the hardware rescales (not emulated)")
+  return np.where(special, t.type(np.nan), s0).astype(t), np.zeros(s0.shape, np.bool_)
+
+
+def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np.ndarray:
+  if vcc.any(): raise ValueError("v_div_fmas with VCC set (a rescaled division) is not emulated")
+  return fma(a, b, c)
+
+
+def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
+  """V_DIV_FIXUP (S0 = quotient estimate, S1 = denominator, S2 = numerator): the IEEE special cases of n / d."""
+  t = q.dtype.type
+  sign = np.signbit(d) ^ np.signbit(n)
+  with np.errstate(all="ignore"):
+    inf = np.where(sign, t(-np.inf), t(np.inf))
+    zero = np.where(sign, t(-0.0), t(0.0))
+    r = np.where(sign, -np.abs(q), np.abs(q))
+    r = np.where(np.isinf(d) | (n == 0), zero, r)
+    r = np.where((d == 0) | np.isinf(n), inf, r)
+    r = np.where(((d == 0) & (n == 0)) | (np.isinf(d) & np.isinf(n)), t(np.nan), r)
+    r = np.where(np.isnan(d), d, r)
+    r = np.where(np.isnan(n), n, r)
+  return r.astype(q.dtype)
+
+
+def bfe(x: np.ndarray, off: np.ndarray, width: np.ndarray, signed: bool, bits: int = 32) -> np.ndarray:
+  ut = np.uint32 if bits == 32 else np.uint64
+  o = off.astype(np.uint64) & np.uint64(bits - 1)
+  w = width.astype(np.uint64) & np.uint64(bits - 1 if bits == 32 else 127)
+  xu = x.astype(ut).astype(np.uint64) if bits == 32 else x.astype(np.uint64)
+  v = (xu >> o) & ((np.uint64(1) << w) - np.uint64(1)) if bits == 32 else _mask64(xu >> o, w)
+  if signed:
+    sh = np.uint64(64) - w
+    v = np.where(w == 0, np.uint64(0), ((v << sh).view(np.int64) >> sh.astype(np.int64)).view(np.uint64))
+  return v.astype(ut) if bits == 32 else v
+
+
+def _mask64(v: np.ndarray, w: np.ndarray) -> np.ndarray:
+  return np.where(w >= 64, v, v & ((np.uint64(1) << np.minimum(w, 63)) - np.uint64(1)))
+
+
+def u32(x) -> np.ndarray: return np.asarray(x).astype(np.uint32)
+
+
+def mul24(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
+  """The 24-bit multiplies: the low 24 bits of each operand (sign-extended for the signed forms), the 48-bit product."""
+  if signed:
+    x = (a.astype(np.int64) << 40) >> 40
+    y = (b.astype(np.int64) << 40) >> 40
+  else:
+    x = a.astype(np.int64) & 0xFFFFFF
+    y = b.astype(np.int64) & 0xFFFFFF
+  return x * y
+
+
+def clz(x: np.ndarray, bits: int) -> np.ndarray:
+  """Leading zeros (all ones = -1 for a zero input: V_CLZ_I32_U32 / S_CLZ_I32_U32)."""
+  v = x.astype(np.uint64)
+  n = np.full(v.shape, -1, np.int64)
+  for k in range(bits - 1, -1, -1):
+    hit = (n < 0) & (((v >> np.uint64(k)) & np.uint64(1)) == 1)
+    n = np.where(hit, bits - 1 - k, n)
+  return n.astype(np.int32)
+
+
+def ctz(x: np.ndarray, bits: int) -> np.ndarray:
+  v = x.astype(np.uint64)
+  n = np.full(v.shape, -1, np.int64)
+  for k in range(bits):
+    hit = (n < 0) & (((v >> np.uint64(k)) & np.uint64(1)) == 1)
+    n = np.where(hit, k, n)
+  return n.astype(np.int32)
+
+
+def popcount(x: np.ndarray) -> np.ndarray:
+  v = x.astype(np.uint64)
+  n = np.zeros(v.shape, np.uint32)
+  for k in range(64): n += ((v >> np.uint64(k)) & np.uint64(1)).astype(np.uint32)
+  return n
+
+
+def brev32(x: np.ndarray) -> np.ndarray:
+  v = x.astype(np.uint32)
+  out = np.zeros(v.shape, np.uint32)
+  for k in range(32): out |= ((v >> np.uint32(k)) & np.uint32(1)) << np.uint32(31 - k)
+  return out
+
+
+def perm_b32(s0: np.ndarray, s1: np.ndarray, sel: np.ndarray) -> np.ndarray:
+  """V_PERM_B32: each result byte picks a byte of {s0, s1} (selector 0-7; 8-11 sign bytes; 12 -> 0x00; >= 13 -> 0xFF)."""
+  data = (s0.astype(np.uint64) << np.uint64(32)) | s1.astype(np.uint64)
+  out = np.zeros(np.broadcast(s0, s1, sel).shape, np.uint32)
+  for k in range(4):
+    b = (sel.astype(np.uint32) >> np.uint32(8 * k)) & np.uint32(0xFF)
+    byte = ((data >> (np.minimum(b, 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)).astype(np.uint32)
+    sgn = lambda bit: np.where(((data >> np.uint64(bit)) & np.uint64(1)) == 1, np.uint32(0xFF), np.uint32(0))
+    byte = np.where(b == 8, sgn(15), np.where(b == 9, sgn(31), np.where(b == 10, sgn(47), np.where(b == 11, sgn(63), byte))))
+    byte = np.where(b == 12, np.uint32(0), np.where(b >= 13, np.uint32(0xFF), byte))
+    out |= byte << np.uint32(8 * k)
+  return out

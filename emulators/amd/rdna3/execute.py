@@ -1,0 +1,619 @@
+"""Instruction handlers, one per encoding format (the per-opcode semantics are the tables of ops.py). Each handler runs
+one instruction for the waves `idx` (all at the same PC) of a Machine."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import lanes as M
+from emulators.amd.rdna3 import ops as X
+from emulators.amd.rdna3.decode import T16, WIDTH, Inst, branch_target, flat_offset, vopd_dsty
+from emulators.amd.rdna3.opcodes import VOP3B
+from refgrad.dtype import dtypes
+from refgrad.uop.semantics import wmma as wmma_ref
+
+U32, U64 = M.U32, M.U64
+LANES = M.LANES
+VCC, EXEC = 106, 126
+
+
+# ---- SOPP -----------------------------------------------------------------------------------------------------------
+NOPS = frozenset({"s_nop", "s_set_inst_prefetch_distance", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_sleep", "s_setprio", "s_icache_inv",
+                  "s_wait_idle", "s_sendmsg", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_waitcnt_expcnt"})
+BRANCH_COND = {"s_branch": lambda m, idx: np.ones(len(idx), np.bool_), "s_cbranch_scc0": lambda m, idx: ~m.scc[idx],
+               "s_cbranch_scc1": lambda m, idx: m.scc[idx], "s_cbranch_vccz": lambda m, idx: m.s[idx, VCC] == 0,
+               "s_cbranch_vccnz": lambda m, idx: m.s[idx, VCC] != 0, "s_cbranch_execz": lambda m, idx: m.s[idx, EXEC] == 0,
+               "s_cbranch_execnz": lambda m, idx: m.s[idx, EXEC] != 0}
+
+
+def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
+  n = i.op.name
+  if n in NOPS: return m.advance(i, idx)
+  if n == "s_endpgm":
+    m.done[idx] = True
+    return None
+  if n == "s_barrier":
+    m.bar[idx] = True
+    return m.advance(i, idx)
+  if n in BRANCH_COND:
+    take = BRANCH_COND[n](m, idx)
+    m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
+    return None
+  raise M.WaveFault(f"{n} is not emulated")
+
+
+# ---- scalar ALU -----------------------------------------------------------------------------------------------------
+def _sresult(m: Any, i: Inst, idx: np.ndarray, r: Any, scc: Any) -> None:
+  if r is not None: m.swrite(idx, i.f["sdst"], i.op.dst, np.asarray(r, U64))
+  if scc is not None: m.scc[idx] = np.asarray(scc, np.bool_)
+  m.advance(i, idx)
+
+
+def sop2(m: Any, i: Inst, idx: np.ndarray) -> None:
+  o = i.op
+  if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
+  a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
+  b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
+  r, scc = fn(a, b, m.scc[idx].astype(U64))
+  _sresult(m, i, idx, r, scc)
+
+
+def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
+  o, f = i.op, i.f
+  if o.name in X.SAVEEXEC:
+    s0 = m.sreg(idx, f["ssrc0"], "b32", i.literal)
+    old = m.s[idx, EXEC].astype(U64)
+    new = X.SAVEEXEC[o.name](s0, old) & U64(0xFFFFFFFF)
+    m.s[idx, EXEC] = new.astype(U32)
+    return _sresult(m, i, idx, old, new != 0)
+  if o.name in ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32"):
+    s0 = m.sreg(idx, f["ssrc0"], "b32", i.literal)
+    old = m.s[idx, EXEC].astype(U64)
+    new = ((~s0 & old) if o.name == "s_and_not0_wrexec_b32" else (s0 & ~old)) & U64(0xFFFFFFFF)
+    m.s[idx, EXEC] = new.astype(U32)
+    return _sresult(m, i, idx, new, new != 0)
+  if o.name in ("s_cmov_b32", "s_cmov_b64"):
+    s0 = m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal)
+    cur = m.sreg(idx, f["sdst"], o.dst, None)
+    return _sresult(m, i, idx, np.where(m.scc[idx], s0, cur), None)
+  if o.name == "s_getpc_b64": return _sresult(m, i, idx, np.full(len(idx), m.pgm + i.pc + 4, U64), None)
+  if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
+  r, scc = fn(m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal), m.scc[idx].astype(U64))
+  _sresult(m, i, idx, r, scc)
+
+
+def _signed(x: np.ndarray, bits: int) -> np.ndarray:
+  return np.where(x >> U64(bits - 1) & U64(1), x.astype(np.int64) - (1 << bits), x.astype(np.int64)) if bits < 64 else x.view(np.int64)
+
+
+def sopc(m: Any, i: Inst, idx: np.ndarray) -> None:
+  o = i.op
+  a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
+  b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
+  kind = o.name.split("_")
+  if o.name.startswith("s_bitcmp"):
+    bits = 64 if o.name.endswith("64") else 32
+    bit = (a >> (b & U64(bits - 1))) & U64(1)
+    m.scc[idx] = (bit == 0) if "bitcmp0" in o.name else (bit == 1)
+  else:
+    c, t = kind[2], kind[3]
+    if t == "i32": a, b = _signed(a, 32), _signed(b, 32)
+    m.scc[idx] = X.SCMP[c](a, b)
+  m.advance(i, idx)
+
+
+def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
+  o, f = i.op, i.f
+  n = o.name
+  k = f["simm16"]
+  ks = k - (1 << 16) if k & 0x8000 else k
+  if n in NOPS: return m.advance(i, idx)
+  if n == "s_movk_i32": return _sresult(m, i, idx, np.full(len(idx), ks & 0xFFFFFFFF, U64), None)
+  if n == "s_cmovk_i32":
+    cur = m.sreg(idx, f["sdst"], "b32", None)
+    return _sresult(m, i, idx, np.where(m.scc[idx], U64(ks & 0xFFFFFFFF), cur), None)
+  cur = m.sreg(idx, f["sdst"], "b32", None)
+  if n == "s_addk_i32":
+    r = _signed(cur, 32) + ks
+    return _sresult(m, i, idx, r.astype(U64) & U64(0xFFFFFFFF), (r > 0x7FFFFFFF) | (r < -0x80000000))
+  if n == "s_mulk_i32": return _sresult(m, i, idx, (_signed(cur, 32) * ks).astype(U64) & U64(0xFFFFFFFF), None)
+  if n.startswith("s_cmpk_"):
+    c, t = n.split("_")[2], n.split("_")[3]
+    a, b = (_signed(cur, 32), ks) if t == "i32" else (cur, U64(k))
+    m.scc[idx] = X.SCMP[c](a, b)
+    return m.advance(i, idx)
+  raise M.WaveFault(f"{n} is not emulated")
+
+
+# ---- scalar memory --------------------------------------------------------------------------------------------------
+def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
+  f = i.f
+  nd = WIDTH[i.op.dst]
+  base = m.sreg(idx, f["sbase"] << 1, "b64", None)
+  off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
+  soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
+  addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
+  out = np.zeros((len(idx), nd), U32)
+  for a in np.unique(addr):
+    sel = addr == a
+    data = m.mem_read(int(a), 4 * nd, f"scalar load {i.op.name}")
+    out[sel] = data.view(U32)
+  for k in range(nd): m.s[idx, f["sdata"] + k] = out[:, k]
+  m.advance(i, idx)
+
+
+# ---- vector ALU -----------------------------------------------------------------------------------------------------
+def _mods(i: Inst, x: np.ndarray, k: int, t: str) -> np.ndarray:
+  if i.fmt != "VOP3" or t[0] != "f" or i.op.name in VOP3B: return x
+  if (i.f["abs"] >> k) & 1: x = np.abs(x)
+  if (i.f["neg"] >> k) & 1: x = -x
+  return x
+
+
+def _bits_mods(i: Inst, raw: np.ndarray, k: int, bits: int) -> np.ndarray:
+  """neg/abs on an untyped (b32) operand, as sign-bit edits (v_cndmask_b32 passes float modifiers through)."""
+  if i.fmt != "VOP3": return raw
+  sign = U32(1 << (bits - 1)) if bits == 32 else np.uint16(1 << 15)
+  if (i.f["abs"] >> k) & 1: raw = raw & ~sign
+  if (i.f["neg"] >> k) & 1: raw = raw ^ sign
+  return raw
+
+
+def _finish_float(i: Inst, r: np.ndarray, t: str) -> np.ndarray:
+  if i.fmt != "VOP3" or t[0] != "f": return r
+  with np.errstate(all="ignore"):
+    if (om := i.f["omod"]): r = r * r.dtype.type({1: 2.0, 2: 4.0, 3: 0.5}[om])
+    if i.f["clamp"]: r = np.where(np.isnan(r), r.dtype.type(0), np.clip(r, 0, 1)).astype(r.dtype)
+  return r
+
+
+def _srcs(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray) -> list[tuple[int, str, int | None]]:
+  """(operand code, type, half) for each source of a VOP1/2/C/3 instruction."""
+  o, f = i.op, i.f
+  if i.fmt == "VOP3":
+    codes = [f["src0"], f["src1"], f["src2"]]
+    return [(codes[k], t, (f["op_sel"] >> k) & 1 if t in T16 else None) for k, t in enumerate(o.srcs)]
+  out = []
+  for k, t in enumerate(o.srcs):
+    if k == 0: out.append((f["src0"], t, None))
+    elif k == 1: out.append((256 + f["vsrc1"], t, None))
+    elif t == "m": out.append((VCC, "m", None))
+    elif o.name in ("v_fmac_f32", "v_fmac_f16"): out.append((256 + f["vdst"], t, None))
+  if o.name in ("v_fmamk_f32", "v_fmamk_f16"): out = [out[0], (255, o.srcs[1], None), out[1]]
+  if o.name in ("v_fmaak_f32", "v_fmaak_f16"): out = [out[0], out[1], (255, o.srcs[2], None)]
+  return out
+
+
+def _read(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, code: int, t: str, hi: int | None) -> np.ndarray:
+  if t == "m": return m.sreg(idx, code, "b32", i.literal)
+  return m.vsrc(idx, code, t, i.literal, hi, lanes)
+
+
+def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
+  o, f = i.op, i.f
+  n = o.name
+  lanes = m.exec_mask(idx)
+  srcs = _srcs(m, i, idx, lanes)
+  if n == "v_nop": return m.advance(i, idx)
+  strict = n.startswith(("v_cmp", "v_read", "v_div_scale"))   # results that steer control flow or scalar state
+  if m.vinit is not None and not strict: m.track = []
+  try: raw = [_read(m, i, idx, lanes, c, t, h) for c, t, h in srcs]
+  finally: reads, m.track = m.track, None
+  dfn = _definedness(n, reads, len(idx))
+  vals = [raw[k] if t == "m" else _mods(i, M.typed(raw[k], t), k, t) for k, (c, t, h) in enumerate(srcs)]
+  vdst = f.get("vdst", 0)
+  dhi = (f["op_sel"] >> 3) & 1 if i.fmt == "VOP3" and o.dst in T16 else None
+  if n.startswith(("v_cmp_", "v_cmpx_")):
+    res = X.compare(n)(vals[0], vals[1]) & lanes
+    mask = M.lanes_to_mask(res)
+    if n.startswith("v_cmpx_"): m.s[idx, EXEC] = mask
+    else: m.s[idx, VCC if i.fmt == "VOPC" else vdst] = mask
+    return m.advance(i, idx)
+  if n in ("v_cndmask_b32", "v_cndmask_b16"):
+    bits = 32 if n.endswith("32") else 16
+    sel = M.mask_to_lanes(vals[2])
+    r = np.where(sel, _bits_mods(i, raw[1], 1, bits), _bits_mods(i, raw[0], 0, bits))
+    if reads is not None:   # the selected source's definedness (VGPR sources only are tracked)
+      d = [np.ones((len(idx), LANES), np.bool_) if c < 256 else None for c, _, _ in srcs[:2]]
+      it = iter(reads)
+      d = [x if x is not None else next(it)[0] for x in d]
+      dfn = [np.where(sel, d[1], d[0])]
+    m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
+    return m.advance(i, idx)
+  if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
+    a, b = vals[0].astype(np.int64), vals[1].astype(np.int64)
+    cin = M.mask_to_lanes(vals[2]).astype(np.int64) if "_ci_" in n else 0
+    if "subrev" in n: a, b = b, a
+    r = a + b + cin if "add" in n else a - b - cin
+    carry = ((r >> 32) != 0) & lanes
+    if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
+    m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
+    m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)   # carries are not tracked for definedness
+    return m.advance(i, idx)
+  if n in ("v_mad_u64_u32", "v_mad_i64_i32"):
+    if n == "v_mad_u64_u32":
+      p = vals[0].astype(object) * vals[1].astype(object) + vals[2].astype(object)
+      r = np.vectorize(lambda x: x & 0xFFFFFFFFFFFFFFFF, otypes=[U64])(p)
+      carry = np.vectorize(lambda x: x >> 64 != 0, otypes=[np.bool_])(p)
+    else:
+      p = vals[0].astype(object) * vals[1].astype(object) + vals[2].astype(object)
+      r = np.vectorize(lambda x: x & 0xFFFFFFFFFFFFFFFF, otypes=[U64])(p)
+      carry = np.vectorize(lambda x: not -(1 << 63) <= x < (1 << 63), otypes=[np.bool_])(p)
+    m.vwrite(idx, vdst, "b64", r, lanes, None, dfn)
+    m.s[idx, f["sdst"]] = M.lanes_to_mask(carry & lanes)
+    return m.advance(i, idx)
+  if n in ("v_div_scale_f32", "v_div_scale_f64"):
+    act = lanes
+    r, vcc = A.div_scale(*[np.where(np.broadcast_to(act, np.broadcast(v, act).shape), v, v.dtype.type(1)) for v in vals])
+    m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes)
+    m.s[idx, f["sdst"]] = M.lanes_to_mask(vcc & lanes)
+    return m.advance(i, idx)
+  if n in ("v_div_fmas_f32", "v_div_fmas_f64"):
+    vcc = M.mask_to_lanes(m.s[idx, VCC]) & lanes
+    r = _finish_float(i, A.div_fmas(vals[0], vals[1], vals[2], vcc), o.dst)
+    m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, None, dfn)
+    return m.advance(i, idx)
+  if n == "v_readfirstlane_b32":
+    v = np.broadcast_to(raw[0], (len(idx), LANES))
+    first = np.where(lanes.any(axis=1), np.argmax(lanes, axis=1), 0)
+    m.swrite(idx, vdst, "b32", v[np.arange(len(idx)), first])
+    return m.advance(i, idx)
+  if n == "v_readlane_b32":
+    v = np.broadcast_to(raw[0], (len(idx), LANES))
+    lane = (np.broadcast_to(raw[1], (len(idx), 1))[:, 0] & U32(31)).astype(np.int64)
+    m.swrite(idx, vdst, "b32", v[np.arange(len(idx)), lane])
+    return m.advance(i, idx)
+  if n == "v_writelane_b32":
+    lane = (np.broadcast_to(raw[1], (len(idx), 1))[:, 0] & U32(31)).astype(np.int64)
+    sel = np.arange(LANES)[None, :] == lane[:, None]
+    m.vwrite(idx, vdst, "b32", np.broadcast_to(raw[0], (len(idx), LANES)), sel)
+    return m.advance(i, idx)
+  if n in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
+    below = (U64(1) << np.arange(LANES, dtype=U64)) - U64(1)
+    if n == "v_mbcnt_lo_u32_b32":
+      cnt = A.popcount(np.broadcast_to(raw[0], (len(idx), 1)).astype(U64) & below[None, :])
+    else: cnt = np.zeros((len(idx), LANES), U32)   # wave32: no lanes 32..63 below any lane
+    m.vwrite(idx, vdst, "u32", (cnt.astype(U64) + raw[1].astype(U64)) & U64(0xFFFFFFFF), lanes, None, dfn)
+    return m.advance(i, idx)
+  if n == "v_swap_b32":
+    a = m.vsrc(idx, f["src0"], "b32", None, None, lanes).copy()
+    b = m.vsrc(idx, 256 + f["vdst"], "b32", None, None, lanes).copy()
+    m.vwrite(idx, f["src0"] - 256, "b32", b, lanes)
+    m.vwrite(idx, vdst, "b32", a, lanes)
+    return m.advance(i, idx)
+  fn = X.VALU.get(n)
+  if fn is None: raise M.WaveFault(f"{n} is not emulated")
+  with np.errstate(all="ignore"): r = fn(*vals)
+  if o.dst[0] == "f": r = _finish_float(i, np.asarray(r).astype(A.NP[o.dst]), o.dst)
+  elif i.fmt == "VOP3" and f.get("clamp"): r = np.clip(np.asarray(r), *(lambda t: (t.min, t.max))(np.iinfo(A.NP[o.dst])))
+  m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, dhi, dfn)
+  m.advance(i, idx)
+
+
+# 64-bit results whose low dword depends only on the sources' low dwords (carries run upward): an undefined high half of
+# a source leaves the low half of the result defined (LLVM feeds undefined high halves to v_mad_u64_u32 for 32-bit math)
+LOW_FROM_LOW = frozenset({"v_lshlrev_b64", "v_mad_u64_u32", "v_mad_i64_i32"})
+
+
+def _definedness(n: str, reads: list[list[np.ndarray]] | None, nw: int) -> list[np.ndarray] | None:
+  """Per result dword, the lanes whose value is defined: every source dword defined (the low dword of LOW_FROM_LOW ops:
+  the sources' low dwords). None: not tracked (all defined)."""
+  if reads is None: return None
+  ones = np.ones((nw, LANES), np.bool_)
+  every = ones.copy()
+  for r in reads:
+    for d in r: every &= d
+  if n in LOW_FROM_LOW:
+    low = ones.copy()
+    for r in reads: low &= r[0]
+    return [low, every]
+  return [every]
+
+
+# integer dot products (ISA guide V_DOT4_I32_IU8 etc.): (bits per element, signed form); NEG_LO[0]/[1] mark src0/src1
+# signed in the IU forms, as LLVM prints llvm.amdgcn.sudot4's sign flags (neg_lo:[1,1,0])
+DOTS = {"v_dot4_i32_iu8": (8, True), "v_dot4_u32_u8": (8, False), "v_dot8_i32_iu4": (4, True), "v_dot8_u32_u4": (4, False)}
+
+WMMA_IN = {"v_wmma_f32_16x16x16_f16": "float16", "v_wmma_f32_16x16x16_bf16": "bfloat16"}
+
+
+def wmma(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray) -> None:
+  """V_WMMA_F32_16X16X16_{F16,BF16}, gfx11 wave32 fragments (ISA guide, "Wave Matrix Multiply Accumulate"): A row l%16 holds
+  K = 0..15 in 8 VGPRs (two 16-bit halves each), B column l%16 likewise, C/D VGPR e of lane l is element (2e + l//16, l%16);
+  lanes 16..31 repeat lanes 0..15 for A and B. D = C + sum over k in order (refgrad.uop.semantics.wmma)."""
+  f = i.f
+  if not lanes.all(): raise M.WaveFault("WMMA with EXEC not covering all 32 lanes (the result is undefined on hardware)")
+  if f["neg"] or f["neg_hi"] or f["clamp"] or f["op_sel"]: raise M.WaveFault("WMMA modifiers (neg/clamp/op_sel) are not emulated")
+  def frag(code: int, what: str) -> np.ndarray:
+    if code < 256: raise M.WaveFault(f"WMMA {what} from a scalar or constant operand is not emulated")
+    regs = np.stack([m.vsrc(idx, code + k, "b32", None, None, lanes) for k in range(8)], axis=2)   # [n, 32, 8]
+    return regs
+  a, b = frag(f["src0"], "A"), frag(f["src1"], "B")
+  if m.checked:
+    for nm, x in (("A", a), ("B", b)):
+      if (bad := (x[:, :16] != x[:, 16:]).any(axis=2)).any():
+        wi, lane = map(int, np.argwhere(bad)[0])
+        raise M.WaveFault(f"WMMA {nm} fragment of lane {lane + 16} of wave {int(idx[wi])} differs from lane {lane}'s (lanes 16..31 must repeat 0..15)")
+  def halves(x: np.ndarray) -> np.ndarray:   # [n, 16 lanes, 8 regs] -> [n, 16, 16] element e = reg e//2, half e%2
+    lo, hi = (x & U32(0xFFFF)).astype(np.uint16), (x >> U32(16)).astype(np.uint16)
+    return np.stack([lo, hi], axis=3).reshape(x.shape[0], 16, 16)
+  am, bm = halves(a[:, :16]), halves(b[:, :16])       # am[w, row, k]; bm[w, col, k]
+  dt = {"float16": dtypes.float16, "bfloat16": dtypes.bfloat16}[WMMA_IN[i.op.name]]
+  av = am.view(np.float16) if dt == dtypes.float16 else am
+  bv = bm.view(np.float16) if dt == dtypes.float16 else bm
+  c = frag(f["src2"], "C").view(np.float32)           # [n, 32 lanes, 8]: element (2e + l//16, l%16)
+  lane = np.arange(LANES)
+  cm = np.zeros((len(idx), 16, 16), np.float32)
+  for e in range(8): cm[:, 2 * e + lane // 16, lane % 16] = c[:, :, e]
+  d = wmma_ref(av, np.swapaxes(bv, 1, 2), cm, dt)
+  for e in range(8): m.vwrite(idx, f["vdst"] + e, "f32", d[:, 2 * e + lane // 16, lane % 16].view(U32), lanes)
+
+
+def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
+  o, f = i.op, i.f
+  n = o.name
+  lanes = m.exec_mask(idx)
+  if n in WMMA_IN:
+    wmma(m, i, idx, lanes)
+    return m.advance(i, idx)
+  if n in DOTS:
+    bits, signed_ok = DOTS[n]
+    raw = [m.vsrc(idx, c, "b32", i.literal, None, lanes).astype(np.int64) for c in (f["src0"], f["src1"], f["src2"])]
+    acc = raw[2] if signed_ok else raw[2] & 0xFFFFFFFF
+    if signed_ok: acc = (acc << 32) >> 32   # the i32 accumulator
+    mask = (1 << bits) - 1
+    for k in range(32 // bits):
+      x, y = ((raw[j] >> (bits * k)) & mask for j in (0, 1))
+      if signed_ok and f["neg"] & 1: x = x - ((x >> (bits - 1)) << bits)   # NEG_LO[0]: src0 signed
+      if signed_ok and f["neg"] & 2: y = y - ((y >> (bits - 1)) << bits)   # NEG_LO[1]: src1 signed
+      acc = acc + x * y
+    if f["clamp"]: acc = np.clip(acc, -(1 << 31), (1 << 31) - 1) if signed_ok else np.clip(acc, 0, (1 << 32) - 1)
+    m.vwrite(idx, f["vdst"], "b32", (acc & 0xFFFFFFFF).astype(U32), lanes)
+    return m.advance(i, idx)
+  codes = [f["src0"], f["src1"], f["src2"]][:len(o.srcs)]
+  raw = [m.vsrc(idx, c, "b32", i.literal, None, lanes).astype(U32) for c in codes]
+  sel = [(f["op_sel"] >> k) & 1 for k in range(3)]
+  selhi = [(f["op_sel_hi"] >> k) & 1 for k in range(2)] + [f["op_sel_hi2"]]
+  nlo = [(f["neg"] >> k) & 1 for k in range(3)]
+  nhi = [(f["neg_hi"] >> k) & 1 for k in range(3)]
+  def half(x: np.ndarray, h: int) -> np.ndarray: return ((x >> U32(16 * h)) & U32(0xFFFF)).astype(np.uint16)
+  if n in X.PK:
+    t, fn = X.PK[n]
+    outs = []
+    for s, ng in ((sel, nlo), (selhi, nhi)):
+      args = [half(r, s[k]).view(t) for k, r in enumerate(raw)]
+      if t == np.float16: args = [-a if ng[k] else a for k, a in enumerate(args)]
+      with np.errstate(all="ignore"): outs.append(np.asarray(fn(*args)).astype(t).view(np.uint16))
+    if f["clamp"]: raise M.WaveFault(f"{n} with clamp is not emulated")
+    m.vwrite(idx, f["vdst"], "b32", outs[0].astype(U32) | (outs[1].astype(U32) << U32(16)), lanes)
+    return m.advance(i, idx)
+  if n in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
+    args = []
+    for k, r in enumerate(raw):
+      if selhi[k]: x = half(r, sel[k]).view(np.float16).astype(np.float32)   # op_sel_hi: the operand is f16 (op_sel picks the half)
+      else: x = r.view(np.float32)
+      if (f["neg_hi"] >> k) & 1: x = np.abs(x)
+      if nlo[k]: x = -x
+      args.append(x)
+    r = A.fma(*args)
+    if n == "v_fma_mix_f32":
+      if f["clamp"]: r = np.where(np.isnan(r), np.float32(0), np.clip(r, 0, 1)).astype(np.float32)
+      m.vwrite(idx, f["vdst"], "f32", r.view(U32), lanes)
+    else:
+      r16 = A._fma_exact(args[0].astype(np.float64), args[1].astype(np.float64), args[2].astype(np.float64), np.float16)
+      if f["clamp"]: r16 = np.where(np.isnan(r16), np.float16(0), np.clip(r16, 0, 1)).astype(np.float16)
+      m.vwrite(idx, f["vdst"], "b16", r16.view(np.uint16), lanes, 1 if n.endswith("hi_f16") else 0)
+    return m.advance(i, idx)
+  raise M.WaveFault(f"{n} is not emulated")
+
+
+VOPD_FN = {"v_dual_fmac_f32": "v_fmac_f32", "v_dual_fmaak_f32": "v_fmaak_f32", "v_dual_fmamk_f32": "v_fmamk_f32",
+           "v_dual_mul_f32": "v_mul_f32", "v_dual_add_f32": "v_add_f32", "v_dual_sub_f32": "v_sub_f32", "v_dual_subrev_f32": "v_subrev_f32",
+           "v_dual_mov_b32": "v_mov_b32", "v_dual_max_f32": "v_max_f32", "v_dual_min_f32": "v_min_f32",
+           "v_dual_add_nc_u32": "v_add_nc_u32", "v_dual_lshlrev_b32": "v_lshlrev_b32", "v_dual_and_b32": "v_and_b32"}
+VOPD_TYPES = {"v_add_nc_u32": "u32", "v_lshlrev_b32": "b32", "v_and_b32": "b32", "v_mov_b32": "b32"}
+
+
+def vopd(m: Any, i: Inst, idx: np.ndarray) -> None:
+  """Two VALU ops issued together: both read their sources before either writes (ISA guide, "VOPD" dual issue)."""
+  f = i.f
+  lanes = m.exec_mask(idx)
+  results = []
+  for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]),
+                             (f["vsrc1x"], f["vsrc1y"])):
+    if m.vinit is not None: m.track = []
+    try: results.append(_vopd_half(m, i, idx, lanes, name, d, s0, s1))
+    finally: reads, m.track = m.track, None
+    results[-1] = results[-1] + (_definedness(name, reads, len(idx)),)
+  for d, r, dfn in results: m.vwrite(idx, d, "b32", r, lanes, None, dfn)
+  m.advance(i, idx)
+
+
+def _vopd_half(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, name: str, d: int, s0: int, s1: int) -> tuple[int, np.ndarray]:
+  """One half of a VOPD pair: (destination register, result bits)."""
+  if name == "v_dual_cndmask_b32":
+    a = m.vsrc(idx, s0, "b32", i.literal, None, lanes)
+    b = m.vsrc(idx, 256 + s1, "b32", i.literal, None, lanes)
+    return d, np.where(M.mask_to_lanes(m.s[idx, VCC]), b, a)
+  base = VOPD_FN.get(name)
+  if base is None: raise M.WaveFault(f"{name} is not emulated")
+  t = VOPD_TYPES.get(base, "f32")
+  a = M.typed(m.vsrc(idx, s0, t, i.literal, None, lanes), t)
+  if base == "v_mov_b32": args = [a]
+  else:
+    b = M.typed(m.vsrc(idx, 256 + s1, t, None, None, lanes), t)
+    k = np.float32(np.uint32(i.literal or 0).view(np.float32))
+    if base == "v_fmac_f32": args = [a, b, M.typed(m.vsrc(idx, 256 + d, t, None, None, lanes), t)]
+    elif base == "v_fmamk_f32": args = [a, k, b]
+    elif base == "v_fmaak_f32": args = [a, b, k]
+    else: args = [a, b]
+  with np.errstate(all="ignore"): r = X.VALU[base](*args)
+  return d, M.untyped(np.asarray(r).astype(A.NP[t]), t)
+
+
+# ---- LDS ------------------------------------------------------------------------------------------------------------
+DS_LOAD = {"ds_load_b32": (4, False), "ds_load_b64": (8, False), "ds_load_b96": (12, False), "ds_load_b128": (16, False),
+           "ds_load_u8": (1, False), "ds_load_i8": (1, True), "ds_load_u16": (2, False), "ds_load_i16": (2, True)}
+DS_STORE = {"ds_store_b32": 4, "ds_store_b64": 8, "ds_store_b96": 12, "ds_store_b128": 16, "ds_store_b8": 1, "ds_store_b16": 2}
+DS_2ADDR = {"ds_load_2addr_b32": (4, 1), "ds_load_2addr_stride64_b32": (4, 64), "ds_load_2addr_b64": (8, 1),
+            "ds_load_2addr_stride64_b64": (8, 64), "ds_store_2addr_b32": (4, 1), "ds_store_2addr_stride64_b32": (4, 64),
+            "ds_store_2addr_b64": (8, 1), "ds_store_2addr_stride64_b64": (8, 64)}
+DS_ATOMIC = {"ds_add_u32": lambda a, b: a + b, "ds_sub_u32": lambda a, b: a - b, "ds_min_i32": lambda a, b: np.minimum(a.view(np.int32), b.view(np.int32)).view(U32),
+             "ds_max_i32": lambda a, b: np.maximum(a.view(np.int32), b.view(np.int32)).view(U32), "ds_min_u32": np.minimum, "ds_max_u32": np.maximum,
+             "ds_and_b32": lambda a, b: a & b, "ds_or_b32": lambda a, b: a | b, "ds_xor_b32": lambda a, b: a ^ b,
+             "ds_add_f32": lambda a, b: (a.view(np.float32) + b.view(np.float32)).view(U32), "ds_add_rtn_u32": lambda a, b: a + b,
+             "ds_storexchg_rtn_b32": lambda a, b: b}
+
+
+def _lds_index(m: Any, i: Inst, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray) -> np.ndarray:
+  size = m.lds.shape[1]
+  addr &= 0xFFFFFFFF   # the LDS address (VGPR + offset) is 32 bits: LLVM folds negative bases into the offset
+  bad = lanes & ((addr < 0) | (addr + nbytes > size))
+  if bad.any():
+    wi, lane = map(int, np.argwhere(bad)[0])
+    raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])}: LDS access of {nbytes} bytes at {int(addr[wi, lane])} is out of bounds "
+                         f"(the workgroup has {size} bytes of LDS, RSRC2.LDS_SIZE)")
+  return addr
+
+
+def _lds_read(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray) -> np.ndarray:
+  addr = _lds_index(m, i, idx, addr.copy(), nbytes, lanes)
+  g = m.wg[idx][:, None, None]
+  a = np.where(lanes, addr, 0)[:, :, None] + np.arange(nbytes)[None, None, :]
+  if m.ldsinit is not None:
+    undef = lanes & ~m.ldsinit[g, a].all(axis=2)
+    if undef.any():
+      wi, lane = map(int, np.argwhere(undef)[0])
+      raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
+                           "that were never written (uninitialized LDS)")
+  return m.lds[g, a]   # [n, 32, nbytes]
+
+
+def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray) -> None:
+  nbytes = data.shape[2]
+  addr = _lds_index(m, i, idx, addr.copy(), nbytes, lanes)
+  wi, li = np.nonzero(lanes)
+  g = m.wg[idx][wi][:, None]
+  a = addr[wi, li][:, None] + np.arange(nbytes)[None, :]
+  m.lds[g, a] = data[wi, li]
+  if m.ldsinit is not None: m.ldsinit[g, a] = True
+
+
+def _to_bytes(v: np.ndarray, nbytes: int) -> np.ndarray:
+  """[n, 32] of uint64/uint32 -> [n, 32, nbytes] little-endian bytes."""
+  v = v.astype(U64)
+  return np.stack([((v >> U64(8 * k)) & U64(0xFF)).astype(np.uint8) for k in range(nbytes)], axis=2)
+
+
+def _from_bytes(b: np.ndarray) -> np.ndarray:
+  out = np.zeros(b.shape[:2], U64)
+  for k in range(b.shape[2]): out |= b[:, :, k].astype(U64) << U64(8 * k)
+  return out
+
+
+def _vdata(m: Any, idx: np.ndarray, r: int, nbytes: int, lanes: np.ndarray) -> np.ndarray:
+  """nbytes (up to 16) of consecutive VGPRs from r as [n, 32, nbytes]."""
+  nd = max(1, -(-nbytes // 4))
+  parts = [_to_bytes(m.vsrc(idx, 256 + r + k, "b32", None, None, lanes), 4) for k in range(nd)]
+  return np.concatenate(parts, axis=2)[:, :, :nbytes]
+
+
+def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.ndarray) -> None:
+  nd = -(-data.shape[2] // 4)
+  pad = np.zeros(data.shape[:2] + (4 * nd,), np.uint8)
+  pad[:, :, :data.shape[2]] = data
+  for k in range(nd): m.vwrite(idx, r + k, "b32", _from_bytes(pad[:, :, 4 * k:4 * k + 4]).astype(U32), lanes)
+
+
+def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
+  f = i.f
+  n = i.op.name
+  lanes = m.exec_mask(idx)
+  if f["gds"]: raise M.WaveFault("GDS is not emulated")
+  addr = m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(np.int64)
+  off = f["offset0"] | f["offset1"] << 8
+  if n in DS_LOAD:
+    nb, sgn = DS_LOAD[n]
+    b = _lds_read(m, i, idx, addr + off, nb, lanes)
+    if nb < 4:
+      v = _from_bytes(b)
+      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
+      m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
+    else: _vstore_bytes(m, idx, f["vdst"], b, lanes)
+  elif n in DS_STORE:
+    nb = DS_STORE[n]
+    _lds_write(m, i, idx, addr + off, _vdata(m, idx, f["data0"], nb, lanes), lanes)
+  elif n in DS_2ADDR:
+    nb, stride = DS_2ADDR[n]
+    a0, a1 = addr + f["offset0"] * nb * stride, addr + f["offset1"] * nb * stride
+    if "load" in n:
+      b = np.concatenate([_lds_read(m, i, idx, a0, nb, lanes), _lds_read(m, i, idx, a1, nb, lanes)], axis=2)
+      _vstore_bytes(m, idx, f["vdst"], b, lanes)
+    else:
+      d0, d1 = _vdata(m, idx, f["data0"], nb, lanes), _vdata(m, idx, f["data1"], nb, lanes)
+      _lds_write(m, i, idx, a0, d0, lanes)
+      _lds_write(m, i, idx, a1, d1, lanes)
+  elif n in DS_ATOMIC:
+    # lanes in lane order, one at a time per address conflict: apply sequentially over lanes (vectorized across waves)
+    for lane in range(LANES):
+      ln = np.zeros_like(lanes)
+      ln[:, lane] = lanes[:, lane]
+      if not ln.any(): continue
+      old = _from_bytes(_lds_read(m, i, idx, addr + off, 4, ln)).astype(U32)
+      val = m.vsrc(idx, 256 + f["data0"], "b32", None, None, ln)
+      with np.errstate(all="ignore"): new = np.asarray(DS_ATOMIC[n](old, np.broadcast_to(val, old.shape))).astype(U32)
+      _lds_write(m, i, idx, addr + off, _to_bytes(new, 4), ln)
+      if "rtn" in n: m.vwrite(idx, f["vdst"], "b32", old, ln)
+  else: raise M.WaveFault(f"{n} is not emulated")
+  m.advance(i, idx)
+
+
+# ---- global memory --------------------------------------------------------------------------------------------------
+FLAT_LOAD = {"load_u8": (1, False, 0), "load_i8": (1, True, 0), "load_u16": (2, False, 0), "load_i16": (2, True, 0),
+             "load_b32": (4, False, 0), "load_b64": (8, False, 0), "load_b96": (12, False, 0), "load_b128": (16, False, 0),
+             "load_d16_u8": (1, False, 1), "load_d16_i8": (1, True, 1), "load_d16_b16": (2, False, 1),
+             "load_d16_hi_u8": (1, False, 2), "load_d16_hi_i8": (1, True, 2), "load_d16_hi_b16": (2, False, 2)}
+FLAT_STORE = {"store_b8": (1, 0), "store_b16": (2, 0), "store_b32": (4, 0), "store_b64": (8, 0), "store_b96": (12, 0),
+              "store_b128": (16, 0), "store_d16_hi_b8": (1, 2), "store_d16_hi_b16": (2, 2)}
+
+
+def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
+  f = i.f
+  seg = f["seg"]
+  if seg == 1: raise M.WaveFault("scratch (private) memory is not emulated: the kernel needs a stack")
+  n = i.op.name.split("_", 1)[1]
+  lanes = m.exec_mask(idx)
+  off = flat_offset(i)
+  saddr = f["saddr"] not in (124, 125) and seg == 2
+  if saddr:
+    base = m.sreg(idx, f["saddr"], "b64", None)[:, None]
+    addr = base + m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(U64)
+  else: addr = m.vsrc(idx, 256 + f["addr"], "b64", None, None, lanes)
+  addr = (addr.astype(np.int64) + off).astype(U64)
+  if n in FLAT_LOAD:
+    nb, sgn, d16 = FLAT_LOAD[n]
+    b = m.gather(idx, addr, nb, lanes, i)
+    if nb >= 4: _vstore_bytes(m, idx, f["vdst"], b, lanes)
+    else:
+      v = _from_bytes(b)
+      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
+      if d16 == 0: m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
+      else: m.vwrite(idx, f["vdst"], "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+  elif n in FLAT_STORE:
+    nb, d16 = FLAT_STORE[n]
+    if d16: data = _to_bytes(m.vsrc(idx, 256 + f["data"], "b32", None, None, lanes) >> U32(16), nb)
+    else: data = _vdata(m, idx, f["data"], nb, lanes)
+    m.scatter(idx, addr, data, lanes, i)
+  else: raise M.WaveFault(f"{i.op.name} is not emulated")
+  m.advance(i, idx)
+
+
+def mubuf(m: Any, i: Inst, idx: np.ndarray) -> None:
+  if i.op.name in ("buffer_gl0_inv", "buffer_gl1_inv"): return m.advance(i, idx)   # caches are not modelled: memory is coherent
+  raise M.WaveFault(f"{i.op.name} is not emulated")
+
+
+HANDLERS = {"SOPP": sopp, "SOP1": sop1, "SOP2": sop2, "SOPC": sopc, "SOPK": sopk, "SMEM": smem, "VOP1": valu, "VOP2": valu,
+            "VOPC": valu, "VOP3": valu, "VOP3P": vop3p, "VOPD": vopd, "DS": ds, "FLAT": flat, "MUBUF": mubuf}

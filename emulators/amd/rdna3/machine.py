@@ -1,0 +1,280 @@
+"""The RDNA3 wave machine: every wave of a dispatch at once, as numpy arrays (SGPRs [waves, 128], VGPRs [waves, n, 32
+lanes], SCC, PC, EXEC = s126). Waves run in lockstep by PC: each step executes the instruction at the lowest PC among
+the waves that can run, for all waves at that PC together. s_barrier holds a wave until every live wave of its workgroup
+arrives; LDS is one byte array per workgroup; global memory goes through the mock VM (unmapped = MMU fault).
+
+Initial state (AMDGPUUsage "Initial Kernel Execution State", docs/hw/amd_code_object.md): s0.. = USER_DATA_0..
+(RSRC2.USER_SGPR of them), then the workgroup ids X, Y, Z for each RSRC2.TGID_*_EN, then workgroup info for TG_SIZE_EN;
+v0 = work-item ids packed x | y << 10 | z << 20; EXEC = the lanes that exist.
+
+Checked mode reports out-of-bounds LDS, reads of VGPRs never written and of undefined global memory, divergent barriers
+(a workgroup where some waves wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
+from emulators.amd.rdna3.execute import HANDLERS
+from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
+
+MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
+
+
+def float_consts(t: str) -> dict[int, int]:
+  """Inline float constants 240..248 as the bits of type t (1/(2*pi) per ISA guide's table of inline constants)."""
+  npt = {"f16": np.float16, "f64": np.float64}.get(t, np.float32)
+  raw = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}[npt]
+  vals = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0}
+  out = {k: int(np.array(v, npt).view(raw)) for k, v in vals.items()}
+  out[248] = {np.float16: 0x3118, np.float32: 0x3E22F983, np.float64: 0x3FC45F306DC9C882}[npt]
+  return out
+
+
+FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
+
+
+class Machine:
+  def __init__(self, vm: Any, pgm: int, name: str, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int],
+               block: tuple[int, int, int], lds_bytes: int, checked: bool):
+    self.vm, self.pgm, self.name, self.checked = vm, pgm, name, checked
+    self.grid, self.block = grid, block
+    r = vm.find(pgm)
+    if r is None: raise WaveFault(f"the program at 0x{pgm:x} is not mapped", "mmu", pgm)
+    self.code = r.mem.data[pgm - r.va:].tobytes()
+    self.insts: dict[int, Inst] = {}
+    G = grid[0] * grid[1] * grid[2]
+    per = block[0] * block[1] * block[2]
+    wpg = -(-per // LANES)
+    W = self.W = G * wpg
+    self.wg = np.repeat(np.arange(G), wpg)
+    nv = ((rsrc1 & 0x3F) + 1) * 8            # RSRC1.VGPRS: granules of 8 VGPRs in wave32 (gfx11)
+    self.nv = nv
+    self.s = np.zeros((W, 128), U32)
+    self.v = np.zeros((W, nv, LANES), U32)
+    self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
+    self.scc = np.zeros(W, np.bool_)
+    self.pc = np.zeros(W, np.int64)
+    self.done = np.zeros(W, np.bool_)
+    self.bar = np.zeros(W, np.bool_)
+    self.lds = np.zeros((G, max(lds_bytes, 0)), np.uint8)
+    self.ldsinit = np.zeros((G, max(lds_bytes, 0)), np.bool_) if checked else None
+    # the initial state
+    nuser = (rsrc2 >> 1) & 0x1F
+    self.s[:, :nuser] = np.array(user[:nuser], U32)
+    k = nuser
+    gid = np.arange(G)
+    ids = (gid % grid[0], (gid // grid[0]) % grid[1], gid // (grid[0] * grid[1]))
+    for d in range(3):
+      if (rsrc2 >> (7 + d)) & 1:
+        self.s[:, k] = np.repeat(ids[d], wpg).astype(U32)
+        k += 1
+    if (rsrc2 >> 10) & 1: raise WaveFault("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
+    t = (np.arange(wpg)[:, None] * LANES + np.arange(LANES)[None, :])   # [wave-in-group, lane] -> flat work-item
+    exists = t < per
+    tx, ty, tz = t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])
+    v0 = np.where(exists, tx | (ty << 10) | (tz << 20), 0).astype(U32)
+    self.v[:, 0, :] = np.tile(v0, (G, 1))
+    if checked: self.vinit[:, 0, :] = np.tile(exists, (G, 1))
+    self.s[:, 126] = np.tile((exists.astype(np.uint64) << np.arange(LANES, dtype=np.uint64)).sum(axis=1), G).astype(U32)
+    self.steps = 0
+    self._map: tuple[np.ndarray, np.ndarray] | None = None
+    self.track: list[list[np.ndarray]] | None = None   # while a VALU op reads: the definedness of its VGPR sources
+
+  # ---- the scheduler ----
+  def run(self) -> None:
+    while True:
+      live = ~self.done
+      if not live.any(): return
+      can = live & ~self.bar
+      if not can.any():
+        self._release()
+        continue
+      pcs = self.pc[can]
+      pc0 = int(pcs.min())
+      idx = np.flatnonzero(can & (self.pc == pc0))
+      self.steps += 1
+      if self.steps > MAX_STEPS: raise WaveFault(f"kernel {self.name}: more than {MAX_STEPS} instruction steps (a hang?) at PC 0x{pc0:x}")
+      i = self.inst(pc0)
+      try: self.execute(i, idx)
+      except WaveFault as f:
+        f.what = f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {f.what}"
+        raise
+      except (ValueError, FloatingPointError) as e: raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {e}") from None
+      except (IndexError, KeyError, TypeError, OverflowError) as e:   # an encoding the handlers do not model (e.g. a register out of range)
+        raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): the emulator cannot execute this instruction "
+                        f"({type(e).__name__}: {e})") from None
+
+  def _release(self) -> None:
+    """Every runnable wave waits at a barrier: release each workgroup whose live waves all arrived."""
+    waiting = self.bar & ~self.done
+    for g in np.unique(self.wg[waiting]):
+      m = self.wg == g
+      if self.checked and (self.done[m]).any() and not self.done[m].all():
+        w = int(np.flatnonzero(m & self.done)[0])
+        raise WaveFault(f"kernel {self.name}: divergent barrier: in workgroup {g}, wave {w} ended while others wait at s_barrier "
+                        f"(PC 0x{int(self.pc[np.flatnonzero(m & self.bar)[0]]) - 4:x})")
+      self.bar[m] = False
+
+  def inst(self, pc: int) -> Inst:
+    if (i := self.insts.get(pc)) is None:
+      try: i = self.insts[pc] = decode_one(self.code, pc, f"kernel {self.name}: ")
+      except DecodeError as e: raise WaveFault(e.what) from None
+    return i
+
+  # ---- operands ----
+  def exec_mask(self, idx: np.ndarray) -> np.ndarray:
+    """[n, 32] bool: the lanes EXEC enables."""
+    return (self.s[idx, 126][:, None] & LANE_BITS) != 0
+
+  def sreg(self, idx: np.ndarray, code: int, t: str, lit: int | None) -> np.ndarray:
+    """A scalar operand as uint64 per wave [n] (64-bit types read a register pair)."""
+    w = WIDTH.get(t, 1)
+    n = len(idx)
+    if code < 128:
+      if code == 124: return np.zeros(n, U64)
+      lo = self.s[idx, code].astype(U64)
+      if w == 2: lo |= self.s[idx, code + 1].astype(U64) << U64(32)
+      return lo
+    return np.full(n, self.const(code, t, lit, idx), U64) if code not in (251, 252, 253) else self._cond(code, idx)
+
+  def _cond(self, code: int, idx: np.ndarray) -> np.ndarray:
+    if code == 253: return self.scc[idx].astype(U64)
+    if code == 251: return (self.s[idx, 106] == 0).astype(U64)
+    return (self.s[idx, 126] == 0).astype(U64)
+
+  def const(self, code: int, t: str, lit: int | None, idx: np.ndarray) -> int:
+    w = WIDTH.get(t, 1)
+    bits = 64 if w == 2 else 16 if t in T16 else 32
+    mask = (1 << bits) - 1
+    if 128 <= code <= 192: return code - 128
+    if 193 <= code <= 208: return (192 - code) & mask
+    if 240 <= code <= 248:
+      ft = "f64" if bits == 64 else "f16" if bits == 16 else "f32"
+      return FCONST[ft][code]
+    if code == 255:
+      assert lit is not None
+      if bits == 64: return (lit << 32) if t == "f64" else (lit | (0xFFFFFFFF00000000 if t == "i64" and lit >> 31 else 0))
+      return lit & mask
+    raise WaveFault(f"source operand {code} ({'an unsupported special register'}) is not emulated")
+
+  def vsrc(self, idx: np.ndarray, code: int, t: str, lit: int | None, hi: int | None = None, lanes: np.ndarray | None = None) -> np.ndarray:
+    """A vector-instruction source as raw bits: uint64 (64-bit), uint32 or uint16, shape [n, 32] or [n, 1]."""
+    w = WIDTH.get(t, 1)
+    if code >= 256:
+      r = code - 256
+      if t in T16:
+        if hi is None: r, hi = r & 0x7F, r >> 7
+      self._vcheck(idx, r, w, lanes)
+      v = self.v[idx, r, :]
+      if w == 2: return v.astype(U64) | (self.v[idx, r + 1, :].astype(U64) << U64(32))
+      if t in T16: return ((v >> U32(16 * hi)) & U32(0xFFFF)).astype(np.uint16)
+      return v
+    s = self.sreg(idx, code, t, lit)[:, None]
+    if t in T16:
+      sh = 16 if (hi and code < 128) else 0
+      return ((s >> U64(sh)) & U64(0xFFFF)).astype(np.uint16)
+    return s if w == 2 else (s & U64(0xFFFFFFFF)).astype(U32)
+
+  def _vcheck(self, idx: np.ndarray, r: int, w: int, lanes: np.ndarray | None) -> None:
+    if r + w > self.nv: raise WaveFault(f"reads v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
+    if self.vinit is None: return
+    if self.track is not None:   # a VALU op: definedness flows to its result instead (see execute.valu)
+      self.track.append([self.vinit[idx, r + k, :] for k in range(w)])
+      return
+    act = self.exec_mask(idx) if lanes is None else lanes
+    for k in range(w):
+      bad = act & ~self.vinit[idx, r + k, :]
+      if bad.any():
+        wi, lane = map(int, np.argwhere(bad)[0])
+        raise WaveFault(f"lane {lane} of wave {int(idx[wi])} reads v{r + k}, which holds no defined value (never written, or computed from such a value: uninitialized VGPR)")
+
+  def vwrite(self, idx: np.ndarray, r: int, t: str, val: np.ndarray, lanes: np.ndarray, hi: int | None = None,
+             defined: list[np.ndarray] | None = None) -> None:
+    """Write raw bits to VGPR r (and r+1 for 64-bit types) in the enabled lanes; `defined`: per dword, which lanes'
+    values are defined (checked mode; default all)."""
+    w = WIDTH.get(t, 1)
+    if t in T16 and hi is None: r, hi = r & 0x7F, r >> 7
+    if r + w > self.nv: raise WaveFault(f"writes v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
+    val = np.broadcast_to(val, (len(idx), LANES))
+    if t in T16:
+      old = self.v[idx, r, :]
+      sh = U32(16 * hi)
+      new = (old & ~(U32(0xFFFF) << sh)) | ((val.astype(U32) & U32(0xFFFF)) << sh)
+      self.v[idx, r, :] = np.where(lanes, new, old)
+      if self.vinit is not None: self._mark(idx, r, lanes, None if defined is None else defined[0])
+      return
+    for k in range(w):
+      part = (val.astype(U64) >> U64(32 * k)).astype(U32) if w > 1 else val.astype(U32)
+      self.v[idx, r + k, :] = np.where(lanes, part, self.v[idx, r + k, :])
+      if self.vinit is not None: self._mark(idx, r + k, lanes, None if defined is None else defined[min(k, len(defined) - 1)])
+
+  def _mark(self, idx: np.ndarray, r: int, lanes: np.ndarray, defined: np.ndarray | None) -> None:
+    if defined is None: self.vinit[idx, r, :] |= lanes
+    else: self.vinit[idx, r, :] = np.where(lanes, defined, self.vinit[idx, r, :])
+
+  def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray) -> None:
+    if code == 124: return
+    w = WIDTH.get(t, 1)
+    if code >= 128 or code + w > 128: raise WaveFault(f"writes scalar register {code}, which is not writable")
+    val = np.asarray(val).astype(U64)
+    for k in range(w): self.s[idx, code + k] = ((val >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
+
+  # ---- execution ----
+  def execute(self, i: Inst, idx: np.ndarray) -> None:
+    h = HANDLERS.get(i.fmt)
+    if h is None: raise WaveFault(f"{i.fmt} instructions are not emulated")
+    h(self, i, idx)
+
+  def advance(self, i: Inst, idx: np.ndarray) -> None: self.pc[idx] += i.size
+
+  # ---- memory through the VM ----
+  def mem_read(self, addr: int, nbytes: int, what: str) -> np.ndarray:
+    r = self.vm.find(addr)
+    if r is None or addr + nbytes > r.end:
+      why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x}"
+      raise WaveFault(f"MMU fault: {what} of {nbytes} bytes at 0x{addr:x} {why}", "mmu", addr)
+    off = addr - r.va
+    if self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
+      raise WaveFault(f"{what} of {nbytes} bytes at 0x{addr:x} reads memory that was never written", "compute", addr)
+    return r.mem.data[off:off + nbytes].copy()
+
+  def _regions(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, what: str) -> list[tuple[Any, np.ndarray]]:
+    """Group the enabled lanes' accesses by mapping: [(region, boolean lane selection)]; an MMU fault for any lane outside."""
+    if self._map is None:
+      self._map = (np.array(self.vm.starts, U64), np.array([r.end for r in self.vm.regions] or [0], U64))
+    starts, ends = self._map
+    ri = np.searchsorted(starts, addr, side="right").astype(np.int64) - 1
+    ok = (ri >= 0) & (addr + U64(nbytes) <= ends[np.maximum(ri, 0)])
+    bad = lanes & ~ok
+    if bad.any():
+      wi, lane = map(int, np.argwhere(bad)[0])
+      a = int(addr[wi, lane])
+      r = self.vm.find(a)
+      why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
+      raise WaveFault(f"MMU fault: lane {lane} of wave {int(idx[wi])}: {what} of {nbytes} bytes at 0x{a:x} {why}", "mmu", a)
+    return [(self.vm.regions[int(k)], lanes & (ri == k)) for k in np.unique(ri[lanes])]
+
+  def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
+    out = np.zeros(addr.shape + (nbytes,), np.uint8)
+    for r, sel in self._regions(idx, addr, nbytes, lanes, "global load"):
+      ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
+      out[sel] = r.mem.data[ix]
+      if self.checked and r.mem.bits is not None:
+        ok = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
+        if not ok.all():
+          wi, lane = (int(x[~ok][0]) for x in np.nonzero(sel))
+          a = int(addr[wi, lane])
+          raise WaveFault(f"lane {lane} of wave {int(idx[wi])}: global load of {nbytes} bytes at 0x{a:x} reads memory that was never "
+                          "written (uninitialized)", "compute", a)
+    return out
+
+  def scatter(self, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, i: Inst) -> None:
+    nbytes = data.shape[2]
+    for r, sel in self._regions(idx, addr, nbytes, lanes, "global store"):
+      ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
+      r.mem.data[ix] = data[sel]   # lanes in order: a later lane's store to the same byte wins, as one wave's store resolves
+      if r.mem.bits is not None:
+        r.mem.mark_elems(ix.reshape(-1), 1, True)
+        r.mem.settle()
