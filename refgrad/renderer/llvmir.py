@@ -18,8 +18,8 @@ Every op is rendered so the result is bit for bit the reference semantics (refgr
 
 Accumulators and loop counters are `alloca`s (promoted to registers by LLVM's mem2reg), so the IR keeps the program's
 order and scoping without phi bookkeeping. A read of an accumulator happens where the reading uop is, as in C.
-Targets (`TARGETS`): "host" runs SPECIALs as loops around the body (programs with BARRIER or WMMA are refused: the host
-module has no work-item phases yet); "amdgcn" and "nvptx" read work-item and workgroup ids from intrinsics, keep
+Targets (`TARGETS`): "host" runs SPECIALs as loops around the body, a program with BARRIERs or WMMAs in work-item
+phases (refgrad/renderer/llvmir_phases.py, the C renderer's plan); "amdgcn" and "nvptx" read work-item and workgroup ids from intrinsics, keep
 DEFINE_LOCALs in addrspace(3) globals and render BARRIER as a workgroup barrier between release/acquire fences.
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.renderer import Renderer
-from refgrad.target import AMD, CPU, CUDA, IDX_BLOCK_SIZE, Target, launch_geometry
+from refgrad.renderer.llvmir_phases import plan, wmma_helper
+from refgrad.target import AMD, CPU, CUDA, IDX_BLOCK_SIZE, TENSOR_CORES, Target, launch_geometry
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts, verify_linear
 
@@ -196,6 +197,14 @@ class _Program:
     self.n = self.nlab = 0
     self.block = "entry"
     self.closers: list[str] = []        # the lines that close each open host launch loop
+    # host programs with barriers or WMMAs (work-item phases)
+    self.keep: dict[UOp, str] = {}      # kept value -> its array [work-items x [lanes x T]]
+    self.lid: str = "0"                 # flat work-item id inside the open phase
+    self.lsize = 1
+    self.lidx: dict[str, int] = {}      # lidxD -> size
+    self.in_phase = False
+    self.phase_start = 0                # where the open phase's loops start in self.lines (uniform values go before it)
+    self.extra: dict[str, str] = {}     # generated functions (WMMA helpers) by name
 
   # ---- emission ------------------------------------------------------------------------------------
   def tmp(self) -> str:
@@ -247,10 +256,16 @@ class _Program:
     """The lanes of value u here; an accumulator (or an ASSIGN to one) is read now, as C reads the variable."""
     a = u
     while a.op is Ops.ASSIGN: a = a.src[0]
-    if a.op is Ops.DEFINE_ACC:
+    if a.op is Ops.DEFINE_ACC or a in self.keep:
       t = self.vt(a.dtype)
-      return [self.emit(f"load {t}, ptr {p}") for p in self.acc[a]]
+      return [self.emit(f"load {t}, ptr {p}") for p in self.acc_ptrs(a)]
     return self.r[u]
+
+  def acc_ptrs(self, a: UOp) -> list[str]:
+    """Pointers to the lanes of an accumulator or kept value (a kept one: this work-item's element of its array)."""
+    if a not in self.keep: return self.acc[a]
+    at = f"[{self.lsize} x [{a.dtype.count} x {self.vt(a.dtype)}]]"
+    return [self.emit(f"getelementptr {at}, ptr {self.keep[a]}, i32 0, i32 {self.lid}, i32 {k}") for k in range(a.dtype.count)]
 
   def lane(self, u: UOp, i: int) -> str:
     ls = self.lanes(u)
@@ -443,7 +458,7 @@ class _Program:
       self.label(f"stj{k}")
 
   # ---- launch ----------------------------------------------------------------------------------------
-  def launch(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+  def launch(self, phased: bool = False) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Define the SPECIALs: loops around the body on the host, intrinsics on a GPU. Returns the (grid, block) of a GPU."""
     sp = [u for u in self.uops if u.op is Ops.SPECIAL]
     if self.tgt.name == "host":
@@ -451,9 +466,11 @@ class _Program:
       for u in sp:
         if sizes.setdefault(u.arg[0], u.arg[1]) != u.arg[1]: raise ValueError(f"{self.name}: SPECIAL {u.arg[0]} has two sizes")
       vals = {}
-      for n in [f"{k}{d}" for d in "210" for k in ("gidx", "idx")] + [f"lidx{d}" for d in "210"]:
+      self.lidx = {n: sizes[n] for n in (f"lidx{d}" for d in "210") if n in sizes}
+      for n in [f"{k}{d}" for d in "210" for k in ("gidx", "idx")] + ([] if phased else list(self.lidx)):
         if n in sizes: vals[n] = self.open_loop(str(sizes[n]), "i32")
-      for u in sp: self.r[u] = [vals[u.arg[0]]]
+      for u in sp:
+        if u.arg[0] in vals: self.r[u] = [vals[u.arg[0]]]
       return (1, 1, 1), (1, 1, 1)
     grid, block, _ = launch_geometry(self.uops, self.tgt.hw, self.idx_block_size)
     vals = {}
@@ -502,14 +519,13 @@ class _Program:
       raise ValueError(f"kernel name {self.name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
     verify_linear(self.uops)
     host = self.tgt.name == "host"
-    for i, u in enumerate(self.uops):
-      if host and u.op in (Ops.BARRIER, Ops.WMMA):
-        raise ValueError(f"{self.name}: uop {i} ({u.op.name}): the LLVM host module has no work-item phases; programs with barriers or "
-                         "tensor cores run on CPU, PYTHON and the GPUs")
+    phased = host and any(u.op in (Ops.BARRIER, Ops.WMMA) for u in self.uops)
     params = self.params()
-    _, block = self.launch()
+    _, block = self.launch(phased)
     ends: dict[UOp, str] = {}
-    for i, u in enumerate(self.uops): self.stmt(i, u, ends)
+    if phased: self.phased(ends)
+    else:
+      for i, u in enumerate(self.uops): self.stmt(i, u, ends)
     while self.closers: self.close_loop()
     if not host and any(u.op is Ops.SPECIAL and u.arg[0].startswith("idx") for u in self.uops):
       self.lines.append("br label %exit")
@@ -519,7 +535,7 @@ class _Program:
     if self.tgt.name == "amdgcn": attrs += f' "amdgpu-flat-work-group-size"="1,{max(1, math.prod(block))}"'
     head = f"define {self.tgt.kernel + ' ' if self.tgt.kernel else ''}void @{self.name}({', '.join(params)}) #0 {{"
     out = [f'target triple = "{self.tgt.triple}"'] if self.tgt.triple else []
-    out += self.globals + sorted(self.decls.values())
+    out += self.globals + sorted(self.decls.values()) + list(self.extra.values())
     for h in _HELPERS:
       if h in self.helpers:
         text = _HELPERS[h][1]
@@ -581,17 +597,17 @@ class _Program:
       return
     if op is Ops.DEFINE_ACC:
       t = self.vt(dt)
-      self.acc[u] = []
-      for k, x in enumerate(self.expand(src[0], dt.count)):
-        self.allocas.append(f"%acc{i}_{k} = alloca {t}")
-        self.acc[u].append(f"%acc{i}_{k}")
-        self.lines.append(f"store {t} {x}, ptr %acc{i}_{k}")
+      init = self.expand(src[0], dt.count)
+      if u not in self.keep:
+        self.acc[u] = [f"%acc{i}_{k}" for k in range(dt.count)]
+        self.allocas.extend(f"{p} = alloca {t}" for p in self.acc[u])
+      for x, p in zip(init, self.acc_ptrs(u)): self.lines.append(f"store {t} {x}, ptr {p}")
       return
     if op is Ops.ASSIGN:
       a = src[0]
       while a.op is Ops.ASSIGN: a = a.src[0]
       vals, t = self.lanes(src[1]), self.vt(a.dtype)
-      for k, p in enumerate(self.acc[a]): self.lines.append(f"store {t} {vals[k] if len(vals) > 1 else vals[0]}, ptr {p}")
+      for k, p in enumerate(self.acc_ptrs(a)): self.lines.append(f"store {t} {vals[k] if len(vals) > 1 else vals[0]}, ptr {p}")
       return
     if op is Ops.LOAD: self.r[u] = self.load(u); return
     if op is Ops.STORE: self.store(u); return
@@ -609,6 +625,61 @@ class _Program:
       self.r[u] = [self.alu(op, sdt, [c[k] for c in cols], i) for k in range(dt.count)]
       return
     raise ValueError(f"{self.name}: uop {i} ({op.name}) cannot be rendered to LLVM IR")
+
+  # ---- host programs with barriers or WMMAs: work-item phases (refgrad/renderer/llvmir_phases.py) ----------------
+  def phased(self, ends: dict[UOp, str]) -> None:
+    hoisted, uniform, kept = plan(self.name, self.uops, {n[-1] for n in self.lidx})
+    self.lsize = 1
+    for v in self.lidx.values(): self.lsize *= v
+    pos = {u: i for i, u in enumerate(self.uops)}
+    for u in sorted(kept, key=lambda u: pos[u]):
+      self.keep[u] = f"%keep{pos[u]}"
+      self.allocas.append(f"%keep{pos[u]} = alloca [{self.lsize} x [{u.dtype.count} x {self.vt(u.dtype)}]], align 16")
+    silent = (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.CONST)
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.BARRIER: self.close_phase(); continue
+      if u.op is Ops.WMMA: self.close_phase(); self.wmma(u); continue
+      if u in hoisted or (u.op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted): self.close_phase()
+      elif u in uniform and self.in_phase:   # computed once in the workgroup scope, before the open phase's loops
+        body, self.lines = self.lines, []
+        self.stmt(i, u, ends)
+        body[self.phase_start:self.phase_start] = self.lines
+        self.phase_start += len(self.lines)
+        self.lines = body
+        continue
+      elif u not in uniform and u.op not in silent: self.open_phase()
+      self.stmt(i, u, ends)
+      if u in self.keep and u.op is not Ops.DEFINE_ACC:
+        t = self.vt(u.dtype)
+        for x, p in zip(self.r[u], self.acc_ptrs(u)): self.lines.append(f"store {t} {x}, ptr {p}")
+    self.close_phase()
+
+  def open_phase(self) -> None:
+    if self.in_phase: return
+    self.in_phase, self.phase_start = True, len(self.lines)
+    vals = {n: self.open_loop(str(size), "i32") for n, size in self.lidx.items()}
+    for u in self.uops:
+      if u.op is Ops.SPECIAL and u.arg[0] in vals: self.r[u] = [vals[u.arg[0]]]
+    lid = "0"
+    for d in "210":
+      if (n := f"lidx{d}") in vals:
+        lid = vals[n] if lid == "0" else self.emit(f"add i32 {vals[n]}, {self.emit(f'mul i32 {lid}, {self.lidx[n]}')}")
+    self.lid = lid
+
+  def close_phase(self) -> None:
+    if not self.in_phase: return
+    for _ in self.lidx: self.close_loop()
+    self.in_phase, self.lid = False, "0"
+
+  def wmma(self, u: UOp) -> None:
+    """A WMMA between two phases: every warp's D from the fragment arrays into the WMMA's own array."""
+    name, text = wmma_helper(TENSOR_CORES[u.arg])
+    self.extra.setdefault(name, text)
+    frags = []
+    for s in u.src:
+      while s.op is Ops.ASSIGN: s = s.src[0]
+      frags.append(f"ptr {self.keep[s]}")
+    self.lines.append(f"call void @{name}(i32 {self.lsize}, {', '.join(frags)}, ptr {self.keep[u]})")
 
   def expand(self, s: UOp, n: int) -> list[str]:
     ls = self.lanes(s)
