@@ -46,16 +46,17 @@ def acc(init: UOp, *ranges: UOp, ident: int = 0) -> UOp: return UOp(Ops.DEFINE_A
 def assign(a: UOp, v: UOp) -> UOp: return UOp(Ops.ASSIGN, a.dtype, (a, v))
 
 def both(name: str, uops: list[UOp], bufs: list[tuple[np.ndarray, DType]], var_vals: dict[str, int] | None = None) -> list[np.ndarray]:
-  """Run on CPU and PYTHON with the same inputs (buffers in DEFINE_GLOBAL order); assert every buffer ends bit for bit
-  the same on both; return the CPU's buffers."""
+  """Run on CPU, LLVM (the host module's work-item phases, refgrad/renderer/llvmir_phases.py) and PYTHON with the same
+  inputs (buffers in DEFINE_GLOBAL order); assert every buffer ends bit for bit the same on all; return the CPU's buffers."""
   res = {}
-  for dev in ("CPU", "PYTHON"):
+  for dev in ("CPU", "LLVM", "PYTHON"):
     bb = [Buffer.from_numpy(dev, np.ascontiguousarray(a), dt) for a, dt in bufs]
     Runner(name, uops, dev)(*bb, var_vals=var_vals)
     res[dev] = [b.numpy() for b in bb]
-  for k, ((_, dt), c, p) in enumerate(zip(bufs, res["CPU"], res["PYTHON"])):
-    ok = np.asarray(semantics.same_bits(c, p, dt))
-    assert c.shape == p.shape and ok.all(), f"{name}: buffer {k} differs between CPU and PYTHON at {np.argwhere(~ok)[:3].tolist()}: {c} vs {p}"
+  for dev in ("CPU", "LLVM"):
+    for k, ((_, dt), c, p) in enumerate(zip(bufs, res[dev], res["PYTHON"])):
+      ok = np.asarray(semantics.same_bits(c, p, dt))
+      assert c.shape == p.shape and ok.all(), f"{name}: buffer {k} differs between {dev} and PYTHON at {np.argwhere(~ok)[:3].tolist()}: {c} vs {p}"
   return res["CPU"]
 
 def again(x: UOp, k: int) -> UOp:
