@@ -24,7 +24,7 @@ _lock = threading.Lock()   # LLVM's global state (target registry, MCJIT) is set
 
 
 @functools.cache
-def _init() -> None:
+def init_llvm() -> None:
   llvm.initialize_all_targets()
   llvm.initialize_all_asmprinters()
 
@@ -36,7 +36,7 @@ def host_machine() -> llvm.TargetMachine:
 
 def new_host_machine() -> llvm.TargetMachine:
   """A host target machine: this CPU's name and features, PIC code for MCJIT (an MCJIT engine owns its own: give it a new one)."""
-  _init()
+  init_llvm()
   target = llvm.Target.from_triple(llvm.get_process_triple())
   return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2,
                                        reloc="pic", codemodel="jitdefault")
@@ -48,7 +48,7 @@ def numbered(src: str) -> str: return "\n".join(f"{i + 1:4d} | {ln}" for i, ln i
 def optimized_module(src: str, tm: llvm.TargetMachine, what: str) -> llvm.ModuleRef:
   """Parse and verify LLVM IR text, then run the -O2 module pipeline for `tm`; CompileError shows the numbered source."""
   with _lock:
-    _init()
+    init_llvm()
     try:
       mod = llvm.parse_assembly(src)
       mod.verify()
@@ -61,6 +61,12 @@ def optimized_module(src: str, tm: llvm.TargetMachine, what: str) -> llvm.Module
     return mod
 
 
+def compile_object(src: str, tm: llvm.TargetMachine, what: str) -> bytes:
+  """LLVM IR text -> an object file for `tm` (optimized; CompileError shows the numbered source)."""
+  mod = optimized_module(src, tm, what)
+  with _lock: return tm.emit_object(mod)
+
+
 class LLVMCompiler(Compiler):
   """LLVM IR -> a host object file (ELF on Linux) with llvmlite."""
   def __init__(self) -> None:
@@ -69,9 +75,7 @@ class LLVMCompiler(Compiler):
                                llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()])
 
   def compile(self, src: str) -> bytes:
-    tm = host_machine()
-    mod = optimized_module(src, tm, "LLVM device")
-    with _lock: return tm.emit_object(mod)
+    return compile_object(src, host_machine(), "LLVM device")
 
 
 class LLVMProgram(CPUProgram):
