@@ -19,8 +19,9 @@ Every op is rendered so the result is bit for bit the reference semantics (refgr
 Accumulators and loop counters are `alloca`s (promoted to registers by LLVM's mem2reg), so the IR keeps the program's
 order and scoping without phi bookkeeping. A read of an accumulator happens where the reading uop is, as in C.
 Targets (`TARGETS`): "host" runs SPECIALs as loops around the body, a program with BARRIERs or WMMAs in work-item
-phases (refgrad/renderer/llvmir_phases.py, the C renderer's plan); "amdgcn" and "nvptx" read work-item and workgroup ids from intrinsics, keep
-DEFINE_LOCALs in addrspace(3) globals and render BARRIER as a workgroup barrier between release/acquire fences.
+phases (refgrad/renderer/llvmir_phases.py, the C renderer's plan); "amdgcn" and "nvptx" read work-item and workgroup
+ids from intrinsics, keep DEFINE_LOCALs in addrspace(3) globals and render BARRIER as a workgroup barrier (amdgcn:
+between workgroup release/acquire fences); amdgcn renders WMMA as `llvm.amdgcn.wmma.*` (gfx11), nvptx refuses it.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class LLVMTarget:
   global_as: int                 # address space of buffers
   local_as: int                  # address space of DEFINE_LOCAL (host: allocas)
   kernel: str                    # `define <kernel> void @name(...)`
+  private_as: int                # address space of allocas (accumulators, loop counters)
   ids: dict[str, str]            # "gidx"/"lidx" -> intrinsic name pattern with {d} for x/y/z ("" on the host: loops)
   barrier: tuple[str, ...]       # lines of a BARRIER
   hw: Target                     # limits and launch geometry
@@ -58,13 +60,13 @@ _AMD_NO = ("amdgpu-no-implicitarg-ptr", "amdgpu-no-dispatch-ptr", "amdgpu-no-que
            "amdgpu-no-flat-scratch-init", "amdgpu-no-heap-ptr", "amdgpu-no-hostcall-ptr", "amdgpu-no-multigrid-sync-arg",
            "amdgpu-no-default-queue", "amdgpu-no-completion-action", "amdgpu-no-cluster-id-x", "amdgpu-no-cluster-id-y", "amdgpu-no-cluster-id-z")
 TARGETS = {
-  "host": LLVMTarget("host", "", 0, 0, "", {}, (), CPU, "nounwind"),
+  "host": LLVMTarget("host", "", 0, 0, "", 0, {}, (), CPU, "nounwind"),
   # hidden kernel arguments and the user SGPRs the runtime does not fill are switched off (docs/hw/amd_code_object.md)
-  "amdgcn": LLVMTarget("amdgcn", "amdgcn-amd-amdhsa", 1, 3, "amdgpu_kernel",
+  "amdgcn": LLVMTarget("amdgcn", "amdgcn-amd-amdhsa", 1, 3, "amdgpu_kernel", 5,
                        {"gidx": "llvm.amdgcn.workgroup.id.{d}", "lidx": "llvm.amdgcn.workitem.id.{d}"},
                        ('fence syncscope("workgroup") release', "call void @llvm.amdgcn.s.barrier()", 'fence syncscope("workgroup") acquire'),
                        AMD, " ".join(["nounwind", *(f'"{a}"' for a in _AMD_NO), '"uniform-work-group-size"="true"'])),
-  "nvptx": LLVMTarget("nvptx", "nvptx64-nvidia-cuda", 1, 3, "ptx_kernel",
+  "nvptx": LLVMTarget("nvptx", "nvptx64-nvidia-cuda", 1, 3, "ptx_kernel", 0,
                       {"gidx": "llvm.nvvm.read.ptx.sreg.ctaid.{d}", "lidx": "llvm.nvvm.read.ptx.sreg.tid.{d}"},
                       ("call void @llvm.nvvm.barrier0()",), CUDA, "nounwind"),
 }
@@ -197,6 +199,8 @@ class _Program:
     self.n = self.nlab = 0
     self.block = "entry"
     self.closers: list[str] = []        # the lines that close each open host launch loop
+    self.aas = f", addrspace({tgt.private_as})" if tgt.private_as else ""   # how allocas are spelled, and pointers to them
+    self.ap = f"ptr addrspace({tgt.private_as})" if tgt.private_as else "ptr"
     # host programs with barriers or WMMAs (work-item phases)
     self.keep: dict[UOp, str] = {}      # kept value -> its array [work-items x [lanes x T]]
     self.lid: str = "0"                 # flat work-item id inside the open phase
@@ -258,7 +262,7 @@ class _Program:
     while a.op is Ops.ASSIGN: a = a.src[0]
     if a.op is Ops.DEFINE_ACC or a in self.keep:
       t = self.vt(a.dtype)
-      return [self.emit(f"load {t}, ptr {p}") for p in self.acc_ptrs(a)]
+      return [self.emit(f"load {t}, {self.ap} {p}") for p in self.acc_ptrs(a)]
     return self.r[u]
 
   def acc_ptrs(self, a: UOp) -> list[str]:
@@ -495,11 +499,11 @@ class _Program:
   def open_loop(self, end: str, t: str) -> str:
     """A counting loop 0 .. end-1 (signed compare, as C's `for`); returns the counter's value inside it."""
     k = self.fresh()
-    self.allocas.append(f"%c{k} = alloca {t}")
-    self.lines.append(f"store {t} 0, ptr %c{k}")
+    self.allocas.append(f"%c{k} = alloca {t}{self.aas}")
+    self.lines.append(f"store {t} 0, {self.ap} %c{k}")
     self.lines.append(f"br label %loop{k}")
     self.label(f"loop{k}")
-    v = self.emit(f"load {t}, ptr %c{k}")
+    v = self.emit(f"load {t}, {self.ap} %c{k}")
     c = self.emit(f"icmp slt {t} {v}, {end}")
     self.lines.append(f"br i1 {c}, label %body{k}, label %done{k}")
     self.label(f"body{k}")
@@ -509,7 +513,7 @@ class _Program:
   def close_loop(self) -> None:
     k, t, v = self.closers.pop().split(":")
     nx = self.emit(f"add {t} {v}, 1")
-    self.lines.append(f"store {t} {nx}, ptr %c{k}")
+    self.lines.append(f"store {t} {nx}, {self.ap} %c{k}")
     self.lines.append(f"br label %loop{k}")
     self.label(f"done{k}")
 
@@ -600,18 +604,18 @@ class _Program:
       init = self.expand(src[0], dt.count)
       if u not in self.keep:
         self.acc[u] = [f"%acc{i}_{k}" for k in range(dt.count)]
-        self.allocas.extend(f"{p} = alloca {t}" for p in self.acc[u])
-      for x, p in zip(init, self.acc_ptrs(u)): self.lines.append(f"store {t} {x}, ptr {p}")
+        self.allocas.extend(f"{p} = alloca {t}{self.aas}" for p in self.acc[u])
+      for x, p in zip(init, self.acc_ptrs(u)): self.lines.append(f"store {t} {x}, {self.ap} {p}")
       return
     if op is Ops.ASSIGN:
       a = src[0]
       while a.op is Ops.ASSIGN: a = a.src[0]
       vals, t = self.lanes(src[1]), self.vt(a.dtype)
-      for k, p in enumerate(self.acc_ptrs(a)): self.lines.append(f"store {t} {vals[k] if len(vals) > 1 else vals[0]}, ptr {p}")
+      for k, p in enumerate(self.acc_ptrs(a)): self.lines.append(f"store {t} {vals[k] if len(vals) > 1 else vals[0]}, {self.ap} {p}")
       return
     if op is Ops.LOAD: self.r[u] = self.load(u); return
     if op is Ops.STORE: self.store(u); return
-    if op is Ops.WMMA: raise ValueError(f"{self.name}: uop {i} (WMMA {u.arg}) cannot be rendered to LLVM IR for {self.tgt.name}")
+    if op is Ops.WMMA: self.r[u] = self.wmma_gpu(i, u); return
     if op is Ops.VECTORIZE: self.r[u] = [self.lane(s, 0) for s in src]; return
     if op is Ops.GEP: self.r[u] = [self.lanes(src[0])[a] for a in u.arg]; return
     if op is Ops.BITCAST: self.r[u] = self.bitcast(u); return
@@ -680,6 +684,20 @@ class _Program:
       while s.op is Ops.ASSIGN: s = s.src[0]
       frags.append(f"ptr {self.keep[s]}")
     self.lines.append(f"call void @{name}(i32 {self.lsize}, {', '.join(frags)}, ptr {self.keep[u]})")
+
+  def wmma_gpu(self, i: int, u: UOp) -> list[str]:
+    """A gfx11 WMMA: one `llvm.amdgcn.wmma.f32.16x16x16.{f16,bf16}` per wave. refgrad's AMD lane layouts (refgrad/target.py)
+    are the instruction's (A: row lane%16, k = element; B: column lane%16; C/D: row 2e + lane/16, column lane%16), so the
+    fragments go in as they are (launch_geometry has checked the tensor core and whole waves)."""
+    tc = TENSOR_CORES[u.arg]
+    if self.tgt.name != "amdgcn" or tc.dims != (16, 16, 16) or tc.threads != 32 or tc.dtype_out != dtypes.float32:
+      raise ValueError(f"{self.name}: uop {i} (WMMA {u.arg}) cannot be rendered to LLVM IR for {self.tgt.name}")
+    kind, t = ("f16", "half") if tc.dtype_in == dtypes.float16 else ("bf16", "i16")
+    f = f"llvm.amdgcn.wmma.f32.16x16x16.{kind}.v8f32.v16{'f16' if kind == 'f16' else 'i16'}"
+    self.intrinsic(f, f"declare <8 x float> @{f}(<16 x {t}>, <16 x {t}>, <8 x float>)")
+    a, b, c = (self.pack(self.lanes(s), s.dtype) for s in u.src)
+    d = self.emit(f"call <8 x float> @{f}(<16 x {t}> {a}, <16 x {t}> {b}, <8 x float> {c})")
+    return self.unpack(d, u.dtype)
 
   def expand(self, s: UOp, n: int) -> list[str]:
     ls = self.lanes(s)

@@ -183,3 +183,17 @@ def test_seeded_renderer_bug_is_caught(bug: str, monkeypatch: pytest.MonkeyPatch
   assert not _differ(_case(name), "LLVM", "PYTHON")
   inject(monkeypatch)
   assert _differ(_case(name), "LLVM", "PYTHON"), f"the injected bug {bug} went unnoticed on {name}"
+
+
+def test_amd_wmma_is_one_instruction_per_wave():
+  from refgrad.target import AMD
+  from tests.refgrad.test_wmma_render import _program
+  init_llvm()
+  tm = llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100", features="+wavefrontsize32", opt=2, reloc="pic")
+  for dt, kind in ((dtypes.float16, "f16"), (dtypes.bfloat16, "bf16")):
+    src = LLVMRenderer("amdgcn").render("mm", _program(dt, AMD))
+    assert f"@llvm.amdgcn.wmma.f32.16x16x16.{kind}." in src
+    asm = tm.emit_assembly(optimized_module(src, tm, "test"))
+    assert f"v_wmma_f32_16x16x16_{kind}" in asm
+  with pytest.raises(ValueError, match=r"uop \d+ \(WMMA AMD_16x16x16_half_float\): CUDA has no tensor core"):
+    LLVMRenderer("nvptx").render("mm", _program(dtypes.float16, AMD))
