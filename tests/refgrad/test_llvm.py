@@ -13,7 +13,7 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from conformance.suite import Case, all_cases
+from conformance.suite import Case, all_cases, run_case
 from conformance.values import random_values, special_values, without_ub
 from refgrad.codegen import to_linear
 from refgrad.device import Buffer
@@ -180,9 +180,11 @@ INJECTIONS = {"max_ignores_nan": (_naive_max, "MAX float"), "shr_logical": (_log
 @pytest.mark.parametrize("bug", list(INJECTIONS))
 def test_seeded_renderer_bug_is_caught(bug: str, monkeypatch: pytest.MonkeyPatch):
   inject, name = INJECTIONS[bug]
-  assert not _differ(_case(name), "LLVM", "PYTHON")
+  assert not _differ(_case(name), "LLVM", "PYTHON") and run_case(_case(name), "LLVM").status == "pass"
   inject(monkeypatch)
   assert _differ(_case(name), "LLVM", "PYTHON"), f"the injected bug {bug} went unnoticed on {name}"
+  r = run_case(_case(name), "LLVM")   # conformance's own case
+  assert r.status == "fail" and "lanes differ" in r.detail, r
 
 
 def test_amd_wmma_is_one_instruction_per_wave():
