@@ -157,12 +157,19 @@ _HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
   %r = call double @rg_add_odd(double %h, double %l)
   ret double %r
 }"""),
-  # MAX: NaN if either is NaN, MAX(+0,-0) = MAX(-0,+0) = +0, so the result does not depend on operand order
+  # MAX: NaN if either is NaN, MAX(+0,-0) = MAX(-0,+0) = +0, so the result does not depend on operand order. The NaN is
+  # a's (else b's), made quiet, by bit operations: what C's a + b gives on the CPU, and LLVM may not change its sign
+  # (it may for the sign of a NaN an fadd makes, e.g. by folding fadd(fneg x, y) into fsub(y, x))
   "rg_max_float": ((), """define internal $T @rg_max_$T($T %a, $T %b) alwaysinline {
   %nan = fcmp uno $T %a, %b
-  %sum = fadd $T %a, %b
-  %eq = fcmp oeq $T %a, %b
+  %an = fcmp uno $T %a, %a
   %ai = bitcast $T %a to $I
+  %bi = bitcast $T %b to $I
+  %qa = or $I %ai, $Q
+  %qb = or $I %bi, $Q
+  %qi = select i1 %an, $I %qa, $I %qb
+  %sum = bitcast $I %qi to $T
+  %eq = fcmp oeq $T %a, %b
   %neg = icmp slt $I %ai, 0
   %z = select i1 %neg, $T %b, $T %a
   %gt = fcmp ogt $T %a, %b
@@ -173,7 +180,7 @@ _HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
 }"""),
 }
 _HELPERS["rg_max_double"] = _HELPERS["rg_max_float"]
-_HELPER_SUBST = {"rg_max_float": {"T": "float", "I": "i32"}, "rg_max_double": {"T": "double", "I": "i64"}}
+_HELPER_SUBST = {"rg_max_float": {"T": "float", "I": "i32", "Q": str(1 << 22)}, "rg_max_double": {"T": "double", "I": "i64", "Q": str(1 << 51)}}
 _INTRINSICS = {"llvm.fabs.f64": "declare double @llvm.fabs.f64(double)"}
 _HELPER_INTRINSICS = {"rg_d2f_odd": ("llvm.fabs.f64",)}
 
