@@ -38,6 +38,70 @@ KERNARG_PTR, WAVE32 = 1 << 3, 1 << 10
 SUPPORTED = KERNARG_PTR | WAVE32
 
 
+SHT_NOTE, NT_AMDGPU_METADATA = 7, 32
+
+
+def msgpack_decode(b: bytes, what: str) -> object:
+  """The one MessagePack value in `b` (the subset the AMDGPU metadata note uses: maps, arrays, strings, ints, bools,
+  nil, floats, binary); CodeObjectError for anything else or trailing bytes."""
+  pos = 0
+  def take(n: int) -> bytes:
+    nonlocal pos
+    if pos + n > len(b): raise CodeObjectError(f"{what}: the MessagePack data ends early")
+    pos += n
+    return b[pos - n:pos]
+  def num(fmt: str) -> int: return struct.unpack(">" + fmt, take(struct.calcsize(fmt)))[0]
+  def value() -> object:
+    t = take(1)[0]
+    if t <= 0x7F or t >= 0xE0: return t if t <= 0x7F else t - 0x100
+    if 0x80 <= t <= 0x8F or t in (0xDE, 0xDF): return mapping(t & 0x0F if t <= 0x8F else num("H" if t == 0xDE else "I"))
+    if 0x90 <= t <= 0x9F or t in (0xDC, 0xDD): return [value() for _ in range(t & 0x0F if t <= 0x9F else num("H" if t == 0xDC else "I"))]
+    if 0xA0 <= t <= 0xBF or t in (0xD9, 0xDA, 0xDB):
+      return take(t & 0x1F if t <= 0xBF else num({0xD9: "B", 0xDA: "H", 0xDB: "I"}[t])).decode("utf-8", "replace")
+    fixed = {0xC0: None, 0xC2: False, 0xC3: True}
+    if t in fixed: return fixed[t]
+    if t in (0xC4, 0xC5, 0xC6): return take(num({0xC4: "B", 0xC5: "H", 0xC6: "I"}[t]))
+    fmts = {0xCA: "f", 0xCB: "d", 0xCC: "B", 0xCD: "H", 0xCE: "I", 0xCF: "Q", 0xD0: "b", 0xD1: "h", 0xD2: "i", 0xD3: "q"}
+    if t in fmts: return num(fmts[t])
+    raise CodeObjectError(f"{what}: MessagePack type byte {t:#04x} at offset {pos - 1} is not handled")
+  def mapping(n: int) -> dict:
+    out = {}
+    for _ in range(n):
+      k = value()
+      if not isinstance(k, (str, int)): raise CodeObjectError(f"{what}: a MessagePack map key of type {type(k).__name__}")
+      out[k] = value()
+    return out
+  v = value()
+  if pos != len(b): raise CodeObjectError(f"{what}: {len(b) - pos} bytes after the MessagePack value")
+  return v
+
+
+def kernel_args(elf: bytes, secs: list[Section], name: str) -> tuple[int, list[tuple[int, int, str]]]:
+  """(kernarg segment size, [(offset, size, value kind)]) of kernel `name` from the object's NT_AMDGPU_METADATA note."""
+  for s in secs:
+    if s.type != SHT_NOTE: continue
+    pos, end = s.offset, s.offset + s.size
+    while pos + 12 <= end:
+      namesz, descsz, typ = struct.unpack_from("<III", elf, pos)
+      nm = elf[pos + 12:pos + 12 + namesz].rstrip(b"\0")
+      desc = pos + 12 + -(-namesz // 4) * 4
+      pos = desc + -(-descsz // 4) * 4
+      if typ != NT_AMDGPU_METADATA or nm != b"AMDGPU": continue
+      meta = msgpack_decode(elf[desc:desc + descsz], "the AMDGPU metadata note")
+      kernels = meta.get("amdhsa.kernels") if isinstance(meta, dict) else None
+      for k in kernels if isinstance(kernels, list) else []:
+        if not isinstance(k, dict) or k.get(".name") != name: continue
+        args = k.get(".args", [])
+        if not isinstance(args, list) or not all(isinstance(a, dict) and isinstance(a.get(".offset"), int) and isinstance(a.get(".size"), int)
+                                                 for a in args):
+          raise CodeObjectError(f"kernel {name!r}: the metadata's .args are not a list of {{.offset, .size, .value_kind}}")
+        size = k.get(".kernarg_segment_size")
+        if not isinstance(size, int): raise CodeObjectError(f"kernel {name!r}: the metadata has no .kernarg_segment_size")
+        return size, [(a[".offset"], a[".size"], str(a.get(".value_kind"))) for a in args]
+      raise CodeObjectError(f"kernel {name!r} is not in the metadata note's amdhsa.kernels")
+  raise CodeObjectError("the object has no NT_AMDGPU_METADATA note (the kernel argument layout)")
+
+
 class CodeObjectError(ValueError):
   """An AMD code object refgrad cannot load: the message names the part (header, section, symbol, relocation, descriptor field)."""
 
@@ -99,6 +163,8 @@ class CodeObject:
   entry: int                         # offset of the kernel's first instruction
   text: tuple[int, int]              # (offset, size) of the kernel's code in the image
   kd: KernelDescriptor               # as linked (entry_offset resolved)
+  kernarg_size: int = 0              # from the metadata note, and each argument's (offset, size, value kind)
+  args: tuple[tuple[int, int, str], ...] = ()
 
   def link(self, va: int) -> bytes:
     """The image with every relocation applied for a load address `va` (256-byte aligned)."""
@@ -199,9 +265,23 @@ def load_code_object(elf: bytes, name: str) -> CodeObject:
   if not secs[fn[0].shndx].flags & SHF_EXECINSTR: raise CodeObjectError(f"kernel {name!r} is not in an executable section")
   obj = CodeObject(name, bytes(image), placed, tuple(relocs), kd_off, entry, (entry, fn[0].size), KernelDescriptor.unpack(bytes(image[kd_off:kd_off + 64])))
   kd = KernelDescriptor.unpack(obj.link(0)[kd_off:kd_off + KD_BYTES])
-  obj = CodeObject(obj.name, obj.image, placed, obj.relocs, kd_off, entry, obj.text, kd)
+  ksize, args = kernel_args(elf, secs, name)
+  obj = CodeObject(obj.name, obj.image, placed, obj.relocs, kd_off, entry, obj.text, kd, ksize, tuple(args))
   check_descriptor(obj)
+  if ksize != kd.kernarg_size: raise CodeObjectError(f"kernel {name!r}: the metadata's kernarg segment is {ksize} bytes, the descriptor's {kd.kernarg_size}")
   return obj
+
+
+def check_args(obj: CodeObject, nbufs: int, nvars: int) -> None:
+  """The kernel's arguments are refgrad's layout (refgrad/runtime/hcq.py KernArgs): `nbufs` global buffers at 8·i, then
+  `nvars` 4-byte values; a hidden argument (which the runtime does not fill) or any other layout is an error."""
+  want = [(8 * i, 8, "global_buffer") for i in range(nbufs)] + [(8 * nbufs + 4 * j, 4, "by_value") for j in range(nvars)]
+  if list(obj.args) != want:
+    hidden = [k for _, _, k in obj.args if k.startswith("hidden_")]
+    raise CodeObjectError(f"kernel {obj.name!r}: arguments {list(obj.args)} are not refgrad's layout {want}"
+                          + (f" (hidden arguments {hidden} are not provided)" if hidden else ""))
+  if obj.kernarg_size != 8 * nbufs + 4 * nvars:
+    raise CodeObjectError(f"{obj.name}.kd: kernarg_size {obj.kernarg_size}, expected {8 * nbufs + 4 * nvars} ({nbufs} buffers, {nvars} variables)")
 
 
 def check_descriptor(obj: CodeObject) -> None:

@@ -43,7 +43,7 @@ from refgrad import knobs
 from refgrad.device import Compiled, Compiler
 from refgrad.renderer.llvmir import LLVMRenderer
 from refgrad.renderer.serialize import parse_program
-from refgrad.runtime.amd_elf import CodeObjectError, load_code_object
+from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_object
 from refgrad.runtime.driver import open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
 from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
@@ -382,9 +382,7 @@ class AMDISAProgram(AMDProgram):
     meta, elf = read_container(lib)
     if meta["name"] != name: raise ValueError(f"the code object holds {meta['name']!r}, not {name!r}")
     co = load_code_object(elf, name)
-    if co.kd.kernarg_size != (want := KernArgs.size(meta["nbufs"], meta["nvars"])):
-      raise CodeObjectError(f"{name}.kd: kernarg_size {co.kd.kernarg_size}, expected {want} ({meta['nbufs']} buffers, {meta['nvars']} variables; "
-                            "hidden arguments are not provided)")
+    check_args(co, meta["nbufs"], meta["nvars"])   # LLVM's kernarg layout (metadata note) is KernArgs'
     HCQProgram.__init__(self, dev, name, co.image, meta["nbufs"], meta["nvars"], frozenset(meta["stored"]), frozenset(meta["loaded"]))
     if (linked := co.link(self.image.va)) != co.image:
       self._bytes = linked

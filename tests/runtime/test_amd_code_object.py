@@ -14,7 +14,7 @@ import pytest
 from refgrad import knobs
 from refgrad.device import Device
 from refgrad.runtime import ops_amd
-from refgrad.runtime.amd_elf import CodeObjectError, load_code_object, read_sections, read_symbols
+from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_object, msgpack_decode, read_sections, read_symbols
 from refgrad.runtime.hcq import HCQAllocator
 from refgrad.uop.ops import Ops, UOp
 from tests.refgrad.test_cpu_barriers import F, barrier, local, seq
@@ -49,6 +49,17 @@ def test_reads_llvms_code_object():
   (entry_off,) = struct.unpack_from("<q", linked, co.kd_offset + 16)   # R_AMDGPU_REL64 resolved
   assert co.kd_offset + entry_off == co.entry and linked[co.entry:co.entry + len(text)] == text
   with pytest.raises(CodeObjectError, match="256-byte aligned address"): co.link(va + 64)
+  # the kernarg layout from the metadata note (MessagePack) is refgrad's KernArgs
+  assert co.args == ((0, 8, "global_buffer"), (8, 8, "global_buffer"), (16, 4, "by_value")) and co.kernarg_size == 20
+  check_args(co, 2, 1)
+  with pytest.raises(CodeObjectError, match=r"are not refgrad's layout"): check_args(co, 3, 0)
+
+def test_msgpack_subset():
+  blob = bytes([0x83, 0xA1, 0x61, 0x93, 0x01, 0xFF, 0xCD, 0x01, 0x00, 0xA1, 0x62, 0xC3, 0xA1, 0x63, 0xCB]) + struct.pack(">d", 1.5)
+  assert msgpack_decode(blob, "t") == {"a": [1, -1, 256], "b": True, "c": 1.5}
+  with pytest.raises(CodeObjectError, match="type byte 0xc1"): msgpack_decode(b"\xc1", "t")
+  with pytest.raises(CodeObjectError, match="ends early"): msgpack_decode(b"\x92\x01", "t")
+  with pytest.raises(CodeObjectError, match="1 bytes after"): msgpack_decode(b"\x01\x02", "t")
 
 
 def _patch(at: Callable[[bytes], int], fmt: str, value: Callable[[int], int]) -> Callable[[bytes], bytes]:
@@ -82,6 +93,7 @@ BROKEN = {
   "wave64": (_patch(_kd(56), "<H", lambda v: v & ~(1 << 10)), "ENABLE_WAVEFRONT_SIZE32 is not set"),
   "user_sgprs": (_patch(_kd(52), "<I", lambda v: (v & ~0x3E) | (1 << 1)), r"RSRC2.USER_SGPR = 1, but the enabled properties take 2"),
   "preload": (_patch(_kd(58), "<H", lambda v: 0x81), "kernarg_preload"),
+  "no_metadata": (_patch(lambda e: next(s.offset for s in read_sections(e) if s.name == ".note") + 8, "<I", lambda v: 33), "no NT_AMDGPU_METADATA note"),
 }
 
 @pytest.mark.parametrize("what", list(BROKEN))
