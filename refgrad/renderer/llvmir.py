@@ -29,8 +29,9 @@ import math
 import struct
 from dataclasses import dataclass
 
-from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
+from refgrad.renderer.llvmir_helpers import HELPER_INTRINSICS, HELPER_SUBST, HELPERS, INTRINSICS
 from refgrad.renderer.llvmir_phases import plan, wmma_helper
 from refgrad.target import AMD, CPU, CUDA, IDX_BLOCK_SIZE, TENSOR_CORES, Target, launch_geometry
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -72,117 +73,6 @@ TARGETS = {
 }
 _DECLS = {"llvm.amdgcn.s.barrier": "declare void @llvm.amdgcn.s.barrier()", "llvm.nvvm.barrier0": "declare void @llvm.nvvm.barrier0()"}
 
-# helper functions, emitted only when used: name -> (dependencies, text). $T / $I / $B: float type, its integer type, bits-1.
-_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
-  "rg_bf2f": ((), """define internal float @rg_bf2f(i16 %b) alwaysinline {
-  %w = zext i16 %b to i32
-  %s = shl i32 %w, 16
-  %f = bitcast i32 %s to float
-  ret float %f
-}"""),
-  # float -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN of its sign
-  "rg_f2bf": ((), """define internal i16 @rg_f2bf(float %f) alwaysinline {
-  %u = bitcast float %f to i32
-  %a = and i32 %u, 2147483647
-  %nan = icmp ugt i32 %a, 2139095040
-  %h = lshr i32 %u, 16
-  %q = or i32 %h, 64
-  %odd = and i32 %h, 1
-  %r0 = add i32 %u, 32767
-  %r1 = add i32 %r0, %odd
-  %r = lshr i32 %r1, 16
-  %v = select i1 %nan, i32 %q, i32 %r
-  %t = trunc i32 %v to i16
-  ret i16 %t
-}"""),
-  # double -> float rounded to odd: rounding that again to <= 22 bits equals one rounding of d
-  "rg_d2f_odd": ((), """define internal float @rg_d2f_odd(double %d) alwaysinline {
-  %r = fptrunc double %d to float
-  %rd = fpext float %r to double
-  %inexact = fcmp une double %rd, %d
-  %notnan = fcmp ord double %d, %d
-  %u = bitcast float %r to i32
-  %low = and i32 %u, 1
-  %even = icmp eq i32 %low, 0
-  %c0 = and i1 %inexact, %notnan
-  %c = and i1 %c0, %even
-  %ar = call double @llvm.fabs.f64(double %rd)
-  %ad = call double @llvm.fabs.f64(double %d)
-  %up = fcmp olt double %ar, %ad
-  %step = select i1 %up, i32 1, i32 -1
-  %u2 = add i32 %u, %step
-  %u3 = select i1 %c, i32 %u2, i32 %u
-  %f = bitcast i32 %u3 to float
-  ret float %f
-}"""),
-  # a + b rounded to odd: the TwoSum error says whether the sum was exact and which side the exact value is on
-  "rg_add_odd": ((), """define internal double @rg_add_odd(double %a, double %b) alwaysinline {
-  %s = fadd double %a, %b
-  %bb = fsub double %s, %a
-  %t1 = fsub double %s, %bb
-  %t2 = fsub double %a, %t1
-  %t3 = fsub double %b, %bb
-  %e = fadd double %t2, %t3
-  %u = bitcast double %s to i64
-  %abs = and i64 %u, 9223372036854775807
-  %fin = icmp ult i64 %abs, 9218868437227405312
-  %nz = fcmp une double %e, 0.0
-  %low = and i64 %u, 1
-  %even = icmp eq i64 %low, 0
-  %c0 = and i1 %nz, %fin
-  %c = and i1 %c0, %even
-  %ep = fcmp ogt double %e, 0.0
-  %sp = fcmp ogt double %s, 0.0
-  %same = icmp eq i1 %ep, %sp
-  %step = select i1 %same, i64 1, i64 -1
-  %u2 = add i64 %u, %step
-  %u3 = select i1 %c, i64 %u2, i64 %u
-  %r = bitcast i64 %u3 to double
-  ret double %r
-}"""),
-  # int64/uint64 -> double rounded to odd: both halves are exact doubles
-  "rg_i64_odd": (("rg_add_odd",), """define internal double @rg_i64_odd(i64 %x) alwaysinline {
-  %hi = and i64 %x, -4294967296
-  %lo = and i64 %x, 4294967295
-  %h = sitofp i64 %hi to double
-  %l = sitofp i64 %lo to double
-  %r = call double @rg_add_odd(double %h, double %l)
-  ret double %r
-}"""),
-  "rg_u64_odd": (("rg_add_odd",), """define internal double @rg_u64_odd(i64 %x) alwaysinline {
-  %hi = and i64 %x, -4294967296
-  %lo = and i64 %x, 4294967295
-  %h = uitofp i64 %hi to double
-  %l = uitofp i64 %lo to double
-  %r = call double @rg_add_odd(double %h, double %l)
-  ret double %r
-}"""),
-  # MAX: NaN if either is NaN, MAX(+0,-0) = MAX(-0,+0) = +0, so the result does not depend on operand order. The NaN is
-  # a's (else b's), made quiet, by bit operations: what C's a + b gives on the CPU, and LLVM may not change its sign
-  # (it may for the sign of a NaN an fadd makes, e.g. by folding fadd(fneg x, y) into fsub(y, x))
-  "rg_max_float": ((), """define internal $T @rg_max_$T($T %a, $T %b) alwaysinline {
-  %nan = fcmp uno $T %a, %b
-  %an = fcmp uno $T %a, %a
-  %ai = bitcast $T %a to $I
-  %bi = bitcast $T %b to $I
-  %qa = or $I %ai, $Q
-  %qb = or $I %bi, $Q
-  %qi = select i1 %an, $I %qa, $I %qb
-  %sum = bitcast $I %qi to $T
-  %eq = fcmp oeq $T %a, %b
-  %neg = icmp slt $I %ai, 0
-  %z = select i1 %neg, $T %b, $T %a
-  %gt = fcmp ogt $T %a, %b
-  %m = select i1 %gt, $T %a, $T %b
-  %r1 = select i1 %eq, $T %z, $T %m
-  %r = select i1 %nan, $T %sum, $T %r1
-  ret $T %r
-}"""),
-}
-_HELPERS["rg_max_double"] = _HELPERS["rg_max_float"]
-_HELPER_SUBST = {"rg_max_float": {"T": "float", "I": "i32", "Q": str(1 << 22)}, "rg_max_double": {"T": "double", "I": "i64", "Q": str(1 << 51)}}
-_INTRINSICS = {"llvm.fabs.f64": "declare double @llvm.fabs.f64(double)"}
-_HELPER_INTRINSICS = {"rg_d2f_odd": ("llvm.fabs.f64",)}
 
 
 def _wrap(v: int, bits: int) -> int:
@@ -241,8 +131,8 @@ class _Program:
       h = stack.pop()
       if h not in self.helpers:
         self.helpers.add(h)
-        stack.extend(_HELPERS[h][0])
-        for i in _HELPER_INTRINSICS.get(h, ()): self.decls.setdefault(i, _INTRINSICS[i])
+        stack.extend(HELPERS[h][0])
+        for i in HELPER_INTRINSICS.get(h, ()): self.decls.setdefault(i, INTRINSICS[i])
     return f"@{helper}"
   def call(self, fn: str, ret: str, *args: tuple[str, str]) -> str: return self.emit(f"call {ret} {fn}({', '.join(f'{t} {v}' for t, v in args)})")
 
@@ -547,10 +437,10 @@ class _Program:
     head = f"define {self.tgt.kernel + ' ' if self.tgt.kernel else ''}void @{self.name}({', '.join(params)}) #0 {{"
     out = [f'target triple = "{self.tgt.triple}"'] if self.tgt.triple else []
     out += self.globals + sorted(self.decls.values()) + list(self.extra.values())
-    for h in _HELPERS:
+    for h in HELPERS:
       if h in self.helpers:
-        text = _HELPERS[h][1]
-        for k, v in _HELPER_SUBST.get(h, {}).items(): text = text.replace(f"${k}", v)
+        text = HELPERS[h][1]
+        for k, v in HELPER_SUBST.get(h, {}).items(): text = text.replace(f"${k}", v)
         out.append(text)
     body = ["entry:", *self.allocas, *self.lines]
     out += [head, *(ln if ln.endswith(":") else "  " + ln for ln in body), "}", f"attributes #0 = {{ {attrs} }}"]
@@ -728,4 +618,4 @@ class LLVMRenderer(Renderer):
     return grid, block
 
 
-__all__ = ["TARGETS", "LLVMRenderer", "LLVMTarget", "PtrDType"]
+__all__ = ["TARGETS", "LLVMRenderer", "LLVMTarget"]

@@ -14,7 +14,7 @@ reference sum: c, then + a*b for each k in order (the product is exact in float,
 from __future__ import annotations
 
 from refgrad.dtype import dtypes
-from refgrad.target import TENSOR_CORES, TensorCore, check_wmma
+from refgrad.target import TensorCore, check_wmma
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
 
@@ -114,4 +114,4 @@ def wmma_helper(tc: TensorCore) -> tuple[str, str]:
   return name, "\n".join(lines)
 
 
-__all__ = ["TENSOR_CORES", "plan", "wmma_helper"]
+__all__ = ["plan", "wmma_helper"]

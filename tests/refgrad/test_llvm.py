@@ -19,7 +19,7 @@ from refgrad.codegen import to_linear
 from refgrad.device import Buffer
 from refgrad.dtype import dtypes
 from refgrad.program import Runner
-from refgrad.renderer import llvmir
+from refgrad.renderer import llvmir, llvmir_helpers
 from refgrad.renderer.llvmir import LLVMRenderer
 from refgrad.runtime.amd_elf import load_code_object
 from refgrad.runtime.ops_llvm import compile_object, init_llvm, optimized_module
@@ -146,7 +146,7 @@ def test_bad_programs_name_what_is_wrong():
 # ---- injected renderer bugs: the comparison with PYTHON catches each ------------------------------------------
 
 def _naive_max(mp: pytest.MonkeyPatch) -> None:
-  mp.setitem(llvmir._HELPERS, "rg_max_float", ((), """define internal $T @rg_max_$T($T %a, $T %b) alwaysinline {
+  mp.setitem(llvmir_helpers.HELPERS, "rg_max_float", ((), """define internal $T @rg_max_$T($T %a, $T %b) alwaysinline {
   %gt = fcmp ogt $T %a, %b
   %r = select i1 %gt, $T %a, $T %b
   ret $T %r
@@ -160,7 +160,7 @@ def _logical_shr(mp: pytest.MonkeyPatch) -> None:
   mp.setattr(llvmir._Program, "int_alu", int_alu)
 
 def _truncating_bf16(mp: pytest.MonkeyPatch) -> None:
-  mp.setitem(llvmir._HELPERS, "rg_f2bf", ((), """define internal i16 @rg_f2bf(float %f) alwaysinline {
+  mp.setitem(llvmir_helpers.HELPERS, "rg_f2bf", ((), """define internal i16 @rg_f2bf(float %f) alwaysinline {
   %u = bitcast float %f to i32
   %h = lshr i32 %u, 16
   %t = trunc i32 %h to i16
