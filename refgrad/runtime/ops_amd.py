@@ -347,7 +347,8 @@ class AMDLLVMRenderer(LLVMRenderer):
 
 
 @functools.cache
-def _gfx1100() -> Any:
+def gfx1100_machine() -> Any:
+  """The gfx1100 wave32 target machine llvmlite compiles AMD kernels with (kept: no MCJIT engine takes it over)."""
   init_llvm()
   return llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100", features="+wavefrontsize32", opt=2, reloc="pic")
 
@@ -360,7 +361,7 @@ class AMDLLVMCompiler(Compiler):
     head, _, _ = src.partition("\n")
     if not head.startswith(META_PREFIX): raise ValueError(f"AMD_CODE=isa compile: the source does not start with {META_PREFIX!r} metadata")
     meta = head[len(META_PREFIX):].encode()
-    elf = compile_object(src, _gfx1100(), "AMD (gfx1100)")
+    elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
     return CODE_MAGIC + struct.pack("<I", len(meta)) + meta + elf
 
 

@@ -16,6 +16,7 @@ from refgrad.device import Device
 from refgrad.runtime import ops_amd
 from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_object, msgpack_decode, read_sections, read_symbols
 from refgrad.runtime.hcq import HCQAllocator
+from refgrad.runtime.ops_llvm import compile_object
 from refgrad.uop.ops import Ops, UOp
 from tests.refgrad.test_cpu_barriers import F, barrier, local, seq
 
@@ -152,3 +153,36 @@ def test_idx_launch_runs_in_blocks(amd: ops_amd.AMDDevice):
   words, _ = p.dispatch((1000, 1, 1), (1, 1, 1))   # ProgramSpec's sizes of an idx launch
   assert words[-4:] == [4, 1, 1, ops_amd.DISPATCH_INITIATOR] and _sh(words)[ops_amd.SH["COMPUTE_START_X"]][3:] == [256, 1, 1]
   assert sum(u.op is Ops.SPECIAL for u in uops) == 1
+
+
+def test_code_relocations_against_constant_data():
+  """A constant table in addrspace(4) (.rodata) read by pc-relative code: R_AMDGPU_REL32_LO/HI in .text, against the
+  section symbol; linked, s_getpc_b64 + the literals reach the table wherever the image is loaded."""
+  attrs = " ".join(f'"amdgpu-no-{a}"' for a in ("implicitarg-ptr", "dispatch-ptr", "queue-ptr", "dispatch-id", "lds-kernel-id", "flat-scratch-init",
+                                                "heap-ptr", "hostcall-ptr", "multigrid-sync-arg", "default-queue", "completion-action"))
+  table = ", ".join(f"float {float(i)}" for i in range(64))
+  src = f'''target triple = "amdgcn-amd-amdhsa"
+@tab = internal addrspace(4) constant [64 x float] [{table}]
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @k(ptr addrspace(1) %a) #0 {{
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %p = getelementptr [64 x float], ptr addrspace(4) @tab, i32 0, i32 %t
+  %v = load float, ptr addrspace(4) %p
+  %q = getelementptr float, ptr addrspace(1) %a, i32 %t
+  store float %v, ptr addrspace(1) %q
+  ret void
+}}
+attributes #0 = {{ {attrs} }}
+'''
+  co = load_code_object(compile_object(src, ops_amd.gfx1100_machine(), "test"), "k")
+  text_relocs = [r for r in co.relocs if r[0] >= co.entry]
+  assert sorted(r[1] for r in text_relocs) == [10, 11]   # REL32_LO, REL32_HI
+  va = 0x12345600
+  img = co.link(va)
+  tab = img.find(struct.pack("<4f", 0.0, 1.0, 2.0, 3.0))
+  assert tab >= 0 and img[tab:tab + 256] == np.arange(64, dtype=np.float32).tobytes()
+  for off, typ, sym, addend in text_relocs:   # S + A - P: the table's address (plus the literal's distance to s_getpc's pc) from P
+    (v,) = struct.unpack_from("<I", img, off)
+    full = (va + sym + addend) - (va + off)
+    assert v == (full & 0xFFFFFFFF if typ == 10 else (full >> 32) & 0xFFFFFFFF)
+    assert va + sym <= va + tab < va + sym + addend + 1   # the relocation's symbol is the table's section, at or before it
