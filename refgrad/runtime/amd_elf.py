@@ -155,10 +155,12 @@ class KernelDescriptor:
 
 @dataclass(frozen=True)
 class CodeObject:
+  """One kernel of a relocatable object, laid out as an image (see the module docstring)."""
   name: str
   image: bytes                       # the allocated sections laid out, relocations not yet applied
   placed: dict[int, int]             # section index -> offset in the image
-  relocs: tuple[tuple[int, int, int, int], ...]   # (image offset, type, symbol image offset or absolute value + addend... see link)
+  # (where in the image, R_AMDGPU type, the symbol's image offset or -1 for an absolute symbol, addend incl. its value)
+  relocs: tuple[tuple[int, int, int, int], ...]
   kd_offset: int                     # offset of the kernel descriptor in the image
   entry: int                         # offset of the kernel's first instruction
   text: tuple[int, int]              # (offset, size) of the kernel's code in the image
@@ -262,7 +264,7 @@ def load_code_object(elf: bytes, name: str) -> CodeObject:
     raise CodeObjectError(f"kernel {name!r}: no 64-byte kernel descriptor symbol {name}.kd ({[(s.name, s.size) for s in kds]})")
   kd_off, entry = where(kds[0], "kernel descriptor"), where(fn[0], "kernel")
   if kd_off < 0 or kd_off % 64: raise CodeObjectError(f"kernel descriptor {name}.kd at image offset {kd_off}: not 64-byte aligned")
-  if not secs[fn[0].shndx].flags & SHF_EXECINSTR: raise CodeObjectError(f"kernel {name!r} is not in an executable section")
+  if entry < 0 or not secs[fn[0].shndx].flags & SHF_EXECINSTR: raise CodeObjectError(f"kernel {name!r} is not in an executable section")
   obj = CodeObject(name, bytes(image), placed, tuple(relocs), kd_off, entry, (entry, fn[0].size), KernelDescriptor.unpack(bytes(image[kd_off:kd_off + 64])))
   kd = KernelDescriptor.unpack(obj.link(0)[kd_off:kd_off + KD_BYTES])
   ksize, args = kernel_args(elf, secs, name)
