@@ -47,7 +47,7 @@ from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_objec
 from refgrad.runtime.driver import open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
 from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
-from refgrad.runtime.ops_llvm import compile_object, init_llvm
+from refgrad.runtime.ops_llvm import compile_object, init_llvm, optimized_module
 from refgrad.target import AMD, check_limits, emulated, launch_geometry
 from refgrad.uop.ops import Ops, UOp
 
@@ -363,6 +363,12 @@ class AMDLLVMCompiler(Compiler):
     meta = head[len(META_PREFIX):].encode()
     elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
     return CODE_MAGIC + struct.pack("<I", len(meta)) + meta + elf
+
+
+def amd_assembly(src: str) -> str:
+  """LLVM's own assembly text of an AMD_CODE=isa kernel source (what `AMDLLVMCompiler` compiles): the printer an RDNA3
+  decoder can be checked against, instruction by instruction, on the same module."""
+  return gfx1100_machine().emit_assembly(optimized_module(src, gfx1100_machine(), "AMD (gfx1100)"))
 
 
 def read_container(lib: bytes) -> tuple[dict[str, Any], bytes]:

@@ -186,3 +186,9 @@ attributes #0 = {{ {attrs} }}
     full = (va + sym + addend) - (va + off)
     assert v == (full & 0xFFFFFFFF if typ == 10 else (full >> 32) & 0xFFFFFFFF)
     assert va + sym <= va + tab < va + sym + addend + 1   # the relocation's symbol is the table's section, at or before it
+
+
+def test_llvm_assembly_of_the_same_module():
+  src = ops_amd.AMDLLVMRenderer().render("rev", _program())
+  asm = ops_amd.amd_assembly(src)
+  assert "rev:" in asm and "s_barrier" in asm and "s_endpgm" in asm and ".amdhsa_kernel rev" in asm
