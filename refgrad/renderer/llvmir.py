@@ -56,12 +56,13 @@ class LLVMTarget:
   barrier: tuple[str, ...]       # lines of a BARRIER
   hw: Target                     # limits and launch geometry
   attrs: str = ""                # function attributes
+  soft_half: bool = False        # float16 <-> float by integer helpers (no libcalls: the host may lack F16C)
 
 _AMD_NO = ("amdgpu-no-implicitarg-ptr", "amdgpu-no-dispatch-ptr", "amdgpu-no-queue-ptr", "amdgpu-no-dispatch-id", "amdgpu-no-lds-kernel-id",
            "amdgpu-no-flat-scratch-init", "amdgpu-no-heap-ptr", "amdgpu-no-hostcall-ptr", "amdgpu-no-multigrid-sync-arg",
            "amdgpu-no-default-queue", "amdgpu-no-completion-action", "amdgpu-no-cluster-id-x", "amdgpu-no-cluster-id-y", "amdgpu-no-cluster-id-z")
 TARGETS = {
-  "host": LLVMTarget("host", "", 0, 0, "", 0, {}, (), CPU, "nounwind"),
+  "host": LLVMTarget("host", "", 0, 0, "", 0, {}, (), CPU, "nounwind", soft_half=True),
   # hidden kernel arguments and the user SGPRs the runtime does not fill are switched off (docs/hw/amd_code_object.md)
   "amdgcn": LLVMTarget("amdgcn", "amdgcn-amd-amdhsa", 1, 3, "amdgpu_kernel", 5,
                        {"gidx": "llvm.amdgcn.workgroup.id.{d}", "lidx": "llvm.amdgcn.workitem.id.{d}"},
@@ -174,11 +175,13 @@ class _Program:
 
   # ---- float widening ---------------------------------------------------------------------------------
   def widen(self, x: str, dt: DType) -> str:
+    if dt == dtypes.float16 and self.tgt.soft_half: return self.call(self.use("rg_h2f"), "float", ("i16", self.emit(f"bitcast half {x} to i16")))
     if dt == dtypes.float16: return self.emit(f"fpext half {x} to float")
     if dt == dtypes.bfloat16: return self.call(self.use("rg_bf2f"), "float", ("i16", x))
     return x
   def narrow(self, x: str, dt: DType) -> str:
     """A float result rounded once to a 16-bit float dtype."""
+    if dt == dtypes.float16 and self.tgt.soft_half: return self.emit(f"bitcast i16 {self.call(self.use('rg_f2h'), 'i16', ('float', x))} to half")
     if dt == dtypes.float16: return self.emit(f"fptrunc float {x} to half")
     if dt == dtypes.bfloat16: return self.call(self.use("rg_f2bf"), "i16", ("float", x))
     return x
@@ -235,8 +238,11 @@ class _Program:
       a, b, c = (self.emit(f"fpext float {self.widen(x, dt)} to double") for x in s)
       p = self.emit(f"fmul double {a}, {b}")
       return self.narrow(self.d2f_odd(self.call(self.use("rg_add_odd"), "double", ("double", p), ("double", c))), dt)
-    if op is Ops.NEG and dt != dtypes.bfloat16: return self.emit(f"fneg {self.vt(dt)} {s[0]}")   # flips the sign bit, exact
-    if op is Ops.NEG: return self.emit(f"xor i16 {s[0]}, -32768")
+    if op is Ops.NEG and dt == dtypes.bfloat16: return self.emit(f"xor i16 {s[0]}, -32768")
+    if op is Ops.NEG and dt == dtypes.float16 and self.tgt.soft_half:
+      bits = self.emit(f"bitcast half {s[0]} to i16")
+      return self.emit(f"bitcast i16 {self.emit(f'xor i16 {bits}, -32768')} to half")
+    if op is Ops.NEG: return self.emit(f"fneg {self.vt(dt)} {s[0]}")   # flips the sign bit, exact
     w = [self.widen(x, dt) for x in s]
     if op is Ops.CMPLT: return self.emit(f"fcmp olt {ft} {w[0]}, {w[1]}")
     if op is Ops.CMPNE: return self.emit(f"fcmp une {ft} {w[0]}, {w[1]}")
@@ -258,10 +264,14 @@ class _Program:
     st, t = self.vt(src), self.vt(dst)
     if dst == dtypes.bool:
       if src == dtypes.bfloat16: return self.emit(f"icmp ne i16 {self.emit(f'and i16 {x}, 32767')}, 0")
+      if src == dtypes.float16:   # as bits: a half compare would be a libcall on a host without F16C
+        bits = self.emit(f"bitcast half {x} to i16")
+        return self.emit(f"icmp ne i16 {self.emit(f'and i16 {bits}, 32767')}, 0")
       if dtypes.is_float(src): return self.emit(f"fcmp une {st} {x}, {self.const(0.0, src)}")
       return self.emit(f"icmp ne {st} {x}, 0")
     if src == dtypes.bool:
       if dst == dtypes.bfloat16: return self.emit(f"select i1 {x}, i16 16256, i16 0")
+      if dst == dtypes.float16: return self.emit(f"select i1 {x}, half 0xH3C00, half 0xH0000")
       return self.emit(f"uitofp i1 {x} to {t}" if dtypes.is_float(dst) else f"zext i1 {x} to {t}")
     if dtypes.is_int(src):
       sg = "s" if not dtypes.is_unsigned(src) else "u"
@@ -575,6 +585,7 @@ class _Program:
   def wmma(self, u: UOp) -> None:
     """A WMMA between two phases: every warp's D from the fragment arrays into the WMMA's own array."""
     name, text = wmma_helper(TENSOR_CORES[u.arg])
+    if "@rg_h2f" in text: self.use("rg_h2f")
     self.extra.setdefault(name, text)
     frags = []
     for s in u.src:

@@ -26,6 +26,85 @@ HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
   %t = trunc i32 %v to i16
   ret i16 %t
 }"""),
+  # float16 bits -> float, exact; with integer ops only (the host: without F16C, LLVM would call compiler-rt's __extendhfsf2,
+  # which MCJIT cannot resolve). A NaN keeps its sign and payload and is made quiet, as x86's vcvtph2ps does.
+  "rg_h2f": ((), """define internal float @rg_h2f(i16 %h) alwaysinline {
+  %w = zext i16 %h to i32
+  %sign = and i32 %w, 32768
+  %s = shl i32 %sign, 16
+  %e = lshr i32 %w, 10
+  %ex = and i32 %e, 31
+  %m = and i32 %w, 1023
+  %ms = shl i32 %m, 13
+  %eb = add i32 %ex, 112
+  %ebs = shl i32 %eb, 23
+  %n0 = or i32 %s, %ebs
+  %norm = or i32 %n0, %ms
+  %mnz = icmp ne i32 %m, 0
+  %q = select i1 %mnz, i32 4194304, i32 0
+  %i0 = or i32 %s, 2139095040
+  %i1 = or i32 %i0, %ms
+  %inf = or i32 %i1, %q
+  %mf = uitofp i32 %m to float
+  %sub = fmul float %mf, 0x3E70000000000000
+  %subi = bitcast float %sub to i32
+  %subs = or i32 %subi, %s
+  %isinf = icmp eq i32 %ex, 31
+  %iszero = icmp eq i32 %ex, 0
+  %r0 = select i1 %isinf, i32 %inf, i32 %norm
+  %r = select i1 %iszero, i32 %subs, i32 %r0
+  %f = bitcast i32 %r to float
+  ret float %f
+}"""),
+  # float -> float16 bits, round to nearest even (subnormals, overflow to inf); a NaN keeps its sign and the top of its
+  # payload and is made quiet, as x86's vcvtps2ph does. Integer ops only (see rg_h2f).
+  "rg_f2h": ((), """define internal i16 @rg_f2h(float %f) alwaysinline {
+  %u = bitcast float %f to i32
+  %a = and i32 %u, 2147483647
+  %sh = lshr i32 %u, 16
+  %sign = and i32 %sh, 32768
+  %nanp = lshr i32 %a, 13
+  %nanm = and i32 %nanp, 1023
+  %nan0 = or i32 %sign, 32256
+  %nan = or i32 %nan0, %nanm
+  %inf = or i32 %sign, 31744
+  %rb = sub i32 %a, 939524096
+  %rodd0 = lshr i32 %rb, 13
+  %rodd = and i32 %rodd0, 1
+  %r0 = add i32 %rb, 4095
+  %r1 = add i32 %r0, %rodd
+  %r2 = lshr i32 %r1, 13
+  %norm = or i32 %r2, %sign
+  %mant = and i32 %a, 8388607
+  %m = or i32 %mant, 8388608
+  %e = lshr i32 %a, 23
+  %sh0 = sub i32 126, %e
+  %big = icmp ugt i32 %sh0, 31
+  %shift = select i1 %big, i32 31, i32 %sh0
+  %q = lshr i32 %m, %shift
+  %one = shl i32 1, %shift
+  %mask = sub i32 %one, 1
+  %rem = and i32 %m, %mask
+  %halfway = lshr i32 %one, 1
+  %gt = icmp ugt i32 %rem, %halfway
+  %eq = icmp eq i32 %rem, %halfway
+  %qodd = trunc i32 %q to i1
+  %tie = and i1 %eq, %qodd
+  %up = or i1 %gt, %tie
+  %inc = zext i1 %up to i32
+  %qs = add i32 %q, %inc
+  %subn = or i32 %qs, %sign
+  %isnan = icmp ugt i32 %a, 2139095040
+  %isinf = icmp uge i32 %a, 1199566848
+  %isnorm = icmp uge i32 %a, 947912704
+  %istiny = icmp ult i32 %a, 855638016
+  %v0 = select i1 %istiny, i32 %sign, i32 %subn
+  %v1 = select i1 %isnorm, i32 %norm, i32 %v0
+  %v2 = select i1 %isinf, i32 %inf, i32 %v1
+  %v3 = select i1 %isnan, i32 %nan, i32 %v2
+  %t = trunc i32 %v3 to i16
+  ret i16 %t
+}"""),
   # double -> float rounded to odd: rounding that again to <= 22 bits equals one rounding of d
   "rg_d2f_odd": ((), """define internal float @rg_d2f_odd(double %d) alwaysinline {
   %r = fptrunc double %d to float

@@ -78,7 +78,8 @@ def wmma_helper(tc: TensorCore) -> tuple[str, str]:
   M, N, K = tc.dims
   name = f"rg_wmma_{tc.name}"
   tin = "half" if tc.dtype_in == dtypes.float16 else "i16"
-  widen = ("fpext half {x} to float" if tin == "half" else None)
+  # float16 widens through the host's integer helper rg_h2f (refgrad/renderer/llvmir_helpers.py: no libcalls)
+  widen = ("call float @rg_h2f(i16 {x})" if tin == "half" else None)
   def table(lay, shape) -> str: return ", ".join(f"i32 {int(x)}" for x in lay.owners(tc.threads, shape).reshape(-1))
   ea, eb, ec = tc.a.elems, tc.b.elems, tc.c.elems
   def elem(arr: str, tab: str, n: int, e: int, idx: str, t: str, out: str) -> list[str]:
@@ -86,7 +87,7 @@ def wmma_helper(tc: TensorCore) -> tuple[str, str]:
     return [f"%{out}p = getelementptr [{n} x i32], ptr @{name}_{tab}, i32 0, i32 {idx}", f"%{out}o = load i32, ptr %{out}p",
             f"%{out}b = mul i32 %w, {e}", f"%{out}f = add i32 %{out}b, %{out}o", f"%{out}q = getelementptr {t}, ptr %{arr}, i32 %{out}f"]
   def wide(out: str) -> list[str]:
-    if widen: return [f"%{out}x = load half, ptr %{out}q", f"%{out}v = {widen.format(x=f'%{out}x')}"]
+    if widen: return [f"%{out}x = load i16, ptr %{out}q", f"%{out}v = {widen.format(x=f'%{out}x')}"]
     return [f"%{out}x = load i16, ptr %{out}q", f"%{out}z = zext i16 %{out}x to i32", f"%{out}s = shl i32 %{out}z, 16",
             f"%{out}v = bitcast i32 %{out}s to float"]
   lines = [

@@ -199,3 +199,41 @@ def test_amd_wmma_is_one_instruction_per_wave():
     assert f"v_wmma_f32_16x16x16_{kind}" in asm
   with pytest.raises(ValueError, match=r"uop \d+ \(WMMA AMD_16x16x16_half_float\): CUDA has no tensor core"):
     LLVMRenderer("nvptx").render("mm", _program(dtypes.float16, AMD))
+
+
+def _cast_run(name: str, x: np.ndarray, device: str) -> np.ndarray:
+  case = _case(name)
+  out = Buffer(device, len(x), case.out_dtype)
+  Runner.from_sink("llvm_cast", case.make_sink(len(x)), device)(out, Buffer.from_numpy(device, x, case.src_dtypes[0]))
+  return out.numpy()
+
+def test_float16_conversions_exhaustively():
+  """The host module converts float16 with integer helpers (rg_h2f / rg_f2h): every half, and floats at, next to and
+  between every pair of neighbouring halves (the ties), against PYTHON (same_bits) and the CPU's bytes (NaN payloads too)."""
+  h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+  f = h.astype(np.float32)
+  fin = f[np.isfinite(f)]
+  s = np.sort(np.unique(fin))
+  mid = ((s[:-1].astype(np.float64) + s[1:]) / 2).astype(np.float32)   # exact in float32: the ties
+  near = np.concatenate([fin, mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(-np.inf)),
+                         np.float32([65520, -65520, 65519.996, 2.0 ** -25, -(2.0 ** -25), 2.0 ** -26, 1e30, np.nan, -np.inf]),
+                         np.random.default_rng(3).integers(0, 2**32, 4096, dtype=np.uint32).view(np.float32)])
+  for name, x in (("CAST half->float", h), ("CAST float->half", near.astype(np.float32))):
+    got, py, cpu = (_cast_run(name, x, d) for d in ("LLVM", "PYTHON", "CPU"))
+    bad = np.flatnonzero(~np.asarray(semantics.same_bits(got, py, _case(name).out_dtype)))
+    assert not bad.size, f"{name}: LLVM differs from PYTHON for {x[bad[:5]]}: {got[bad[:5]]} vs {py[bad[:5]]}"
+    assert got.tobytes() == cpu.tobytes(), f"{name}: LLVM and CPU bytes differ (NaN payloads?)"
+
+def test_no_half_libcalls_without_f16c():
+  """A host without F16C would make LLVM call compiler-rt's __extendhfsf2 / __truncsfhf2 for half conversions, which MCJIT
+  cannot resolve (a jump to nowhere): the host module must not need them."""
+  init_llvm()
+  feats = llvm.get_host_cpu_features()
+  if "f16c" not in feats: pytest.skip("not an x86 host: its half conversions are instructions either way")
+  for f in list(feats):
+    if "f16" in f or "avx512" in f or f in ("avx", "avx2", "fma", "fma4", "xop", "amx-fp16"): feats[f] = False
+  tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(cpu="x86-64", features=feats.flatten(), opt=2, reloc="pic")
+  for name in ("CAST double->half", "CAST half->float", "ADD half", "MULACC half", "MAX half", "NEG half", "CAST half->bool", "CAST bool->half",
+               "CMPLT half", "CAST long->half", "WHERE half"):
+    asm = tm.emit_assembly(optimized_module(_ir(name, "host"), tm, "test"))
+    assert not re.search(r"__(extend|trunc)[a-z]*hf", asm), f"{name} needs a half conversion libcall:\n{asm}"
