@@ -9,7 +9,8 @@ Every op is rendered so the result is bit for bit the reference semantics (refgr
 - integers wrap (no nsw/nuw); the undefined cases are total as on the CPU backend (refgrad/renderer/cstyle.py): IDIV/MOD
   by 0 give 0, MIN / -1 gives MIN, MIN % -1 gives 0, shift amounts are masked to the width, float->int casts saturate
   and NaN gives 0 (`llvm.fpto[su]i.sat`);
-- float16 is LLVM `half`, computed in float and rounded once (`fptrunc`, round to nearest even); bfloat16 is its bits
+- float16 is LLVM `half`, computed in float and rounded once (GPUs: `fpext`/`fptrunc`; the host: the integer helpers
+  `rg_h2f`/`rg_f2h`, so no compiler-rt libcall is needed where the CPU lacks F16C); bfloat16 is its bits
   (`i16`) and goes through `rg_f2bf` / `rg_bf2f`; conversions that must not round twice go through a round-to-odd
   float (`rg_d2f_odd`) or double (`rg_i64_odd`, `rg_u64_odd`);
 - MAX is NaN when either operand is NaN and +0 for (+0, -0) in either order (`rg_max_*`);
