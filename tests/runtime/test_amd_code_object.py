@@ -12,11 +12,14 @@ import numpy as np
 import pytest
 
 from refgrad import knobs
-from refgrad.device import Device
+from refgrad.device import Buffer, Device
+from refgrad.dtype import dtypes
+from refgrad.program import ProgramSpec, Runner
 from refgrad.runtime import ops_amd
 from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_object, msgpack_decode, read_sections, read_symbols
 from refgrad.runtime.hcq import HCQAllocator
 from refgrad.runtime.ops_llvm import compile_object
+from refgrad.uop import semantics
 from refgrad.uop.ops import Ops, UOp
 from tests.refgrad.test_cpu_barriers import F, barrier, local, seq
 
@@ -192,3 +195,30 @@ def test_llvm_assembly_of_the_same_module():
   src = ops_amd.AMDLLVMRenderer().render("rev", _program())
   asm = ops_amd.amd_assembly(src)
   assert "rev:" in asm and "s_barrier" in asm and "s_endpgm" in asm and ".amdhsa_kernel rev" in asm
+
+
+# ---- end to end, once the mock AMD executes RDNA3 machine code (emulators/amd/rdna3/, issue 21 part 2) ------------------
+
+def _isa_vs_python(name: str, uops: list[UOp], inputs: list[np.ndarray], nout: int, var_vals: tuple[int, ...] = ()) -> None:
+  """Run on the mock AMD as gfx1100 machine code and on PYTHON (EMULATE=AMD); buffers: the inputs, then one float32 output
+  of `nout` elements (DEFINE_GLOBAL order); the output bits must be equal."""
+  spec = ProgramSpec.from_uops(name, uops, "AMD")
+  res = {}
+  for dev in ("AMD", "PYTHON"):
+    bufs = [Buffer.from_numpy(dev, a) for a in inputs] + [Buffer(dev, nout, dtypes.float32)]
+    if dev == "AMD":
+      p = ops_amd.AMDISAProgram(Device["AMD"].hcq, name, ops_amd.AMDLLVMCompiler().compile(ops_amd.AMDLLVMRenderer().render(name, uops)))
+      p(*[b.handle for b in bufs], global_size=spec.global_size, local_size=spec.local_size, vals=var_vals, wait=True)
+    else: Runner(name, uops, dev)(*bufs, var_vals={v.arg[0]: x for v, x in zip(spec.vars, var_vals)})
+    res[dev] = bufs[-1].numpy()
+  assert np.asarray(semantics.same_bits(res["AMD"], res["PYTHON"], dtypes.float32)).all(), (res["AMD"], res["PYTHON"])
+
+def test_isa_kernels_run_bit_exact_on_the_mock(amd: ops_amd.AMDDevice, monkeypatch: pytest.MonkeyPatch):
+  pytest.importorskip("emulators.amd.rdna3", reason="the mock AMD's RDNA3 executor (issue 21 part 2) is not in this tree")
+  monkeypatch.setenv("EMULATE", "AMD")
+  x = np.random.default_rng(5).standard_normal(3 * 64).astype(np.float32)
+  _isa_vs_python("rev", _program(), [x], 3 * 64, (7,))
+  a, out = UOp.define_global(0, F), UOp.define_global(1, F)
+  i = UOp.special("idx0", 1000)
+  y = np.random.default_rng(6).standard_normal(1000).astype(np.float32)
+  _isa_vs_python("dbl", seq(a, out, i, out.store(i, a.load(i) * 2.0 + 1.0)), [y], 1000)
