@@ -3,7 +3,10 @@ dispatched with the kernel descriptor's values (docs/hw/amd_code_object.md). The
 LLVM's own object-file reader; malformed objects and descriptors refgrad cannot honour fail naming what is wrong."""
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import cache
 
@@ -222,3 +225,11 @@ def test_isa_kernels_run_bit_exact_on_the_mock(amd: ops_amd.AMDDevice, monkeypat
   i = UOp.special("idx0", 1000)
   y = np.random.default_rng(6).standard_normal(1000).astype(np.float32)
   _isa_vs_python("dbl", seq(a, out, i, out.store(i, a.load(i) * 2.0 + 1.0)), [y], 1000)
+
+
+def test_amd_code_knob_picks_the_code_path():
+  code = ("from refgrad.device import Device; d = Device['AMD']; "
+          "print(type(d.renderer).__name__, type(d.compiler).__name__, d.runtime.func.__name__)")
+  for knob, want in (("isa", "AMDLLVMRenderer AMDLLVMCompiler AMDISAProgram"), ("ir", "AMDRenderer AMDCompiler AMDProgram"), ("", "AMDRenderer AMDCompiler AMDProgram")):
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, "MOCKGPU": "1", "AMD_CODE": knob})
+    assert r.returncode == 0 and r.stdout.split() == want.split(), r.stdout + r.stderr
