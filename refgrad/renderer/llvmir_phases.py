@@ -47,9 +47,11 @@ def plan(name: str, uops: list[UOp], lidx_dims: set[str]) -> tuple[set[UOp], set
     elif u in hoisted:
       if u.src[0] not in uniform:
         what = "a non-uniform IF" if op is Ops.IF else "a RANGE whose end is not provably uniform"
-        raise ValueError(f"{name}: uop {i} ({op.name}): {uops[barrier_in[u]].op.name} (uop {barrier_in[u]}) inside {what}: uop "
-                         f"{pos[u.src[0]]} ({u.src[0].op.name}) may differ between the work-items of a workgroup (a barrier reached "
-                         "by only part of a workgroup is undefined)")
+        inside = uops[barrier_in[u]]
+        raise ValueError(f"{name}: uop {i} ({op.name}): {'barrier' if inside.op is Ops.BARRIER else f'WMMA {inside.arg}'} (uop {barrier_in[u]}) "
+                         f"inside {what}: uop {pos[u.src[0]]} ({u.src[0].op.name}) may differ between the work-items of a workgroup, and "
+                         "the LLVM host module runs a barrier's phases in the workgroup scope (a barrier reached by only part of a "
+                         "workgroup is undefined)")
       ph += 1
       if op is Ops.RANGE: uniform.add(u)
     elif op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted: ph += 1
