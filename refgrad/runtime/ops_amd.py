@@ -17,26 +17,39 @@ gfx11 / RDNA3, wave32.
 - Rings (§6): read pointer u64 at +0 of the control page (the GPU writes it), write pointer u64 at +8, doorbell register
   u64 at +0x10 (the new write pointer, then `ring_doorbell(token)`). PM4 pointers count dwords, SDMA pointers bytes.
 
-Kernels are rendered by PythonRenderer for the AMD target (WMMA 16x16x16 wave32 lane layouts; EMULATE may name another)
-and uploaded as the RGL1 program image shared with NV; kernel arguments are laid out as on NV (u64 buffer VAs, then
-int32 variables). A device needs a driver: `MOCKGPU=1` gives the mock AMD GPU of emulators/.
+Code paths (`AMD_CODE`, chosen in `CODE_PATHS`):
+- ir (default): kernels are rendered by PythonRenderer for the AMD target (WMMA 16x16x16 wave32 lane layouts; EMULATE may
+  name another) and uploaded as the RGL1 program image shared with NV, after a descriptor refgrad makes (`for_program`).
+- isa: kernels are rendered to LLVM IR (refgrad/renderer/llvmir.py, amdgcn) and compiled by llvmlite for gfx1100 to a
+  relocatable ELF object, which refgrad/runtime/amd_elf.py reads and links; the image, its kernel descriptor (LLVM's) and
+  the dispatch registers are described in docs/hw/amd_code_object.md.
+Kernel arguments are laid out as on NV (u64 buffer VAs, then int32 variables), which is also LLVM's kernarg layout for
+those parameters. A device needs a driver: `MOCKGPU=1` gives the mock AMD GPU of emulators/.
 """
 from __future__ import annotations
 
 import functools
+import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import llvmlite
+import llvmlite.binding as llvm
 import numpy as np
 
-from refgrad.device import Compiled
+from refgrad import knobs
+from refgrad.device import Compiled, Compiler
+from refgrad.renderer.llvmir import LLVMRenderer
 from refgrad.renderer.serialize import parse_program
+from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_object
 from refgrad.runtime.driver import open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
 from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
-from refgrad.target import AMD
-from refgrad.uop.ops import Ops
+from refgrad.runtime.ops_llvm import compile_object, init_llvm, optimized_module
+from refgrad.target import AMD, check_limits, emulated, launch_geometry
+from refgrad.uop.ops import Ops, UOp
 
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
 
@@ -281,21 +294,117 @@ class AMDProgram(HCQProgram):
     blob = kd.pack().ljust(KD_ENTRY, b"\0") + lib
     super().__init__(dev, name, blob, info.nbufs, info.nvars, info.stored, info.loaded)
     self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
+    self.entry, self.rsrc, self.user_sgprs = self.image.va + self.kd.entry, (self.kd.rsrc1, self.kd.rsrc2, self.kd.rsrc3), 2
     self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
+
+  def geometry(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The (workgroups, work-items per workgroup) a launch dispatches."""
+    return gs, ls
 
   def dispatch(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[list[int], int]:
     """The dispatch packets of a launch (§4.2) with the kernel-argument pointer left 0, and the dword where it goes."""
     if (t := self._dispatch.get((gs, ls))) is not None: return t
+    key, (gs, ls) = (gs, ls), self.geometry(gs, ls)
     for d in range(3):
       if gs[d] >= 2**32 or ls[d] >= 2**16: raise ValueError(f"{self.name}: launch global {gs} local {ls} does not fit DIM_* / NUM_THREAD_FULL")
-    kd, entry = self.kd, self.image.va + self.kd.entry
+    entry, (r1, r2, r3) = self.entry, self.rsrc
     head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
-            + set_sh_reg("COMPUTE_PGM_RSRC1", kd.rsrc1, kd.rsrc2) + set_sh_reg("COMPUTE_PGM_RSRC3", kd.rsrc3)
+            + set_sh_reg("COMPUTE_PGM_RSRC1", r1, r2) + set_sh_reg("COMPUTE_PGM_RSRC3", r3)
             + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
-    words = (head + set_sh_reg("COMPUTE_USER_DATA_0", 0, 0) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0) + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
+    # USER_DATA: the kernarg pointer first (the only user-SGPR input refgrad's descriptors enable), the rest 0
+    words = (head + set_sh_reg("COMPUTE_USER_DATA_0", *[0] * self.user_sgprs) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0)
+             + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
              + pkt3("DISPATCH_DIRECT", *gs, DISPATCH_INITIATOR))   # no partial flush: independent launches overlap (memory_barrier orders)
-    t = self._dispatch[(gs, ls)] = (words, len(head) + 2)
+    t = self._dispatch[key] = (words, len(head) + 2)
     return t
+
+
+# ---- AMD_CODE=isa: LLVM IR compiled for gfx1100, the code object read and linked by refgrad (docs/hw/amd_code_object.md) ----
+CODE_MAGIC = b"RGCO"   # refgrad's container of a compiled AMD kernel: magic, u32 header length, JSON header, the ELF object
+
+def _meta(name: str, uops: list[UOp], grid: tuple[int, ...], block: tuple[int, ...]) -> dict[str, Any]:
+  """What the launcher needs besides the ELF: argument counts, the buffers stored/loaded, the launch geometry."""
+  def bufs(op: Ops) -> list[int]: return sorted({u.src[0].arg for u in uops if u.op is op and u.src[0].op is Ops.DEFINE_GLOBAL})
+  gsz, lsz = [1, 1, 1], [1, 1, 1]
+  for u in uops:
+    if u.op is Ops.SPECIAL: (lsz if u.arg[0].startswith("lidx") else gsz)[int(u.arg[0][-1])] = u.arg[1]
+  return {"name": name, "nbufs": sum(u.op is Ops.DEFINE_GLOBAL for u in uops), "nvars": sum(u.op is Ops.DEFINE_VAR for u in uops),
+          "stored": bufs(Ops.STORE), "loaded": bufs(Ops.LOAD), "sizes": [gsz, lsz], "grid": list(grid), "block": list(block)}
+
+META_PREFIX = "; refgrad-amd "
+
+class AMDLLVMRenderer(LLVMRenderer):
+  """LLVM IR for gfx1100 with a first comment line holding the launcher's metadata (`_meta`)."""
+  def __init__(self) -> None:
+    super().__init__("amdgcn")
+    self.device, self.target = "AMD", AMD
+  def render(self, name: str, uops: list[UOp]) -> str:
+    uops = list(uops)
+    check_limits(uops, emulated() or self.target)
+    src = super().render(name, uops)
+    grid, block, _ = launch_geometry(uops, self.target, self.idx_block_size)
+    return META_PREFIX + json.dumps(_meta(name, uops, grid, block)) + "\n" + src
+
+
+@functools.cache
+def gfx1100_machine() -> Any:
+  """The gfx1100 wave32 target machine llvmlite compiles AMD kernels with (kept: no MCJIT engine takes it over)."""
+  init_llvm()
+  return llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100", features="+wavefrontsize32", opt=2, reloc="pic")
+
+
+class AMDLLVMCompiler(Compiler):
+  """LLVM IR -> RGCO container (metadata header + gfx1100 ELF object), with llvmlite."""
+  def __init__(self) -> None:
+    self.cachekey = f"refgrad-amd-isa-1\0{llvmlite.__version__}\0{'.'.join(map(str, llvm.llvm_version_info))}\0gfx1100 +wavefrontsize32 O2"
+  def compile(self, src: str) -> bytes:
+    head, _, _ = src.partition("\n")
+    if not head.startswith(META_PREFIX): raise ValueError(f"AMD_CODE=isa compile: the source does not start with {META_PREFIX!r} metadata")
+    meta = head[len(META_PREFIX):].encode()
+    elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
+    return CODE_MAGIC + struct.pack("<I", len(meta)) + meta + elf
+
+
+def amd_assembly(src: str) -> str:
+  """LLVM's own assembly text of an AMD_CODE=isa kernel source (what `AMDLLVMCompiler` compiles): the printer an RDNA3
+  decoder can be checked against, instruction by instruction, on the same module."""
+  return gfx1100_machine().emit_assembly(optimized_module(src, gfx1100_machine(), "AMD (gfx1100)"))
+
+
+def read_container(lib: bytes) -> tuple[dict[str, Any], bytes]:
+  """(metadata, ELF) of an RGCO container; CodeObjectError names what is wrong."""
+  if lib[:4] != CODE_MAGIC: raise CodeObjectError(f"not an AMD_CODE=isa program: magic {lib[:4]!r}, expected {CODE_MAGIC!r}")
+  if len(lib) < 8 or 8 + (n := struct.unpack_from("<I", lib, 4)[0]) > len(lib): raise CodeObjectError("RGCO container: the header length runs past the end")
+  try: meta = json.loads(lib[8:8 + n])
+  except ValueError: raise CodeObjectError("RGCO container: the header is not JSON") from None
+  keys = {"name": str, "nbufs": int, "nvars": int, "stored": list, "loaded": list, "sizes": list, "grid": list, "block": list}
+  if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) for k, t in keys.items()):
+    raise CodeObjectError(f"RGCO container: the header lacks one of {', '.join(keys)} (or has the wrong type)")
+  return meta, lib[8 + n:]
+
+
+class AMDISAProgram(AMDProgram):
+  """A gfx1100 code object: LLVM's image (descriptor, code) linked at its GPU address; RSRC and user SGPRs from its descriptor."""
+  def __init__(self, dev: AMDDevice, name: str, lib: bytes):  # not super().__init__: that makes a descriptor for RGL1 images
+    meta, elf = read_container(lib)
+    if meta["name"] != name: raise ValueError(f"the code object holds {meta['name']!r}, not {name!r}")
+    co = load_code_object(elf, name)
+    check_args(co, meta["nbufs"], meta["nvars"])   # LLVM's kernarg layout (metadata note) is KernArgs'
+    HCQProgram.__init__(self, dev, name, co.image, meta["nbufs"], meta["nvars"], frozenset(meta["stored"]), frozenset(meta["loaded"]))
+    if (linked := co.link(self.image.va)) != co.image:
+      self._bytes = linked
+      HCQAllocator(dev).copyin(self.image, memoryview(linked))
+    self.code, kd = co, co.kd
+    lds = kd.rsrc2 if kd.rsrc2 >> 15 & 0x1FF else kd.rsrc2 | (-(-kd.group_segment // LDS_GRANULE)) << 15
+    self.entry, self.rsrc, self.user_sgprs = self.image.va + co.entry, (kd.rsrc1, lds, kd.rsrc3), kd.user_sgprs
+    (gsz, lsz), self.grid, self.block = meta["sizes"], tuple(meta["grid"]), tuple(meta["block"])
+    self.sizes = (tuple(gsz), tuple(lsz))
+    self._dispatch = {}
+
+  def geometry(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    # an idxD launch runs in blocks of work-items (refgrad/target.py launch_geometry), as the kernel computes its indices
+    if (tuple(gs), tuple(ls)) in (self.sizes, (self.grid, self.block)): return self.grid, self.block
+    raise ValueError(f"{self.name}: launched with global {tuple(gs)} local {tuple(ls)}; the kernel was compiled for {self.sizes[0]} x {self.sizes[1]}")
 
 
 class AMDRenderer(ImageRenderer):
@@ -306,6 +415,14 @@ class AMDCompiler(ImageCompiler):
   arch = "AMD"
 
 
+# AMD_CODE -> (renderer, compiler, program): the one place the AMD code path is chosen
+CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[..., AMDProgram]]] = {
+  "ir": (AMDRenderer, AMDCompiler, AMDProgram),
+  "isa": (AMDLLVMRenderer, AMDLLVMCompiler, AMDISAProgram),
+}
+
+
 def make_device(name: str) -> Compiled:
   dev = AMDDevice(name, open_driver("AMD", device_index(name)))
-  return HCQCompiled(name, HCQAllocator(dev), AMDRenderer(), AMDCompiler(), functools.partial(AMDProgram, dev), dev)
+  renderer, compiler, program = CODE_PATHS[knobs.get("AMD_CODE")]
+  return HCQCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)

@@ -137,7 +137,7 @@ def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
                      capture_output=True, text=True, check=False, env={**os.environ, "FUZZ_INJECT": "unconstructible", "MOCKGPU": "0"}, timeout=300)
   assert r.returncode == 0, r.stdout + r.stderr
   doc = json.loads((tmp_path / "r.json").read_text())
-  assert doc["devices"] == ["CPU"] and doc["checked"] >= 1
+  assert doc["devices"] == ["CPU", "LLVM"] and doc["checked"] >= 1
   for d, why in (("BROKEN", "RuntimeError: no such hardware here"), ("NV", "set MOCKGPU=1"), ("AMD", "set MOCKGPU=1")):
     assert any(n.startswith(f"device: device {d} skipped: it cannot be constructed") and why in n for n in doc["notes"]), doc["notes"]
 

@@ -15,6 +15,7 @@ from refgrad.device import Buffer
 from refgrad.dtype import DType, dtypes
 from refgrad.program import Runner
 from refgrad.renderer.cstyle import CRenderer
+from refgrad.renderer.llvmir import LLVMRenderer
 from refgrad.runtime.simt import UndefinedBehaviourError
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops, UOp
@@ -46,16 +47,17 @@ def acc(init: UOp, *ranges: UOp, ident: int = 0) -> UOp: return UOp(Ops.DEFINE_A
 def assign(a: UOp, v: UOp) -> UOp: return UOp(Ops.ASSIGN, a.dtype, (a, v))
 
 def both(name: str, uops: list[UOp], bufs: list[tuple[np.ndarray, DType]], var_vals: dict[str, int] | None = None) -> list[np.ndarray]:
-  """Run on CPU and PYTHON with the same inputs (buffers in DEFINE_GLOBAL order); assert every buffer ends bit for bit
-  the same on both; return the CPU's buffers."""
+  """Run on CPU, LLVM (the host module's work-item phases, refgrad/renderer/llvmir_phases.py) and PYTHON with the same
+  inputs (buffers in DEFINE_GLOBAL order); assert every buffer ends bit for bit the same on all; return the CPU's buffers."""
   res = {}
-  for dev in ("CPU", "PYTHON"):
+  for dev in ("CPU", "LLVM", "PYTHON"):
     bb = [Buffer.from_numpy(dev, np.ascontiguousarray(a), dt) for a, dt in bufs]
     Runner(name, uops, dev)(*bb, var_vals=var_vals)
     res[dev] = [b.numpy() for b in bb]
-  for k, ((_, dt), c, p) in enumerate(zip(bufs, res["CPU"], res["PYTHON"])):
-    ok = np.asarray(semantics.same_bits(c, p, dt))
-    assert c.shape == p.shape and ok.all(), f"{name}: buffer {k} differs between CPU and PYTHON at {np.argwhere(~ok)[:3].tolist()}: {c} vs {p}"
+  for dev in ("CPU", "LLVM"):
+    for k, ((_, dt), c, p) in enumerate(zip(bufs, res[dev], res["PYTHON"])):
+      ok = np.asarray(semantics.same_bits(c, p, dt))
+      assert c.shape == p.shape and ok.all(), f"{name}: buffer {k} differs between {dev} and PYTHON at {np.argwhere(~ok)[:3].tolist()}: {c} vs {p}"
   return res["CPU"]
 
 def again(x: UOp, k: int) -> UOp:
@@ -249,8 +251,9 @@ def test_barrier_in_a_non_uniform_if_is_refused_by_both():
   cond = l < 2
   iff = UOp(Ops.IF, dtypes.void, (cond,))
   uops = seq(out, tmp, l, cond, iff, st := tmp.store(l, l), barrier(st), end(iff), out.store(l, l))
-  with pytest.raises(ValueError, match=rf"uop {uops.index(iff)} \(IF\): barrier \(uop {uops.index(iff) + 2}\) inside a non-uniform IF: uop {uops.index(cond)} \(CMPLT\)"):
-    CRenderer().render("divergent", uops)
+  for ren in (CRenderer(), LLVMRenderer()):
+    with pytest.raises(ValueError, match=rf"uop {uops.index(iff)} \(IF\): barrier \(uop {uops.index(iff) + 2}\) inside a non-uniform IF: uop {uops.index(cond)} \(CMPLT\)"):
+      ren.render("divergent", uops)
   # the reference reports it as undefined behaviour when it happens
   with pytest.raises(UndefinedBehaviourError, match="barrier reached by only part of a workgroup"):
     Runner("divergent", uops, "PYTHON")(Buffer.from_numpy("PYTHON", np.zeros(4, np.int32), I))
@@ -258,11 +261,12 @@ def test_barrier_in_a_non_uniform_if_is_refused_by_both():
   a = UOp.define_global(1, I)
   c2 = a.load(UOp.const(I, 0)).ne(0)
   if2 = UOp(Ops.IF, dtypes.void, (c2,))
-  with pytest.raises(ValueError, match="inside a non-uniform IF"):
-    CRenderer().render("loaded_if", seq(out, a, tmp, l, c2, if2, st, barrier(st), end(if2), out.store(l, l)))
   r = UOp.range(a.load(UOp.const(I, 1)), 0)
-  with pytest.raises(ValueError, match=r"inside a RANGE whose end is not provably uniform: uop \d+ \(LOAD\)"):
-    CRenderer().render("loaded_range", seq(out, a, tmp, l, r, st2 := tmp.store(l, r), barrier(st2), end(r), out.store(l, l)))
+  for ren in (CRenderer(), LLVMRenderer()):
+    with pytest.raises(ValueError, match="inside a non-uniform IF"):
+      ren.render("loaded_if", seq(out, a, tmp, l, c2, if2, st, barrier(st), end(if2), out.store(l, l)))
+    with pytest.raises(ValueError, match=r"inside a RANGE whose end is not provably uniform: uop \d+ \(LOAD\)"):
+      ren.render("loaded_range", seq(out, a, tmp, l, r, st2 := tmp.store(l, r), barrier(st2), end(r), out.store(l, l)))
 
 @pytest.mark.parametrize("vec", [False, True], ids=["scalar", "float4"])
 def test_loads_carrying_their_barrier(vec: bool):
