@@ -27,6 +27,7 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.dtype import DType, dtypes
+from refgrad.target import CPU, Target, emulated
 
 
 class Allocator:
@@ -200,6 +201,12 @@ class _DeviceRegistry:
   def DEFAULT(self, name: str) -> None: os.environ["DEV"] = self.canonicalize(name)   # DEV stays the one source
 
 Device = _DeviceRegistry()
+
+
+def target_for(device: str) -> Target:
+  """The target kernels for `device` are optimized for: $EMULATE's, else the device renderer's own (CPU by default)."""
+  if (t := emulated()) is not None: return t
+  return getattr(Device[device].renderer, "target", CPU)
 
 
 class Buffer:

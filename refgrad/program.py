@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from refgrad import knobs
+from refgrad.codegen import to_linear
 from refgrad.device import Buffer, Device
 from refgrad.dtype import PtrDType
 from refgrad.uop.ops import Ops, UOp
@@ -55,7 +56,6 @@ class Runner:
   @staticmethod
   def from_sink(name: str, sink: UOp, device: str) -> Runner:
     """Compile a kernel graph (a SINK of STOREs) for a device through refgrad.codegen.to_linear."""
-    from refgrad.codegen import to_linear
     return Runner(name, to_linear(sink, Device[device].renderer), device)
 
   def __call__(self, *bufs: Buffer, var_vals: dict[str, int] | None = None, wait: bool = True) -> float | None:

@@ -27,15 +27,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from refgrad import knobs, program
-from refgrad.device import Buffer
+from refgrad.device import Buffer, target_for
 from refgrad.dtype import dtypes
 from refgrad.heuristic import hand_coded_optimizations
 from refgrad.kernel import Kernel, axis_size
 from refgrad.lazy import buffer_of, new_buffer
 from refgrad.program import Runner
-from refgrad.target import target_for
+from refgrad.search import cached_beam
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.semantics import can_be_undefined
+from refgrad.uop.symbolic import simplify
 
 # a node computed by an earlier schedule -> the BUFFER holding it (alive as long as the node is)
 realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -168,7 +169,7 @@ class _Lowerer:
     op, a = u.op, u.arg
     if not top and (u in self.done or is_realized(u)):
       b = self.done[u] if u in self.done else buffer_node(u)
-      flat = _flat(idx, u.shape).simplify()
+      flat = simplify(_flat(idx, u.shape))
       return self.param(b).load(flat, valid, 0 if b.dtype != dtypes.bool else False) if valid is not None else self.param(b).load(flat)
     if op is Ops.CONST: return UOp.const(u.dtype, a)
     if op is Ops.IOTA: return idx[0].cast(u.dtype)
@@ -184,13 +185,13 @@ class _Lowerer:
       for i, p in enumerate(a): new[p] = idx[i]
       return (yield (s, tuple(new), valid))
     if op is Ops.EXPAND: return (yield (s, tuple(UOp.const(dtypes.int32, 0) if n == 1 else i for i, n in zip(idx, s.shape)), valid))
-    if op is Ops.SHRINK: return (yield (s, tuple((i + b).simplify() for i, (b, _) in zip(idx, a)), valid))
-    if op is Ops.FLIP: return (yield (s, tuple((UOp.const(dtypes.int32, n - 1) - i).simplify() if f else i for i, n, f in zip(idx, s.shape, a)), valid))
+    if op is Ops.SHRINK: return (yield (s, tuple(simplify(i + b) for i, (b, _) in zip(idx, a)), valid))
+    if op is Ops.FLIP: return (yield (s, tuple(simplify(UOp.const(dtypes.int32, n - 1) - i) if f else i for i, n, f in zip(idx, s.shape, a)), valid))
     if op is Ops.PAD:
       conds: list[UOp] = []
       new = []
       for i, n, (b, _) in zip(idx, s.shape, a):
-        j = (i - b).simplify() if b else i
+        j = simplify(i - b) if b else i
         if j.vmin < 0: conds.append(UOp.const(dtypes.int32, -1) < j)
         if j.vmax >= n: conds.append(j < n)
         new.append(j)
@@ -235,7 +236,7 @@ def _reshape_idx(idx: tuple[UOp, ...], old: tuple[int, ...], new: tuple[int, ...
     stride = pb
     for k, n in oo[b:eb]:
       stride //= n
-      out[k] = ((flat // stride) % n).simplify()
+      out[k] = simplify((flat // stride) % n)
     a, b = ea, eb
   return tuple(out)
 
@@ -245,9 +246,9 @@ def kernel_ast(u: UOp, out: UOp, done: dict[UOp, UOp] | None = None) -> tuple[UO
   low = _Lowerer([out], done or {})
   idx = tuple(low.axis(n) for n in u.shape)
   val = low.value(u, idx, None, top=True)
-  store = low.param(out).store(_flat(idx, u.shape).simplify(), val)
+  store = low.param(out).store(simplify(_flat(idx, u.shape)), val)
   # simplification can drop loads (e.g. where(True, a, b)): number the buffers that are still read
-  ast = UOp(Ops.SINK, dtypes.void, (store,)).simplify()
+  ast = simplify(UOp(Ops.SINK, dtypes.void, (store,)))
   used = sorted(g.arg for g in ast.toposort if g.op is Ops.DEFINE_GLOBAL)
   if used != list(range(len(low.bufs))):
     renum = {g: UOp.define_global(used.index(g.arg), g.dtype.base, g.dtype.size) for g in ast.toposort if g.op is Ops.DEFINE_GLOBAL}
@@ -291,7 +292,6 @@ def optimize(ast: UOp, device: str, name: str = "kernel") -> Kernel:
   k = Kernel(ast, name, target_for(device))
   if knobs.get("NOOPT"): return k
   if (beam := knobs.get("BEAM")) > 0:
-    from refgrad.search import cached_beam
     return cached_beam(k, device, beam)
   return hand_coded_optimizations(k)
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from refgrad import Tensor, dtypes, schedule
-from refgrad.device import Device
+from refgrad.device import Device, target_for
 from refgrad.opt import OptOps
 from refgrad.program import Runner
-from refgrad.target import Target, target_for
+from refgrad.target import Target
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops
 

@@ -11,11 +11,10 @@ import pytest
 
 from refgrad import Tensor, TinyJit, dtypes
 from refgrad import schedule as sched
-from refgrad.device import Buffer, Device
+from refgrad.device import Buffer, Device, target_for
 from refgrad.program import Runner
 from refgrad.runtime import ops_amd
 from refgrad.runtime.driver import GPUDeadlock, GPUFault, GPUHazard
-from refgrad.target import target_for
 from refgrad.uop.ops import Ops, UOp
 
 from .programs import add_one
