@@ -22,7 +22,7 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from refgrad.dtype import dtypes
 from refgrad.heuristic import hand_coded_optimizations
 from refgrad.kernel import Kernel, axis_size
 from refgrad.lazy import buffer_of, new_buffer
+from refgrad.opt import Opt, apply_opts
 from refgrad.program import Runner
 from refgrad.search import cached_beam
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -286,37 +287,56 @@ def create_schedule(roots: list[UOp], default_device: str) -> tuple[list[Schedul
   return items, out
 
 
-def optimize(ast: UOp, device: str, name: str = "kernel") -> Kernel:
-  """The kernel as it runs on `device`: for the device's target (refgrad/target.py), unoptimized with NOOPT=1,
-  searched with BEAM=n (refgrad/search.py), else with the hand-coded Opts (refgrad/heuristic.py)."""
+def optimize(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | None = None) -> Kernel:
+  """The kernel as it runs on `device`, for the device's target (refgrad/target.py). `opts`: exactly these Opts, in order
+  (InvalidOptError names one that does not apply; () is the unoptimized kernel). Without them the knobs choose: unoptimized
+  with NOOPT=1, searched with BEAM=n (refgrad/search.py), else the hand-coded Opts (refgrad/heuristic.py)."""
   k = Kernel(ast, name, target_for(device))
+  if opts is not None: return apply_opts(k, list(opts))
   if knobs.get("NOOPT"): return k
   if (beam := knobs.get("BEAM")) > 0:
     return cached_beam(k, device, beam)
   return hand_coded_optimizations(k)
 
 # kernel cache: the same AST for the same device, target and choice of Opts is compiled once
-_runners: dict[tuple[UOp, str, str, str, str], Runner] = {}
-_trace: list[Runner] | None = None
-# TinyJit (refgrad/jit.py) sets a list here to record what run_schedule runs: (runner, buffers) per launch, (None, [dest, src]) per copy
-_capture: list[tuple[Runner | None, list[Buffer]]] | None = None
+_runners: dict[tuple[Any, ...], Runner] = {}
 
-def get_runner(ast: UOp, device: str, name: str = "kernel") -> Runner:
-  key = (ast, device, target_for(device).name, knobs.get("NOOPT"), knobs.get("BEAM"))
+def get_runner(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | None = None) -> Runner:
+  """The compiled kernel of `ast` on `device` (cached), optimized with exactly `opts` when given, else as the knobs choose
+  (see `optimize`). Its `opts` are the Opts it was optimized with."""
+  choice = ("opts", tuple(opts)) if opts is not None else (knobs.get("NOOPT"), knobs.get("BEAM"))
+  key = (ast, device, target_for(device).name, *choice)
   if (r := _runners.get(key)) is None:
-    k = optimize(ast, device, name)
-    r = _runners[key] = Runner.from_sink(name, k.lower(), device)
-    r.opts = tuple(k.applied)
+    k = optimize(ast, device, name, opts)
+    r = _runners[key] = Runner.from_sink(name, k.lower(), device, tuple(k.applied))
     if program.DEBUG >= 2: print(f"{device:7s} {name:30s} compiled for {k.target.name}, Opts: {', '.join(map(repr, k.applied)) or 'none'}")
   return r
 
+
+@dataclass(frozen=True)
+class Launch:
+  """One step run_schedule ran: a kernel (its runner, its buffers with the output first, its AST and the Opts it was
+  optimized with) or a copy (runner and ast None, buffers [dest, src])."""
+  runner: Runner | None
+  bufs: tuple[Buffer, ...]
+  ast: UOp | None
+  name: str
+  device: str
+  opts: tuple[Opt, ...] = ()
+
+_recorders: list[list[Launch]] = []
+
 @contextlib.contextmanager
-def traced() -> Iterator[list[Runner]]:
-  """Collects the runner of every kernel launched by run_schedule inside the block (`runner.opts`: its Opts)."""
-  global _trace
-  prev, _trace = _trace, []
-  try: yield _trace
-  finally: _trace = prev
+def recording() -> Iterator[list[Launch]]:
+  """Record every step run_schedule runs inside the block, in order (TinyJit captures through this; tests and tools read
+  which kernels ran with which Opts). Blocks nest: every open one records each step."""
+  log: list[Launch] = []
+  _recorders.append(log)
+  try: yield log
+  finally: _recorders.remove(log)
+
+def _record(step: Launch) -> None:
+  for log in _recorders: log.append(step)
 
 
 def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
@@ -336,12 +356,11 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
     if it.ast is None:
       st = time.perf_counter()
       bufs[0].copyin(bufs[1].numpy())
-      if _capture is not None: _capture.append((None, bufs))
+      if _recorders: _record(Launch(None, tuple(bufs), None, it.name, it.device))
       if program.DEBUG >= 2: print(f"{it.device:7s} {it.name:30s} {bufs[0].nbytes:9d} bytes {(time.perf_counter() - st) * 1e3:9.3f} ms")
     else:
       runner = get_runner(it.ast, it.device, it.name)
-      if _trace is not None: _trace.append(runner)
-      if _capture is not None: _capture.append((runner, bufs))
+      if _recorders: _record(Launch(runner, tuple(bufs), it.ast, it.name, it.device, runner.opts))
       # launches enqueue and return (HCQ devices run them asynchronously; reading a result synchronizes), except under
       # DEBUG=2, which prints each kernel's time and so waits for it
       runner(*bufs, wait=program.DEBUG >= 2)
