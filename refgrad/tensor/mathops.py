@@ -1,6 +1,6 @@
 """MathMixin: elementwise math, operators, comparisons, logic and bitwise ops, reductions.
 
-Everything here is built on the core primitives of refgrad/tensor.py (`_alu`, `_broadcasted`, `_reduce`,
+Everything here is built on the core primitives of refgrad/tensor/core.py (`_alu`, `_broadcasted`, `_reduce`,
 `sum`, `max`, `where`, `cast`, movement ops), so it runs on every device with the same bits.
 
 Numerics (the graphs below are what every backend runs, so results are bit-identical across devices;
