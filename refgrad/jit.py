@@ -258,7 +258,7 @@ class TinyJit(Generic[R]):
     # point there (a later `x*2` outside the JIT would read a replay's value), and a returned tensor reads its buffer
     written_bufs = {id(bufs[s]) for s in written}
     for t in outs:
-      if id(_buffer_of(t)[1]) in written_bufs: t.uop, t._from_op = lazy.reshape(buffer_node(t.uop), t.shape), False
+      if id(_buffer_of(t)[1]) in written_bufs: t.rebind(lazy.reshape(buffer_node(t.uop), t.shape))
     for u in [u for u, b in schedule.realized.items() if u not in known and id(lazy.buffer_of.get(b)) in written_bufs]:
       del schedule.realized[u]
 
@@ -376,7 +376,7 @@ def _unshare(tensors: list[Tensor]) -> None:
     if seen.setdefault(id(b), id(t)) == id(t): continue
     node = lazy.new_buffer(t.device, b.size, b.dtype)
     lazy.buffer_of[node].copyin(b.numpy())
-    t.uop, t._from_op = lazy.reshape(node, t.shape), False
+    t.rebind(lazy.reshape(node, t.shape))
     seen[id(lazy.buffer_of[node])] = id(t)
 
 

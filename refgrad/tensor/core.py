@@ -140,6 +140,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if x.device != self.device: raise ValueError(f"assign: tensor on {x.device}, target on {self.device}")
     self.uop, self._from_op = x.uop, False
     return self
+  def rebind(self, uop: UOp) -> Tensor:
+    """Make this tensor (the same Python object) hold `uop` (of its shape, dtype and device) as a value with no gradient
+    history: e.g. the buffer a computation wrote (TinyJit rebinds the tensors a replay updates)."""
+    if uop.shape != self.shape or uop.dtype != self.dtype: raise ShapeError(f"rebind: {uop.shape} {uop.dtype} does not match {self.shape} {self.dtype}")
+    self.uop, self._from_op = uop, False
+    return self
   def contiguous(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def clone(self) -> Tensor:
     """The same values as a new tensor (gradients flow through it; requires_grad is kept). Tensors are never
