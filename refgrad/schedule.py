@@ -34,7 +34,6 @@ from refgrad.kernel import Kernel, axis_size
 from refgrad.lazy import buffer_of, new_buffer
 from refgrad.opt import Opt, apply_opts
 from refgrad.program import Runner
-from refgrad.search import cached_beam
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.semantics import can_be_undefined
 from refgrad.uop.symbolic import simplify
@@ -295,6 +294,8 @@ def optimize(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | 
   if opts is not None: return apply_opts(k, list(opts))
   if knobs.get("NOOPT"): return k
   if (beam := knobs.get("BEAM")) > 0:
+    # loaded on demand: BEAM search brings the PYTHON executor (~0.2 s of imports)
+    from refgrad.search import cached_beam
     return cached_beam(k, device, beam)
   return hand_coded_optimizations(k)
 
