@@ -84,19 +84,15 @@ def capture() -> list[dict[str, Any]]:
   """Run every model and record each launched kernel: [{"model", "name", "ast"}], one entry per distinct AST."""
   from refgrad import Tensor, schedule
   seen: dict[Any, tuple[str, str]] = {}
-  orig = schedule.get_runner
-  def recording(ast: Any, device: str, name: str = "kernel") -> Any:
-    seen.setdefault(ast, (current, name))
-    return orig(ast, device, name)
-  schedule.get_runner = recording  # type: ignore[assignment]
   old = os.environ.get("NOOPT")
   os.environ["NOOPT"] = "1"
   try:
-    for current, fn in MODELS.items():  # noqa: B007 -- read by `recording`
+    for current, fn in MODELS.items():
       Tensor.manual_seed(0)
-      fn()
+      with schedule.recording() as log: fn()
+      for step in log:
+        if step.ast is not None: seen.setdefault(step.ast, (current, step.name))
   finally:
-    schedule.get_runner = orig  # type: ignore[assignment]
     if old is None: os.environ.pop("NOOPT", None)
     else: os.environ["NOOPT"] = old
   return [{"model": m, "name": n, "ast": ast_to_json(a)} for a, (m, n) in seen.items()]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.linearize import linearize
 from refgrad.uop.ops import GroupOp, Ops, UOp, graph_rewrite
 from refgrad.uop.spec import verify_linear
@@ -14,7 +15,6 @@ def to_linear(sink: UOp, renderer: Any, decompose: bool | None = None) -> list[U
   linearize, verify."""
   if decompose is None: decompose = not renderer.native_transcendentals
   if decompose and any(u.op in GroupOp.Transcendental for u in sink.toposort):
-    from refgrad.uop.decompositions import decompose_transcendentals
     sink = decompose_transcendentals(sink)
   glb = [u for u in sink.toposort if u.op is Ops.DEFINE_GLOBAL]
   sink = graph_rewrite(sink, symbolic)

@@ -27,6 +27,7 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.dtype import DType, dtypes
+from refgrad.target import CPU, Target, emulated
 
 
 class Allocator:
@@ -154,6 +155,28 @@ class Compiled:
   runtime: Callable[[str, bytes], Callable[..., float | None]]  # (function name, binary) -> program
   def synchronize(self) -> None:
     """Wait for everything queued on the device (devices that run launches synchronously have nothing to wait for)."""
+  def graph(self, launches: list[GraphLaunch], bufs: list[Buffer]) -> Graph | None:
+    """A graph executor for consecutive launches on this device (TinyJit replays through it), built once: calling it with
+    a buffer list (the same slots, possibly other buffers) runs every launch in order, with the ordering between
+    dependent launches kept. None (the default): the device has none, and the launches run one by one."""
+    return None
+
+
+@dataclass(frozen=True)
+class GraphLaunch:
+  """One launch of a graph: a loaded program (what `Compiled.runtime` returned), its launch geometry, and the index in
+  the graph's buffer list of each of its buffers (the output first)."""
+  prg: Any
+  name: str
+  global_size: tuple[int, int, int]
+  local_size: tuple[int, int, int]
+  slots: tuple[int, ...]
+
+
+class Graph:
+  """What `Compiled.graph` returns: run the launches on `bufs` (indexed by the launches' slots); len() is the launch count."""
+  def __call__(self, bufs: list[Buffer]) -> None: raise NotImplementedError
+  def __len__(self) -> int: raise NotImplementedError
 
 
 class _DeviceRegistry:
@@ -200,6 +223,12 @@ class _DeviceRegistry:
   def DEFAULT(self, name: str) -> None: os.environ["DEV"] = self.canonicalize(name)   # DEV stays the one source
 
 Device = _DeviceRegistry()
+
+
+def target_for(device: str) -> Target:
+  """The target kernels for `device` are optimized for: $EMULATE's, else the device renderer's own (CPU by default)."""
+  if (t := emulated()) is not None: return t
+  return getattr(Device[device].renderer, "target", CPU)
 
 
 class Buffer:

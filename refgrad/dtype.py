@@ -152,8 +152,10 @@ class dtypes:
       v &= (1 << s.bits) - 1
       return v - (1 << s.bits) if not dtypes.is_unsigned(s) and v >> (s.bits - 1) else v
     if s == dtypes.float64: return float(x)  # type: ignore[arg-type]
-    from refgrad.uop.semantics import round_float, to_float64
-    return float(to_float64(round_float(np.array([float(x)], np.float64), s), s)[0])  # type: ignore[arg-type]
+    if not dtypes.is_float(s): raise ValueError(f"round_float: {dtype!r} is not a float dtype")
+    v = np.array([float(x)], np.float64)  # type: ignore[arg-type]
+    with np.errstate(all="ignore"):   # rounded once to nearest-even, as semantics.round_float; overflow gives inf
+      return float(bf16_to_f32(f64_to_bf16(v))[0] if s == dtypes.bfloat16 else v.astype(s.np).astype(np.float64)[0])
 
 
 _NP = {"bool": np.bool_, "char": np.int8, "uchar": np.uint8, "short": np.int16, "ushort": np.uint16,
@@ -186,3 +188,31 @@ def sum_acc_dtype(d: DType) -> DType:
   if dtypes.is_unsigned(d): return least_upper_dtype(d, dtypes.uint32)
   if dtypes.is_int(d) or d == dtypes.bool: return least_upper_dtype(d, dtypes.int32)
   return d
+
+
+# ---- bfloat16 storage (raw bits in uint16): exact conversions, each rounding once to nearest-even ----------------
+
+def f64_to_bf16(x: np.ndarray) -> np.ndarray:
+  """float64 -> bfloat16 bits (uint16), one rounding to nearest-even; NaN -> quiet NaN, sign kept.
+  First float64 -> float32 rounded to odd (RNE, then one step toward x when inexact and even: float32 keeps
+  >= 2 more bits than bfloat16 everywhere, subnormals included), then `f32_to_bf16`. Values past float32's
+  range overflow to inf, as they must: bfloat16's overflow threshold is below float32's largest value."""
+  x = np.asarray(x, np.float64)
+  with np.errstate(all="ignore"):
+    y = np.asarray(x.astype(np.float32))
+    fix = (y.astype(np.float64) != x) & np.isfinite(y) & ((y.view(np.uint32) & np.uint32(1)) == 0)
+    y = np.where(fix, np.nextafter(y, np.where(x > y, np.float32(np.inf), np.float32(-np.inf))), y)
+  return f32_to_bf16(y)
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+  """float32 -> bfloat16 bits (uint16), to nearest-even: add 0x7FFF plus the lowest kept bit, drop 16 bits.
+  The carry handles subnormals and overflow to inf; NaN -> quiet NaN with sign and top payload bits."""
+  u = np.asarray(x, np.float32).view(np.uint32)
+  with np.errstate(all="ignore"):
+    r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+  nan = (u & np.uint32(0x7FFF_FFFF)) > np.uint32(0x7F80_0000)
+  return np.where(nan, (u >> np.uint32(16)) | np.uint32(0x40), r).astype(np.uint16)
+
+def bf16_to_f32(x: np.ndarray) -> np.ndarray:
+  """bfloat16 bits (uint16) -> float32, exact: the bits shifted left by 16."""
+  return (np.asarray(x, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)

@@ -4,12 +4,14 @@
   def step(x: Tensor, y: Tensor) -> Tensor: ...   # a training step, an inference, anything that realizes tensors
 
 - call 1 runs the function normally (kernels get compiled, lazily made state such as optimizer buffers gets realized);
-- call 2 runs it again while `refgrad.schedule` records every launch (runner + buffers) and copy it makes: the capture;
+- call 2 runs it again inside `refgrad.schedule.recording()`, which records every launch (runner + buffers) and copy it
+  makes: the capture;
 - call 3 and later do not call the function. The Tensor arguments are realized, their buffers take the place of the
   captured inputs' buffers, and the captured launches and copies run in order: no scheduling, no lowering, no compiling.
-  On an HCQ device (NV, AMD) consecutive launches are one prebuilt command buffer (a wait on the device timeline, the
-  launches with memory barriers where one depends on another, a signal of the timeline) whose kernel-argument addresses
-  and signal values are patched, submitted with one doorbell.
+  Consecutive launches on a device with a graph executor (`Compiled.graph`; on NV and AMD an HCQGraph, refgrad/runtime/hcq.py)
+  are one step of it: one prebuilt command buffer (a wait on the device timeline, the launches with memory barriers where
+  one depends on another, a signal of the timeline) whose kernel-argument addresses and signal values are patched,
+  submitted with one doorbell.
 
 Inputs are the Tensor arguments, positional and keyword, and (as in tinygrad) the Tensors inside tuple, list and dict
 arguments. A later call must match the capture: the same containers, Tensor shapes, dtypes and devices, and equal
@@ -47,10 +49,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from refgrad import knobs, lazy, program, schedule
-from refgrad.device import Buffer, Device
+from refgrad.device import Buffer, Device, Graph, GraphLaunch
 from refgrad.program import Runner
 from refgrad.schedule import buffer_node, is_realized
-from refgrad.tensor import Tensor, _all_tensors
+from refgrad.tensor import Tensor, live_tensors
 from refgrad.uop.ops import UOp
 
 R = TypeVar("R")
@@ -62,6 +64,8 @@ class JitError(ValueError):
 
 
 def _mode() -> int: return knobs.get("JIT")   # 0 off, 1 on, 2 on without HCQ command buffers
+
+_capturing = 0   # TinyJit captures in progress: a TinyJit called inside one runs its function (the outer one records the launches)
 
 
 @dataclass(frozen=True)
@@ -131,66 +135,15 @@ class _Launch:
   def __call__(self, cur: list[Buffer]) -> None:
     spec = self.runner.spec
     self.prg(*[cur[s].handle for s in self.slots], global_size=spec.global_size, local_size=spec.local_size, vals=(), wait=False)
+  def graph_launch(self) -> GraphLaunch:
+    spec = self.runner.spec
+    return GraphLaunch(self.prg, spec.name, spec.global_size, spec.local_size, tuple(self.slots))
 
 
 class _Copy:
   __slots__ = ("dest", "src")
   def __init__(self, dest: int, src: int): self.dest, self.src = dest, src
   def __call__(self, cur: list[Buffer]) -> None: cur[self.dest].copyin(cur[self.src].numpy())
-
-
-class _HCQGraph:
-  """Consecutive launches on one HCQ device as one persistent compute queue: wait for the timeline, the launches (a
-  memory barrier before one that reads or writes what a launch since the last barrier wrote, or writes what it read),
-  signal the timeline. A replay patches the wait/signal values and the kernel-argument
-  buffer addresses that changed (after the GPU has finished the previous replay, which read them), then submits it:
-  one GP entry, one doorbell."""
-  def __init__(self, launches: list[_Launch], cur: list[Buffer]):
-    from refgrad.runtime.hcq import HCQProgram
-    prg = launches[0].prg
-    assert isinstance(prg, HCQProgram)
-    self.dev = dev = prg.dev
-    self.names = tuple(ln.runner.spec.name for ln in launches)
-    with dev.lock:
-      q = dev.queue("compute", persistent=True).wait(dev.timeline, 0)
-      self.args: list[tuple[Any, list[int], list[int]]] = []   # (KernArgs, slots, addresses written there)
-      self.barriers = 0
-      reads: set[int] = set()
-      writes: set[int] = set()   # slots read/written since the last barrier (distinct slots are distinct memory in every replay)
-      for ln in launches:
-        w, r = {ln.slots[0]}, set(ln.slots[1:])
-        if (r | w) & writes or w & reads:   # a launch that depends on one since the last barrier waits for it
-          q.memory_barrier()
-          self.barriers += 1
-          reads, writes = set(), set()
-        reads |= r
-        writes |= w
-        vas = [cur[s].handle.va for s in ln.slots]
-        a = ln.prg.args(vas, (), q)
-        q.exec(ln.prg, a, ln.runner.spec.global_size, ln.runner.spec.local_size)
-        self.args.append((a, ln.slots, vas))
-      self.signal_cmd = len(q.cmds)
-      self.q = q.signal(dev.timeline, 0)
-    self.last = 0    # timeline value the last submission signals
-
-  def __call__(self, cur: list[Buffer]) -> None:
-    dev = self.dev
-    with dev.lock:
-      patches = [(a, vas, i, va) for a, slots, vas in self.args for i, s in enumerate(slots) if (va := cur[s].handle.va) != vas[i]]
-      if patches:
-        if self.last: dev.wait_signal(dev.timeline, self.last)   # the previous replay has read its arguments
-        for a, vas, i, va in patches:
-          a.set_buffer(i, va)
-          vas[i] = va
-      v = dev.next_value()
-      dev.owns(v, "compute")
-      self.q.update_wait(0, value=v - 1).update_signal(self.signal_cmd, value=v).submit(dev)
-      self.last = v
-
-
-def _hcq_device(ln: _Launch) -> Any:
-  from refgrad.runtime.hcq import HCQProgram
-  return ln.prg.dev if isinstance(ln.prg, HCQProgram) else None
 
 
 class TinyJit(Generic[R]):
@@ -213,7 +166,7 @@ class TinyJit(Generic[R]):
   @property
   def captured(self) -> int | None:
     if self._plan is None: return None
-    return sum(len(s.args) if isinstance(s, _HCQGraph) else isinstance(s, _Launch) for s in self._plan.steps)
+    return sum(len(s) if isinstance(s, Graph) else isinstance(s, _Launch) for s in self._plan.steps)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
     return self if obj is None else functools.partial(self.__call__, obj)   # a decorated method: `self` is argument 0
@@ -230,7 +183,7 @@ class TinyJit(Generic[R]):
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     # JIT=0, or inside another TinyJit's capture (the outer one records these launches): a plain call
-    if _mode() == 0 or schedule._capture is not None: return self.fxn(*args, **kwargs)
+    if _mode() == 0 or _capturing: return self.fxn(*args, **kwargs)
     named = self._named(args, kwargs)
     if self.cnt >= 2:
       assert self._plan is not None
@@ -248,17 +201,18 @@ class TinyJit(Generic[R]):
   def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], named: list[tuple[str, Any]]) -> R:
     tensors = [v for _, v in named if isinstance(v, Tensor)]
     _unshare(tensors)
-    before = {id(t): (weakref.ref(t), buffer_node(t.uop)) for t in list(_all_tensors) if is_realized(t.uop)}
+    before = {id(t): (weakref.ref(t), buffer_node(t.uop)) for t in live_tensors() if is_realized(t.uop)}
     hidden = _forget_derived(tensors)
     known = set(schedule.realized.keys())
-    log: list[tuple[Runner | None, list[Buffer]]] = []
-    schedule._capture = log
+    global _capturing
+    _capturing += 1
     try:
-      ret = self.fxn(*args, **kwargs)
-      outs = _leaves(ret)
-      _realize(outs)
+      with schedule.recording() as log:
+        ret = self.fxn(*args, **kwargs)
+        outs = _leaves(ret)
+        _realize(outs)
     finally:
-      schedule._capture = None
+      _capturing -= 1
       schedule.realized.update(hidden)
 
     slot_of: dict[int, int] = {}
@@ -268,7 +222,7 @@ class TinyJit(Generic[R]):
         slot_of[id(b)] = len(bufs)
         bufs.append(b)
       return slot_of[id(b)]
-    items = [(r, [slot(b) for b in bs]) for r, bs in log]
+    items = [(step.runner, [slot(b) for b in step.bufs]) for step in log]
     for r, _ in items:
       if r is not None and r.spec.vars: raise JitError(f"{self.name}: kernel {r.spec.name} takes variables, which TinyJit does not replay")
     written = {ss[0] for _, ss in items}
@@ -283,7 +237,7 @@ class TinyJit(Generic[R]):
       inputs.append(s)
 
     states: list[_State] = []
-    for t in list(_all_tensors):
+    for t in live_tensors():
       if not is_realized(t.uop): continue
       y, by = _buffer_of(t)
       sy = slot_of.get(id(by))
@@ -304,19 +258,21 @@ class TinyJit(Generic[R]):
     # point there (a later `x*2` outside the JIT would read a replay's value), and a returned tensor reads its buffer
     written_bufs = {id(bufs[s]) for s in written}
     for t in outs:
-      if id(_buffer_of(t)[1]) in written_bufs: t.uop, t._from_op = lazy.reshape(buffer_node(t.uop), t.shape), False
+      if id(_buffer_of(t)[1]) in written_bufs: t.rebind(lazy.reshape(buffer_node(t.uop), t.shape))
     for u in [u for u, b in schedule.realized.items() if u not in known and id(lazy.buffer_of.get(b)) in written_bufs]:
       del schedule.realized[u]
 
-    steps: list[Any] = []
-    graphs = _mode() != 2
+    # consecutive launches on one device become one step of that device's graph executor where it has one (JIT=2: never)
+    runs: list[Any] = []
     for r, ss in items:
-      if r is None: steps.append(_Copy(ss[0], ss[1]))
-      elif graphs and (dev := _hcq_device(ln := _Launch(r, ss))) is not None:
-        if steps and isinstance(steps[-1], list) and _hcq_device(steps[-1][0]) is dev: steps[-1].append(ln)
-        else: steps.append([ln])
-      else: steps.append(_Launch(r, ss))
-    steps = [_HCQGraph(s, bufs) if isinstance(s, list) else s for s in steps]
+      if r is None: runs.append(_Copy(ss[0], ss[1]))
+      elif runs and isinstance(runs[-1], list) and runs[-1][0].runner.device == r.device: runs[-1].append(_Launch(r, ss))
+      else: runs.append([_Launch(r, ss)])
+    steps: list[Any] = []
+    for run in runs:
+      if not isinstance(run, list): steps.append(run)
+      elif _mode() != 2 and (g := Device[run[0].runner.device].graph([ln.graph_launch() for ln in run], bufs)) is not None: steps.append(g)
+      else: steps.extend(run)
     own = {id(b) for i, b in enumerate(bufs) if i not in inputs}
     self._plan = _Plan(bufs, steps, inputs, states, out_list, template, own, _aliases(named))
     self._sig = [(name, _sig(v)) for name, v in named]
@@ -420,7 +376,7 @@ def _unshare(tensors: list[Tensor]) -> None:
     if seen.setdefault(id(b), id(t)) == id(t): continue
     node = lazy.new_buffer(t.device, b.size, b.dtype)
     lazy.buffer_of[node].copyin(b.numpy())
-    t.uop, t._from_op = lazy.reshape(node, t.shape), False
+    t.rebind(lazy.reshape(node, t.shape))
     seen[id(lazy.buffer_of[node])] = id(t)
 
 

@@ -37,6 +37,8 @@ from typing import Any, NamedTuple
 from refgrad.dtype import DType, dtypes
 from refgrad.target import CPU, Layout, Target, TensorCore
 from refgrad.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from refgrad.uop.symbolic import simplify
+from refgrad.vectorize import vectorize_memory
 
 
 def identity_element(op: Ops, dtype: DType) -> Any:
@@ -140,8 +142,7 @@ class Kernel:
     else:
       _launch(sub, glb, "gidx", self.target.max_grid_dims)
       _launch(sub, loc, "lidx", self.target.max_block_dims)
-    out = graph_rewrite(ast.simplify(), _lower_rules, ctx=_LowerCtx(sub, accs)).simplify()
-    from refgrad.vectorize import vectorize_memory
+    out = simplify(graph_rewrite(simplify(ast), _lower_rules, ctx=_LowerCtx(sub, accs)))
     out = vectorize_memory(out, self.target.max_vector_bytes)
     # the program keeps every buffer of the kernel, also one whose loads Opts and simplification made dead (two equal
     # fully unrolled sums: WHERE(c, x, x) -> x), so it is still launched with the kernel's buffers

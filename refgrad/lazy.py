@@ -13,7 +13,7 @@ Nodes are ordinary UOps (one IR), using the tensor-level ops:
   CONTIGUOUS   src=(x,): x realized into its own buffer
   DETACH       src=(x,): x's value, through which no gradient flows
 
-Shapes are computed (and checked) when a node is built, so a bad reshape or axis fails at the Tensor
+Shapes and devices are inferred by the IR (`refgrad.uop.ops.shape_of`, `device_of`) and checked when a node is built, so a bad reshape or axis fails at the Tensor
 call that made it, not at realize time.
 """
 from __future__ import annotations
@@ -25,16 +25,10 @@ from typing import Any
 
 from refgrad.device import Buffer, Device
 from refgrad.dtype import DType
-from refgrad.uop.ops import GroupOp, Ops, UOp
+from refgrad.uop.ops import MAX_ELEMENTS, Ops, UOp, device_of, shape_of  # noqa: F401  (shape and device inference are the IR's; named here too)
+from refgrad.uop.ops import too_big as _too_big
 
 Shape = tuple[int, ...]
-
-# Kernels index with int32 (RANGEs, flat offsets). So that no index can wrap, every axis, every buffer, every run of axes
-# a reshape merges and every reduction stays within this many elements; beyond, the op that would need it raises.
-MAX_ELEMENTS = 2**31 - 1
-
-def _too_big(what: str, n: int) -> ValueError:
-  return ValueError(f"{what} has {n} elements, more than 2**31-1: refgrad indexes with int32 (split the work into smaller tensors)")
 
 _uid = itertools.count()
 # the memory behind each live BUFFER node; freed when the node is gone
@@ -49,36 +43,6 @@ def new_buffer(device: str, size: int, dtype: DType, buf: Buffer | None = None, 
   u = UOp(Ops.BUFFER, dtype, (), (next(_uid), device, size))
   if backed: buffer_of[u] = buf if buf is not None else Buffer(device, size, dtype)
   return u
-
-
-def shape_of(u: UOp) -> Shape:
-  s = _shape_of(u)
-  for i, n in enumerate(s):
-    if n > MAX_ELEMENTS: raise _too_big(f"{u.op.name} of shape {s}: axis {i}", n)
-  return s
-
-def _shape_of(u: UOp) -> Shape:
-  op, a = u.op, u.arg
-  if op is Ops.BUFFER: return (a[2],)
-  if op is Ops.CONST: return ()
-  if op is Ops.IOTA: return (a,)
-  if op in (Ops.RESHAPE, Ops.EXPAND): return a
-  s = u.src[0].shape
-  if op is Ops.PERMUTE: return tuple(s[i] for i in a)
-  if op is Ops.PAD: return tuple(n + b + e for n, (b, e) in zip(s, a))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in a)
-  if op is Ops.REDUCE_AXIS: return tuple(1 if i in a[1] else n for i, n in enumerate(s))
-  if op in GroupOp.Elementwise or op in (Ops.FLIP, Ops.COPY, Ops.CONTIGUOUS, Ops.DETACH): return s
-  raise TypeError(f"{op.name} is not a tensor-graph op")
-
-
-def device_of(u: UOp) -> str | None:
-  """Where a node lives: its buffer's or copy's device, else its sources' (None for constants)."""
-  if u.op is Ops.BUFFER: return u.arg[1]
-  if u.op is Ops.COPY: return u.arg
-  for s in u.src:
-    if (d := s.device) is not None: return d
-  return None
 
 
 # ---- checked constructors ----------------------------------------------------------------------

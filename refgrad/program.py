@@ -4,8 +4,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from refgrad import knobs
+from refgrad.codegen import to_linear
 from refgrad.device import Buffer, Device
 from refgrad.dtype import PtrDType
 from refgrad.uop.ops import Ops, UOp
@@ -43,9 +45,11 @@ class ProgramSpec:
 
 
 class Runner:
-  """Renders, compiles (cached) and loads a linear program on a device; call it with buffers."""
-  def __init__(self, name: str, uops: list[UOp], device: str):
+  """Renders, compiles (cached) and loads a linear program on a device; call it with buffers. `opts`: the Opts the kernel
+  was optimized with, as declared by whoever lowered it (refgrad.schedule does; () when unknown or none)."""
+  def __init__(self, name: str, uops: list[UOp], device: str, opts: tuple[Any, ...] = ()):
     self.device = Device.canonicalize(device)
+    self.opts: tuple[Any, ...] = tuple(opts)
     dev = Device[self.device]
     self.spec = ProgramSpec.from_uops(name, uops, self.device, dev.renderer.render(name, uops))
     if DEBUG >= 4: print(f"--- {name} on {self.device} ---\n{self.spec.src}")
@@ -53,10 +57,9 @@ class Runner:
     self.prg = dev.runtime(name, self.lib)
 
   @staticmethod
-  def from_sink(name: str, sink: UOp, device: str) -> Runner:
+  def from_sink(name: str, sink: UOp, device: str, opts: tuple[Any, ...] = ()) -> Runner:
     """Compile a kernel graph (a SINK of STOREs) for a device through refgrad.codegen.to_linear."""
-    from refgrad.codegen import to_linear
-    return Runner(name, to_linear(sink, Device[device].renderer), device)
+    return Runner(name, to_linear(sink, Device[device].renderer), device, opts)
 
   def __call__(self, *bufs: Buffer, var_vals: dict[str, int] | None = None, wait: bool = True) -> float | None:
     """Launch once. `wait`: wait for the kernel and return the seconds it took (on an HCQ device, from the GPU timestamps

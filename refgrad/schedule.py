@@ -22,20 +22,21 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from refgrad import knobs, program
-from refgrad.device import Buffer
+from refgrad.device import Buffer, target_for
 from refgrad.dtype import dtypes
 from refgrad.heuristic import hand_coded_optimizations
 from refgrad.kernel import Kernel, axis_size
 from refgrad.lazy import buffer_of, new_buffer
+from refgrad.opt import Opt, apply_opts
 from refgrad.program import Runner
-from refgrad.target import target_for
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.semantics import can_be_undefined
+from refgrad.uop.symbolic import simplify
 
 # a node computed by an earlier schedule -> the BUFFER holding it (alive as long as the node is)
 realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -168,7 +169,7 @@ class _Lowerer:
     op, a = u.op, u.arg
     if not top and (u in self.done or is_realized(u)):
       b = self.done[u] if u in self.done else buffer_node(u)
-      flat = _flat(idx, u.shape).simplify()
+      flat = simplify(_flat(idx, u.shape))
       return self.param(b).load(flat, valid, 0 if b.dtype != dtypes.bool else False) if valid is not None else self.param(b).load(flat)
     if op is Ops.CONST: return UOp.const(u.dtype, a)
     if op is Ops.IOTA: return idx[0].cast(u.dtype)
@@ -184,13 +185,13 @@ class _Lowerer:
       for i, p in enumerate(a): new[p] = idx[i]
       return (yield (s, tuple(new), valid))
     if op is Ops.EXPAND: return (yield (s, tuple(UOp.const(dtypes.int32, 0) if n == 1 else i for i, n in zip(idx, s.shape)), valid))
-    if op is Ops.SHRINK: return (yield (s, tuple((i + b).simplify() for i, (b, _) in zip(idx, a)), valid))
-    if op is Ops.FLIP: return (yield (s, tuple((UOp.const(dtypes.int32, n - 1) - i).simplify() if f else i for i, n, f in zip(idx, s.shape, a)), valid))
+    if op is Ops.SHRINK: return (yield (s, tuple(simplify(i + b) for i, (b, _) in zip(idx, a)), valid))
+    if op is Ops.FLIP: return (yield (s, tuple(simplify(UOp.const(dtypes.int32, n - 1) - i) if f else i for i, n, f in zip(idx, s.shape, a)), valid))
     if op is Ops.PAD:
       conds: list[UOp] = []
       new = []
       for i, n, (b, _) in zip(idx, s.shape, a):
-        j = (i - b).simplify() if b else i
+        j = simplify(i - b) if b else i
         if j.vmin < 0: conds.append(UOp.const(dtypes.int32, -1) < j)
         if j.vmax >= n: conds.append(j < n)
         new.append(j)
@@ -235,7 +236,7 @@ def _reshape_idx(idx: tuple[UOp, ...], old: tuple[int, ...], new: tuple[int, ...
     stride = pb
     for k, n in oo[b:eb]:
       stride //= n
-      out[k] = ((flat // stride) % n).simplify()
+      out[k] = simplify((flat // stride) % n)
     a, b = ea, eb
   return tuple(out)
 
@@ -245,9 +246,9 @@ def kernel_ast(u: UOp, out: UOp, done: dict[UOp, UOp] | None = None) -> tuple[UO
   low = _Lowerer([out], done or {})
   idx = tuple(low.axis(n) for n in u.shape)
   val = low.value(u, idx, None, top=True)
-  store = low.param(out).store(_flat(idx, u.shape).simplify(), val)
+  store = low.param(out).store(simplify(_flat(idx, u.shape)), val)
   # simplification can drop loads (e.g. where(True, a, b)): number the buffers that are still read
-  ast = UOp(Ops.SINK, dtypes.void, (store,)).simplify()
+  ast = simplify(UOp(Ops.SINK, dtypes.void, (store,)))
   used = sorted(g.arg for g in ast.toposort if g.op is Ops.DEFINE_GLOBAL)
   if used != list(range(len(low.bufs))):
     renum = {g: UOp.define_global(used.index(g.arg), g.dtype.base, g.dtype.size) for g in ast.toposort if g.op is Ops.DEFINE_GLOBAL}
@@ -285,38 +286,58 @@ def create_schedule(roots: list[UOp], default_device: str) -> tuple[list[Schedul
   return items, out
 
 
-def optimize(ast: UOp, device: str, name: str = "kernel") -> Kernel:
-  """The kernel as it runs on `device`: for the device's target (refgrad/target.py), unoptimized with NOOPT=1,
-  searched with BEAM=n (refgrad/search.py), else with the hand-coded Opts (refgrad/heuristic.py)."""
+def optimize(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | None = None) -> Kernel:
+  """The kernel as it runs on `device`, for the device's target (refgrad/target.py). `opts`: exactly these Opts, in order
+  (InvalidOptError names one that does not apply; () is the unoptimized kernel). Without them the knobs choose: unoptimized
+  with NOOPT=1, searched with BEAM=n (refgrad/search.py), else the hand-coded Opts (refgrad/heuristic.py)."""
   k = Kernel(ast, name, target_for(device))
+  if opts is not None: return apply_opts(k, list(opts))
   if knobs.get("NOOPT"): return k
   if (beam := knobs.get("BEAM")) > 0:
+    # loaded on demand: BEAM search brings the PYTHON executor (~0.2 s of imports)
     from refgrad.search import cached_beam
     return cached_beam(k, device, beam)
   return hand_coded_optimizations(k)
 
 # kernel cache: the same AST for the same device, target and choice of Opts is compiled once
-_runners: dict[tuple[UOp, str, str, str, str], Runner] = {}
-_trace: list[Runner] | None = None
-# TinyJit (refgrad/jit.py) sets a list here to record what run_schedule runs: (runner, buffers) per launch, (None, [dest, src]) per copy
-_capture: list[tuple[Runner | None, list[Buffer]]] | None = None
+_runners: dict[tuple[Any, ...], Runner] = {}
 
-def get_runner(ast: UOp, device: str, name: str = "kernel") -> Runner:
-  key = (ast, device, target_for(device).name, knobs.get("NOOPT"), knobs.get("BEAM"))
+def get_runner(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | None = None) -> Runner:
+  """The compiled kernel of `ast` on `device` (cached), optimized with exactly `opts` when given, else as the knobs choose
+  (see `optimize`). Its `opts` are the Opts it was optimized with."""
+  choice = ("opts", tuple(opts)) if opts is not None else (knobs.get("NOOPT"), knobs.get("BEAM"))
+  key = (ast, device, target_for(device).name, *choice)
   if (r := _runners.get(key)) is None:
-    k = optimize(ast, device, name)
-    r = _runners[key] = Runner.from_sink(name, k.lower(), device)
-    r.opts = tuple(k.applied)
+    k = optimize(ast, device, name, opts)
+    r = _runners[key] = Runner.from_sink(name, k.lower(), device, tuple(k.applied))
     if program.DEBUG >= 2: print(f"{device:7s} {name:30s} compiled for {k.target.name}, Opts: {', '.join(map(repr, k.applied)) or 'none'}")
   return r
 
+
+@dataclass(frozen=True)
+class Launch:
+  """One step run_schedule ran: a kernel (its runner, its buffers with the output first, its AST and the Opts it was
+  optimized with) or a copy (runner and ast None, buffers [dest, src])."""
+  runner: Runner | None
+  bufs: tuple[Buffer, ...]
+  ast: UOp | None
+  name: str
+  device: str
+  opts: tuple[Opt, ...] = ()
+
+_recorders: list[list[Launch]] = []
+
 @contextlib.contextmanager
-def traced() -> Iterator[list[Runner]]:
-  """Collects the runner of every kernel launched by run_schedule inside the block (`runner.opts`: its Opts)."""
-  global _trace
-  prev, _trace = _trace, []
-  try: yield _trace
-  finally: _trace = prev
+def recording() -> Iterator[list[Launch]]:
+  """Record every step run_schedule runs inside the block, in order (TinyJit captures through this; tests and tools read
+  which kernels ran with which Opts). Blocks nest: every open one records each step."""
+  log: list[Launch] = []
+  _recorders.append(log)
+  try: yield log
+  finally: _recorders.remove(log)
+
+def _record(step: Launch) -> None:
+  for log in _recorders: log.append(step)
 
 
 def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
@@ -336,12 +357,11 @@ def run_schedule(items: list[ScheduleItem], keep: set[UOp]) -> None:
     if it.ast is None:
       st = time.perf_counter()
       bufs[0].copyin(bufs[1].numpy())
-      if _capture is not None: _capture.append((None, bufs))
+      if _recorders: _record(Launch(None, tuple(bufs), None, it.name, it.device))
       if program.DEBUG >= 2: print(f"{it.device:7s} {it.name:30s} {bufs[0].nbytes:9d} bytes {(time.perf_counter() - st) * 1e3:9.3f} ms")
     else:
       runner = get_runner(it.ast, it.device, it.name)
-      if _trace is not None: _trace.append(runner)
-      if _capture is not None: _capture.append((runner, bufs))
+      if _recorders: _record(Launch(runner, tuple(bufs), it.ast, it.name, it.device, runner.opts))
       # launches enqueue and return (HCQ devices run them asynchronously; reading a result synchronizes), except under
       # DEBUG=2, which prints each kernel's time and so waits for it
       runner(*bufs, wait=program.DEBUG >= 2)

@@ -8,7 +8,7 @@ tensor-core instructions in software), so Opt lists are comparable across backen
 - `CPU`: the default of the CPU and PYTHON devices (and of third-party renderers that name none).
 - `CUDA`: an Ampere-class NVIDIA GPU (sm_80): mma.sync m16n8k16 tensor cores, warps of 32.
 - `AMD`: an RDNA3 GPU (gfx1100) running wave32: WMMA 16x16x16 tensor cores.
-`EMULATE=CUDA` / `EMULATE=AMD` makes every device compile for that target (`target_for`), so GPU-only code
+`EMULATE=CUDA` / `EMULATE=AMD` makes every device compile for that target (`refgrad.device.target_for`), so GPU-only code
 paths (work-groups, local memory, GROUP reductions, tensor cores) run on the PYTHON device and the C backend.
 
 Tensor cores. A `TensorCore` multiplies an M x K matrix A by a K x N matrix B and adds an M x N matrix C,
@@ -30,6 +30,7 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.dtype import DType, dtypes
+from refgrad.uop.ops import Ops, UOp
 
 Bits = tuple[tuple[str, int], ...]   # ("l" | "e", bit) for each bit of a coordinate, least significant first
 
@@ -135,15 +136,8 @@ def emulated() -> Target | None:
   name = knobs.get("EMULATE")
   return TARGETS[name] if name else None
 
-def target_for(device: str) -> Target:
-  """The target kernels for `device` are optimized for: $EMULATE's, else the device renderer's own (CPU by default)."""
-  if (t := emulated()) is not None: return t
-  from refgrad.device import Device
-  return getattr(Device[device].renderer, "target", CPU)
-
 
 # ---- limits: what a program must fit to run on a target's hardware --------------------------------------------------
-from refgrad.uop.ops import Ops, UOp  # noqa: E402  (the appended limit checks need uops; ops.py does not import this module)
 
 IDX_BLOCK_SIZE = 256   # work-items per workgroup along x when a GPU runs an idxD launch (a program without workgroups)
 Geometry = tuple[tuple[int, int, int], tuple[int, int, int], dict[str, tuple[int, int]]]

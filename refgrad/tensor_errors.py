@@ -1,8 +1,4 @@
-"""Exception types of the Tensor API. tinygrad raises RuntimeError where shapes do not fit (reshape, expand, broadcast,
-matmul, cat, stack, gather, scatter); refgrad raised ValueError there before, so ShapeError is both: code written for
-tinygrad (except RuntimeError) and older refgrad code (except ValueError) both catch it."""
-from __future__ import annotations
+"""Old home of ShapeError, kept so `from refgrad.tensor_errors import ShapeError` keeps working (it lives in refgrad/tensor/errors.py)."""
+from refgrad.tensor.errors import ShapeError
 
-
-class ShapeError(RuntimeError, ValueError):
-  """Shapes that do not fit the op (the message names the op and both shapes)."""
+__all__ = ["ShapeError"]

@@ -12,8 +12,7 @@ import numpy as np
 
 from refgrad.dtype import DType, dtypes
 from refgrad.nn import optim, state
-from refgrad.tensor import Tensor
-from refgrad.tensor_errors import ShapeError
+from refgrad.tensor import ShapeError, Tensor
 
 __all__ = ["BatchNorm", "BatchNorm2d", "Conv2d", "Embedding", "LayerNorm", "Linear", "optim", "state"]
 

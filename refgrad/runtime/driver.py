@@ -105,6 +105,10 @@ class Driver(abc.ABC):
     """Before the host reads the first nbytes of host-visible m: a checking GPU (the mock) raises UndefinedBehaviourError
     in checked mode when some were copied from memory nothing wrote; real hardware knows nothing of it."""
     return None
+  def host_observed(self, va: int) -> None:
+    """The host has just seen the signal at `va` reach the value it waited for: what it submits next is ordered after the
+    work before that release. A checking GPU (the mock's hazard checker) learns the ordering here; real hardware needs nothing."""
+    return None
 
 
 # the driver module for each architecture under MOCKGPU=1 (refgrad imports emulators only here, lazily)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refgrad import knobs
-from refgrad.device import Allocator, Compiled
+from refgrad.device import Allocator, Buffer, Compiled, Graph, GraphLaunch
 from refgrad.runtime.driver import Driver, GPUDeadlock, GPUFault, Mapping, QueueHandle
 
 PAGE = 4096
@@ -357,7 +357,7 @@ class HCQDevice:
       raise TimeoutError(f"{self.name}: signal 0x{sig.va:x} did not reach {value} in {limit:g} s (HCQ_TIMEOUT; it is {sig.value}):\n{self._describe()}")
     # the host has seen the signal: what it submits next is ordered after the work before that release (the mock's hazard
     # checker learns this here; a real GPU needs nothing)
-    if (observed := getattr(self.drv, "host_observed", None)) is not None: observed(sig.va)
+    self.drv.host_observed(sig.va)
     self._reclaim()
 
   def wait_idle(self, ch: Channel) -> None:
@@ -521,8 +521,61 @@ def device_index(name: str) -> int:
 
 @dataclass
 class HCQCompiled(Compiled):
-  """A device whose runtime is an HCQDevice (`hcq`): synchronize() waits for all its queued work."""
+  """A device whose runtime is an HCQDevice (`hcq`): synchronize() waits for all its queued work; its graph executor is
+  an HCQGraph (one prebuilt command buffer)."""
   hcq: HCQDevice | None = None
   def synchronize(self) -> None:
     assert self.hcq is not None
     self.hcq.synchronize()
+  def graph(self, launches: list[GraphLaunch], bufs: list[Buffer]) -> HCQGraph:
+    assert self.hcq is not None
+    return HCQGraph(self.hcq, launches, bufs)
+
+
+class HCQGraph(Graph):
+  """Consecutive launches on one HCQ device as one persistent compute queue: wait for the timeline, the launches (a
+  memory barrier before one that reads or writes what a launch since the last barrier wrote, or writes what it read),
+  signal the timeline. A call patches the wait/signal values and the kernel-argument buffer addresses that changed
+  (after the GPU has finished the previous call, which read them), then submits it: one GP entry, one doorbell."""
+  def __init__(self, dev: HCQDevice, launches: list[GraphLaunch], bufs: list[Buffer]):
+    for ln in launches:
+      if not isinstance(ln.prg, HCQProgram) or ln.prg.dev is not dev: raise ValueError(f"HCQGraph of {dev.name}: launch {ln.name} is not a program of this device")
+    self.dev = dev
+    self.names = tuple(ln.name for ln in launches)
+    with dev.lock:
+      q = dev.queue("compute", persistent=True).wait(dev.timeline, 0)
+      self.args: list[tuple[KernArgs, tuple[int, ...], list[int]]] = []   # (KernArgs, slots, addresses written there)
+      self.barriers = 0
+      reads: set[int] = set()
+      writes: set[int] = set()   # slots read/written since the last barrier (distinct slots are distinct memory in every call)
+      for ln in launches:
+        w, r = {ln.slots[0]}, set(ln.slots[1:])
+        if (r | w) & writes or w & reads:   # a launch that depends on one since the last barrier waits for it
+          q.memory_barrier()
+          self.barriers += 1
+          reads, writes = set(), set()
+        reads |= r
+        writes |= w
+        vas = [bufs[s].handle.va for s in ln.slots]
+        a = ln.prg.args(vas, (), q)
+        q.exec(ln.prg, a, ln.global_size, ln.local_size)
+        self.args.append((a, ln.slots, vas))
+      self.signal_cmd = len(q.cmds)
+      self.q = q.signal(dev.timeline, 0)
+    self.last = 0    # timeline value the last submission signals
+
+  def __len__(self) -> int: return len(self.args)
+
+  def __call__(self, bufs: list[Buffer]) -> None:
+    dev = self.dev
+    with dev.lock:
+      patches = [(a, vas, i, va) for a, slots, vas in self.args for i, s in enumerate(slots) if (va := bufs[s].handle.va) != vas[i]]
+      if patches:
+        if self.last: dev.wait_signal(dev.timeline, self.last)   # the previous call has read its arguments
+        for a, vas, i, va in patches:
+          a.set_buffer(i, va)
+          vas[i] = va
+      v = dev.next_value()
+      dev.owns(v, "compute")
+      self.q.update_wait(0, value=v - 1).update_signal(self.signal_cmd, value=v).submit(dev)
+      self.last = v

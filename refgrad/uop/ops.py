@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -91,7 +92,7 @@ class UOp(metaclass=_UOpCache):
   # identity is structural thanks to hash-consing
   def __hash__(self) -> int: return id(self)
   def __eq__(self, other: object) -> bool: return self is other
-  def __bool__(self) -> bool: raise TypeError("a UOp has no truth value; compare with `is` or use .simplify()")
+  def __bool__(self) -> bool: raise TypeError("a UOp has no truth value; compare with `is` or use symbolic.simplify")
 
   def replace(self, **kwargs: Any) -> UOp:
     d = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, **kwargs}
@@ -188,12 +189,10 @@ class UOp(metaclass=_UOpCache):
   # ---- tensor graph (refgrad/lazy.py) ------------------------------------------------------
   @functools.cached_property
   def shape(self) -> tuple[int, ...]:
-    from refgrad.lazy import shape_of
     _sources_first(self, "shape")
     return shape_of(self)
   @functools.cached_property
   def device(self) -> str | None:
-    from refgrad.lazy import device_of
     _sources_first(self, "device")
     return device_of(self)
 
@@ -204,13 +203,8 @@ class UOp(metaclass=_UOpCache):
   def vmax(self) -> int | float: return self._bounds[1]
   @functools.cached_property
   def _bounds(self) -> tuple[int | float, int | float]:
-    from refgrad.uop.symbolic import bounds
     if self.dtype.count == 1 and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool): _sources_first(self, "_bounds")
     return bounds(self)
-  def simplify(self) -> UOp:
-    """self under the `symbolic` rules. The rules depend on nothing but the node, so each node remembers its result."""
-    from refgrad.uop.symbolic import symbolic
-    return graph_rewrite(self, symbolic, memo=_SIMPLIFIED)
 
 
 def _sources_first(u: UOp, attr: str) -> None:
@@ -300,7 +294,6 @@ def _arg_eq(a: Any, b: Any) -> bool:
 
 @functools.cache
 def _perm_cache(n: int) -> list[tuple[int, ...]]:
-  import itertools
   return list(itertools.permutations(range(n)))
 def _permutations(pats: list[UPat]) -> list[tuple[UPat, ...]]: return [tuple(pats[i] for i in p) for p in _perm_cache(len(pats))]
 
@@ -334,13 +327,12 @@ class PatternMatcher:
     return None
 
 
-class _NodeMemo:
+class NodeMemo:
   """A graph_rewrite memo kept on the nodes themselves (for rule sets whose result depends on the node alone)."""
   def __init__(self, key: str): self.key = key
   def __contains__(self, u: UOp) -> bool: return self.key in u.__dict__
   def __getitem__(self, u: UOp) -> UOp: return u.__dict__[self.key]
   def __setitem__(self, u: UOp, v: UOp) -> None: u.__dict__[self.key] = v
-_SIMPLIFIED = _NodeMemo("_simplified")
 
 
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int = 1_000_000, memo: Any = None) -> UOp:
@@ -368,3 +360,84 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, max_steps: int
     elif r in done: done[u] = done[r]
     else: stack.extend([(u, 2, r), (r, 0, None)])
   return done[sink]
+
+
+# ---- facts of a node computed from its sources alone: tensor-graph shape and device, integer bounds ------------------------
+
+# Kernels index with int32 (RANGEs, flat offsets). So that no index can wrap, every axis, every buffer, every run of axes
+# a reshape merges and every reduction stays within this many elements; beyond, the op that would need it raises.
+MAX_ELEMENTS = 2**31 - 1
+
+def too_big(what: str, n: int) -> ValueError:
+  return ValueError(f"{what} has {n} elements, more than 2**31-1: refgrad indexes with int32 (split the work into smaller tensors)")
+
+def shape_of(u: UOp) -> tuple[int, ...]:
+  """The shape of a tensor-graph node (refgrad/lazy.py lists the ops), checked against MAX_ELEMENTS per axis."""
+  s = _shape_of(u)
+  for i, n in enumerate(s):
+    if n > MAX_ELEMENTS: raise too_big(f"{u.op.name} of shape {s}: axis {i}", n)
+  return s
+
+def _shape_of(u: UOp) -> tuple[int, ...]:
+  op, a = u.op, u.arg
+  if op is Ops.BUFFER: return (a[2],)
+  if op is Ops.CONST: return ()
+  if op is Ops.IOTA: return (a,)
+  if op in (Ops.RESHAPE, Ops.EXPAND): return a
+  s = u.src[0].shape
+  if op is Ops.PERMUTE: return tuple(s[i] for i in a)
+  if op is Ops.PAD: return tuple(n + b + e for n, (b, e) in zip(s, a))
+  if op is Ops.SHRINK: return tuple(e - b for b, e in a)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in a[1] else n for i, n in enumerate(s))
+  if op in GroupOp.Elementwise or op in (Ops.FLIP, Ops.COPY, Ops.CONTIGUOUS, Ops.DETACH): return s
+  raise TypeError(f"{op.name} is not a tensor-graph op")
+
+def device_of(u: UOp) -> str | None:
+  """Where a tensor-graph node lives: its buffer's or copy's device, else its sources' (None for constants)."""
+  if u.op is Ops.BUFFER: return u.arg[1]
+  if u.op is Ops.COPY: return u.arg
+  for s in u.src:
+    if (d := s.device) is not None: return d
+  return None
+
+
+def bounds(u: UOp) -> tuple[int | float, int | float]:
+  """(min, max) that u can take, for scalar ints and bools; (-inf, inf) for what is not tracked."""
+  dt = u.dtype
+  if dt.count > 1 or not (dtypes.is_int(dt) or dt == dtypes.bool): return (-math.inf, math.inf)
+  lo_t, hi_t = dtypes.min(dt), dtypes.max(dt)
+  r = bounds_unclamped(u)
+  if r is None or r[0] < lo_t or r[1] > hi_t or r[0] > r[1]: return (lo_t, hi_t)  # could wrap: no information
+  return r
+
+def bounds_unclamped(u: UOp) -> tuple[int, int] | None:
+  """(min, max) by interval arithmetic, or None where not tracked; may lie outside the dtype (a wrap), unlike `bounds`."""
+  op, s = u.op, u.src
+  if op is Ops.CONST: return (u.arg, u.arg)
+  if op is Ops.DEFINE_VAR: return (u.arg[1], u.arg[2])
+  if op is Ops.SPECIAL: return (0, u.arg[1] - 1)
+  if op is Ops.RANGE: return (0, s[0].vmax - 1) if s[0].vmax >= 1 else None
+  if op is Ops.CAST and (dtypes.is_int(s[0].dtype) or s[0].dtype == dtypes.bool) and s[0].dtype.count == 1: return (s[0].vmin, s[0].vmax)
+  if op not in GroupOp.ALU: return None
+  v = [(x.vmin, x.vmax) for x in s]
+  if op is Ops.ADD: return (v[0][0] + v[1][0], v[0][1] + v[1][1])
+  if op is Ops.NEG: return (-v[0][1], -v[0][0])
+  if op is Ops.MUL:
+    c = [a * b for a in v[0] for b in v[1]]
+    return (min(c), max(c))
+  if op is Ops.MAX: return (max(v[0][0], v[1][0]), max(v[0][1], v[1][1]))
+  if op is Ops.WHERE: return (min(v[1][0], v[2][0]), max(v[1][1], v[2][1]))
+  if op is Ops.IDIV and v[1][0] > 0:  # C division by a positive divisor is monotone in the dividend
+    return (_cdiv(v[0][0], v[1][0 if v[0][0] < 0 else 1]), _cdiv(v[0][1], v[1][1 if v[0][1] < 0 else 0]))
+  if op is Ops.MOD and v[1][0] > 0:
+    if v[0][0] >= 0: return (0, min(v[0][1], v[1][1] - 1))
+    return (max(v[0][0], -(v[1][1] - 1)), min(max(v[0][1], 0), v[1][1] - 1))
+  if op is Ops.AND and v[0][0] >= 0 and v[1][0] >= 0: return (0, min(v[0][1], v[1][1]))
+  if op is Ops.SHR and v[0][0] >= 0 and v[1][0] >= 0 and v[1][1] < u.dtype.bits: return (v[0][0] >> v[1][1], v[0][1] >> v[1][0])
+  if op in GroupOp.Comparison:
+    a, b = v
+    if op is Ops.CMPLT: return (int(a[1] < b[0]), int(a[0] < b[1]))
+    return (int(a[1] < b[0] or b[1] < a[0]), int(not (a[0] == a[1] == b[0] == b[1])))
+  return None
+
+def _cdiv(a: int, b: int) -> int: return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)

@@ -108,7 +108,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.dtype import DType, PtrDType, bf16_to_f32, dtypes, f32_to_bf16, f64_to_bf16
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import value_op_error
 
@@ -216,31 +216,6 @@ def round_f64_bits(x: np.ndarray, exp_bits: int, man_bits: int) -> np.ndarray:
   out = np.minimum(out, inf)
   nan = inf | (1 << (man_bits - 1)) | (frac >> (52 - man_bits))
   return (np.where(mag > 0x7FF0_0000_0000_0000, nan, out) | sign).reshape(shape)
-
-def f64_to_bf16(x: np.ndarray) -> np.ndarray:
-  """float64 -> bfloat16 bits (uint16), one rounding to nearest-even; NaN -> quiet NaN, sign kept.
-  First float64 -> float32 rounded to odd (RNE, then one step toward x when inexact and even: float32 keeps
-  >= 2 more bits than bfloat16 everywhere, subnormals included), then `f32_to_bf16`. Values past float32's
-  range overflow to inf, as they must: bfloat16's overflow threshold is below float32's largest value."""
-  x = np.asarray(x, np.float64)
-  with np.errstate(all="ignore"):
-    y = np.asarray(x.astype(np.float32))
-    fix = (y.astype(np.float64) != x) & np.isfinite(y) & ((y.view(np.uint32) & np.uint32(1)) == 0)
-    y = np.where(fix, np.nextafter(y, np.where(x > y, np.float32(np.inf), np.float32(-np.inf))), y)
-  return f32_to_bf16(y)
-
-def f32_to_bf16(x: np.ndarray) -> np.ndarray:
-  """float32 -> bfloat16 bits (uint16), to nearest-even: add 0x7FFF plus the lowest kept bit, drop 16 bits.
-  The carry handles subnormals and overflow to inf; NaN -> quiet NaN with sign and top payload bits."""
-  u = np.asarray(x, np.float32).view(np.uint32)
-  with np.errstate(all="ignore"):
-    r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
-  nan = (u & np.uint32(0x7FFF_FFFF)) > np.uint32(0x7F80_0000)
-  return np.where(nan, (u >> np.uint32(16)) | np.uint32(0x40), r).astype(np.uint16)
-
-def bf16_to_f32(x: np.ndarray) -> np.ndarray:
-  """bfloat16 bits (uint16) -> float32, exact: the bits shifted left by 16."""
-  return (np.asarray(x, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   """float64 fusedMultiplyAdd: a*b + c rounded once (ties to even), as IEEE-754 and C's fma().

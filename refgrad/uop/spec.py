@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.target import TENSOR_CORES
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
 
@@ -130,7 +131,6 @@ def _check_types(u: UOp, err) -> None:
   elif op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
     if (msg := value_op_error(op, dt, sdt)) is not None: raise err(msg)
   elif op is Ops.WMMA:
-    from refgrad.target import TENSOR_CORES
     nsrc(3)
     need(u.arg in TENSOR_CORES, f"unknown tensor core {u.arg!r} (known: {', '.join(TENSOR_CORES)})")
     fa, fb, fc = TENSOR_CORES[u.arg].frag_dtypes

@@ -6,60 +6,18 @@ guarantees the identity (x*1, x+(-0) are exact; x+0 is not: -0+0 = +0).
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from refgrad.dtype import DType, dtypes
-from refgrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
-
-
-def bounds(u: UOp) -> tuple[int | float, int | float]:
-  """(min, max) that u can take, for scalar ints and bools; (-inf, inf) for what is not tracked."""
-  dt = u.dtype
-  if dt.count > 1 or not (dtypes.is_int(dt) or dt == dtypes.bool): return (-math.inf, math.inf)
-  lo_t, hi_t = dtypes.min(dt), dtypes.max(dt)
-  r = _bounds(u)
-  if r is None or r[0] < lo_t or r[1] > hi_t or r[0] > r[1]: return (lo_t, hi_t)  # could wrap: no information
-  return r
-
-def _bounds(u: UOp) -> tuple[int, int] | None:
-  op, s = u.op, u.src
-  if op is Ops.CONST: return (u.arg, u.arg)
-  if op is Ops.DEFINE_VAR: return (u.arg[1], u.arg[2])
-  if op is Ops.SPECIAL: return (0, u.arg[1] - 1)
-  if op is Ops.RANGE: return (0, s[0].vmax - 1) if s[0].vmax >= 1 else None
-  if op is Ops.CAST and (dtypes.is_int(s[0].dtype) or s[0].dtype == dtypes.bool) and s[0].dtype.count == 1: return (s[0].vmin, s[0].vmax)
-  if op not in GroupOp.ALU: return None
-  v = [(x.vmin, x.vmax) for x in s]
-  if op is Ops.ADD: return (v[0][0] + v[1][0], v[0][1] + v[1][1])
-  if op is Ops.NEG: return (-v[0][1], -v[0][0])
-  if op is Ops.MUL:
-    c = [a * b for a in v[0] for b in v[1]]
-    return (min(c), max(c))
-  if op is Ops.MAX: return (max(v[0][0], v[1][0]), max(v[0][1], v[1][1]))
-  if op is Ops.WHERE: return (min(v[1][0], v[2][0]), max(v[1][1], v[2][1]))
-  if op is Ops.IDIV and v[1][0] > 0:  # C division by a positive divisor is monotone in the dividend
-    return (_cdiv(v[0][0], v[1][0 if v[0][0] < 0 else 1]), _cdiv(v[0][1], v[1][1 if v[0][1] < 0 else 0]))
-  if op is Ops.MOD and v[1][0] > 0:
-    if v[0][0] >= 0: return (0, min(v[0][1], v[1][1] - 1))
-    return (max(v[0][0], -(v[1][1] - 1)), min(max(v[0][1], 0), v[1][1] - 1))
-  if op is Ops.AND and v[0][0] >= 0 and v[1][0] >= 0: return (0, min(v[0][1], v[1][1]))
-  if op is Ops.SHR and v[0][0] >= 0 and v[1][0] >= 0 and v[1][1] < u.dtype.bits: return (v[0][0] >> v[1][1], v[0][1] >> v[1][0])
-  if op in GroupOp.Comparison:
-    a, b = v
-    if op is Ops.CMPLT: return (int(a[1] < b[0]), int(a[0] < b[1]))
-    return (int(a[1] < b[0] or b[1] < a[0]), int(not (a[0] == a[1] == b[0] == b[1])))
-  return None
-
-def _cdiv(a: int, b: int) -> int: return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+from refgrad.uop import semantics
+from refgrad.uop.ops import GroupOp, NodeMemo, Ops, PatternMatcher, UOp, UPat, bounds, bounds_unclamped, graph_rewrite  # noqa: F401  (bounds: named here too)
 
 
 def _fold(u: UOp) -> UOp | None:
   """Constant folding through the reference semantics, so folded values are bit-exact."""
   if not all(s.op is Ops.CONST for s in u.src) or u.dtype.count > 1: return None
-  from refgrad.uop import semantics
   srcs = [semantics.from_python([s.arg], s.dtype) for s in u.src]
   if semantics.ub_check(u.op, u.dtype, srcs, [s.dtype for s in u.src]) is not None: return None  # keep UB visible at run time
   if u.op in GroupOp.Transcendental: return None  # native results are backend-specific
@@ -103,7 +61,7 @@ def _split_mul_add(x: UOp, c: UOp, y: UOp, d: UOp) -> tuple[UOp, UOp] | None:
   return x, y
 
 def _cmp_known(u: UOp) -> UOp | None:
-  lo, hi = _bounds(u) or (0, 1)
+  lo, hi = bounds_unclamped(u) or (0, 1)
   return UOp.const(dtypes.bool, bool(lo)) if lo == hi and u.dtype == dtypes.bool else None
 
 def _where_same(c: UOp, x: UOp) -> UOp: return x
@@ -142,3 +100,9 @@ symbolic = PatternMatcher([
   (UPat(Ops.CMPLT, name="u", src=(UPat.var(dtype=ints), UPat.var())), _cmp_known),
   (UPat(Ops.CMPNE, name="u", src=(UPat.var(dtype=ints), UPat.var())), _cmp_known),
 ])
+
+_SIMPLIFIED = NodeMemo("_simplified")
+
+def simplify(u: UOp) -> UOp:
+  """u under the `symbolic` rules. The rules depend on nothing but the node, so each node remembers its result."""
+  return graph_rewrite(u, symbolic, memo=_SIMPLIFIED)

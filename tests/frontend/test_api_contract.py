@@ -148,7 +148,7 @@ def test_data_dependent_shapes():
 # ---- long sorts: the bitonic network (forced here on short rows) ------------------------------------------------
 @pytest.mark.parametrize("descending", [True])
 def test_bitonic_sort_matches_stable_numpy(monkeypatch, descending):
-  import refgrad.tensor_movement as tm
+  import refgrad.tensor.movement as tm
   monkeypatch.setattr(tm, "_SORT_DIRECT", 4)
   rng = np.random.default_rng(3)
   a = rng.integers(-4, 4, (2, 7)).astype(np.float32)

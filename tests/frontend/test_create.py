@@ -10,7 +10,7 @@ import pytest
 
 from refgrad import Tensor, dtypes
 from refgrad.dtype import DType
-from refgrad.tensor_create import threefry2x32
+from refgrad.tensor import threefry2x32
 
 # ---- deterministic creation ----------------------------------------------------------------------------
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from refgrad import Tensor, dtypes, schedule
-from refgrad.device import Device
+from refgrad.device import Device, target_for
 from refgrad.opt import OptOps
 from refgrad.program import Runner
-from refgrad.target import Target, target_for
+from refgrad.target import Target
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops
 
@@ -21,8 +21,8 @@ def _gpu_target() -> Target | None:
   return t if (t := target_for(Device.DEFAULT)).gpu else None
 
 def _run(t: Tensor) -> tuple[np.ndarray, list[Runner]]:
-  with schedule.traced() as ran: out = t.numpy()
-  return out, list(ran)
+  with schedule.recording() as log: out = t.numpy()
+  return out, [step.runner for step in log if step.runner is not None]
 
 def _ops(runners: list[Runner]) -> set[OptOps]: return {o.op for r in runners for o in r.opts}
 def _uops(runners: list[Runner]) -> set[Ops]: return {u.op for r in runners for u in r.spec.uops}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from refgrad import Tensor, nn
-from refgrad.tensor_errors import ShapeError
+from refgrad.tensor import ShapeError
 
 
 def _t() -> Tensor: return Tensor.ones(2, 3)   # made inside each test, on the device under test

@@ -82,13 +82,13 @@ def _symbolic_wrap() -> None:
   import math
 
   from refgrad.dtype import dtypes
-  from refgrad.uop import symbolic as sym
+  from refgrad.uop import ops
   def bounds(u: Any) -> Any:
     dt = u.dtype
     if dt.count > 1 or not (dtypes.is_int(dt) or dt == dtypes.bool): return (-math.inf, math.inf)
-    r = sym._bounds(u)
+    r = ops.bounds_unclamped(u)
     return (dtypes.min(dt), dtypes.max(dt)) if r is None or r[0] > r[1] else r   # the bug: no check that r fits dt
-  sym.bounds = bounds
+  ops.bounds = bounds
 
 def _symbolic_float_assoc() -> None:
   from refgrad.uop import symbolic as sym

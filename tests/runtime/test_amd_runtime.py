@@ -11,11 +11,10 @@ import pytest
 
 from refgrad import Tensor, TinyJit, dtypes
 from refgrad import schedule as sched
-from refgrad.device import Buffer, Device
+from refgrad.device import Buffer, Device, target_for
 from refgrad.program import Runner
 from refgrad.runtime import ops_amd
 from refgrad.runtime.driver import GPUDeadlock, GPUFault, GPUHazard
-from refgrad.target import target_for
 from refgrad.uop.ops import Ops, UOp
 
 from .programs import add_one
@@ -53,7 +52,8 @@ def test_results_equal_python_device_byte_for_byte(name: str, monkeypatch: pytes
   fn, ins = PROGRAMS[name]
   drv = _amd().drv
   launches, copies = drv.counters["dispatch"], drv.counters["sdma_copy"]
-  with sched.traced() as ran: got = _bits(fn(*[Tensor(x, device="AMD") for x in ins]))
+  with sched.recording() as log: got = _bits(fn(*[Tensor(x, device="AMD") for x in ins]))
+  ran = [step.runner for step in log if step.runner is not None]
   want = _bits(fn(*[Tensor(x, device="PYTHON") for x in ins]))
   assert got == want
   assert drv.counters["dispatch"] > launches                  # kernels ran as DISPATCH_DIRECTs
@@ -95,8 +95,8 @@ def test_kernel_descriptor_fills_the_dispatch_registers():
 
 def _reduce_runner() -> Runner:
   x = Tensor(np.ones((4, 4096), np.float32), device="AMD")
-  with sched.traced() as ran: x.sum(1).realize()
-  return next(r for r in ran if any(u.op is Ops.DEFINE_LOCAL for u in r.spec.uops))
+  with sched.recording() as log: x.sum(1).realize()
+  return next(r for r in (step.runner for step in log) if r is not None and any(u.op is Ops.DEFINE_LOCAL for u in r.spec.uops))
 
 
 def test_launch_returns_before_the_kernel_runs():

@@ -311,7 +311,7 @@ def test_nv_graph_patches_addresses_and_signals():
     outs.append(f(a, b).numpy())
     assert hcq.timeline.value >= v
   assert [o[0] for o in outs] == [0.0, 3.0, 6.0, 9.0, 12.0]
-  assert f._plan is not None and any(type(s).__name__ == "_HCQGraph" for s in f._plan.steps)
+  assert f._plan is not None and any(type(s).__name__ == "HCQGraph" for s in f._plan.steps)
 
 
 def test_nv_fault_in_a_replay_names_the_kernel():
@@ -339,7 +339,7 @@ def test_nv_two_gpus_one_command_buffer_each():
     if i >= 2:
       assert [Device[d].hcq.drv.counters["doorbell"] for d in ("NV", "NV:1")] == [bells[0] + 2, bells[1] + 2]   # type: ignore[attr-defined]
     assert out.item() == float(((a * 2 + 1) * b).sum())
-  assert f._plan is not None and [type(s).__name__ for s in f._plan.steps] == ["_HCQGraph", "_Copy", "_HCQGraph"]
+  assert f._plan is not None and [type(s).__name__ for s in f._plan.steps] == ["HCQGraph", "_Copy", "HCQGraph"]
 
 
 def test_nv_graph_barriers_only_between_dependent_launches():
@@ -352,5 +352,5 @@ def test_nv_graph_barriers_only_between_dependent_launches():
   ins = [np.arange(16, dtype=np.float32) + i for i in range(4)]
   outs = [f(Tensor(v, device="NV")).numpy() for v in ins]
   assert [o.tolist() for o in outs[2:]] == [((v + 1) * (v * 2) + (v - 3)).tolist() for v in ins[2:]]
-  graphs = [s for s in f._plan.steps if type(s).__name__ == "_HCQGraph"] if f._plan is not None else []
+  graphs = [s for s in f._plan.steps if type(s).__name__ == "HCQGraph"] if f._plan is not None else []
   assert len(graphs) == 1 and len(graphs[0].args) == 4 and graphs[0].barriers == 1

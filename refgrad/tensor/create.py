@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from refgrad.dtype import DType, dtypes
+from refgrad.tensor.args import _shape_arg
 from refgrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -38,9 +39,7 @@ def _dtype(d: DType | str | None, default: DType) -> DType:
   if d is None: return default
   return dtypes.from_name(d) if isinstance(d, str) else d
 
-def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
-  from refgrad.tensor import _shape_arg
-  return _shape_arg(shape)
+def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]: return _shape_arg(shape)
 
 def _finish(t: Tensor, requires_grad: bool | None) -> Tensor:
   """A random tensor that will be a parameter is computed now, so it is a leaf buffer like any other."""
@@ -73,12 +72,12 @@ class CreationMixin:
   _rng_counter: ClassVar[int] = 0   # values drawn since the last manual_seed
 
   # ---- deterministic creation ------------------------------------------------------------------------
-  @staticmethod
-  def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None, device: str | None = None,
+  @classmethod
+  def linspace(cls, start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None, device: str | None = None,
                requires_grad: bool | None = None) -> Tensor:
     """`steps` evenly spaced values from start to stop (both included): start + i * step, the last one
     exactly stop (as numpy). Int dtypes: computed in float64 and rounded down (as numpy 2)."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     dt = _dtype(dtype, dtypes.default_float)
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0: raise ValueError(f"linspace: steps must be an int >= 0, got {steps!r}")
     if dt == dtypes.bool: raise ValueError("linspace: bool dtype is not supported")
@@ -92,10 +91,10 @@ class CreationMixin:
     ret = (ret.floor() if dtypes.is_int(dt) else ret).cast(dt)
     return _finish(ret, requires_grad)
 
-  @staticmethod
-  def eye(n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+  @classmethod
+  def eye(cls, n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """n x m (default n x n) identity matrix."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     m = n if m is None else m
     for name, v in (("n", n), ("m", m)):
       if not isinstance(v, int) or isinstance(v, bool) or v < 0: raise ValueError(f"eye: {name} must be an int >= 0, got {v!r}")
@@ -105,14 +104,14 @@ class CreationMixin:
 
   def full_like(self: Tensor, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
                 requires_grad: bool | None = None) -> Tensor:
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     return Tensor.full(self.shape, fill_value, _dtype(dtype, self.dtype), device or self.device, requires_grad)
   def zeros_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     return self.full_like(0, dtype, device, requires_grad)
   def ones_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     return self.full_like(1, dtype, device, requires_grad)
   def empty_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     return Tensor.empty(self.shape, dtype=_dtype(dtype, self.dtype), device=device or self.device)
 
   def _tri_mask(self: Tensor, diagonal: int, upper: bool) -> Tensor:
@@ -133,17 +132,17 @@ class CreationMixin:
     return self.zeros_like() if diagonal <= -self.shape[-2] else mask.where(self, self._like(0))
 
   # ---- random numbers ------------------------------------------------------------------------------
-  @staticmethod
-  def manual_seed(seed: int = 0) -> None:
+  @classmethod
+  def manual_seed(cls, seed: int = 0) -> None:
     """Seed the generator and restart its counter: the same calls then give the same numbers."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     if not isinstance(seed, int) or isinstance(seed, bool): raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
     Tensor._seed, Tensor._rng_counter = seed, 0
 
-  @staticmethod
-  def _random_bits(shape: tuple[int, ...], device: str | None) -> tuple[Tensor, Tensor]:
+  @classmethod
+  def _random_bits(cls, shape: tuple[int, ...], device: str | None) -> tuple[Tensor, Tensor]:
     """Two uint32 tensors of `shape`: the threefry block of each element's counter. Advances the counter."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     n = math.prod(shape)
     off, seed = Tensor._rng_counter, Tensor._seed % 2**64
     if off + n >= 2**64: raise OverflowError("random number counter exhausted: call Tensor.manual_seed")
@@ -157,10 +156,10 @@ class CreationMixin:
     x0, x1 = threefry2x32((k0e, k1e), (c_lo, c_hi))
     return x0.reshape(shape), x1.reshape(shape)
 
-  @staticmethod
-  def rand(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+  @classmethod
+  def rand(cls, *shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [0, 1) (see the module docstring for how they are made)."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     shp, dt = _shape(shape), _dtype(dtype, dtypes.default_float)
     if not dtypes.is_float(dt): raise TypeError(f"rand: dtype must be a float, got {dt} (use randint for ints)")
     if math.prod(shp) == 0: return Tensor.zeros(shp, dtype=dt, device=device)
@@ -172,10 +171,10 @@ class CreationMixin:
     mant = (x0 >> 9) & (((1 << 23) - 1) ^ ((1 << (23 - mbits)) - 1))   # the top mbits random bits
     return _finish(((mant | 0x3F800000).bitcast(dtypes.float32) - 1.0).cast(dt), requires_grad)
 
-  @staticmethod
-  def randn(*shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+  @classmethod
+  def randn(cls, *shape: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """Standard normal values (Box-Muller on two uniform draws)."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     shp, dt = _shape(shape), _dtype(dtype, dtypes.default_float)
     if not dtypes.is_float(dt): raise TypeError(f"randn: dtype must be a float, got {dt}")
     ft = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
@@ -185,11 +184,11 @@ class CreationMixin:
     z = (u1 * (2 * math.pi)).cos() * ((1 - u2).log() * -2).sqrt()
     return _finish(z.cast(dt), requires_grad)
 
-  @staticmethod
-  def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  @classmethod
+  def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """Uniform random ints in [low, high)."""
     shp, dt = _shape(shape), _dtype(dtype, dtypes.int32)
-    from refgrad.tensor import Tensor
+    Tensor = cls
     if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint: low and high must be ints, got {low!r}, {high!r}")
     if not dtypes.is_int(dt): raise TypeError(f"randint: dtype must be an int dtype, got {dt}")
     if not dtypes.min(dt) <= low < high <= dtypes.max(dt) + 1: raise ValueError(f"randint: need {dtypes.min(dt)} <= low < high <= {dtypes.max(dt) + 1} for {dt}, got [{low}, {high})")
@@ -199,57 +198,57 @@ class CreationMixin:
     v = (x0.cast(dtypes.uint64) * (high - low)) >> 32   # < high - low
     return (v + (low % 2**64)).cast(dt)                   # low bits of the wrapped sum: exact in [low, high)
 
-  @staticmethod
-  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None, device: str | None = None,
+  @classmethod
+  def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None, device: str | None = None,
               requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [low, high): rand * (high - low) + low."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     ret = Tensor.rand(*shape, dtype=dtype, device=device) * (high - low) + low
     return _finish(ret, requires_grad)
 
-  @staticmethod
-  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None, device: str | None = None,
+  @classmethod
+  def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None, device: str | None = None,
              requires_grad: bool | None = None) -> Tensor:
-    from refgrad.tensor import Tensor
+    Tensor = cls
     return _finish(Tensor.randn(*shape, dtype=dtype, device=device) * std + mean, requires_grad)
 
-  @staticmethod
-  def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+  @classmethod
+  def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:
     """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     shp = _shape(shape)
     return _scaled(Tensor.uniform(*shp, low=-1.0, high=1.0, **{k: v for k, v in kwargs.items() if k != "requires_grad"}),
                    math.prod(shp) ** -0.5, kwargs.get("requires_grad"))
 
-  @staticmethod
-  def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+  @classmethod
+  def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:
     """Uniform in [-1, 1) scaled by sqrt(6 / (shape[0] + prod(shape[1:]))) (Glorot & Bengio)."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     shp = _shape(shape)
     return _scaled(Tensor.uniform(*shp, low=-1.0, high=1.0, **{k: v for k, v in kwargs.items() if k != "requires_grad"}),
                    (6 / (shp[0] + math.prod(shp[1:]))) ** 0.5, kwargs.get("requires_grad"))
 
-  @staticmethod
-  def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+  @classmethod
+  def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
     """Uniform in [-b, b), b = sqrt(3) * sqrt(2 / (1 + a^2)) / sqrt(prod(shape[1:])) (He et al., fan-in)."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     shp = _shape(shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(math.prod(shp[1:]))
     return Tensor.uniform(*shp, low=-bound, high=bound, **kwargs)
 
-  @staticmethod
-  def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+  @classmethod
+  def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
     """Normal with std = sqrt(2 / (1 + a^2)) / sqrt(prod(shape[1:]))."""
-    from refgrad.tensor import Tensor
+    Tensor = cls
     shp = _shape(shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(math.prod(shp[1:]))
     return Tensor.normal(*shp, mean=0.0, std=std, **kwargs)
 
   def rand_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     return Tensor.rand(self.shape, dtype=_dtype(dtype, self.dtype), device=device or self.device, requires_grad=requires_grad)
   def randn_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     return Tensor.randn(self.shape, dtype=_dtype(dtype, self.dtype), device=device or self.device, requires_grad=requires_grad)
 
 

@@ -1,6 +1,6 @@
 """MathMixin: elementwise math, operators, comparisons, logic and bitwise ops, reductions.
 
-Everything here is built on the core primitives of refgrad/tensor.py (`_alu`, `_broadcasted`, `_reduce`,
+Everything here is built on the core primitives of refgrad/tensor/core.py (`_alu`, `_broadcasted`, `_reduce`,
 `sum`, `max`, `where`, `cast`, movement ops), so it runs on every device with the same bits.
 
 Numerics (the graphs below are what every backend runs, so results are bit-identical across devices;
@@ -70,7 +70,7 @@ class MathMixin:
   def _iota_along(self: Tensor, axis: int, shape: tuple[int, ...] | None = None) -> Tensor:
     """int32 index along `axis`, expanded to `shape` (self's by default). The IOTA is expanded before any
     arithmetic so that the whole expression fuses into the kernel that uses it."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     shape = self.shape if shape is None else shape
     iota = Tensor(UOp(Ops.IOTA, dtypes.int32, (), shape[axis]), self.device)
     return iota.reshape(tuple(n if i == axis else 1 for i, n in enumerate(shape))).expand(shape)
@@ -438,7 +438,7 @@ class MathMixin:
   def clip(self: Tensor, min_: Tensor | Any = None, max_: Tensor | Any = None) -> Tensor:
     """min(max(x, min_), max_) (max_ wins where min_ > max_). Gradient as PyTorch: x gets it inside [min_, max_],
     bounds included; a tensor bound gets it where it is the result."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min_ and max_ must be given")
     if not dtypes.is_float(self.dtype) and self.dtype != dtypes.bool:   # int bounds past the dtype's range: its own min/max
       lim = lambda v: min(max(v, dtypes.min(self.dtype)), dtypes.max(self.dtype)) if isinstance(v, int) and not isinstance(v, bool) else v
@@ -673,5 +673,5 @@ class MathMixin:
 
   # ---- small helpers the math above needs (full_like/zeros_like/ones_like also live in CreationMixin) ----
   def _like(self: Tensor, value: Any, dtype: DType | None = None, shape: tuple[int, ...] | None = None) -> Tensor:
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     return Tensor.full(self.shape if shape is None else shape, value, dtype or self.dtype, self.device)

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refgrad.dtype import DType, dtypes, least_upper_dtype
-from refgrad.tensor_errors import ShapeError
-from refgrad.uop.ops import Ops
+from refgrad.tensor.args import _broadcast_shape
+from refgrad.tensor.errors import ShapeError
+from refgrad.tensor.nnops import _windows
+from refgrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from refgrad.tensor import Tensor
@@ -65,15 +67,13 @@ def _one_hot(idx: Tensor, n: int, shape: tuple[int, ...], axis: int) -> Tensor:
   idx = idx.cast(_index_dtype(idx.dtype))
   if idx.shape != shape: idx = idx._expand_to(shape)
   idx = _lt(idx, 0).where(idx + n, idx)
-  return _eq(idx, _iota(n, shape, axis, idx.device).cast(idx.dtype))
+  return _eq(idx, _iota(n, shape, axis, idx).cast(idx.dtype))
 
 
-def _iota(n: int, shape: tuple[int, ...], axis: int, device: str) -> Tensor:
-  """0..n-1 along `axis`, broadcast to `shape` (int32). A bare IOTA node: the scheduler reads it through the
-  broadcast without a kernel of its own (an arange, being computed, would get one)."""
-  from refgrad.tensor import Tensor
-  from refgrad.uop.ops import UOp
-  return Tensor(UOp(Ops.IOTA, dtypes.int32, (), n), device).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))._expand_to(shape)
+def _iota(n: int, shape: tuple[int, ...], axis: int, like: Tensor) -> Tensor:
+  """0..n-1 along `axis`, broadcast to `shape` (int32), on `like`'s device. A bare IOTA node: the scheduler reads it
+  through the broadcast without a kernel of its own (an arange, being computed, would get one)."""
+  return type(like)(UOp(Ops.IOTA, dtypes.int32, (), n), like.device).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))._expand_to(shape)
 
 
 def _seq_args(first: Any, rest: tuple[Any, ...], what: str) -> tuple[Any, tuple[Any, ...]]:
@@ -94,7 +94,7 @@ class _Item:
 
 
 def _parse_index(x: Tensor, index: Any) -> list[_Item]:
-  from refgrad.tensor import Tensor
+  Tensor = type(x)
   items = list(index) if isinstance(index, tuple) else [index]
   # lists, tuples and arrays inside the index are tensor indices ([] is an empty integer one)
   items = [(Tensor(i, x.device) if len(i) else Tensor.zeros(0, dtype=dtypes.int32, device=x.device))
@@ -171,7 +171,6 @@ def _advanced(y: Tensor, items: list[_Item]) -> tuple[list[int], tuple[int, ...]
   """Tensor-index axes of y, their broadcast shape, and the index tensors shaped to broadcast over
   y.shape[:d0] + B + y.shape[d0:] (size 1 at every y axis); whether B stays in place (numpy's rule:
   only when the tensor indices are adjacent, counting after int indices are applied)."""
-  from refgrad.tensor import _broadcast_shape
   kept = [i for i in items if i.kind != "int"]
   dims = [k for k, i in enumerate(kept) if i.kind == "tensor"]
   idxs = [kept[k].tensor for k in dims]
@@ -203,14 +202,14 @@ def _bitonic_sort(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
   values that sort last (their indices are larger than every real one), then log2(N)(log2(N)+1)/2 compare-exchange
   steps of N/2 pairs each (one kernel per step): O(n log^2 n) work. Values move by selects (exact bits, and their
   gradients follow them)."""
-  from refgrad.tensor import Tensor
+  Tensor = type(x)
   n = x.shape[-1]
   big = 1 << (n - 1).bit_length()
   lead = x.shape[:-1]
   keep = tuple((0, 0) for _ in lead)
   fill = (dtypes.min(x.dtype) if descending else dtypes.max(x.dtype)) if not dtypes.is_float(x.dtype) else (-math.inf if descending else math.nan)
   v = x.pad(keep + ((0, big - n),), value=fill) if big != n else x
-  idx = _iota(big, (*lead, big), len(lead), x.device)
+  idx = _iota(big, (*lead, big), len(lead), x)
   k = 2
   while k <= big:
     j = k // 2
@@ -221,7 +220,7 @@ def _bitonic_sort(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
       lo_v, hi_v = vv.shrink(sl[0]), vv.shrink(sl[1])
       lo_i, hi_i = ii.shrink(sl[0]), ii.shrink(sl[1])
       # pair block b runs up when (b * 2j) // k is even
-      blk = _iota(big // (2 * j), (*lead, big // (2 * j), 1, j), len(lead), x.device)
+      blk = _iota(big // (2 * j), (*lead, big // (2 * j), 1, j), len(lead), x)
       up = _eq(((blk * (2 * j)) // k) % 2, Tensor.full((), 0, dtypes.int32, x.device))
       swap = up.where(_before(hi_v, lo_v, hi_i, lo_i, descending), _before(lo_v, hi_v, lo_i, hi_i, descending))
       v = swap.where(hi_v, lo_v).cat(swap.where(lo_v, hi_v), dim=-2).reshape(*lead, big)
@@ -367,7 +366,6 @@ class MovementMixin:
   def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:  # type: ignore[misc]
     """Every window of `size` elements, `step` apart, along dimension: that axis becomes the window count and a new
     last axis of `size` holds each window (PyTorch's Tensor.unfold)."""
-    from refgrad.tensor_nn import _windows
     d = self._axis(dimension)
     if not isinstance(size, int) or size < 0 or size > self.shape[d]: raise ValueError(f"unfold: size {size} must be in [0, {self.shape[d]}] (axis {d} of {self.shape})")
     if not isinstance(step, int) or step <= 0: raise ValueError(f"unfold: step must be a positive int, got {step!r}")
@@ -429,7 +427,6 @@ class MovementMixin:
   def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:  # type: ignore[misc]
     """The elements where mask is True, flattened (a data-dependent shape: the mask is realized and read back).
     size= fixes the length: the first size elements, padded with fill_value when fewer are selected."""
-    from refgrad.tensor import _broadcast_shape
     shape = _broadcast_shape(self.shape, mask.shape)
     m = mask.cast(dtypes.bool)._expand_to(shape).numpy().reshape(-1)
     idx = np.nonzero(m)[0].astype(np.int32)
@@ -461,7 +458,7 @@ class MovementMixin:
     idx, sv = index.transpose(d, -1), src.transpose(d, -1)            # (..., m)
     full = (*idx.shape, n)
     hit = _one_hot(idx.unsqueeze(-1), n, full, idx.ndim)
-    return d, hit, sv.unsqueeze(-1)._expand_to(full), _iota(idx.shape[-1], full, idx.ndim - 1, self.device), index.shape
+    return d, hit, sv.unsqueeze(-1)._expand_to(full), _iota(idx.shape[-1], full, idx.ndim - 1, self), index.shape
 
   def _scatter_back(self: Tensor, d: int, out: Tensor, ishape: tuple[int, ...], fill: Any) -> Tensor:
     """(..., n) with dim d's axis last, over index's extent -> self's shape (outside the extent: `fill`)."""
@@ -527,9 +524,9 @@ class MovementMixin:
     a, b = (xi, xj) if descending else (xj, xi)   # j sorts before i when a < b (NaN the largest)
     before = _lt(a, b) | (b.isnan() & a.isnan().logical_not()) if dtypes.is_float(x.dtype) else _lt(a, b)
     same = _eq(xj, xi) | (xj.isnan() & xi.isnan())
-    i_idx, j_idx = _iota(n, full, x.ndim - 1, x.device), _iota(n, full, x.ndim, x.device)
+    i_idx, j_idx = _iota(n, full, x.ndim - 1, x), _iota(n, full, x.ndim, x)
     rank = (before._expand_to(full) | (same._expand_to(full) & _lt(j_idx, i_idx))).cast(dtypes.int32).sum(-1)   # (..., n)
-    hit = _eq(rank.unsqueeze(-2)._expand_to(full), _iota(n, full, x.ndim - 1, x.device))     # [.., r, i]: element i has rank r
+    hit = _eq(rank.unsqueeze(-2)._expand_to(full), _iota(n, full, x.ndim - 1, x))     # [.., r, i]: element i has rank r
     values = _select(xj._expand_to(full), hit, (x.ndim,)).reshape(x.shape)
     indices = _select(j_idx, hit, (x.ndim,)).reshape(x.shape)
     if ax != self.ndim - 1: values, indices = values.transpose(ax, -1), indices.transpose(ax, -1)
@@ -577,7 +574,7 @@ class MovementMixin:
     cast to t's dtype) in the selected region and stay the same elsewhere; t is realized. Only `t` changes:
     tensors computed from t's old contents before (including `t[...]` results) keep the old values, unlike
     numpy/PyTorch views. With repeated tensor indices the last one wins, as in numpy."""
-    from refgrad.tensor import Tensor, _broadcast_shape
+    Tensor = type(self)
     items = _parse_index(self, index)
     y = _basic(self, items)
     if isinstance(value, Tensor):
@@ -631,7 +628,7 @@ def _scatter(y: Tensor, v: Tensor, dims: list[int], bshape: tuple[int, ...], idx
   assert mask is not None
   baxes = tuple(range(d0, d0 + nb))
   T = type(y)
-  order = _iota(math.prod(bshape), (1,) * d0 + (math.prod(bshape),) + (1,) * (y.ndim - d0), d0, y.device).reshape(
+  order = _iota(math.prod(bshape), (1,) * d0 + (math.prod(bshape),) + (1,) * (y.ndim - d0), d0, y).reshape(
     (1,) * d0 + bshape + (1,) * (y.ndim - d0))._expand_to(full)
   winner = mask.where(order, -1)._reduce(Ops.MAX, baxes, keepdim=True)          # last index in B order that hits each place
   picked = _select(v, _eq(order, winner._expand_to(full)), baxes)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from refgrad.dtype import DType, dtypes, least_upper_dtype, sum_acc_dtype
-from refgrad.tensor_errors import ShapeError
+from refgrad.tensor.args import _broadcast_shape
+from refgrad.tensor.errors import ShapeError
 
 if TYPE_CHECKING:
   from refgrad.tensor import Tensor
@@ -75,7 +76,7 @@ class NNMixin:
     """Matrix product with numpy's rules: 1-D x 1-D is a dot product, a 1-D argument is a row (first) or
     column (second) vector, more axes are batches that broadcast. `dtype` sets the accumulator/result
     dtype (default: the promoted dtype, with small ints widened to 32 bits as in `sum`; products are taken in it too)."""
-    from refgrad.tensor import Tensor, _broadcast_shape
+    Tensor = type(self)
     x = self
     if not isinstance(w, Tensor): w = Tensor(w, x.device)
     if x.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul: both arguments need at least one axis, got shapes {x.shape} and {w.shape}")
@@ -97,7 +98,7 @@ class NNMixin:
 
   def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:  # type: ignore[misc]
     """self @ x (x @ self if reverse); see `dot`."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     if not isinstance(x, Tensor): x = Tensor(x, self.device)
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
 
@@ -185,7 +186,7 @@ class NNMixin:
   def _pool_windows(self: Tensor, k: tuple[int, ...], st: tuple[int, ...], dl: tuple[int, ...], pads: tuple[tuple[int, int], ...],  # type: ignore[misc]
                     extra: tuple[int, ...], value: Any = 0) -> Tensor:
     """Windows of the last len(k) axes padded with `value`: (..., *out, *k)."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     n = len(k)
     lead = ((0, 0),) * (self.ndim - n)
     full = lead + tuple((a, b + e) for (a, b), e in zip(pads, extra))
@@ -203,7 +204,7 @@ class NNMixin:
     """Mean over each kernel_size window of the last len(kernel_size) axes (stride defaults to kernel_size). The
     divisor counts the padding (not the extra of ceil_mode) unless count_include_pad=False, as PyTorch. As `mean`:
     ints give the default float, float16/bfloat16 accumulate in float32, and the sum is multiplied by 1/count."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
     acc = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
     k, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
@@ -223,7 +224,7 @@ class NNMixin:
     """Max over each kernel_size window of the last len(kernel_size) axes (stride defaults to kernel_size; padding
     is -inf, or the dtype's minimum for ints). return_indices: also the int32 index of the (first) maximum within
     the flattened pooled axes of the input, as PyTorch (for max_unpool2d)."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     k, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
     n = len(k)
     win = self._pool_windows(k, st, dl, pads, extra, dtypes.min(self.dtype))
@@ -243,7 +244,7 @@ class NNMixin:
                    dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
     """The inverse of max_pool2d(return_indices=True): zeros with each value put back at its index (PyTorch). The output
     size defaults to (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + 1 per pooled axis."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     n = 2 if isinstance(kernel_size, int) else len(tuple(kernel_size))
     k = _tuple(kernel_size, n, "kernel_size")
     st, dl, pads = k if stride is None else _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation"), _pads(padding, n)
@@ -261,7 +262,7 @@ class NNMixin:
     separably; align_corners maps the corner samples onto each other; int inputs are computed in float and rounded
     back to their dtype). Source positions and weights are computed in
     float64 and rounded to the tensor's dtype; each output is x0 * (1 - w) + x1 * w of its two neighbours."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     size = tuple(size)
     if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: unknown mode {mode!r}")
     if len(size) > self.ndim or any(not isinstance(v, int) or v < 0 for v in size): raise ValueError(f"interpolate: invalid size {size} for shape {self.shape}")
@@ -337,7 +338,7 @@ class NNMixin:
     """softmax(self @ key^T * scale + mask) @ value, scale = 1/sqrt(head size). attn_mask: bool (False = masked out,
     -inf) or added to the scores; is_causal masks the upper triangle. Dropout runs only while Tensor.training.
     enable_gqa: key and value have fewer heads (axis -3) than the query; each is shared by a group of query heads."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} need 2+ axes")
     if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
@@ -354,7 +355,7 @@ class NNMixin:
 
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:  # type: ignore[misc]
     """While Tensor.training: zero each element with probability p and scale the rest by 1/(1-p); else self."""
-    from refgrad.tensor import Tensor
+    Tensor = type(self)
     if not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not Tensor.training or p == 0: return self
     if p == 1: return self.zeros_like()
@@ -438,7 +439,7 @@ def _interpolate_uint8(x: Tensor, size: tuple[int, ...], align_corners: bool) ->
   """Linear resampling of uint8 images as PyTorch's CPU kernel does it: one axis at a time, last axis first, each pass in
   fixed point (weights rounded to p fraction bits, the most that keep the largest weight under 2**15) and rounded back
   to uint8 before the next pass."""
-  from refgrad.tensor import Tensor
+  Tensor = type(x)
   y = x.cast(dtypes.int32)
   for j in reversed(range(len(size))):
     ax, out = y.ndim - len(size) + j, size[j]

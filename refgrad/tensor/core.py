@@ -11,40 +11,28 @@ import numpy as np
 
 from refgrad import lazy
 from refgrad.device import Buffer, Device
-from refgrad.dtype import DType, dtypes, least_upper_dtype
-from refgrad.tensor_create import CreationMixin
-from refgrad.tensor_errors import ShapeError
-from refgrad.tensor_math import MathMixin
-from refgrad.tensor_movement import MovementMixin
-from refgrad.tensor_nn import NNMixin
-from refgrad.uop.ops import Ops, UOp
+from refgrad.dtype import DType, dtypes, least_upper_dtype, sum_acc_dtype
+from refgrad.gradient import compute_gradient, set_custom_rule
+from refgrad.schedule import buffer_node, is_realized, realize, realized
+from refgrad.tensor.args import _broadcast_shape, _check_int, _flatten, _infer_dtype, _nested_shape, _np_values, _pad_arg, _shape_arg, _to_dtype
+from refgrad.tensor.create import CreationMixin
+from refgrad.tensor.errors import ShapeError
+from refgrad.tensor.mathops import MathMixin
+from refgrad.tensor.movement import MovementMixin
+from refgrad.tensor.nnops import NNMixin
+from refgrad.uop.ops import Ops, UOp, alu_dtype
+from refgrad.uop.spec import value_op_error
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
-
-def _to_dtype(d: DType | str | None) -> DType | None:
-  return dtypes.from_name(d) if isinstance(d, str) else d
-
-def _infer_dtype(x: Any) -> DType:
-  if isinstance(x, bool): return dtypes.bool
-  if isinstance(x, int): return dtypes.default_int
-  if isinstance(x, float): return dtypes.default_float
-  raise TypeError(f"cannot make a tensor from {type(x).__name__}")
-
-def _nested_shape(data: Any) -> tuple[int, ...]:
-  if not isinstance(data, (list, tuple)): return ()
-  if not data: return (0,)
-  shapes = {_nested_shape(d) for d in data}
-  if len(shapes) != 1: raise ValueError(f"ragged nested list: rows have shapes {sorted(shapes)}")
-  return (len(data), *shapes.pop())
-
-def _flatten(data: Any) -> list[Any]:
-  return [y for x in data for y in _flatten(x)] if isinstance(data, (list, tuple)) else [data]
+def live_tensors() -> list[Tensor]:
+  """Every Tensor object still alive (the JIT looks for the ones a captured call changed)."""
+  return list(_all_tensors)
 
 
 class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
   """An n-dimensional array on a device, with lazy evaluation and reverse-mode autograd. The core (data,
-  realization, primitives, autograd entry) is here; the API built on it is in the refgrad/tensor_*.py mixins."""
+  realization, primitives, autograd entry) is here; the API built on it is in the mixins of refgrad/tensor/ (create, mathops, movement, nnops)."""
   __slots__ = ("__weakref__", "_device", "_from_op", "grad", "requires_grad", "uop")
   training: bool = False   # layers such as BatchNorm behave differently while training (see Tensor.train)
 
@@ -112,7 +100,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    from refgrad.schedule import is_realized, realize, realized
     by_device: dict[str, list[UOp]] = {}
     for t in tensors:
       if not is_realized(t.uop): by_device.setdefault(t.device, []).append(t.uop)
@@ -127,7 +114,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   def _buffer(self) -> Buffer:
     self.realize()
-    from refgrad.schedule import buffer_node
     return lazy.buffer_of[buffer_node(self.uop)]
 
   def numpy(self) -> np.ndarray:
@@ -153,6 +139,12 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} does not match {self.dtype}")
     if x.device != self.device: raise ValueError(f"assign: tensor on {x.device}, target on {self.device}")
     self.uop, self._from_op = x.uop, False
+    return self
+  def rebind(self, uop: UOp) -> Tensor:
+    """Make this tensor (the same Python object) hold `uop` (of its shape, dtype and device) as a value with no gradient
+    history: e.g. the buffer a computation wrote (TinyJit rebinds the tensors a replay updates)."""
+    if uop.shape != self.shape or uop.dtype != self.dtype: raise ShapeError(f"rebind: {uop.shape} {uop.dtype} does not match {self.shape} {self.dtype}")
+    self.uop, self._from_op = uop, False
     return self
   def contiguous(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def clone(self) -> Tensor:
@@ -182,7 +174,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     """`value` (computed from self and others, possibly through detach()) as a tensor whose gradient is given by
     rule(ret, g, self, *others) -> one gradient (or None) per input, instead of by value's own graph (see
     refgrad/gradient.py). value must depend on every input (a rule on a constant would apply to every equal constant)."""
-    from refgrad.gradient import set_custom_rule
     ins = (self, *others)
     if any(value.uop is t.uop for t in ins): return value
     dev = self.device
@@ -259,8 +250,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     return x.expand(shape)
 
   def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
-    from refgrad.uop.ops import alu_dtype
-    from refgrad.uop.spec import value_op_error
     dts = [self.dtype, *(s.dtype for s in srcs)]
     dt = alu_dtype(op, *dts)
     if (msg := value_op_error(op, dt, dts)) is not None: raise TypeError(f"{op.name} on {', '.join(map(repr, dts))}: {msg}")
@@ -390,7 +379,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
           dtype: DType | str | None = None) -> Tensor:
     """Sum over axis (None: all). `dtype`: the input is cast to it first and the result has it (PyTorch, tinygrad).
     Small ints accumulate in int32/uint32; float16/bfloat16 accumulate in float32 and are rounded once at the end."""
-    from refgrad.dtype import sum_acc_dtype
     x = self.cast(dt) if (dt := _to_dtype(dtype)) is not None else self
     if acc_dtype is None and x.dtype in (dtypes.float16, dtypes.bfloat16):
       return x.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
@@ -417,7 +405,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
     """d(self)/d(t) for each target, weighted by `gradient` (implicitly 1 for a one-element self), without touching
     .grad (tinygrad's functional autograd). A target self does not depend on raises, unless materialize_grads
     (then its gradient is zeros)."""
-    from refgrad.gradient import compute_gradient
     if gradient is None:
       if self.numel() != 1: raise RuntimeError(f"gradient() of a tensor of shape {self.shape} needs a gradient argument (only one-element tensors get an implicit one)")
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
@@ -436,7 +423,6 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
 
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d(self)/d(t) into t.grad for every tensor t with requires_grad that self depends on."""
-    from refgrad.gradient import compute_gradient
     if gradient is None:
       if self.numel() != 1: raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient argument (only scalars get an implicit one)")
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
@@ -455,48 +441,4 @@ def _binop(x: Tensor, y: Any, op: Ops, reverse: bool) -> Tensor:
   a, b = x._broadcasted(y, reverse)
   return a._alu(op, b)
 
-def _check_int(x: Any, dt: DType) -> None:
-  """A Python int must fit an int dtype (numpy 2's rule: OverflowError, not wrap-around)."""
-  if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(dt) and not dtypes.min(dt) <= x <= dtypes.max(dt):
-    raise OverflowError(f"Python integer {x} out of bounds for {dt} [{dtypes.min(dt)}, {dtypes.max(dt)}]")
 
-def _np_values(flat: list[Any], dt: DType) -> np.ndarray:
-  """Python values as storage of dt, each converted exactly as a constant of dt would be."""
-  if dt == dtypes.bfloat16:
-    from refgrad.uop.semantics import from_python
-    return from_python(flat, dt)
-  if dtypes.is_int(dt):
-    for x in flat: _check_int(x, dt)
-    return np.array([dtypes.as_const(x, dt) for x in flat], dtype=dt.np)
-  return np.array(flat, dtype=dt.np)
-
-def _shape_arg(shape: Any, allow_neg: bool = False) -> tuple[int, ...]:
-  if isinstance(shape, int): shape = (shape,)
-  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
-  for s in shape:
-    if not isinstance(s, int) or isinstance(s, bool) or s < (-1 if allow_neg else 0): raise ValueError(f"invalid shape {tuple(shape)}")
-  return tuple(shape)
-
-def _pad_arg(padding: Sequence[Any], shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-  """(before, after) per axis from pairs/None per axis or a flat PyTorch tuple (last axis first)."""
-  p = tuple(padding)
-  if all(isinstance(v, int) and not isinstance(v, bool) for v in p):
-    if len(p) % 2 or len(p) // 2 > len(shape): raise ValueError(f"pad: a flat padding needs an even number of ints, at most {2 * len(shape)}, got {p}")
-    k = len(p) // 2
-    return ((0, 0),) * (len(shape) - k) + tuple((p[2 * i], p[2 * i + 1]) for i in reversed(range(k)))
-  if len(p) != len(shape): raise ValueError(f"pad: need one (before, after) per axis of {shape}, got {padding}")
-  out = []
-  for v in p:
-    if v is None: out.append((0, 0))
-    elif isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v): out.append((v[0], v[1]))
-    else: raise ValueError(f"pad: invalid padding {padding} (each axis takes None or (before, after) ints)")
-  return tuple(out)
-
-def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-  n = max(len(a), len(b))
-  a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-  out = []
-  for i, (x, y) in enumerate(zip(a, b)):
-    if x != y and 1 not in (x, y): raise ShapeError(f"cannot broadcast shapes {a} and {b}: axis {i} has sizes {x} and {y}")
-    out.append(y if x == 1 else x)
-  return tuple(out)
