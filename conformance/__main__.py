@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
-from fuzz.cliargs import OneLineParser, cpus, device_problem, file_problem, positive, seed
+from oracles.cliargs import OneLineParser, cpus, device_problem, file_problem, positive, seed
 
 if TYPE_CHECKING:
   from conformance.suite import Result
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "hold the cases finished).")
   ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
   ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
-                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/), "
+                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, oracles/corpus/), "
                   "kernels (every Opt kind x target x dtype class on whole kernels)")
   ap.add_argument("--seed", type=seed, default=0, metavar="S", help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=positive(int, "--jobs"), default=4, metavar="N",

@@ -1,5 +1,5 @@
-"""The fuzzer's regression corpus as conformance cases (`--group corpus`): every saved case in fuzz/corpus/*.json (a
-kernel AST, a target, Opts, inputs) is checked again on each device with the fuzzer's oracles (fuzz/check.py: the
+"""The fuzzer's regression corpus as conformance cases (`--group corpus`): every saved case in oracles/corpus/*.json (a
+kernel AST, a target, Opts, inputs) is checked again on each device with the fuzzer's oracles (oracles/check.py: the
 device against PYTHON bit for bit on the same program, optimized against unoptimized, red zones, checked mode, the AST
 evaluator). A case passes when none of them fails: the bug it was saved for is fixed and stays fixed."""
 from __future__ import annotations
@@ -10,13 +10,13 @@ from conformance.suite import Result
 
 
 def corpus_dir() -> Path:
-  import fuzz
-  return Path(fuzz.__file__).with_name("corpus")
+  import oracles
+  return Path(oracles.__file__).with_name("corpus")
 
 def corpus_results(devices: list[str], directory: Path | None = None) -> list[Result]:
   # the oracles live with the fuzzer that found these cases; importing them here keeps one definition of each check
-  from fuzz.case import Finding
-  from fuzz.check import check_cases
+  from oracles.case import Finding
+  from oracles.check import check_cases
   out = []
   for path in sorted((directory or corpus_dir()).glob("*.json")):
     try: fd = Finding.load(path)

@@ -10,9 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-from fuzz.case import Finding, Result
-from fuzz.cliargs import OneLineParser, cpus, device_problem, dir_problem, file_problem, positive, seed
-from fuzz.run import Fuzzer, Options
+from fuzz.run import DEFAULT_CORPUS, Fuzzer, Options
+from oracles.case import Finding, Result
+from oracles.cliargs import OneLineParser, cpus, device_problem, dir_problem, file_problem, positive, seed
 
 _Parser = OneLineParser
 _positive = positive
@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
   ap.add_argument("--seed", type=seed, default=0, help="seed of the case stream (default 0); same seed and options, same cases")
   ap.add_argument("--devices", help="comma list of devices compared with PYTHON (default: every device that can be constructed, MOCKGPU=1 set)")
   ap.add_argument("--targets", type=_targets, default=["CPU", "CUDA", "AMD"], help="comma list of targets kernels are optimized for (default CPU,CUDA,AMD)")
-  ap.add_argument("--corpus", type=Path, default=Path(__file__).with_name("corpus"), help="directory findings are saved to (default fuzz/corpus)")
+  ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help=f"directory findings are saved to (default ./{DEFAULT_CORPUS}, in the current directory)")
   ap.add_argument("--json", type=Path, help="write a JSON report here")
   ap.add_argument("--junit", type=Path, help="write a JUnit XML report here")
   ap.add_argument("--shard", type=_shard, default=(0, 1), help="I/N: check only slice I of N of the case stream (CI matrices)")
@@ -71,7 +71,7 @@ def _main(argv: list[str]) -> int:
   if (devices := _devices(args.devices, notes)) is None: return 2
   # the reports first: checking --corpus makes the directory
   if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit") or dir_problem(args.corpus, "--corpus")): return _fail(why)
-  from fuzz.models import load_models
+  from oracles.models import load_models
   opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
                  devices=devices, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
                  case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix)

@@ -5,10 +5,10 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from fuzz.case import ORACLES
-from fuzz.programs import DTYPES, STEPS
 from fuzz.run import Fuzzer, Stats
 from fuzz.stream import OPT_KINDS
+from oracles.case import ORACLES
+from oracles.programs import DTYPES, STEPS
 from refgrad.device import write_atomic
 
 

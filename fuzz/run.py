@@ -14,10 +14,11 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from fuzz.case import Case, Finding, Result
 from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
+from oracles.case import Case, Finding, Result
 
+DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
 GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
 SHRINK_PER_SIGNATURE = 3    # findings shrunk per (oracle, device); later ones with the same signature are saved as found
 
@@ -30,7 +31,7 @@ class Options:
   workers: int = 2
   devices: list[str] = field(default_factory=list)
   targets: list[str] = field(default_factory=lambda: ["CPU", "CUDA", "AMD"])
-  corpus: Path = field(default_factory=lambda: Path(__file__).with_name("corpus"))
+  corpus: Path = field(default_factory=lambda: DEFAULT_CORPUS)
   shard: tuple[int, int] = (0, 1)
   depth: int = 4
   case_timeout: float = 60.0

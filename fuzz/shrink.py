@@ -11,9 +11,9 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fuzz.astjson import ast_to_json
-from fuzz.case import Case, Result
-from fuzz.programs import SIZES, kernel_of
+from oracles.astjson import ast_to_json
+from oracles.case import Case, Result
+from oracles.programs import SIZES, kernel_of
 
 MAX_CHECKS = 120
 

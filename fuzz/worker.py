@@ -22,10 +22,10 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the coordinator stops the workers
   os.environ.update(config.get("env", {}))
   for m in config.get("preload", []): importlib.import_module(m)
-  from fuzz.case import Case, Result
-  from fuzz.check import check_cases
-  from fuzz.models import load_models
   from fuzz.stream import GROUP, materialize
+  from oracles.case import Case, Result
+  from oracles.check import check_cases
+  from oracles.models import load_models
   models = load_models() if config.get("models", True) else []
   devices, ast_eval = config["devices"], config.get("ast_eval", True)
   while True:
@@ -57,7 +57,7 @@ class Worker:
   def __init__(self, config: dict[str, Any]):
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(["fuzz.check", "fuzz.stream", "fuzz.models"])  # warm starts
+    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(["oracles.check", "fuzz.stream", "oracles.models"])  # warm starts
     self.conn, child = ctx.Pipe()
     self.proc = ctx.Process(target=worker_main, args=(child, config), daemon=True)
     self.proc.start()

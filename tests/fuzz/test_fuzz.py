@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from fuzz.astjson import ast_from_json, ast_to_json
-from fuzz.case import Case, Finding
-from fuzz.check import check_cases
-from fuzz.inputs import cross_opt_rules, exact_reductions, nan_views, values
-from fuzz.models import load_models
 from fuzz.stream import GROUP, Stream, materialize
+from oracles.astjson import ast_from_json, ast_to_json
+from oracles.case import Case, Finding
+from oracles.check import check_cases
+from oracles.inputs import cross_opt_rules, exact_reductions, nan_views, values
+from oracles.models import load_models
 from refgrad import Tensor, dtypes, schedule
 from refgrad.renderer.serialize import SerializeError
 from tests.fuzz import inject
@@ -120,7 +120,7 @@ def test_bad_options_give_one_clear_line(args, msg):
 def test_cross_opt_rules():
   """What may be compared across Opts: bits where no reordered float sum is involved, a tolerance for float arithmetic
   on sums, nothing for a bool or int made from a reordered float sum (a comparison may flip; the fuzzer once
-  reported that as a bug: fuzz/corpus/cross-opt-34b4bb72e90b19aa.json)."""
+  reported that as a bug: oracles/corpus/cross-opt-34b4bb72e90b19aa.json)."""
   x = Tensor.empty(3, 8, dtype=dtypes.float16)
   assert cross_opt_rules(_ast(x.cumsum(1) == x.flip(1)), "random") == {0: "skip"}
   assert cross_opt_rules(_ast(x.sum(1) * 2 + 1), "random") == {0: "tolerance"}
@@ -144,7 +144,7 @@ def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
 def test_nan_views():
   """A BITCAST of a computed float exposes the unspecified sign and payload of a NaN it may hold: such a buffer is
   compared as the float dtype (all NaNs equal), or not at all when its bits go on into other ops (the fuzzer reported
-  a NaN sign flipped by GROUP as a bug: fuzz/corpus/cross-opt-01ee35ddd240a080.json)."""
+  a NaN sign flipped by GROUP as a bug: oracles/corpus/cross-opt-01ee35ddd240a080.json)."""
   x = Tensor.empty(4, 4, dtype=dtypes.float64)
   assert nan_views(_ast((x @ x).bitcast(dtypes.int64))) == {0: dtypes.float64}
   assert nan_views(_ast((x @ x).bitcast(dtypes.int64) + 1)) == {0: None}

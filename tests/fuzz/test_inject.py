@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from fuzz.__main__ import replay_finding
-from fuzz.case import Finding
-from fuzz.models import load_models
 from fuzz.run import Fuzzer, Options
+from oracles.case import Finding
+from oracles.models import load_models
 
 PRELOAD = ["tests.fuzz.inject"]
 

@@ -1,7 +1,7 @@
 """A fuzz case and a check's result, as plain JSON-able data (cases travel to worker processes and to disk).
 
-A case is a kernel AST (fuzz/astjson.py rows) x a target x a list of Opts x input values (a seed and a mode,
-fuzz/inputs.py). Cases that share kernel, target and inputs form a group: the unoptimized kernel is lowered, run and
+A case is a kernel AST (oracles/astjson.py rows) x a target x a list of Opts x input values (a seed and a mode,
+oracles/inputs.py). Cases that share kernel, target and inputs form a group: the unoptimized kernel is lowered, run and
 compared once per group. Findings are saved as JSON (`FINDING_FORMAT`) and checked field by field when read back.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checking cases: the five oracles (fuzz/case.py ORACLES) on a batch of cases, in the calling process.
+"""Checking cases: the five oracles (oracles/case.py ORACLES) on a batch of cases, in the calling process.
 
 Per group (cases with one kernel, target and input set): the unoptimized kernel is lowered once, run on PYTHON in
 checked mode (undefined behaviour: the inputs are regenerated as "simple" ones once, then the group is counted as UB,
@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.ast_eval import can_eval, eval_ast, small_enough
-from fuzz.astjson import ast_from_json
-from fuzz.case import Case, Result, opt_from_json
-from fuzz.inputs import cross_opt_rules, nan_views, values
-from fuzz.programs import raw_kernel_of, run_program
+from oracles.ast_eval import can_eval, eval_ast, small_enough
+from oracles.astjson import ast_from_json
+from oracles.case import Case, Result, opt_from_json
+from oracles.inputs import cross_opt_rules, nan_views, values
+from oracles.programs import raw_kernel_of, run_program
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -178,8 +178,8 @@ class _Group:
   data: list[np.ndarray]
   exact: bool
   base: Prog
-  rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (fuzz/inputs.py)
-  views: dict[int, DType | None] = field(default_factory=dict)   # buffers holding BITCAST NaN bits (fuzz/inputs.py nan_views)
+  rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (oracles/inputs.py)
+  views: dict[int, DType | None] = field(default_factory=dict)   # buffers holding BITCAST NaN bits (oracles/inputs.py nan_views)
 
   def differs(self, a: list[np.ndarray], b: list[np.ndarray], only: int | None = None, tol: bool = False) -> str | None:
     """`differs` on the buffers (or buffer `only`), each compared as its nan_views float dtype, if any, or skipped."""
