@@ -88,20 +88,24 @@ def kernel_cases() -> list[Any]:
   add("big_launch", _big_launch(), "CPU", [])
   return cases
 
+def kernel_case_name(c: Any) -> str:
+  return f"kernels {c.target} {c.kernel} {' '.join(o[0] + str(o[1:]) for o in c.opts) or 'unoptimized'}"
+
+def kernel_result(c: Any, device: str, r: dict[str, Any]) -> Any:
+  """The conformance Result of an oracle result (a dict of oracles.case.Result) of kernel case c checked on device."""
+  from conformance.suite import Result
+  status, detail = r["status"], ""
+  if status == "fail" and r["device"] not in ("PYTHON", device): status = "pass"   # another device's failure
+  if status == "fail": detail = f"{r['oracle']} on {r['device']}: {r['detail']}"
+  status = {"pass": "pass", "fail": "fail"}.get(status, "pass" if status in ("ub", "invalid") else "error")
+  return Result(kernel_case_name(c), "kernels", c.opts[-1][0] if c.opts else "NONE", "", c.target, device, status, 0, detail)
+
 def kernels_results(devices: list[str]) -> list[Any]:
-  """One conformance Result per case x device (the fuzzer's oracles; PYTHON alone runs the PYTHON-only oracles)."""
+  """One conformance Result per case x device, in this process (the CLI runs each device's in its own worker)."""
   from conformance.suite import Result
   from oracles.check import check_cases
   cases = kernel_cases()
-  out = []
   try: res = check_cases(cases, [d for d in devices if d != "PYTHON"])   # PYTHON runs once; every other device after it
   except Exception as e:
     return [Result("kernels", "kernels", "", "", "", d, "error", 0, f"{type(e).__name__}: {e}") for d in devices]
-  for d in devices:
-    for c, r in zip(cases, res):
-      if r.status == "fail" and r.device not in ("PYTHON", d): r = type(r)(r.index, "pass")   # another device's failure
-      name = f"kernels {c.target} {c.kernel} {' '.join(o[0] + str(o[1:]) for o in c.opts) or 'unoptimized'}"
-      status = {"pass": "pass", "fail": "fail"}.get(r.status, "pass" if r.status in ("ub", "invalid") else "error")
-      detail = f"{r.oracle} on {r.device}: {r.detail}" if r.status == "fail" else ""
-      out.append(Result(name, "kernels", c.opts[-1][0] if c.opts else "NONE", "", c.target, d, status, 0, detail))
-  return out
+  return [kernel_result(c, d, r.__dict__) for d in devices for c, r in zip(cases, res)]

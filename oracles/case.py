@@ -25,6 +25,7 @@ ORACLES = {
   "program": "the whole tensor program, fused vs every step realized (fusion off), gives different bits on PYTHON",
   "compile": "lowering, linearizing, rendering or compiling a valid Opt list failed",
   "reference": "the PYTHON device failed with an error that is not a report of undefined behaviour",
+  "fp-state": "a backend call changed the process's floating-point control state (FTZ/DAZ, rounding mode: oracles/fpstate.py)",
   "crash": "the worker process died (signal or abort) while checking the case",
   "timeout": "checking the case took longer than the per-case limit",
 }

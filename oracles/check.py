@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from oracles import fpstate
 from oracles.ast_eval import can_eval, eval_ast, small_enough
 from oracles.astjson import ast_from_json
 from oracles.case import Case, Result, opt_from_json
@@ -39,6 +40,7 @@ from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
 from refgrad.program import ProgramSpec, Runner
+from refgrad.runtime.ops_cpu import CPUAllocator
 from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
 from refgrad.target import TARGETS
 from refgrad.uop import semantics
@@ -48,6 +50,7 @@ TIMES: Counter[str] = Counter()   # seconds spent per stage in this process (ben
 regenerated: set[str] = set()   # groups whose inputs were undefined behaviour and were regenerated (counted by the caller)
 REDZONE = 64            # sentinel bytes before and after every CPU buffer
 SENTINEL = 0xA7
+fp_changes: dict[str, str] = {}   # device -> an FP-state change its batch's library load caused, reported with its next program
 OUT_FILL = 0x5A         # initial bytes of buffers the kernel only stores to (the same on every device)
 
 
@@ -99,12 +102,19 @@ def run_python(p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
   return [m.data.view(a.dtype).copy() for m, a in zip(mems, data)]
 
 
+def batched(device: str) -> bool:
+  """Whether a device gets batched compiles (public: docs/backends.md): a C device on host memory, i.e. its allocator is
+  the CPU's (CPUAllocator), its renderer has `render_parts(name, uops) -> (declarations, function lines)` (CRenderer
+  and its subclasses), its compiler a `compile_cached(src)`, and `runtime(name, lib).fxn` is the ctypes function."""
+  d = Device[device]
+  return isinstance(d.allocator, CPUAllocator) and callable(getattr(d.renderer, "render_parts", None)) and callable(getattr(d.compiler, "compile_cached", None))
+
 class CPUBatch:
-  """Many programs compiled by ONE call of the C compiler: their declarations shared, a function each."""
-  def __init__(self, progs: list[Prog]):
+  """Many programs compiled by ONE call of the device's C compiler: their declarations shared, a function each."""
+  def __init__(self, progs: list[Prog], device: str = "CPU"):
     self.fns: dict[str, Any] = {}
     self.errors: dict[str, BaseException] = {}
-    dev = Device["CPU"]
+    dev = Device[device]
     parts: dict[str, tuple[list[str], list[str]]] = {}
     for p in progs:
       try:
@@ -240,7 +250,9 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
     todo = [(g, c) for g in live if tgt in (None, g.k0.target.name) for c in [None, *g.cases] if c is None or c.index in g.progs]
     progs = list(dict.fromkeys(g.base if c is None else g.progs[c.index] for g, c in todo))  # type: ignore[misc]
     if not progs: continue
-    batch = CPUBatch(progs) if dev == "CPU" else None
+    before = fpstate.probe()
+    batch = CPUBatch(progs, dev) if batched(dev) else None
+    if (fp := _fp_settle(before)) is not None: fp_changes[dev] = fp   # loading its library changed the process's FP state
     bad_base: set[int] = set()
     for g, c in todo:
       if id(g) in bad_base: continue
@@ -409,7 +421,19 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
       return
   g.progs[c.index] = p
 
+def _fp_settle(before: str) -> str | None:
+  """A change of the floating-point control state since `before` (restored to the default), or None."""
+  if (why := fpstate.changed(before, fpstate.probe())) is None: return None
+  return why + ("" if fpstate.restore() else "; it could not be restored")
+
 def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
+  if (fp := fp_changes.pop(dev, None)) is not None: return Result(0, "fail", "fp-state", dev, f"loading its programs: {fp}")
+  before = fpstate.probe()
+  try: fail = _on_device_run(dev, batch, p, g)
+  finally: fp = _fp_settle(before)
+  return Result(0, "fail", "fp-state", dev, fp) if fp is not None else fail
+
+def _on_device_run(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
   try:
     if batch is not None:
       if p.name in batch.errors: raise batch.errors[p.name]
