@@ -105,7 +105,7 @@ def run_python(p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
 def batched(device: str) -> bool:
   """Whether a device gets batched compiles (public: docs/backends.md): a C device on host memory, i.e. its allocator is
   the CPU's (CPUAllocator), its renderer has `render_parts(name, uops) -> (declarations, function lines)` (CRenderer
-  and its subclasses), its compiler a `compile_cached(src)`, and `runtime(name, lib).fxn` is the ctypes function."""
+  and its subclasses), its compiler a `compile_cached(src)`, and `runtime(name, lib)` takes raw buffer pointers (CPUProgram)."""
   d = Device[device]
   return isinstance(d.allocator, CPUAllocator) and callable(getattr(d.renderer, "render_parts", None)) and callable(getattr(d.compiler, "compile_cached", None))
 
@@ -131,7 +131,7 @@ class CPUBatch:
     decls = dict.fromkeys(d for pr in parts.values() for d in pr[0])
     src = "\n".join([*decls, *(ln for pr in parts.values() for ln in pr[1])]) + "\n"
     with timed("cc"): lib = dev.compiler.compile_cached(src)
-    for name in parts: self.fns[name] = dev.runtime(name, lib).fxn
+    for name in parts: self.fns[name] = dev.runtime(name, lib)   # the program object: a plugin may wrap the call
 
   def run(self, name: str, data: list[np.ndarray]) -> tuple[list[np.ndarray], str | None]:
     """(the buffers after the run, None or which red zone was written)."""
