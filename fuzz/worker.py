@@ -25,6 +25,7 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   from fuzz.stream import GROUP, materialize
   from oracles.case import Case, Result
   from oracles.check import check_cases
+  from oracles.cliargs import device_problem
   from oracles.models import load_models
   models = load_models() if config.get("models", True) else []
   devices, ast_eval = config["devices"], config.get("ast_eval", True)
@@ -41,6 +42,9 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
           except Exception as e:   # the program could not be built or scheduled: reported, not the end of the run
             broken.append(Result(spec["group"] * GROUP, "invalid", detail=f"group {spec['group']} could not be built: {type(e).__name__}: {e}"))
         conn.send(("ok", [dataclasses.asdict(r) for r in [*broken, *check_cases(cases, devices, ast_eval)]]))
+        continue
+      elif kind == "construct":   # ("ok", "") when the device builds here, else ("ok", the one line saying why not)
+        conn.send(("ok", device_problem(payload[0]) or ""))
         continue
       elif kind == "materialize":
         conn.send(("ok", [c.to_json() for spec in payload for c in materialize(spec, models)]))

@@ -18,6 +18,7 @@ import ctypes
 import functools
 import hashlib
 import json
+import re
 import time
 import traceback
 from collections import Counter
@@ -161,6 +162,23 @@ def run_generic(device: str, p: Prog, data: list[np.ndarray]) -> list[np.ndarray
 
 
 # ---- comparing ------------------------------------------------------------------------------------------------
+
+MAX_VALUE_BYTES = 1 << 14   # bytes of each buffer a finding keeps as bits (larger ones: this prefix and a hash of all)
+
+def _hex(a: np.ndarray) -> str:
+  raw = np.ascontiguousarray(a).view(np.uint8).tobytes()
+  return raw.hex() if len(raw) <= MAX_VALUE_BYTES else f"{raw[:MAX_VALUE_BYTES].hex()}...sha256:{hashlib.sha256(raw).hexdigest()}"
+
+def values_of(dts: list[DType], inputs: list[np.ndarray], expected: list[np.ndarray], actual: list[np.ndarray]) -> dict[str, Any]:
+  """A finding's values as bits: every buffer before the run, as expected after it and as the device left it
+  (little-endian hex of the raw bytes, bfloat16 as its uint16 bits)."""
+  return {"dtypes": [d.name for d in dts], "inputs": [_hex(a) for a in inputs], "expected": [_hex(a) for a in expected],
+          "actual": [_hex(a) for a in actual]}
+
+def differing_dtype(detail: str) -> str:
+  """The dtype named by a `differs` line ("buffer 0 (float) differs ..."), or ""."""
+  m = re.search(r"buffer \d+ \((\w+)\)", detail)
+  return m.group(1) if m else ""
 
 def differs(a: list[np.ndarray], b: list[np.ndarray], dts: list[DType], tol: bool = False) -> str | None:
   """None when equal (bit for bit, or within the cross-Opt tolerance for floats with tol), else where they differ."""
@@ -417,7 +435,8 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
     rule = g.rules.get(i, "exact")
     if rule != "skip" and (bad := g.differs(out, ref, only=i, tol=rule == "tolerance")) is not None:
       what = f"{rule}: {bad}" if i in g.rules else f"input {bad} after the kernel ran"
-      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", what, digest(ref), digest(out), g.exact), c)
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", what, digest(ref), digest(out), g.exact, values=values_of(g.dts, g.data, ref, out),
+                           dtype=differing_dtype(what)), c)
       return
   g.progs[c.index] = p
 
@@ -443,5 +462,6 @@ def _on_device_run(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Resu
   except (CompileError, ValueError, TypeError, NotImplementedError, RuntimeError) as e:
     return Result(0, "fail", "compile", dev, _trace_tail(e))
   want = p.outs["PYTHON"]
-  if (bad := g.differs(out, want)) is not None: return Result(0, "fail", "device", dev, bad, digest(want), digest(out))
+  if (bad := g.differs(out, want)) is not None:
+    return Result(0, "fail", "device", dev, bad, digest(want), digest(out), values=values_of(g.dts, g.data, want, out), dtype=differing_dtype(bad))
   return None
