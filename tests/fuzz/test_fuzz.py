@@ -129,17 +129,19 @@ def test_cross_opt_rules():
   assert cross_opt_rules(_ast(x.max(1) < 0), "random") == {0: "exact"}       # MAX is exact in any order
   assert cross_opt_rules(_ast(Tensor.empty(4, 5, dtype=dtypes.int32).sum(1)), "random") == {0: "exact"}
 
-def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
+def test_default_device_that_cannot_be_constructed_is_a_failure_line(tmp_path):
   """By default every registered device that can be constructed is compared (MOCKGPU=0 here: the mock GPUs cannot,
-  nor can BROKEN); a device named in --devices must be constructible (tests/fuzz/test_cli.py)."""
+  nor can BROKEN); each one that cannot is a FAILED line and exit 1, never a silent pass; a device named in --devices
+  must be constructible (tests/fuzz/test_cli.py)."""
   r = subprocess.run([sys.executable, "-m", "fuzz", "--preload", "tests.fuzz.inject", "--cases", "8", "--workers", "1",
                       "--targets", "CPU", "--corpus", str(tmp_path), "--json", str(tmp_path / "r.json")],
                      capture_output=True, text=True, check=False, env={**os.environ, "FUZZ_INJECT": "unconstructible", "MOCKGPU": "0"}, timeout=300)
-  assert r.returncode == 0, r.stdout + r.stderr
+  assert r.returncode == 1, r.stdout + r.stderr
   doc = json.loads((tmp_path / "r.json").read_text())
-  assert doc["devices"] == ["CPU"] and doc["checked"] >= 1
+  assert doc["devices"] == ["CPU"] and doc["checked"] >= 1 and not doc["findings"]
   for d, why in (("BROKEN", "RuntimeError: no such hardware here"), ("NV", "set MOCKGPU=1"), ("AMD", "set MOCKGPU=1")):
-    assert any(n.startswith(f"device: device {d} skipped: it cannot be constructed") and why in n for n in doc["notes"]), doc["notes"]
+    assert any(n.startswith(f"FAILED: device {d} cannot be constructed") and why in n for n in doc["notes"]), doc["notes"]
+    assert f"python -m fuzz: FAILED: device {d} cannot be constructed" in r.stderr
 
 def test_nan_views():
   """A BITCAST of a computed float exposes the unspecified sign and payload of a NaN it may hold: such a buffer is
