@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[
     elif isinstance(what, Case): results.append(result_of(what, device, outcome if outcome != "error" else "error", 0, _why(outcome, device, label, out, args)))
     else: results.extend(_failed_oracle(r, device, outcome, _why(outcome, device, label, out, args)) for r in job[3] if not args.case or r[0] in args.case)
   all_index = {c.name: i for i, c in cases}
-  n_cases = len(cases) + len({j[3][0] for j in jobs if j[1] == "oracle"})
+  n_cases = len(cases) + len({row[0] for j in jobs if j[1] == "oracle" for row in j[3][3]})
   if not console.is_terminal: console.print(f"running {n_cases} cases on {', '.join(devices)}")   # a log says what it ran
   with console.status(f"running {n_cases} cases on {', '.join(devices)}..."): pool.run(jobs, on_result)
   for d in devices:
