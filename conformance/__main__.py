@@ -122,19 +122,22 @@ def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[
   st = time.perf_counter()
   cases = [(i, c) for i, c in enumerate(all_cases()) if (not args.group or c.group in args.group) and (not args.case or c.name in args.case)]
   inputs = {i: case_inputs(c, args.seed) for i, c in cases}   # here, in the process that never loads a backend
-  jobs: list[tuple[str, str, Any, Any, float]] = [(d, "alu", (i, inputs[i][0]), (c.name, c), args.timeout) for d in devices for i, c in cases]
+  jobs: list[tuple[str, str, Any, Any, float]] = [(d, "alu", (i, inputs[i][0]), (c.name, c, i), args.timeout) for d in devices for i, c in cases]
   more, unreadable = _oracle_jobs(args, devices)
   jobs += more
   results += unreadable
   def on_result(device: str, job: Any, outcome: str, out: Any) -> None:
+    try: judge_one(device, job, outcome, out)
+    except Exception as e:   # judging is conformance's own code: a bug there is an error row, not the end of the run
+      results.append(Result(job[0], "error", "", "", "", device, "error", 0, f"judging the answer failed: {type(e).__name__}: {e}"))
+  def judge_one(device: str, job: Any, outcome: str, out: Any) -> None:
     label, what = job[0], job[1]
     if outcome == "ok" and isinstance(what, Case):
-      cols, want = inputs[all_index[what.name]]
+      cols, want = inputs[job[2]]   # by index: a native and a decomposed transcendental case share a name
       results.append(judge(what, device, cols, want, out))
     elif outcome == "ok": results.extend(r for r in (job[2](device, x) for x in out) if not args.case or r.case in args.case)
     elif isinstance(what, Case): results.append(result_of(what, device, outcome if outcome != "error" else "error", 0, _why(outcome, device, label, out, args)))
     else: results.extend(_failed_oracle(r, device, outcome, _why(outcome, device, label, out, args)) for r in job[3] if not args.case or r[0] in args.case)
-  all_index = {c.name: i for i, c in cases}
   n_cases = len(cases) + len({row[0] for j in jobs if j[1] == "oracle" for row in j[3][3]})
   if not console.is_terminal: console.print(f"running {n_cases} cases on {', '.join(devices)}")   # a log says what it ran
   with console.status(f"running {n_cases} cases on {', '.join(devices)}..."): pool.run(jobs, on_result)

@@ -112,7 +112,7 @@ class ConformanceItem(pytest.Item):
   def repr_failure(self, excinfo: Any, style: Any = None) -> str:
     if isinstance(excinfo.value, CaseFailed):
       group = "corpus" if self.kind == "oracle" else self.group
-      return f"{excinfo.value}\nrerun outside pytest: python -m conformance --device {self.device} --group {group} --case '{self.name}'"
+      return f"{excinfo.value}\nrerun outside pytest: python -m conformance --device {self.device} --group {group} --case '{self.name.split('/', 1)[1]}'"
     return super().repr_failure(excinfo)
 
   def reportinfo(self) -> tuple[Any, int | None, str]: return self.path, None, f"refgrad {self.device} {self.name}"
@@ -131,9 +131,9 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -
   for d in devices:
     top = _Dir.from_parent(session, name=f"refgrad/{d}", path=session.path)
     for i, c in enumerate(all_cases()):
-      items.append(ConformanceItem.from_parent(top, name=c.name, device=d, kind="alu", index=i, group=c.group))
+      items.append(ConformanceItem.from_parent(top, name=f"{c.group}/{c.name}", device=d, kind="alu", index=i, group=c.group))
     for name, fd in corpus_findings(config.getoption("refgrad_corpus")):
-      items.append(ConformanceItem.from_parent(top, name=name, device=d, kind="oracle", finding=(name, fd), group="corpus"))
+      items.append(ConformanceItem.from_parent(top, name=f"corpus/{name}", device=d, kind="oracle", finding=(name, fd), group="corpus"))
 
 
 class _Dir(pytest.Collector):
