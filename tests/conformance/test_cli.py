@@ -98,3 +98,17 @@ def test_ctrl_c_reports_the_cases_finished(tmp_path):
   assert "interrupted (Ctrl-C)" in out
   results = json.loads(js.read_text())
   assert 0 < len(results) < total and all(r["status"] == "pass" for r in results)
+
+def test_group_corpus_replays_a_users_own_corpus(tmp_path):
+  import shutil
+  from pathlib import Path
+  own = tmp_path / "mine"
+  own.mkdir()
+  src = sorted((Path(__file__).parents[2] / "oracles" / "corpus").glob("*.json"))[0]
+  shutil.copy(src, own / src.name)
+  (own / "junk.json").write_text("[]")
+  r = _conformance("--group", "corpus", "--corpus", str(own), "--device", "PYTHON", timeout=120)
+  assert r.returncode == 1 and "corpus: 1 of 2 saved fuzz cases x devices pass" in r.stdout, r.stdout[-2000:] + r.stderr
+  assert "ERROR PYTHON corpus junk" in r.stdout and "not a fuzz finding" in r.stdout
+  r = _conformance("--group", "corpus", "--corpus", str(tmp_path / "nope"), "--device", "PYTHON", timeout=60)
+  assert r.returncode == 2 and "--corpus" in r.stderr and "not a directory" in r.stderr
