@@ -19,7 +19,6 @@ from fuzz.worker import Worker
 from oracles.case import Case, Finding, Result
 
 DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
-JOB_SECONDS_PER_CASE = 0.5  # a job's time limit: twice the case timeout plus this per case (past it, each case is checked alone)
 GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
 SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
 CASE_TIMEOUT = 10.0         # default --case-timeout: a case takes milliseconds to a second; a hang is found within this
@@ -149,7 +148,7 @@ class Fuzzer:
     while True:
       for w in workers:
         if w.job is None and (specs := self._next_specs(GROUPS_PER_JOB)):
-          w.send("fuzz", specs, self.opts.case_timeout * 2 + JOB_SECONDS_PER_CASE * len(specs) * GROUP)
+          w.send("fuzz", specs, self.opts.case_timeout * 2)   # each step done (a tick) moves the deadline one case timeout on
       busy = [w for w in workers if w.job is not None]
       if not busy: break
       if self._past_end():   # --seconds bounds the whole run: the jobs still running are dropped
@@ -161,8 +160,14 @@ class Fuzzer:
       ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=0.25)
       for w in busy:
         if w.conn in ready:
-          try: status, payload = w.conn.recv()
+          try:
+            status, payload = w.conn.recv()
+            while status == "tick" and w.conn.poll():
+              status, payload = w.conn.recv()
           except (EOFError, OSError): status, payload = "died", None
+          if status == "tick":
+            w.deadline = time.monotonic() + self.opts.case_timeout
+            continue
           if status == "ok":
             job, w.job = w.job, None
             self._take([Result(**r) for r in payload], job)
@@ -206,7 +211,10 @@ class Fuzzer:
       cases = [Case.from_json(c) for c in cases]
     else: cases = [Case.from_json(c) for c in payload]
     dead_groups: set[str] = set()
-    for c in cases:
+    for k, c in enumerate(cases):
+      if self._past_end():   # --seconds bounds the whole run: the cases not yet checked alone are dropped
+        self.notes.append(f"the time limit (--seconds {self.opts.seconds:g}) ended the isolation of a job lost to a {why}: {len(cases) - k} case(s) not checked")
+        break
       if c.group_key() in dead_groups:
         self.stats.invalid += 1
         self.stats.case_keys[c.index] = c.key()
@@ -246,14 +254,16 @@ class Fuzzer:
   def _check_in(self, w: Worker, c: Case) -> tuple[Result | None, tuple[str, str]]:
     """(the Result, _) when worker w answers; (None, (crash | timeout, what happened)) when it dies or hangs (it is killed)."""
     w.send("check", [c.to_json()], self.opts.case_timeout)
-    ready = wait([w.conn, w.proc.sentinel], timeout=self.opts.case_timeout)
-    if w.conn in ready:
-      try:
-        st, payload = w.conn.recv()
-        w.job = None
-        if st == "ok": return Result(**payload[0]), ("", "")
-        raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
-      except (EOFError, OSError): pass
+    st = "tick"
+    while st == "tick":   # each step done gives the case another timeout
+      ready = wait([w.conn, w.proc.sentinel], timeout=self.opts.case_timeout)
+      if w.conn not in ready: break
+      try: st, payload = w.conn.recv()
+      except (EOFError, OSError): break
+    if st != "tick":
+      w.job = None
+      if st == "ok": return Result(**payload[0]), ("", "")
+      raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
     timed_out = not ready
     if not timed_out: w.proc.join(5)   # it died: wait for its exit status (a forkserver child reports it through a pipe)
     text = w.exitcode_text() if not timed_out else f"no answer within {self.opts.case_timeout:g} s"

@@ -22,7 +22,7 @@ import re
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,8 +245,10 @@ def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
   return out
 
 
-def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) -> list[Result]:
-  """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order."""
+def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True, tick: Callable[[], None] | None = None) -> list[Result]:
+  """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order. `tick` is called
+  after every step that takes about one case's time (a worker's heartbeat: a hang is found within one case's timeout)."""
+  tick = tick or (lambda: None)
   results: dict[int, Result] = {}
   groups: dict[str, _Group | None] = {}
   first: dict[str, int] = {}
@@ -262,6 +264,7 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
       continue
     g.cases.append(c)
     _optimized(g, c, results)
+    tick()
   live = [g for g in groups.values() if g is not None]
   for dev in devices:   # every other device runs all programs of the batch; the CPU compiles them in one call
     tgt = _device_target(dev)
@@ -269,14 +272,18 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
     progs = list(dict.fromkeys(g.base if c is None else g.progs[c.index] for g, c in todo))  # type: ignore[misc]
     if not progs: continue
     before = fpstate.probe()
+    tick()
     batch = CPUBatch(progs, dev) if batched(dev) else None
+    tick()
     if (fp := _fp_settle(before)) is not None: fp_changes[dev] = fp   # loading its library changed the process's FP state
     bad_base: set[int] = set()
     for g, c in todo:
       if id(g) in bad_base: continue
       p = g.base if c is None else g.progs[c.index]
       if c is not None and p.name != f"f{c.index}": continue   # another case's program (or the base): checked there
-      if (fail := _on_device(dev, batch, p, g)) is None: continue  # type: ignore[arg-type]
+      fail = _on_device(dev, batch, p, g)  # type: ignore[arg-type]
+      tick()
+      if fail is None: continue
       if c is None:   # the unoptimized program is wrong on this device: the group's first case reports it
         bad_base.add(id(g))
         fail.detail = f"unoptimized kernel: {fail.detail}"
