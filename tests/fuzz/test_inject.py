@@ -76,3 +76,13 @@ def test_same_seed_same_cases_any_worker_count_and_shards(tmp_path):
   halves = [_run(tmp_path / f"s{i}", cases=16, workers=1, seed=5, shard=(i, 2), shrink=False) for i in range(2)]
   assert not set(halves[0].stats.case_keys) & set(halves[1].stats.case_keys)
   assert {**halves[0].stats.case_keys, **halves[1].stats.case_keys} == one.stats.case_keys
+
+def test_a_hang_is_found_within_the_case_timeout_and_seconds_bound_the_run(tmp_path):
+  """A hanging device costs one case timeout from the last progress, not a whole batch's; --seconds ends the whole run,
+  shrinking and the isolation of a lost batch included (plus a grace of min(case timeout, 10%))."""
+  import time
+  st = time.monotonic()
+  f = _run(tmp_path, seconds=15.0, devices=["HANG"], env={"FUZZ_INJECT": "hang"}, case_timeout=2.0, targets=["CPU"], workers=1)
+  took = time.monotonic() - st
+  assert f.stats.by_oracle["timeout"] >= 1 and all(x["device"] == "HANG" for x in f.stats.findings), f.stats.findings
+  assert took < 15.0 + 1.5 + 10.0, took   # the limit, the grace, and worker start/stop on a loaded machine
