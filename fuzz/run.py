@@ -286,7 +286,7 @@ class Fuzzer:
         entry["duplicates"] = fd.duplicates
         fd.save(Path(entry["path"]).parent)
       return
-    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual, values=r.values, dtype=r.dtype)
+    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual, values=_values(case, r), dtype=r.dtype)
     with self._shield():
       first = f.save(self.opts.corpus)          # on disk before anything else happens
       entry = {"oracle": r.oracle, "device": r.device, "dtype": r.dtype, "detail": r.detail, "path": str(first), "index": r.index,
@@ -299,10 +299,19 @@ class Fuzzer:
       from fuzz.shrink import shrink
       small, res = shrink(case, r, self.check_one, deadline)
       if small is case: return
-      g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case, values=res.values, dtype=res.dtype,
+      g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case, values=_values(small, res), dtype=res.dtype,
                   duplicates=f.duplicates)
       with self._shield():
         path = g.save(self.opts.corpus)
         if path != first: first.unlink(missing_ok=True)
         entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts), rerun=g.rerun(path))
         self.saved[sig] = (entry, g)
+
+
+def _values(case: Case, r: Result) -> dict[str, Any] | None:
+  """A finding's values as bits: the check's own, or for a crash or hang (no outputs) the inputs, made here (no backend
+  is loaded in the coordinator)."""
+  if r.values is not None: return r.values
+  from oracles.check import input_values
+  try: return input_values(case)
+  except Exception as e: return {"dtypes": [], "inputs": [], "expected": [], "actual": [], "error": [f"{type(e).__name__}: {e}"]}

@@ -228,6 +228,12 @@ def _buffers(ast: UOp) -> tuple[list[PtrDType], set[int], set[int]]:
   stored = {u.src[0].arg for u in ast.toposort if u.op is Ops.STORE}
   return [dt for _, dt in glb], loaded, stored
 
+def input_values(c: Case) -> dict[str, Any]:
+  """The values of a finding with no outputs (a crash or a hang): every buffer before the run, as bits."""
+  ast = ast_from_json(c.ast)
+  data = make_inputs(ast, c.inputs)
+  return values_of([p.base.scalar() for p in _buffers(ast)[0]], data, [], [])
+
 def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
   ptrs, loaded, _ = _buffers(ast)
   has_sum = any(u.op is Ops.REDUCE and u.arg is Ops.ADD for u in ast.toposort)

@@ -56,6 +56,7 @@ def test_segfault_and_hang_are_findings_and_the_run_goes_on(tmp_path):
   for x in f.stats.findings:
     fd = Finding.load(x["path"])
     assert fd.oracle == x["oracle"] and fd.device in ("SEGV", "HANG"), x   # the device that crashed or hung, not "worker"
+    assert fd.values and fd.values["inputs"] and len(fd.values["inputs"]) == len(fd.values["dtypes"])   # the inputs as bits
     r = replay_finding(fd, case_timeout=4.0, preload=PRELOAD, env={"FUZZ_INJECT": "segv+hang"})
     assert r.status == "fail" and r.signature() == fd.signature(), (r, fd.signature())
   import json
