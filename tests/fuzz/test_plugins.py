@@ -2,6 +2,9 @@
 built is one line and exit 2; in the default list it is a FAILED line and exit 1, and --exclude leaves it out."""
 from __future__ import annotations
 
+import json
+import platform
+
 import pytest
 
 from tests.cli import run_module
@@ -22,3 +25,17 @@ def test_default_list_failure_is_loud_and_exclude_leaves_it_out(tmp_path):
   assert r.returncode == 1 and "FAILED: device RAISES cannot be constructed" in r.stderr and "--exclude RAISES" in r.stderr, r.stdout[-2000:] + r.stderr
   r = run_module("fuzz", *args, "--exclude", "raises", env=env, timeout=300)
   assert r.returncode == 0 and "FAILED" not in r.stderr, r.stdout[-2000:] + r.stderr
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="gcc's -ffast-math FTZ start-up code is checked on x86-64")
+def test_fast_math_device_is_an_fp_state_finding_that_replays(tmp_path):
+  env = install(tmp_path / "site", {"FASTCPU": "tests.plugins.bad_backends:fast_cpu"})
+  report = tmp_path / "r.json"
+  r = run_module("fuzz", "--devices", "FASTCPU", "--cases", "16", "--targets", "CPU", "--quiet", "--corpus", str(tmp_path / "c"),
+                 "--json", str(report), "--shrink-seconds", "10", env=env, timeout=300)
+  assert r.returncode == 1, r.stdout[-2000:] + r.stderr
+  doc = json.loads(report.read_text())
+  fp = [x for x in doc["findings"] if x["oracle"] == "fp-state"]
+  assert fp and fp[0]["device"] == "FASTCPU" and "to FTZ DAZ" in fp[0]["detail"], doc["findings"]
+  assert f"rerun: {fp[0]['rerun']}" in r.stdout
+  r = run_module("fuzz", "replay", fp[0]["path"], "--devices", "FASTCPU", env=env, timeout=120)
+  assert r.returncode == 1 and "FAILS (same failure): fp-state on FASTCPU" in r.stdout, r.stdout + r.stderr
