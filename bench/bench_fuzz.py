@@ -18,8 +18,8 @@ import time
 def _fresh_cache() -> None: os.environ["REFGRAD_CACHE"] = tempfile.mkdtemp(prefix="rg-bench-fuzz-")
 
 def in_process(n: int) -> None:
-  from fuzz import check
   from fuzz.stream import GROUP, Stream, materialize
+  from oracles import check
   _fresh_cache()
   s = Stream(11, ["CPU", "CUDA", "AMD"], mix="small")
   check.TIMES.clear()
@@ -36,8 +36,8 @@ def in_process(n: int) -> None:
   for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
     print(f"  {k:16s} {v / max(1, done) * 1e3:8.2f} {v / total:6.0%}")
   # what one shared object per compiler call buys: the same programs, one cc call each
-  from fuzz.astjson import ast_from_json
-  from fuzz.case import opt_from_json
+  from oracles.astjson import ast_from_json
+  from oracles.case import opt_from_json
   from refgrad.kernel import Kernel
   from refgrad.opt import apply_opts
   from refgrad.target import TARGETS
@@ -54,8 +54,8 @@ def in_process(n: int) -> None:
   print(f"  compiling {len(progs)} programs: one cc call {one:.2f} s, one cc call per program {each:.2f} s ({each / one:.1f}x)")
 
 def fuzzer(n: int, workers: int, mix: str) -> None:
-  from fuzz.models import load_models
   from fuzz.run import Fuzzer, Options
+  from oracles.models import load_models
   _fresh_cache()
   f = Fuzzer(Options(seed=3, cases=n, workers=workers, devices=["CPU"], mix=mix, shrink=False, corpus=tempfile.mkdtemp(prefix="rg-bench-fuzz-out-")), load_models())
   f.run()

@@ -4,24 +4,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
-from fuzz.cliargs import OneLineParser, cpus, device_problem, file_problem, positive, seed
+from oracles.cliargs import OneLineParser, cpus, file_problem, positive, seed
 
 if TYPE_CHECKING:
   from conformance.suite import Result
 
 MOCK_GPUS = ("NV", "AMD")
-MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]"}
+MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]", "crash": "[red]C[/]", "timeout": "[red]T[/]"}
 
 
-JOBS_PER_CPU = 4     # --jobs is capped at this many threads per CPU (each mostly waits for a compiler)
+JOBS_PER_CPU = 4     # --jobs is capped at this many worker processes per CPU (each mostly waits for a compiler)
+TIMEOUT = 10.0       # default --timeout: a case takes milliseconds; a fresh worker's first compile on a loaded machine, seconds
+ORACLE_TIMEOUT_FACTOR = 6   # a corpus or kernels case runs several programs and oracles: this many times --timeout
 GROUPS = ("alu", "cast", "bitcast", "transcendental", "native", "corpus", "kernels")
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,11 +33,16 @@ def _parser() -> argparse.ArgumentParser:
                                       "hold the cases finished).")
   ap.add_argument("--device", action="append", metavar="D", help="device to test, e.g. CPU or PYTHON (repeatable); default: every registered device")
   ap.add_argument("--group", action="append", choices=GROUPS, help="only these case groups (repeatable): ALU ops, casts, bitcasts, decomposed "
-                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, fuzz/corpus/), "
+                  "transcendentals (bit-exact), native transcendentals (ULP bound), corpus (the fuzzer's saved regressions, oracles/corpus/), "
                   "kernels (every Opt kind x target x dtype class on whole kernels)")
   ap.add_argument("--seed", type=seed, default=0, metavar="S", help="seed of the random inputs (default 0)")
   ap.add_argument("--jobs", type=positive(int, "--jobs"), default=4, metavar="N",
                   help=f"cases run concurrently, so compiles overlap (default 4, at most {JOBS_PER_CPU} per CPU)")
+  ap.add_argument("--exclude", action="append", default=[], metavar="D", help="leave device D out (repeatable)")
+  ap.add_argument("--case", action="append", metavar="NAME", help="only the case(s) of this name, e.g. 'ADD float' (repeatable; a rerun line prints it)")
+  ap.add_argument("--timeout", type=positive(float, "--timeout"), default=TIMEOUT, metavar="S",
+                  help=f"seconds a case may take on a device before it is a failed 'timeout' case and its worker is killed (default {TIMEOUT:g})")
+  ap.add_argument("--corpus", type=Path, metavar="DIR", help="the directory of saved findings `--group corpus` replays (default: refgrad's own, oracles/corpus/)")
   ap.add_argument("--json", type=Path, metavar="PATH", help="write all results as JSON here")
   ap.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
   return ap
@@ -56,67 +63,143 @@ def _main(argv: list[str] | None) -> int:
     if not hasattr(e, "knob"): raise
     print(f"error: {e}", file=sys.stderr)
     return 2
-  from conformance.suite import all_cases, run_case
   from refgrad.device import Device, write_atomic
   try: _ = Device.DEFAULT   # DEV must name a registered device
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  for why in Device.refused.values(): print(f"python -m conformance: REFUSED: {why}", file=sys.stderr)
   if args.jobs > (most := JOBS_PER_CPU * cpus()):
     print(f"python -m conformance: note: --jobs {args.jobs} capped at {most} ({JOBS_PER_CPU} per CPU)", file=sys.stderr)
     args.jobs = most
-  try: devices = list(dict.fromkeys(Device.canonicalize(d) for d in (args.device or Device.names)))
+  try:
+    devices = list(dict.fromkeys(Device.canonicalize(d) for d in (args.device or Device.names)))
+    excluded = {Device.canonicalize(d) for d in args.exclude}
   except KeyError as e:
     print(f"error: {e.args[0]}", file=sys.stderr)
     return 2
-  # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
-  if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
-  for d in list(devices):   # a device named on the command line must work; one of the default list is skipped with a note
-    if (why := device_problem(d, "--device")) is None: continue
-    if args.device:
-      print(f"error: {why}", file=sys.stderr)
-      return 2
-    print(f"python -m conformance: note: {why.replace('--device: ', '').replace('cannot be constructed', 'skipped: it cannot be constructed')}",
-          file=sys.stderr)
-    devices.remove(d)
+  devices = [d for d in devices if d not in excluded]
+  if not devices:
+    print("error: --exclude leaves no device to test", file=sys.stderr)
+    return 2
   if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit")):
     print(f"error: {why}", file=sys.stderr)
     return 2
-  cases = [c for c in all_cases() if not args.group or c.group in args.group]
+  if args.corpus is not None and not args.corpus.is_dir():
+    print(f"error: --corpus {args.corpus}: not a directory", file=sys.stderr)
+    return 2
+  # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
+  if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
+  from conformance.isolate import Pool
+  pool = Pool(devices, max(1, args.jobs // len(devices)), {k: os.environ[k] for k in ("MOCKGPU", "REFGRAD_CACHE") if k in os.environ})
+  results: list[Result] = []
+  try:   # the reports are written however the run ends
+    broken = pool.start()
+    for d, why in broken.items():   # a device named on the command line must work; one of the default list is a failure line
+      if args.device:
+        print(f"error: {why}", file=sys.stderr)
+        pool.close()
+        return 2
+      print(f"python -m conformance: FAILED: {why}", file=sys.stderr)
+      results.append(_construct_failure(d, why))
+    return _run(args, pool, [d for d in devices if d not in broken], results)
+  finally:
+    pool.close()
+    if args.json: write_atomic(args.json, json.dumps([asdict(r) for r in results], indent=1).encode())
+    if args.junit: write_atomic(args.junit, _junit(results))
 
+
+def _construct_failure(device: str, why: str) -> Result:
+  from conformance.suite import Result
+  return Result("construct", "isolation", "", "", "", device, "error", 0, why)
+
+
+def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[Result]) -> int:
   from rich.console import Console
+
+  from conformance.suite import Case, Result, all_cases, case_inputs, judge, result_of
   console = Console()
   st = time.perf_counter()
-  jobs = [(c, d) for d in devices for c in cases]
-  interrupted = False
-  if not console.is_terminal: console.print(f"running {len(cases)} cases on {', '.join(devices)}")   # a log says what it ran
-  with console.status(f"running {len(cases)} cases on {', '.join(devices)}..."), ThreadPoolExecutor(args.jobs) as ex:
-    futures = [ex.submit(run_case, c, d, args.seed) for c, d in jobs]
-    try:
-      for fut in futures: fut.result()
-    except KeyboardInterrupt:   # Ctrl-C: the cases running finish, the queued ones are dropped, the finished ones are reported
-      interrupted = True
-      ex.shutdown(wait=True, cancel_futures=True)
-  results = [f.result() for f in futures if f.done() and not f.cancelled()]
-  if not interrupted and (not args.group or "corpus" in args.group):
-    from conformance.corpus import corpus_results
-    corpus = corpus_results(devices)
-    results += corpus
-    console.print(f"corpus: {sum(r.status == 'pass' for r in corpus)} of {len(corpus)} saved fuzz cases x devices pass")
-  if not args.group or "kernels" in args.group:
-    from conformance.opt_kernels import kernels_results
-    with console.status("running the kernels group (Opt kinds x targets x dtype classes)..."): ks = kernels_results(devices)
-    results += ks
-    console.print(f"kernels: {sum(r.status == 'pass' for r in ks)} of {len(ks)} kernel x Opt cases x devices pass")
+  cases = [(i, c) for i, c in enumerate(all_cases()) if (not args.group or c.group in args.group) and (not args.case or c.name in args.case)]
+  inputs = {i: case_inputs(c, args.seed) for i, c in cases}   # here, in the process that never loads a backend
+  jobs: list[tuple[str, str, Any, Any, float]] = [(d, "alu", (i, inputs[i][0]), (c.name, c, i), args.timeout) for d in devices for i, c in cases]
+  more, unreadable = _oracle_jobs(args, devices)
+  jobs += more
+  results += unreadable
+  def on_result(device: str, job: Any, outcome: str, out: Any) -> None:
+    try: judge_one(device, job, outcome, out)
+    except Exception as e:   # judging is conformance's own code: a bug there is an error row, not the end of the run
+      results.append(Result(job[0], "error", "", "", "", device, "error", 0, f"judging the answer failed: {type(e).__name__}: {e}"))
+  def judge_one(device: str, job: Any, outcome: str, out: Any) -> None:
+    label, what = job[0], job[1]
+    if outcome == "ok" and isinstance(what, Case):
+      cols, want = inputs[job[2]]   # by index: a native and a decomposed transcendental case share a name
+      results.append(judge(what, device, cols, want, out))
+    elif outcome == "ok": results.extend(r for r in (job[2](device, x) for x in out) if not args.case or r.case in args.case)
+    elif isinstance(what, Case): results.append(result_of(what, device, outcome if outcome != "error" else "error", 0, _why(outcome, device, label, out, args)))
+    else: results.extend(_failed_oracle(r, device, outcome, _why(outcome, device, label, out, args)) for r in job[3] if not args.case or r[0] in args.case)
+  n_cases = len(cases) + len({row[0] for j in jobs if j[1] == "oracle" for row in j[3][3]})
+  if not console.is_terminal: console.print(f"running {n_cases} cases on {', '.join(devices)}")   # a log says what it ran
+  with console.status(f"running {n_cases} cases on {', '.join(devices)}..."): pool.run(jobs, on_result)
+  for d in devices:
+    note = pool.fp_notes.get(d)
+    results.append(Result("fp-state", "isolation", "", "", "", d, "fail" if note else "pass", 0, note or ""))
+  for group, what in (("corpus", "saved fuzz cases"), ("kernels", "kernel x Opt cases")):
+    if rs := [r for r in results if r.group == group]: console.print(f"{group}: {sum(r.status == 'pass' for r in rs)} of {len(rs)} {what} x devices pass")
   for d in devices: _print_tables(console, [r for r in results if r.device == d], d)
   failed = [r for r in results if r.status != "pass"]
-  for r in failed: console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)
-  console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed ({len(cases)} cases x {len(devices)} devices, "
+  for r in failed:
+    console.print(f"[red]{r.status.upper()}[/] {r.device} {r.case}: {r.detail}", markup=True, highlight=False)
+    if r.group not in ("isolation",): console.print(f"  rerun: {_rerun(r, args)}", markup=False, highlight=False)
+  console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed ({n_cases} cases x {len(devices)} devices, "
                 f"{sum(r.lanes for r in results)} lanes, {time.perf_counter() - st:.1f} s)")
-  if interrupted: console.print(f"interrupted (Ctrl-C): {len(results)} of {len(jobs)} cases x devices finished; the corpus was not run")
-  if args.json: write_atomic(args.json, json.dumps([asdict(r) for r in results], indent=1).encode())
-  if args.junit: write_atomic(args.junit, _junit(results))
-  return 130 if interrupted else 1 if failed else 0
+  if pool.interrupted: console.print(f"interrupted (Ctrl-C): {len(results)} of {len(jobs)} cases x devices finished")
+  return 130 if pool.interrupted else 1 if failed else 0
+
+
+def _oracle_jobs(args: argparse.Namespace, devices: list[str]) -> tuple[list[tuple[str, str, Any, Any, float]], list[Result]]:
+  """The corpus and kernels groups: one job per case group (cases sharing a kernel, target and inputs share a run);
+  and an error row per device for each corpus file that cannot be read."""
+  from conformance.suite import Result
+  jobs: list[tuple[str, str, Any, Any, float]] = []
+  unreadable: list[Result] = []
+  wanted = lambda *names: not args.case or any(n in args.case for n in names)
+  slow = args.timeout * ORACLE_TIMEOUT_FACTOR
+  if not args.group or "corpus" in args.group:
+    from conformance.corpus import corpus_findings, corpus_result
+    for name, fd in corpus_findings(args.corpus):
+      if not wanted(name): continue
+      if isinstance(fd, str):
+        unreadable += [Result(name, "corpus", "?", "", "", d, "error", 0, fd) for d in devices]
+        continue
+      conv = lambda d, r, name=name, fd=fd: corpus_result(name, fd, d, r)
+      jobs += [(d, "oracle", [fd.case.to_json()], (name, None, conv, [(name, "corpus", fd.oracle)]), slow) for d in devices]
+  if not args.group or "kernels" in args.group:
+    from conformance.opt_kernels import kernel_case_name, kernel_cases, kernel_result
+    groups: dict[str, list[Any]] = {}
+    for c in kernel_cases(): groups.setdefault(c.group_key(), []).append(c)
+    for cs in groups.values():
+      conv = lambda d, r, cs=cs: kernel_result(next(c for c in cs if c.index == r["index"]), d, r)
+      rows = [(kernel_case_name(c), "kernels", c.opts[-1][0] if c.opts else "NONE") for c in cs]
+      if not wanted(*(r[0] for r in rows)): continue
+      jobs += [(d, "oracle", [c.to_json() for c in cs], (rows[0][0], None, conv, rows), slow * len(cs)) for d in devices]
+  return jobs, unreadable
+
+def _failed_oracle(row: tuple[str, str, str], device: str, outcome: str, why: str) -> Result:
+  from conformance.suite import Result
+  return Result(row[0], row[1], row[2], "", "", device, outcome, 0, why)
+
+def _why(outcome: str, device: str, label: str, detail: str, args: argparse.Namespace) -> str:
+  if outcome == "timeout": return f"timeout: {device} {label}: no answer within --timeout {args.timeout:g} s; the worker was killed"
+  if outcome == "crash": return f"crash: {device} {label}: {detail}"
+  return detail
+
+def _rerun(r: Result, args: argparse.Namespace) -> str:
+  """One command that runs just this case again on this device."""
+  group = f" --group {r.group}"
+  sel = f" --case {shlex.quote(r.case)}"
+  corpus = f" --corpus {shlex.quote(str(args.corpus))}" if args.corpus is not None and r.group == "corpus" else ""
+  return f"python -m conformance --device {r.device}{group}{sel}{corpus} --seed {args.seed}"
 
 
 SHORT = {"bool": "bool", "char": "i8", "short": "i16", "int": "i32", "long": "i64", "uchar": "u8", "ushort": "u16", "uint": "u32",

@@ -1,7 +1,7 @@
-"""The `kernels` group: a fixed set of whole kernels x targets x Opts, checked with the fuzzer's oracles (fuzz/check.py:
+"""The `kernels` group: a fixed set of whole kernels x targets x Opts, checked with the fuzzer's oracles (oracles/check.py:
 each device against PYTHON bit for bit, optimized against unoptimized, red zones, checked mode, the AST evaluator).
 
-Kernels: the captured model kernels (fuzz/models.json) and a few programs built for a path (a two-stage reduction, a
+Kernels: the captured model kernels (oracles/models.json) and a few programs built for a path (a two-stage reduction, a
 launch wider than the PYTHON executor's lane batch, a non-zero pad, boundary-dense constants). Every Opt kind x
 target x dtype class (half, float, int, bool) that some kernel accepts appears at least once, with the Opt alone
 and again after an UPCAST (so PADTO + UPCAST makes gated vector memory, GROUP reduces with barriers, TC uses
@@ -13,7 +13,7 @@ from typing import Any
 
 from refgrad.dtype import dtypes
 
-# programs built for a path the models do not take (fuzz/programs.py recipes)
+# programs built for a path the models do not take (oracles/programs.py recipes)
 RECIPES = [
   {"dtype": "float", "shape": [5, 3], "steps": [["long_sum", 0, 1, 0]], "kernel": 0},              # two-stage sum
   {"dtype": "int", "shape": [7, 5], "steps": [["long_sum", 1, 1, 0]], "kernel": 0},
@@ -44,9 +44,9 @@ def _big_launch() -> Any:
 
 def kernels() -> list[tuple[str, Any]]:
   """(name, AST) of every kernel the group draws from, in a fixed order."""
-  from fuzz.astjson import ast_from_json
-  from fuzz.models import load_models
-  from fuzz.programs import kernels_of
+  from oracles.astjson import ast_from_json
+  from oracles.models import load_models
+  from oracles.programs import kernels_of
   out = [(f"{m['model']}/{m['name']}", ast_from_json(m["ast"])) for m in load_models()]
   for i, rec in enumerate(RECIPES):
     out += [(f"recipe{i}/{n}", a) for n, a in kernels_of(rec)]
@@ -55,8 +55,8 @@ def kernels() -> list[tuple[str, Any]]:
 def kernel_cases() -> list[Any]:
   """fuzz Cases: for each target x Opt kind x dtype class, the first kernel (in `kernels()` order) that accepts an Opt
   of that kind, unoptimized and with it (and with it after an UPCAST when that is valid too); plus the big launch."""
-  from fuzz.astjson import ast_to_json
-  from fuzz.case import Case, opt_to_json
+  from oracles.astjson import ast_to_json
+  from oracles.case import Case, opt_to_json
   from refgrad.kernel import Kernel
   from refgrad.opt import InvalidOptError, Opt, OptOps, apply_opts
   from refgrad.target import TARGETS
@@ -88,20 +88,24 @@ def kernel_cases() -> list[Any]:
   add("big_launch", _big_launch(), "CPU", [])
   return cases
 
-def kernels_results(devices: list[str]) -> list[Any]:
-  """One conformance Result per case x device (the fuzzer's oracles; PYTHON alone runs the PYTHON-only oracles)."""
+def kernel_case_name(c: Any) -> str:
+  return f"kernels {c.target} {c.kernel} {' '.join(o[0] + str(o[1:]) for o in c.opts) or 'unoptimized'}"
+
+def kernel_result(c: Any, device: str, r: dict[str, Any]) -> Any:
+  """The conformance Result of an oracle result (a dict of oracles.case.Result) of kernel case c checked on device."""
   from conformance.suite import Result
-  from fuzz.check import check_cases
+  status, detail = r["status"], ""
+  if status == "fail" and r["device"] not in ("PYTHON", device): status = "pass"   # another device's failure
+  if status == "fail": detail = f"{r['oracle']} on {r['device']}: {r['detail']}"
+  status = {"pass": "pass", "fail": "fail"}.get(status, "pass" if status in ("ub", "invalid") else "error")
+  return Result(kernel_case_name(c), "kernels", c.opts[-1][0] if c.opts else "NONE", "", c.target, device, status, 0, detail)
+
+def kernels_results(devices: list[str]) -> list[Any]:
+  """One conformance Result per case x device, in this process (the CLI runs each device's in its own worker)."""
+  from conformance.suite import Result
+  from oracles.check import check_cases
   cases = kernel_cases()
-  out = []
   try: res = check_cases(cases, [d for d in devices if d != "PYTHON"])   # PYTHON runs once; every other device after it
   except Exception as e:
     return [Result("kernels", "kernels", "", "", "", d, "error", 0, f"{type(e).__name__}: {e}") for d in devices]
-  for d in devices:
-    for c, r in zip(cases, res):
-      if r.status == "fail" and r.device not in ("PYTHON", d): r = type(r)(r.index, "pass")   # another device's failure
-      name = f"kernels {c.target} {c.kernel} {' '.join(o[0] + str(o[1:]) for o in c.opts) or 'unoptimized'}"
-      status = {"pass": "pass", "fail": "fail"}.get(r.status, "pass" if r.status in ("ub", "invalid") else "error")
-      detail = f"{r.oracle} on {r.device}: {r.detail}" if r.status == "fail" else ""
-      out.append(Result(name, "kernels", c.opts[-1][0] if c.opts else "NONE", "", c.target, d, status, 0, detail))
-  return out
+  return [kernel_result(c, d, r.__dict__) for d in devices for c, r in zip(cases, res)]

@@ -109,30 +109,46 @@ def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], Any]:
   return cols, semantics.evaluate(case.op, case.out_dtype, cols, case.src_dtypes)
 
 
-def run_case(case: Case, device: str, seed: int = 0) -> Result:
-  def result(status: str, lanes: int, detail: str = "", max_ulp: float | None = None) -> Result:
-    return Result(case.name, case.group, case.op.name, case.out_dtype.name if case.group != "alu" else case.dtype.name,
-                  case.src_dtypes[0].name, device, status, lanes, detail, max_ulp)
-  try:
-    cols, want = case_inputs(case, seed)
-    n = len(cols[0])
-    name = f"conf_{case.group}_{case.op.name.lower()}_{case.src_dtypes[0].name}_{case.out_dtype.name}"
-    # native cases keep EXP2/LOG2/SIN as they are, whatever the renderer would ask for
-    linear = to_linear(case.make_sink(n), Device[device].renderer, decompose=False if case.group == "native" else None)
-    runner = Runner(name, linear, device)
-    out = Buffer(device, n, case.out_dtype)
-    runner(out, *(Buffer.from_numpy(device, c, d) for c, d in zip(cols, case.src_dtypes)))
-    got = out.numpy()
-  except Exception as e:  # a backend that crashes on a case fails that case, not the suite
-    return result("error", 0, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+def run_on_device(case: Case, device: str, cols: list[np.ndarray]) -> np.ndarray:
+  """The case's kernel on `device` over the input columns: its raw output (in the device's worker process)."""
+  n = len(cols[0])
+  name = f"conf_{case.group}_{case.op.name.lower()}_{case.src_dtypes[0].name}_{case.out_dtype.name}"
+  # native cases keep EXP2/LOG2/SIN as they are, whatever the renderer would ask for
+  linear = to_linear(case.make_sink(n), Device[device].renderer, decompose=False if case.group == "native" else None)
+  runner = Runner(name, linear, device)
+  out = Buffer(device, n, case.out_dtype)
+  runner(out, *(Buffer.from_numpy(device, c, d) for c, d in zip(cols, case.src_dtypes)))
+  return out.numpy()
+
+def result_of(case: Case, device: str, status: str, lanes: int = 0, detail: str = "", max_ulp: float | None = None) -> Result:
+  return Result(case.name, case.group, case.op.name, case.out_dtype.name if case.group != "alu" else case.dtype.name,
+                case.src_dtypes[0].name, device, status, lanes, detail, max_ulp)
+
+def _bits(a: np.ndarray, i: int, dt: DType) -> str:
+  """Lane i as its bits in hex, with its value: 0x3f800000 (1.0)."""
+  raw = np.ascontiguousarray(a[i:i + 1]).view(np.uint8).tobytes()[::-1].hex()
+  return f"0x{raw} ({semantics.to_python(a[i:i + 1], dt)[0]!r})"
+
+def judge(case: Case, device: str, cols: list[np.ndarray], want: Any, got: np.ndarray) -> Result:
+  """The Result of a device's output `got` against the expected `want` (computed without any backend loaded)."""
+  n = len(cols[0])
   if case.group == "native":
     err = ulp_errors(got, want, case.out_dtype)
     worst = int(np.argmax(err))
-    detail = f"max {err[worst]:.3g} ULP at input {semantics.to_python(cols[0][worst:worst + 1], case.dtype)[0]!r} (bound {NATIVE_ULP_BOUND})"
-    return result("pass" if err[worst] <= NATIVE_ULP_BOUND else "fail", n, detail, float(err[worst]))
+    detail = f"max {err[worst]:.3g} ULP at input {_bits(cols[0], worst, case.dtype)} (bound {NATIVE_ULP_BOUND})"
+    return result_of(case, device, "pass" if err[worst] <= NATIVE_ULP_BOUND else "fail", n, detail, float(err[worst]))
   ok = semantics.same_bits(got, want, case.out_dtype)
-  if ok.all(): return result("pass", n)
+  if ok.all(): return result_of(case, device, "pass", n)
   bad = np.flatnonzero(~ok)[:5]
-  rows = [f"lane {i}: inputs {[semantics.to_python(c[i:i+1], d)[0] for c, d in zip(cols, case.src_dtypes)]} "
-          f"got {semantics.to_python(got[i:i+1], case.out_dtype)[0]!r} want {semantics.to_python(want[i:i+1], case.out_dtype)[0]!r}" for i in bad]
-  return result("fail", n, f"{int((~ok).sum())} of {n} lanes differ; " + "; ".join(rows))
+  rows = [f"lane {i}: inputs {', '.join(_bits(c, i, d) for c, d in zip(cols, case.src_dtypes))} "
+          f"got {_bits(got, i, case.out_dtype)} want {_bits(want, i, case.out_dtype)}" for i in bad]
+  return result_of(case, device, "fail", n, f"{int((~ok).sum())} of {n} lanes differ; " + "; ".join(rows))
+
+def run_case(case: Case, device: str, seed: int = 0) -> Result:
+  """A case on a device in this process (no isolation: the CLI runs devices in workers, conformance/isolate.py)."""
+  try:
+    cols, want = case_inputs(case, seed)
+    got = run_on_device(case, device, cols)
+  except Exception as e:  # a backend that crashes on a case fails that case, not the suite
+    return result_of(case, device, "error", 0, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+  return judge(case, device, cols, want, got)

@@ -10,9 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-from fuzz.case import Finding, Result
-from fuzz.cliargs import OneLineParser, cpus, device_problem, dir_problem, file_problem, positive, seed
-from fuzz.run import Fuzzer, Options
+from fuzz.run import CASE_TIMEOUT, DEFAULT_CORPUS, SHRINK_SECONDS, Fuzzer, Options
+from oracles.case import Finding, Result
+from oracles.cliargs import OneLineParser, cpus, dir_problem, file_problem, positive, seed
 
 _Parser = OneLineParser
 _positive = positive
@@ -33,18 +33,22 @@ def _targets(text: str) -> list[str]:
 def parser() -> argparse.ArgumentParser:
   ap = _Parser(prog="python -m fuzz", description="Random kernels x random Opts on every backend, bit-exact against the PYTHON reference.")
   lim = ap.add_mutually_exclusive_group()
-  lim.add_argument("--seconds", type=_positive(float, "--seconds"), help="stop drawing cases after this many seconds (default 60 unless --cases)")
+  lim.add_argument("--seconds", type=_positive(float, "--seconds"), help="the whole run's wall time, shrinking included (default 60 unless --cases)")
   lim.add_argument("--cases", type=_positive(int, "--cases"), help="check this many cases (rounded up to whole groups of 8)")
   ap.add_argument("--workers", type=_positive(int, "--workers"), default=cpus(), help="worker processes (default and most: the CPUs this process may use)")
   ap.add_argument("--seed", type=seed, default=0, help="seed of the case stream (default 0); same seed and options, same cases")
   ap.add_argument("--devices", help="comma list of devices compared with PYTHON (default: every device that can be constructed, MOCKGPU=1 set)")
   ap.add_argument("--targets", type=_targets, default=["CPU", "CUDA", "AMD"], help="comma list of targets kernels are optimized for (default CPU,CUDA,AMD)")
-  ap.add_argument("--corpus", type=Path, default=Path(__file__).with_name("corpus"), help="directory findings are saved to (default fuzz/corpus)")
+  ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help=f"directory findings are saved to (default ./{DEFAULT_CORPUS}, in the current directory)")
   ap.add_argument("--json", type=Path, help="write a JSON report here")
   ap.add_argument("--junit", type=Path, help="write a JUnit XML report here")
   ap.add_argument("--shard", type=_shard, default=(0, 1), help="I/N: check only slice I of N of the case stream (CI matrices)")
   ap.add_argument("--depth", type=int, choices=range(0, 9), default=4, metavar="D", help="longest random Opt walk, 0..8 (default 4)")
-  ap.add_argument("--case-timeout", type=_positive(float, "--case-timeout"), default=60.0, help="seconds a case may take before it is a 'timeout' finding (default 60)")
+  ap.add_argument("--exclude", action="append", default=[], metavar="D", help="leave device D out of the default list (repeatable)")
+  ap.add_argument("--case-timeout", type=_positive(float, "--case-timeout"), default=CASE_TIMEOUT,
+                  help=f"seconds a case may take before it is a 'timeout' finding (default {CASE_TIMEOUT:g})")
+  ap.add_argument("--shrink-seconds", type=_positive(float, "--shrink-seconds"), default=SHRINK_SECONDS,
+                  help=f"the most seconds one finding's shrinking may take (default {SHRINK_SECONDS:g}; --seconds bounds the whole run, shrinking included)")
   ap.add_argument("--mix", choices=["default", "small"], default="default", help="case mix: default, or small (tiny random programs only, as bench/bench_fuzz.py measures)")
   ap.add_argument("--no-shrink", action="store_true", help="save findings as found, without shrinking them")
   ap.add_argument("--preload", action="append", default=[], help="module every worker imports first (a plugin; repeatable)")
@@ -60,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
   if argv and argv[0] == "replay": return replay(argv[1:])
+  if argv and argv[0] == "merge":
+    from fuzz.merge import main as merge
+    return merge(argv[1:])
   args = parser().parse_args(argv)
   os.environ.setdefault("MOCKGPU", "1")   # mock GPUs join the run as devices
   if (why := _preload(args.preload)): return _fail(why)
@@ -68,13 +75,13 @@ def _main(argv: list[str]) -> int:
     notes.append(f"--workers {args.workers} capped at {n}, the CPUs this process may use")
     print(f"python -m fuzz: note: {notes[-1]}", file=sys.stderr)
     args.workers = n
-  if (devices := _devices(args.devices, notes)) is None: return 2
+  if (devices := _devices(args.devices, notes, args.exclude, args.preload)) is None: return 2
   # the reports first: checking --corpus makes the directory
   if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit") or dir_problem(args.corpus, "--corpus")): return _fail(why)
-  from fuzz.models import load_models
+  from oracles.models import load_models
   opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
                  devices=devices, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
-                 case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix)
+                 case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix, shrink_seconds=args.shrink_seconds)
   from rich.console import Console
   from rich.live import Live
 
@@ -90,7 +97,8 @@ def _main(argv: list[str]) -> int:
   console.print(report.summary(f, final=True))
   if args.json: report.write_json(f, args.json)
   if args.junit: report.write_junit(f, args.junit)
-  return 130 if f.interrupted else 1 if f.stats.findings else 0
+  for x in f.stats.findings: console.print(f"rerun: {x['rerun']}", markup=False, highlight=False)
+  return 130 if f.interrupted else 1 if f.stats.findings or any(n.startswith("FAILED") for n in notes) else 0
 
 
 def _preload(modules: list[str]) -> str | None:
@@ -102,37 +110,58 @@ def _preload(modules: list[str]) -> str | None:
   return None
 
 
-def _devices(text: str | None, notes: list[str]) -> list[str] | None:
+def _devices(text: str | None, notes: list[str], exclude: list[str], preload: list[str]) -> list[str] | None:
   """The devices compared with PYTHON: those named (each must be constructible: a bad one is one line, None), or by
-  default every registered one that can be constructed (the others are skipped with a note)."""
+  default every registered one but the excluded; one of those that cannot be constructed is a loud FAILED line (in the
+  notes and on stderr; the run's exit status is 1). Devices are built in a worker process, never in this one."""
   from refgrad.device import Device
+  for why in Device.refused.values(): print(f"python -m fuzz: REFUSED: {why}", file=sys.stderr)
+  try: excluded = {Device.canonicalize(d) for d in exclude}
+  except KeyError as e:
+    _fail(f"--exclude: {e.args[0]}")
+    return None
   if text is not None:
     names = [d.strip() for d in text.split(",") if d.strip()]
     if not names:
       _fail(f"--devices takes a comma list of devices, got {text!r}")
       return None
-    try: devices = list(dict.fromkeys(Device.canonicalize(d) for d in names))
+    try: devices = [d for d in dict.fromkeys(Device.canonicalize(d) for d in names) if d != "PYTHON"]   # PYTHON is the reference itself
     except KeyError as e:
       _fail(f"--devices: {e.args[0]}")
       return None
-    for d in devices:
-      if d != "PYTHON" and (why := device_problem(d, "--devices")):
-        _fail(why)
-        return None
-    return [d for d in devices if d != "PYTHON"]   # PYTHON is the reference itself
-  usable = []
-  for d in Device.names:
-    if d == "PYTHON": continue
-    if (why := device_problem(d, "device")): notes.append(why.replace("cannot be constructed", "skipped: it cannot be constructed"))
-    else: usable.append(d)
-  return usable
+    for why in construct_problems(devices, preload).values():
+      _fail(f"--devices: {why}")
+      return None
+    return devices
+  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded]
+  problems = construct_problems(candidates, preload)
+  for d, why in problems.items():
+    notes.append(f"FAILED: {why} (leave it out with --exclude {d})")
+    print(f"python -m fuzz: {notes[-1]}", file=sys.stderr)
+  return [d for d in candidates if d not in problems]
+
+
+def construct_problems(devices: list[str], preload: list[str]) -> dict[str, str]:
+  """{device: the one line saying why it cannot be constructed}, each tried in a worker process of its own."""
+  from fuzz.worker import Worker
+  ws = {d: Worker({"env": {"MOCKGPU": os.environ.get("MOCKGPU", "1")}, "devices": [], "models": False, "preload": preload}) for d in devices}
+  out = {}
+  for d, w in ws.items():
+    w.send("construct", [d], 120)
+    try: st, why = w.conn.recv() if w.conn.poll(120) else ("timeout", f"device {d} cannot be constructed (no answer within 120 s)")
+    except (EOFError, OSError):
+      w.proc.join(5)
+      st, why = "died", f"device {d} cannot be constructed (the worker building it {w.exitcode_text()})"
+    if st != "ok" or why: out[d] = why
+    w.kill() if st != "ok" else w.stop()
+  return out
 
 
 def replay(argv: list[str]) -> int:
   ap = _Parser(prog="python -m fuzz replay", description="Re-check saved findings (a file, or every *.json in a directory) in an isolated worker.")
   ap.add_argument("path", type=Path, help="a finding's JSON file, or a directory of them")
   ap.add_argument("--devices", help="comma list of devices (default: the device each finding names, when it is not PYTHON, plus CPU)")
-  ap.add_argument("--case-timeout", type=_positive(float, "--case-timeout"), default=60.0, help="seconds a case may take (default 60)")
+  ap.add_argument("--case-timeout", type=_positive(float, "--case-timeout"), default=CASE_TIMEOUT, help=f"seconds a case may take (default {CASE_TIMEOUT:g})")
   ap.add_argument("--preload", action="append", default=[], help="module the worker imports first (repeatable)")
   args = ap.parse_args(argv)
   if not args.path.exists(): return _fail(f"{args.path}: no such file or directory")
@@ -141,7 +170,7 @@ def replay(argv: list[str]) -> int:
   os.environ.setdefault("MOCKGPU", "1")
   if (why := _preload(args.preload)): return _fail(why)
   devices = None
-  if args.devices is not None and (devices := _devices(args.devices, [])) is None: return 2
+  if args.devices is not None and (devices := _devices(args.devices, [], [], args.preload)) is None: return 2
   still, unreadable = 0, 0
   for p in files:
     try: fd = Finding.load(p)
@@ -150,7 +179,7 @@ def replay(argv: list[str]) -> int:
       unreadable += 1
       continue
     r = replay_finding(fd, devices, args.case_timeout, args.preload)
-    same = r.status == "fail" and r.signature() == (fd.oracle, fd.device)
+    same = r.status == "fail" and r.signature()[:2] == fd.signature()[:2] and fd.dtype in ("", r.dtype)
     still += r.status == "fail"
     print(f"{p}: {'FAILS (same failure)' if same else 'FAILS (differently)' if r.status == 'fail' else r.status}"
           f"{': ' + r.oracle + ' on ' + r.device + ': ' + r.detail if r.status == 'fail' else ''}")
@@ -159,11 +188,12 @@ def replay(argv: list[str]) -> int:
   return 2 if unreadable else 1 if still else 0
 
 
-def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = 60.0, preload: list[str] | None = None,
+def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: float = CASE_TIMEOUT, preload: list[str] | None = None,
                    env: dict[str, str] | None = None) -> Result:
   """Check a saved finding's case again in an isolated worker: its Result."""
   os.environ.setdefault("MOCKGPU", "1")
-  devs = devices if devices is not None else list(dict.fromkeys(["CPU", *([fd.device] if fd.device not in ("PYTHON", "worker") else [])]))
+  named = [d for d in fd.device.split("+") if d not in ("PYTHON", "worker", "")]   # "A+B": it failed only with both in one worker
+  devs = devices if devices is not None else list(dict.fromkeys(["CPU", *named]))
   f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1, env=env or {}), [])
   try: return f.check_one(fd.case)
   finally:

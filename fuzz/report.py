@@ -5,10 +5,10 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from fuzz.case import ORACLES
-from fuzz.programs import DTYPES, STEPS
 from fuzz.run import Fuzzer, Stats
 from fuzz.stream import OPT_KINDS
+from oracles.case import ORACLES
+from oracles.programs import DTYPES, STEPS
 from refgrad.device import write_atomic
 
 
@@ -38,8 +38,9 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", finds]
   if final and s.findings:
     ft = Table(title="findings", title_justify="left", padding=(0, 1))
-    for c in ("oracle", "device", "Opts", "file", "detail"): ft.add_column(c, overflow="fold")
-    for x in s.findings: ft.add_row(x["oracle"], x["device"], str(x.get("opts", "?")), x["path"], x["detail"][:160])
+    for c in ("oracle", "device", "dtype", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
+    for x in s.findings:
+      ft.add_row(x["oracle"], x["device"], x.get("dtype", ""), str(x.get("opts", "?")), str(x.get("duplicates", 0)), x["path"], x["detail"][:160])
     parts.append(ft)
   if final and f.notes: parts.append("\n".join(f.notes))
   return Group(*parts)
@@ -66,5 +67,5 @@ def write_junit(f: Fuzzer, path: Any) -> None:
     ET.SubElement(suite, "testcase", classname="fuzz.target", name=f"{t}: {s.by_target[t]} cases")
   for x in s.findings:
     tc = ET.SubElement(suite, "testcase", classname=f"fuzz.{x['oracle']}", name=f"case {x['index']} on {x['device']}")
-    ET.SubElement(tc, "failure", message=x["detail"][:200]).text = f"{x['detail']}\nsaved: {x['path']}"
+    ET.SubElement(tc, "failure", message=x["detail"][:200]).text = f"{x['detail']}\nsaved: {x['path']}\nrerun: {x.get('rerun', '')}"
   write_atomic(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

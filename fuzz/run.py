@@ -14,12 +14,14 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from fuzz.case import Case, Finding, Result
 from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
+from oracles.case import Case, Finding, Result
 
+DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
 GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
-SHRINK_PER_SIGNATURE = 3    # findings shrunk per (oracle, device); later ones with the same signature are saved as found
+SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
+CASE_TIMEOUT = 10.0         # default --case-timeout: a case takes milliseconds to a second; a hang is found within this
 
 
 @dataclass
@@ -30,16 +32,16 @@ class Options:
   workers: int = 2
   devices: list[str] = field(default_factory=list)
   targets: list[str] = field(default_factory=lambda: ["CPU", "CUDA", "AMD"])
-  corpus: Path = field(default_factory=lambda: Path(__file__).with_name("corpus"))
+  corpus: Path = field(default_factory=lambda: DEFAULT_CORPUS)
   shard: tuple[int, int] = (0, 1)
   depth: int = 4
-  case_timeout: float = 60.0
+  case_timeout: float = CASE_TIMEOUT
   shrink: bool = True
   ast_eval: bool = True
   preload: list[str] = field(default_factory=list)   # modules every worker imports first (plugins; tests inject bugs this way)
   models: bool = True
   env: dict[str, str] = field(default_factory=dict)   # extra environment of the workers
-  shrink_per_signature: int = SHRINK_PER_SIGNATURE
+  shrink_seconds: float = SHRINK_SECONDS
   mix: str = "default"
 
 
@@ -79,7 +81,7 @@ class Fuzzer:
     self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
     self._spare: Worker | None = None
-    self.shrunk: Counter[tuple[str, str]] = Counter()
+    self.saved: dict[tuple[str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
     self.notes: list[str] = []
     self.drawn = 0
     self.interrupted = False        # Ctrl-C stopped the run: what was done is kept and reported
@@ -100,6 +102,8 @@ class Fuzzer:
     return (self.opts.cases is not None and self.drawn >= self.opts.cases) or self._time_up()
 
   def _time_up(self) -> bool: return self.opts.seconds is not None and self.stats.elapsed >= self.opts.seconds
+  def _past_end(self) -> bool:   # a grace of one case timeout past --seconds for the jobs in flight
+    return self.opts.seconds is not None and self.stats.elapsed >= self.opts.seconds + min(self.opts.case_timeout, 0.1 * self.opts.seconds)
 
   # ---- the run -----------------------------------------------------------------------------------------------
   def run(self) -> Stats:
@@ -144,14 +148,26 @@ class Fuzzer:
     while True:
       for w in workers:
         if w.job is None and (specs := self._next_specs(GROUPS_PER_JOB)):
-          w.send("fuzz", specs, self.opts.case_timeout * (1 + len(specs) * GROUP // 8))
+          w.send("fuzz", specs, self.opts.case_timeout * 2)   # each step done (a tick) moves the deadline one case timeout on
       busy = [w for w in workers if w.job is not None]
       if not busy: break
+      if self._past_end():   # --seconds bounds the whole run: the jobs still running are dropped
+        for w in busy:
+          w.kill()
+          workers[workers.index(w)] = Worker(self.config)
+        self.notes.append(f"the time limit (--seconds {self.opts.seconds:g}) ended the run: {len(busy)} job(s) in flight were dropped")
+        break
       ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=0.25)
       for w in busy:
         if w.conn in ready:
-          try: status, payload = w.conn.recv()
+          try:
+            status, payload = w.conn.recv()
+            while status == "tick" and w.conn.poll():
+              status, payload = w.conn.recv()
           except (EOFError, OSError): status, payload = "died", None
+          if status == "tick":
+            w.deadline = time.monotonic() + self.opts.case_timeout
+            continue
           if status == "ok":
             job, w.job = w.job, None
             self._take([Result(**r) for r in payload], job)
@@ -195,7 +211,10 @@ class Fuzzer:
       cases = [Case.from_json(c) for c in cases]
     else: cases = [Case.from_json(c) for c in payload]
     dead_groups: set[str] = set()
-    for c in cases:
+    for k, c in enumerate(cases):
+      if self._past_end():   # --seconds bounds the whole run: the cases not yet checked alone are dropped
+        self.notes.append(f"the time limit (--seconds {self.opts.seconds:g}) ended the isolation of a job lost to a {why}: {len(cases) - k} case(s) not checked")
+        break
       if c.group_key() in dead_groups:
         self.stats.invalid += 1
         self.stats.case_keys[c.index] = c.key()
@@ -205,46 +224,94 @@ class Fuzzer:
       if r.oracle in ("crash", "timeout"): dead_groups.add(c.group_key())
 
   def check_one(self, c: Case) -> Result:
-    """Check one case in the spare worker; a crash or hang of that worker is the case's Result."""
+    """Check one case in the spare worker; a crash or hang of that worker is the case's Result, blamed on the device
+    that crashes or hangs when the case is checked on it alone (PYTHON, when it does so with no other device)."""
     if self._spare is None or not self._spare.proc.is_alive(): self._spare = Worker(self.config)
-    w = self._spare
+    r, why = self._check_in(self._spare, c)
+    if r is not None: return r
+    self._spare = None
+    self.stats.crashes += 1
+    oracle, text = why
+    device = "PYTHON"
+    for d in self.opts.devices if len(self.opts.devices) > 0 else []:
+      w = Worker({**self.config, "devices": [d]})
+      alone, alone_why = self._check_in(w, c)
+      if alone is None:
+        device, (oracle, text) = d, alone_why
+        break
+      w.stop()
+    else:
+      if self.opts.devices:   # no device crashes alone: does PYTHON on its own?
+        w = Worker({**self.config, "devices": []})
+        alone, alone_why = self._check_in(w, c)
+        if alone is None: oracle, text = alone_why
+        else:
+          w.stop()
+          device = "+".join(self.opts.devices)   # only together (shared state between backends)
+    return Result(c.index, "fail", oracle, device, f"the worker checking this case on {device}: {text}",
+                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
+
+  def _check_in(self, w: Worker, c: Case) -> tuple[Result | None, tuple[str, str]]:
+    """(the Result, _) when worker w answers; (None, (crash | timeout, what happened)) when it dies or hangs (it is killed)."""
     w.send("check", [c.to_json()], self.opts.case_timeout)
-    ready = wait([w.conn, w.proc.sentinel], timeout=self.opts.case_timeout)
-    if w.conn in ready:
-      try:
-        st, payload = w.conn.recv()
-        w.job = None
-        if st == "ok": return Result(**payload[0])
-        raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
-      except (EOFError, OSError): pass
+    st = "tick"
+    while st == "tick":   # each step done gives the case another timeout
+      ready = wait([w.conn, w.proc.sentinel], timeout=self.opts.case_timeout)
+      if w.conn not in ready: break
+      try: st, payload = w.conn.recv()
+      except (EOFError, OSError): break
+    if st != "tick":
+      w.job = None
+      if st == "ok": return Result(**payload[0]), ("", "")
+      raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
     timed_out = not ready
     if not timed_out: w.proc.join(5)   # it died: wait for its exit status (a forkserver child reports it through a pipe)
     text = w.exitcode_text() if not timed_out else f"no answer within {self.opts.case_timeout:g} s"
     w.kill()
-    self._spare = None
-    self.stats.crashes += 1
-    return Result(c.index, "fail", "timeout" if timed_out else "crash", "worker", f"the worker checking this case: {text}",
-                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
+    return None, ("timeout" if timed_out else "crash", text)
 
   # ---- findings ----------------------------------------------------------------------------------------------
   def _record(self, r: Result) -> None:
+    """Save a finding, one file per signature (oracle, device, dtype): the first of a signature is saved at once and
+    shrunk (within --shrink-seconds and the run's time); later ones are counted in that file, not saved again."""
     assert r.case is not None
     case = Case.from_json(r.case)
-    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual)
+    sig = r.signature()
+    self.stats.by_oracle[r.oracle] += 1
+    self.stats.by_device[r.device] += 1
+    if (known := self.saved.get(sig)) is not None:
+      entry, fd = known
+      with self._shield():
+        fd.duplicates += 1
+        entry["duplicates"] = fd.duplicates
+        fd.save(Path(entry["path"]).parent)
+      return
+    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual, values=_values(case, r), dtype=r.dtype)
     with self._shield():
       first = f.save(self.opts.corpus)          # on disk before anything else happens
-      self.stats.by_oracle[r.oracle] += 1
-      self.stats.by_device[r.device] += 1
-      entry = {"oracle": r.oracle, "device": r.device, "detail": r.detail, "path": str(first), "index": r.index, "shrunk": False}
+      entry = {"oracle": r.oracle, "device": r.device, "dtype": r.dtype, "detail": r.detail, "path": str(first), "index": r.index,
+               "shrunk": False, "duplicates": 0, "rerun": f.rerun(first)}
       self.stats.findings.append(entry)
-    sig = (r.oracle, r.device)
-    if self.opts.shrink and self.shrunk[sig] < self.opts.shrink_per_signature:
-      self.shrunk[sig] += 1
+      self.saved[sig] = (entry, f)
+    deadline = time.monotonic() + self.opts.shrink_seconds
+    if self.opts.seconds is not None: deadline = min(deadline, self.stats.started + self.opts.seconds)
+    if self.opts.shrink and time.monotonic() < deadline:
       from fuzz.shrink import shrink
-      small, res = shrink(case, r, self.check_one)
-      g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case)
+      small, res = shrink(case, r, self.check_one, deadline)
+      if small is case: return
+      g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case, values=_values(small, res), dtype=res.dtype,
+                  duplicates=f.duplicates)
       with self._shield():
         path = g.save(self.opts.corpus)
         if path != first: first.unlink(missing_ok=True)
-        entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts))
+        entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts), rerun=g.rerun(path))
+        self.saved[sig] = (entry, g)
 
+
+def _values(case: Case, r: Result) -> dict[str, Any] | None:
+  """A finding's values as bits: the check's own, or for a crash or hang (no outputs) the inputs, made here (no backend
+  is loaded in the coordinator)."""
+  if r.values is not None: return r.values
+  from oracles.check import input_values
+  try: return input_values(case)
+  except Exception as e: return {"dtypes": [], "inputs": [], "expected": [], "actual": [], "error": [f"{type(e).__name__}: {e}"]}

@@ -3,28 +3,30 @@
 In turn, while something gets smaller: fewer Opts (delta debugging over the list: drop halves, quarters, ... then
 single Opts), smaller Opt sizes, for generated programs fewer steps and smaller shapes (the recipe is rebuilt and
 rescheduled), then simpler inputs ("simple" mode: small ints and plain floats). Every candidate is checked by the
-caller's `check` (an isolated worker in the fuzzer), so crashes and hangs shrink too. Bounded by MAX_CHECKS.
+caller's `check` (an isolated worker in the fuzzer), so crashes and hangs shrink too. Bounded by MAX_CHECKS and a deadline.
 """
 from __future__ import annotations
 
 import copy
+import math
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fuzz.astjson import ast_to_json
-from fuzz.case import Case, Result
-from fuzz.programs import SIZES, kernel_of
+from oracles.astjson import ast_to_json
+from oracles.case import Case, Result
+from oracles.programs import SIZES, kernel_of
 
 MAX_CHECKS = 120
 
 
-def shrink(case: Case, result: Result, check: Callable[[Case], Result]) -> tuple[Case, Result]:
-  """(the smallest case found that fails like `result`, its result)."""
+def shrink(case: Case, result: Result, check: Callable[[Case], Result], deadline: float = math.inf) -> tuple[Case, Result]:
+  """(the smallest case found that fails like `result`, its result); no new check starts after `deadline` (monotonic)."""
   want = result.signature()
   best, best_r = case, result
   left = [MAX_CHECKS]
   def fails(c: Case) -> Result | None:
-    if left[0] <= 0: return None
+    if left[0] <= 0 or time.monotonic() >= deadline: return None
     left[0] -= 1
     r = check(c)
     return r if r.status == "fail" and r.signature() == want else None

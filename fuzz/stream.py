@@ -5,7 +5,7 @@ Group g covers cases g*GROUP .. g*GROUP+GROUP-1: one kernel (a random program's,
 target, one input set, and GROUP random walks of 0..depth valid Opts. A spec holds everything the walks need (the
 seed is per case), so a case is a function of (seed, options, its index) alone: the same whatever the worker count,
 shard or order of execution. Coverage steers the draws: the least-drawn (step, dtype) cells of random programs
-(fuzz/programs.py) and, per target, the least-hinted Opt kinds, which a walk tries first.
+(oracles/programs.py) and, per target, the least-hinted Opt kinds, which a walk tries first.
 `--shard I/N` keeps the groups with g % N == I (every shard draws the whole stream, so steering agrees).
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.astjson import ast_to_json
-from fuzz.case import Case, opt_to_json
-from fuzz.programs import RecipeStream, kernel_of
+from oracles.astjson import ast_to_json
+from oracles.case import Case, opt_to_json
+from oracles.programs import RecipeStream, kernel_of
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, OptOps, apply_opt, candidate_opts
 from refgrad.target import TARGETS
@@ -37,7 +37,7 @@ class Stream:
     self.recipes = RecipeStream(**MIXES[mix])
     self.hints: Counter[tuple[str, str]] = Counter()
     self.next_group = 0
-    from fuzz.astjson import ast_from_json
+    from oracles.astjson import ast_from_json
     from refgrad.opt import tc_candidates
     self.tc_models = [i for i, m in enumerate(self.models) if tc_candidates(Kernel(ast_from_json(m["ast"])))]
 
@@ -67,7 +67,7 @@ def materialize(spec: dict[str, Any], models: list[dict[str, Any]] | None = None
   """The GROUP cases of a spec (empty when its program has no kernel)."""
   if "model" in spec:
     m = (models or [])[spec["model"]]
-    from fuzz.astjson import ast_from_json
+    from oracles.astjson import ast_from_json
     name, ast, rows, source, recipe = f"{m['model']}/{m['name']}", ast_from_json(m["ast"]), m["ast"], "model", None
   else:
     if (kn := kernel_of(spec["recipe"])) is None: return []

@@ -4,7 +4,7 @@ coordinator's threads or open state; it stays warm: the C compiler cache, loweri
 as long as it does.
 
 Messages (multiprocessing pipes, plain dicts/lists): ("fuzz", [group specs]) and ("check", [case dicts]) answer
-("ok", [result dicts]) or ("error", traceback text)."""
+("ok", [result dicts]) or ("error", traceback text), after any number of ("tick", None): one more step done."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,11 +22,13 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the coordinator stops the workers
   os.environ.update(config.get("env", {}))
   for m in config.get("preload", []): importlib.import_module(m)
-  from fuzz.case import Case, Result
-  from fuzz.check import check_cases
-  from fuzz.models import load_models
   from fuzz.stream import GROUP, materialize
+  from oracles.case import Case, Result
+  from oracles.check import check_cases
+  from oracles.cliargs import device_problem
+  from oracles.models import load_models
   models = load_models() if config.get("models", True) else []
+  tick = lambda: conn.send(("tick", None))   # progress: the coordinator moves the job's deadline one case timeout on
   devices, ast_eval = config["devices"], config.get("ast_eval", True)
   while True:
     try: msg = conn.recv()
@@ -37,16 +39,20 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
       if kind == "fuzz":
         cases, broken = [], []
         for spec in payload:
+          tick()
           try: cases += materialize(spec, models)
           except Exception as e:   # the program could not be built or scheduled: reported, not the end of the run
             broken.append(Result(spec["group"] * GROUP, "invalid", detail=f"group {spec['group']} could not be built: {type(e).__name__}: {e}"))
-        conn.send(("ok", [dataclasses.asdict(r) for r in [*broken, *check_cases(cases, devices, ast_eval)]]))
+        conn.send(("ok", [dataclasses.asdict(r) for r in [*broken, *check_cases(cases, devices, ast_eval, tick)]]))
+        continue
+      elif kind == "construct":   # ("ok", "") when the device builds here, else ("ok", the one line saying why not)
+        conn.send(("ok", device_problem(payload[0]) or ""))
         continue
       elif kind == "materialize":
         conn.send(("ok", [c.to_json() for spec in payload for c in materialize(spec, models)]))
         continue
       else: cases = [Case.from_json(c) for c in payload]
-      res = check_cases(cases, devices, ast_eval)
+      res = check_cases(cases, devices, ast_eval, tick)
       conn.send(("ok", [dataclasses.asdict(r) for r in res]))
     except Exception:
       conn.send(("error", traceback.format_exc()))
@@ -57,7 +63,7 @@ class Worker:
   def __init__(self, config: dict[str, Any]):
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(["fuzz.check", "fuzz.stream", "fuzz.models"])  # warm starts
+    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(["oracles.check", "fuzz.stream", "oracles.models"])  # warm starts
     self.conn, child = ctx.Pipe()
     self.proc = ctx.Process(target=worker_main, args=(child, config), daemon=True)
     self.proc.start()

@@ -180,9 +180,10 @@ class Graph:
 
 
 class _DeviceRegistry:
-  """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept. A third-party
-  backend registers a module with a `make_device(name) -> Compiled` function under the entry-point
-  group "refgrad.devices" (entry name = device name) and is then used like the built-in ones."""
+  """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept. A third-party backend registers
+  `module:function` (or a module with a `make_device` function) under the entry-point group "refgrad.devices" (entry
+  name = device name); `function(name)` must return a `Compiled` (docs/backends.md). An entry point that would shadow
+  a built-in device is refused: `refused` says why, and the built-in stays."""
   _made: dict[str, Compiled] = {}
   # reentrant: a backend's make_device may ask for another device (e.g. build on PYTHON); one lock for all names, so two
   # threads building devices that need each other cannot deadlock
@@ -194,7 +195,16 @@ class _DeviceRegistry:
   @functools.cached_property
   def _modules(self) -> dict[str, str]:
     from importlib.metadata import entry_points
-    return {**self._builtin, **{ep.name.upper(): ep.value for ep in entry_points(group="refgrad.devices")}}
+    out = dict(self._builtin)
+    for ep in entry_points(group="refgrad.devices"):
+      name = ep.name.upper()
+      if name in self._builtin or name in out:
+        self.refused[name] = (f"entry point {ep.name!r} = {ep.value!r} (refgrad.devices) is refused: it would shadow the "
+                              f"{'built-in' if name in self._builtin else 'already registered'} device {name}; rename it")
+      else: out[name] = ep.value
+    return out
+  @functools.cached_property
+  def refused(self) -> dict[str, str]: return {}   # entry-point device name -> why it was not registered
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)
   def canonicalize(self, name: str) -> str:
@@ -211,7 +221,7 @@ class _DeviceRegistry:
           if name in self._building:
             raise RuntimeError(f"device {name}: its make_device asks for {name} itself ({' -> '.join(self._building + [name])})")
           self._building.append(name)
-          try: dev = importlib.import_module(self._modules[name.split(":")[0]]).make_device(name)
+          try: dev = make_device_of(self._modules[name.split(":")[0]], name)
           finally: self._building.pop()
           self._made[name] = dev
     return dev
@@ -229,6 +239,24 @@ def target_for(device: str) -> Target:
   """The target kernels for `device` are optimized for: $EMULATE's, else the device renderer's own (CPU by default)."""
   if (t := emulated()) is not None: return t
   return getattr(Device[device].renderer, "target", CPU)
+
+
+class DeviceError(RuntimeError):
+  """A device's make_device failed or returned something that is not a device; the message names the device and the
+  entry point."""
+
+def make_device_of(target: str, name: str) -> Compiled:
+  """Call `target` ("module:function", or "module" with a `make_device`) for device `name` and check what it returns."""
+  mod, _, fn = target.partition(":")
+  where = f"device {name} ({target})"
+  try: make = getattr(importlib.import_module(mod), fn or "make_device")
+  except (ImportError, AttributeError) as e: raise DeviceError(f"{where}: cannot load its make_device: {type(e).__name__}: {e}") from e
+  dev = make(name)
+  if not isinstance(dev, Compiled):
+    raise DeviceError(f"{where}: make_device returned {type(dev).__name__}, not a refgrad.device.Compiled (docs/backends.md)")
+  missing = [f for f in ("allocator", "renderer", "compiler") if getattr(dev, f, None) is None] + ([] if callable(dev.runtime) else ["runtime"])
+  if missing: raise DeviceError(f"{where}: the Compiled it returned has no {', '.join(missing)}")
+  return dev
 
 
 class Buffer:

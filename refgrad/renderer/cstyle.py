@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from collections.abc import Callable
 from string import Template
 
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -133,6 +134,7 @@ class CStyleProgram:
   ident = ("a usable C identifier", "a C identifier")   # for errors: kernel names, variable names
   dialect = "C"                    # for errors: what the program cannot be rendered to
   total = False                    # whether undefined integer ops and casts get a defined result (see the module docstring)
+  overrides: dict[Ops, Callable[[DType, list[str]], str | None]] = {}   # op -> f(scalar dtype, operand texts): its text, or None
 
   def __init__(self, name: str, uops: list[UOp]):
     self.name, self.uops = name, uops
@@ -214,6 +216,7 @@ class CStyleProgram:
   # ---- scalar ops ----------------------------------------------------------------------------
   def alu(self, op: Ops, sdt: DType, s: list[str]) -> str:
     """One lane of an ALU op on operands of scalar dtype `sdt` (WHERE: the dtype of its values)."""
+    if (f := self.overrides.get(op)) is not None and (text := f(sdt, s)) is not None: return text   # a renderer's public hook
     if op is Ops.WHERE: return f"({s[0]} ? {s[1]} : {s[2]})"
     if op is Ops.CMPNE and not dtypes.is_float(sdt): return f"({s[0]} != {s[1]})"
     if op is Ops.CMPLT and not dtypes.is_float(sdt): return f"({s[0]} < {s[1]})"
@@ -638,14 +641,22 @@ class CRenderer(Renderer):
   """Linear program -> one C function (see the module docstring)."""
   device = "CPU"
 
-  def __init__(self, native_transcendentals: bool | None = None):
+  def __init__(self, native_transcendentals: bool | None = None, op_overrides: dict[Ops, Callable[[DType, list[str]], str | None]] | None = None):
+    """op_overrides (public, docs/backends.md): op -> f(scalar dtype, operand C expressions) returning the C expression of
+    one lane of that op, or None to keep the default rendering for that dtype."""
     if native_transcendentals is not None: self.native_transcendentals = native_transcendentals
+    self.op_overrides = dict(op_overrides or {})
+
+  def _program(self, name: str, uops: list[UOp]) -> _CProgram:
+    prog = _CProgram(name, list(uops))
+    if self.op_overrides: prog.overrides = self.op_overrides
+    return prog
 
   def render(self, name: str, uops: list[UOp]) -> str:
     # EXP2/LOG2/SIN that reach the renderer are rendered natively whatever the flag says: the flag only
     # tells the pipeline whether to decompose them first, and a linear program means what it says
-    return _CProgram(name, list(uops)).render()
+    return self._program(name, uops).render()
 
   def render_parts(self, name: str, uops: list[UOp]) -> tuple[list[str], list[str]]:
     """`render` in two parts, (declarations, function lines), so several programs can share one source."""
-    return _CProgram(name, list(uops)).parts()
+    return self._program(name, uops).parts()

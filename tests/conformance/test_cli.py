@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conformance.__main__ import main
-from refgrad.device import Device
 from tests.cli import run_module, start_module
+from tests.plugins.registry import install
 
 
 def test_passing_run_writes_reports(tmp_path, capsys):
@@ -27,19 +27,14 @@ def test_unknown_device_exits_2(capsys):
   assert main(["--device", "TPU"]) == 2
   assert "unknown device" in capsys.readouterr().err
 
-@pytest.fixture
-def broken_device(monkeypatch):
-  # what an entry point in the "refgrad.devices" group does for a third-party backend
-  monkeypatch.setitem(Device._modules, "BROKEN", "tests.conformance.broken_device")
-  Device["PYTHON"]   # BROKEN's make_device asks for PYTHON: made first, the registry's lock is not re-entered (issue 25, item 3)
-  return "BROKEN"
-
-def test_a_broken_backend_fails(broken_device, tmp_path, capsys):
+def test_a_broken_backend_fails(tmp_path):
   js = tmp_path / "r.json"
-  assert main(["--device", broken_device, "--group", "alu", "--json", str(js)]) == 1
+  r = _conformance("--device", "BROKEN", "--group", "alu", "--json", str(js), env=install(tmp_path / "site", {"BROKEN": "tests.conformance.broken_device"}))
+  assert r.returncode == 1, r.stdout[-2000:] + r.stderr
   failed = [r for r in json.loads(js.read_text()) if r["status"] != "pass"]
   assert {(r["op"], r["dtype"]) for r in failed} == {("ADD", "float")}
-  assert "lanes differ" in failed[0]["detail"] and "FAIL" in capsys.readouterr().out
+  assert "lanes differ" in failed[0]["detail"] and "0x" in failed[0]["detail"]   # the lanes as bits
+  assert "FAIL" in r.stdout and "rerun: python -m conformance --device BROKEN --group alu --case 'ADD float'" in r.stdout
 
 
 def _conformance(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -69,11 +64,18 @@ def test_named_mock_gpu_without_mockgpu_is_one_line():
   assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
   assert "device NV cannot be constructed" in r.stderr and "set MOCKGPU=1" in r.stderr
 
-def test_default_devices_that_cannot_be_constructed_are_skipped_with_a_note(tmp_path):
+def test_default_devices_that_cannot_be_constructed_fail_loudly(tmp_path):
+  """A default-list device that cannot be built is a failure line and exit 1, never a silent pass; --exclude leaves it out."""
   js = tmp_path / "r.json"
   r = _conformance("--group", "bitcast", "--jobs", "100000", "--json", str(js), env={"MOCKGPU": "0"})
-  assert r.returncode == 0, r.stdout + r.stderr
-  assert "device NV skipped: it cannot be constructed" in r.stderr and "device AMD skipped" in r.stderr and "--jobs 100000 capped at" in r.stderr
+  assert r.returncode == 1, r.stdout + r.stderr
+  assert "FAILED: device NV cannot be constructed" in r.stderr and "FAILED: device AMD cannot be constructed" in r.stderr
+  assert "--jobs 100000 capped at" in r.stderr
+  rows = json.loads(js.read_text())
+  assert {x["device"] for x in rows if x["status"] == "pass"} == {"CPU", "LLVM", "PYTHON"}
+  assert {(x["device"], x["case"]) for x in rows if x["status"] != "pass"} == {("NV", "construct"), ("AMD", "construct")}
+  r = _conformance("--group", "bitcast", "--exclude", "nv", "--exclude", "AMD", "--json", str(js), env={"MOCKGPU": "0"})
+  assert r.returncode == 0 and "FAILED" not in r.stderr, r.stdout + r.stderr
   assert {x["device"] for x in json.loads(js.read_text())} == {"CPU", "LLVM", "PYTHON"}
 
 def test_ctrl_c_reports_the_cases_finished(tmp_path):
@@ -96,3 +98,17 @@ def test_ctrl_c_reports_the_cases_finished(tmp_path):
   assert "interrupted (Ctrl-C)" in out
   results = json.loads(js.read_text())
   assert 0 < len(results) < total and all(r["status"] == "pass" for r in results)
+
+def test_group_corpus_replays_a_users_own_corpus(tmp_path):
+  import shutil
+  from pathlib import Path
+  own = tmp_path / "mine"
+  own.mkdir()
+  src = sorted((Path(__file__).parents[2] / "oracles" / "corpus").glob("*.json"))[0]
+  shutil.copy(src, own / src.name)
+  (own / "junk.json").write_text("[]")
+  r = _conformance("--group", "corpus", "--corpus", str(own), "--device", "PYTHON", timeout=120)
+  assert r.returncode == 1 and "corpus: 1 of 2 saved fuzz cases x devices pass" in r.stdout, r.stdout[-2000:] + r.stderr
+  assert "ERROR PYTHON corpus junk" in r.stdout and "not a fuzz finding" in r.stdout
+  r = _conformance("--group", "corpus", "--corpus", str(tmp_path / "nope"), "--device", "PYTHON", timeout=60)
+  assert r.returncode == 2 and "--corpus" in r.stderr and "not a directory" in r.stderr

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from conformance.values import cast_ties
-from fuzz import check
-from fuzz.ast_eval import eval_ast
-from fuzz.astjson import ast_from_json, ast_to_json
-from fuzz.case import Case
-from fuzz.inputs import ties, values
-from fuzz.models import load_models
-from fuzz.programs import kernels_of
+from oracles import check
+from oracles.ast_eval import eval_ast
+from oracles.astjson import ast_from_json, ast_to_json
+from oracles.case import Case
+from oracles.inputs import ties, values
+from oracles.models import load_models
+from oracles.programs import kernels_of
 from refgrad.dtype import dtypes
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops
@@ -53,10 +53,10 @@ _SHARED_RULE = """
 import json
 from tests.fuzz.inject import inject
 inject("symbolic_float")   # the shared symbolic matcher reassociates float constant products
-from fuzz import check
-from fuzz.astjson import ast_to_json
-from fuzz.case import Case
-from fuzz.programs import kernels_of, raw_kernel_of
+from oracles import check
+from oracles.astjson import ast_to_json
+from oracles.case import Case
+from oracles.programs import kernels_of, raw_kernel_of
 from fuzz.shrink import shrink
 rec = {"dtype": "float", "shape": [7, 6], "steps": [["relu", 0, 0, 0], ["mul_const", 57, 1, 0], ["neg", 0, 0, 0]], "kernel": 0}
 (name, ast), = kernels_of(rec)
@@ -124,10 +124,10 @@ _LIFETIME = """
 import json
 from tests.fuzz.inject import inject
 inject("lifetime")   # run_schedule frees an intermediate after its last write instead of its last read
-from fuzz import check
-from fuzz.astjson import ast_to_json
-from fuzz.case import Case
-from fuzz.programs import kernels_of
+from oracles import check
+from oracles.astjson import ast_to_json
+from oracles.case import Case
+from oracles.programs import kernels_of
 from fuzz.shrink import shrink
 rec = {"dtype": "float", "shape": [8, 8], "steps": [["exp", 0, 0, 0], ["add", 0, 0, 0], ["neg", 0, 0, 0], ["mul", 0, 0, 1],
        ["flip", 1, 0, 0], ["sum", 0, 0, 0]], "kernel": 0}

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from fuzz.astjson import ast_to_json
-from fuzz.case import Case, Finding
-from fuzz.cliargs import cpus
+from oracles.astjson import ast_to_json
+from oracles.case import Case, Finding
+from oracles.cliargs import cpus
 from refgrad import Tensor, schedule
 from tests.cli import run_module, start_module
 

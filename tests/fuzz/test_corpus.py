@@ -1,4 +1,4 @@
-"""The regression corpus (fuzz/corpus/*.json): every saved case reads back, and passes every oracle now, on CPU and
+"""The regression corpus (oracles/corpus/*.json): every saved case reads back, and passes every oracle now, on CPU and
 PYTHON; `python -m conformance --group corpus` replays the same cases."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.case import Finding
-from fuzz.check import check_cases
+from oracles.case import Finding
+from oracles.check import check_cases
 
-CORPUS = sorted((Path(__file__).parents[2] / "fuzz" / "corpus").glob("*.json"))
+CORPUS = sorted((Path(__file__).parents[2] / "oracles" / "corpus").glob("*.json"))
 
 
 def test_corpus_is_not_empty():

@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from fuzz.astjson import ast_from_json, ast_to_json
-from fuzz.case import Case, Finding
-from fuzz.check import check_cases
-from fuzz.inputs import cross_opt_rules, exact_reductions, nan_views, values
-from fuzz.models import load_models
 from fuzz.stream import GROUP, Stream, materialize
+from oracles.astjson import ast_from_json, ast_to_json
+from oracles.case import Case, Finding
+from oracles.check import check_cases
+from oracles.inputs import cross_opt_rules, exact_reductions, nan_views, values
+from oracles.models import load_models
 from refgrad import Tensor, dtypes, schedule
 from refgrad.renderer.serialize import SerializeError
 from tests.fuzz import inject
@@ -120,7 +120,7 @@ def test_bad_options_give_one_clear_line(args, msg):
 def test_cross_opt_rules():
   """What may be compared across Opts: bits where no reordered float sum is involved, a tolerance for float arithmetic
   on sums, nothing for a bool or int made from a reordered float sum (a comparison may flip; the fuzzer once
-  reported that as a bug: fuzz/corpus/cross-opt-34b4bb72e90b19aa.json)."""
+  reported that as a bug: oracles/corpus/cross-opt-34b4bb72e90b19aa.json)."""
   x = Tensor.empty(3, 8, dtype=dtypes.float16)
   assert cross_opt_rules(_ast(x.cumsum(1) == x.flip(1)), "random") == {0: "skip"}
   assert cross_opt_rules(_ast(x.sum(1) * 2 + 1), "random") == {0: "tolerance"}
@@ -129,22 +129,24 @@ def test_cross_opt_rules():
   assert cross_opt_rules(_ast(x.max(1) < 0), "random") == {0: "exact"}       # MAX is exact in any order
   assert cross_opt_rules(_ast(Tensor.empty(4, 5, dtype=dtypes.int32).sum(1)), "random") == {0: "exact"}
 
-def test_device_that_cannot_be_constructed_is_skipped_with_a_note(tmp_path):
+def test_default_device_that_cannot_be_constructed_is_a_failure_line(tmp_path):
   """By default every registered device that can be constructed is compared (MOCKGPU=0 here: the mock GPUs cannot,
-  nor can BROKEN); a device named in --devices must be constructible (tests/fuzz/test_cli.py)."""
+  nor can BROKEN); each one that cannot is a FAILED line and exit 1, never a silent pass; a device named in --devices
+  must be constructible (tests/fuzz/test_cli.py)."""
   r = subprocess.run([sys.executable, "-m", "fuzz", "--preload", "tests.fuzz.inject", "--cases", "8", "--workers", "1",
                       "--targets", "CPU", "--corpus", str(tmp_path), "--json", str(tmp_path / "r.json")],
                      capture_output=True, text=True, check=False, env={**os.environ, "FUZZ_INJECT": "unconstructible", "MOCKGPU": "0"}, timeout=300)
-  assert r.returncode == 0, r.stdout + r.stderr
+  assert r.returncode == 1, r.stdout + r.stderr
   doc = json.loads((tmp_path / "r.json").read_text())
-  assert doc["devices"] == ["CPU", "LLVM"] and doc["checked"] >= 1
+  assert doc["devices"] == ["CPU", "LLVM"] and doc["checked"] >= 1 and not doc["findings"]
   for d, why in (("BROKEN", "RuntimeError: no such hardware here"), ("NV", "set MOCKGPU=1"), ("AMD", "set MOCKGPU=1")):
-    assert any(n.startswith(f"device: device {d} skipped: it cannot be constructed") and why in n for n in doc["notes"]), doc["notes"]
+    assert any(n.startswith(f"FAILED: device {d} cannot be constructed") and why in n for n in doc["notes"]), doc["notes"]
+    assert f"python -m fuzz: FAILED: device {d} cannot be constructed" in r.stderr
 
 def test_nan_views():
   """A BITCAST of a computed float exposes the unspecified sign and payload of a NaN it may hold: such a buffer is
   compared as the float dtype (all NaNs equal), or not at all when its bits go on into other ops (the fuzzer reported
-  a NaN sign flipped by GROUP as a bug: fuzz/corpus/cross-opt-01ee35ddd240a080.json)."""
+  a NaN sign flipped by GROUP as a bug: oracles/corpus/cross-opt-01ee35ddd240a080.json)."""
   x = Tensor.empty(4, 4, dtype=dtypes.float64)
   assert nan_views(_ast((x @ x).bitcast(dtypes.int64))) == {0: dtypes.float64}
   assert nan_views(_ast((x @ x).bitcast(dtypes.int64) + 1)) == {0: None}

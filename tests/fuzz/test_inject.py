@@ -3,12 +3,15 @@ saved, and the saved case replays to the same failure; a segfaulting and a hangi
 run goes on; the same seed gives the same cases with any worker count, and shards split the stream."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from fuzz.__main__ import replay_finding
-from fuzz.case import Finding
-from fuzz.models import load_models
 from fuzz.run import Fuzzer, Options
+from oracles.case import Finding
+from oracles.models import load_models
 
 PRELOAD = ["tests.fuzz.inject"]
 
@@ -28,7 +31,7 @@ def _run(tmp_path, **kw):
 ])
 def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
   env = {"FUZZ_INJECT": bug}
-  f = _run(tmp_path, cases=cases, env=env, shrink_per_signature=1)
+  f = _run(tmp_path, cases=cases, env=env)
   assert f.stats.findings, f"{bug}: nothing found in {cases} cases"
   shrunk = [x for x in f.stats.findings if x["shrunk"]]
   assert shrunk and {x["oracle"] for x in shrunk} <= oracles, f.stats.findings
@@ -39,14 +42,23 @@ def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
     assert len(fd.case.recipe["steps"]) <= len(fd.original.recipe["steps"])
     assert sum(fd.case.recipe["shape"]) <= sum(fd.original.recipe["shape"])
   r = replay_finding(fd, preload=PRELOAD, env=env)
-  assert r.status == "fail" and r.signature() == (fd.oracle, fd.device), r
+  assert r.status == "fail" and r.signature() == fd.signature(), r
+  saved = json.loads(Path(shrunk[0]["path"]).read_text())   # bits, not hashes, and the command that reruns it
+  assert saved["rerun"] == f"python -m fuzz replay {shrunk[0]['path']}" + ("" if fd.device == "PYTHON" else f" --devices {fd.device}")
+  assert saved["values"] and saved["values"]["inputs"] and all(len(x) % 2 == 0 for x in saved["values"]["actual"])
+  assert len({(x["oracle"], x["device"], x["dtype"]) for x in f.stats.findings}) == len(f.stats.findings)   # one file per signature
   assert replay_finding(fd).status == "pass"      # without the bug, the case passes
 
 def test_segfault_and_hang_are_findings_and_the_run_goes_on(tmp_path):
   f = _run(tmp_path, cases=32, devices=["SEGV", "HANG"], env={"FUZZ_INJECT": "segv+hang"}, case_timeout=4.0, shrink=False, targets=["CPU"])
   assert f.stats.by_oracle["crash"] >= 1 and f.stats.by_oracle["timeout"] >= 1, f.stats.findings
   assert f.stats.checked > f.stats.by_oracle["crash"] + f.stats.by_oracle["timeout"]   # other cases were checked
-  for x in f.stats.findings: assert Finding.load(x["path"]).oracle == x["oracle"]
+  for x in f.stats.findings:
+    fd = Finding.load(x["path"])
+    assert fd.oracle == x["oracle"] and fd.device in ("SEGV", "HANG"), x   # the device that crashed or hung, not "worker"
+    assert fd.values and fd.values["inputs"] and len(fd.values["inputs"]) == len(fd.values["dtypes"])   # the inputs as bits
+    r = replay_finding(fd, case_timeout=4.0, preload=PRELOAD, env={"FUZZ_INJECT": "segv+hang"})
+    assert r.status == "fail" and r.signature() == fd.signature(), (r, fd.signature())
   import json
   from xml.etree import ElementTree as ET
 
@@ -65,3 +77,13 @@ def test_same_seed_same_cases_any_worker_count_and_shards(tmp_path):
   halves = [_run(tmp_path / f"s{i}", cases=16, workers=1, seed=5, shard=(i, 2), shrink=False) for i in range(2)]
   assert not set(halves[0].stats.case_keys) & set(halves[1].stats.case_keys)
   assert {**halves[0].stats.case_keys, **halves[1].stats.case_keys} == one.stats.case_keys
+
+def test_a_hang_is_found_within_the_case_timeout_and_seconds_bound_the_run(tmp_path):
+  """A hanging device costs one case timeout from the last progress, not a whole batch's; --seconds ends the whole run,
+  shrinking and the isolation of a lost batch included (plus a grace of min(case timeout, 10%))."""
+  import time
+  st = time.monotonic()
+  f = _run(tmp_path, seconds=15.0, devices=["HANG"], env={"FUZZ_INJECT": "hang"}, case_timeout=2.0, targets=["CPU"], workers=1)
+  took = time.monotonic() - st
+  assert f.stats.by_oracle["timeout"] >= 1 and all(x["device"] == "HANG" for x in f.stats.findings), f.stats.findings
+  assert took < 15.0 + 1.5 + 10.0, took   # the limit, the grace, and worker start/stop on a loaded machine

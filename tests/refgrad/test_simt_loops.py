@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuzz.programs import RecipeStream, kernels_of
+from oracles.programs import RecipeStream, kernels_of
 from refgrad.codegen import to_linear
 from refgrad.device import Device
 from refgrad.dtype import dtypes

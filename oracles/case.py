@@ -1,7 +1,7 @@
 """A fuzz case and a check's result, as plain JSON-able data (cases travel to worker processes and to disk).
 
-A case is a kernel AST (fuzz/astjson.py rows) x a target x a list of Opts x input values (a seed and a mode,
-fuzz/inputs.py). Cases that share kernel, target and inputs form a group: the unoptimized kernel is lowered, run and
+A case is a kernel AST (oracles/astjson.py rows) x a target x a list of Opts x input values (a seed and a mode,
+oracles/inputs.py). Cases that share kernel, target and inputs form a group: the unoptimized kernel is lowered, run and
 compared once per group. Findings are saved as JSON (`FINDING_FORMAT`) and checked field by field when read back.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ ORACLES = {
   "program": "the whole tensor program, fused vs every step realized (fusion off), gives different bits on PYTHON",
   "compile": "lowering, linearizing, rendering or compiling a valid Opt list failed",
   "reference": "the PYTHON device failed with an error that is not a report of undefined behaviour",
+  "fp-state": "a backend call changed the process's floating-point control state (FTZ/DAZ, rounding mode: oracles/fpstate.py)",
   "crash": "the worker process died (signal or abort) while checking the case",
   "timeout": "checking the case took longer than the per-case limit",
 }
@@ -84,7 +85,11 @@ class Result:
   case: dict[str, Any] | None = None   # the failing case (fail only)
   key: str = ""                    # Case.key() of the case checked
   regenerated: bool = False        # its inputs were undefined behaviour and were regenerated ("simple" mode)
-  def signature(self) -> tuple[str, str]: return (self.oracle, self.device)
+  values: dict[str, Any] | None = None   # fail: the buffers as bits (oracles/check.py values_of)
+  dtype: str = ""                  # fail: the dtype of the first buffer that differs, where known
+  def signature(self) -> tuple[str, str, str]:
+    """What groups findings (triage): the oracle, the device and the dtype where the difference shows."""
+    return (self.oracle, self.device, self.dtype)
 
 
 @dataclass
@@ -98,9 +103,18 @@ class Finding:
   actual: str = ""
   original: Case | None = None
   note: str = ""                   # for people: where the case came from, what was fixed
-  def to_json(self) -> dict[str, Any]:
-    return {"format": FINDING_FORMAT, "oracle": self.oracle, "device": self.device, "detail": self.detail, "expected": self.expected,
-            "actual": self.actual, "note": self.note, "case": self.case.to_json(), "original": self.original.to_json() if self.original else None}
+  values: dict[str, Any] | None = None   # the buffers as bits: dtypes, inputs, expected, actual (oracles/check.py values_of)
+  dtype: str = ""                  # the dtype where the difference shows
+  duplicates: int = 0              # later findings with the same signature in the run that saved this one (not saved again)
+  def signature(self) -> tuple[str, str, str]: return (self.oracle, self.device, self.dtype)
+  def rerun(self, path: Path) -> str:
+    """The one-line command that checks this finding again against the device it names."""
+    dev = f" --devices {self.device}" if self.device not in ("PYTHON", "") else ""
+    return f"python -m fuzz replay {path}{dev}"
+  def to_json(self, path: Path | None = None) -> dict[str, Any]:
+    return {"format": FINDING_FORMAT, "oracle": self.oracle, "device": self.device, "dtype": self.dtype, "detail": self.detail,
+            "rerun": self.rerun(path) if path is not None else "", "expected": self.expected, "actual": self.actual, "values": self.values,
+            "duplicates": self.duplicates, "note": self.note, "case": self.case.to_json(), "original": self.original.to_json() if self.original else None}
   @property
   def content_hash(self) -> str:
     """What identifies a finding across runs and shards: the shrunk case (not its index) and the failure."""
@@ -110,7 +124,7 @@ class Finding:
   def save(self, directory: Path) -> Path:
     """Write atomically as <directory>/<oracle>-<content hash>.json (shards merge by content hash)."""
     path = Path(directory) / f"{self.oracle}-{self.content_hash}.json"
-    write_atomic(path, (json.dumps(self.to_json(), indent=1) + "\n").encode())
+    write_atomic(path, (json.dumps(self.to_json(path), indent=1) + "\n").encode())
     return path
   @staticmethod
   def load(path: Path) -> Finding:
@@ -121,7 +135,14 @@ class Finding:
       if d.get("oracle") not in ORACLES: raise ValueError(f"unknown oracle {d.get('oracle')!r}")
       for k in ("device", "detail", "expected", "actual"):
         if not isinstance(d.get(k), str): raise ValueError(f"field {k!r} must be a string")
-      if not isinstance(d.get("note", ""), str): raise ValueError("field 'note' must be a string")
+      for k in ("note", "dtype", "rerun"):
+        if not isinstance(d.get(k, ""), str): raise ValueError(f"field {k!r} must be a string")
+      if not isinstance(d.get("duplicates", 0), int) or d.get("duplicates", 0) < 0: raise ValueError("field 'duplicates' must be an int >= 0")
+      values = d.get("values")
+      if values is not None and not (isinstance(values, dict) and all(isinstance(values.get(k), list) and all(isinstance(x, str) for x in values[k])
+                                                                     for k in ("dtypes", "inputs", "expected", "actual"))):
+        raise ValueError("field 'values' must be null or an object of lists of strings: dtypes, inputs, expected, actual")
       return Finding(Case.from_json(d.get("case")), d["oracle"], d["device"], d["detail"], d["expected"], d["actual"],
-                     Case.from_json(d["original"]) if d.get("original") is not None else None, d.get("note", ""))
+                     Case.from_json(d["original"]) if d.get("original") is not None else None, d.get("note", ""), values,
+                     d.get("dtype", ""), d.get("duplicates", 0))
     except (ValueError, OSError) as e: raise ValueError(f"{path}: not a fuzz finding: {e}") from None

@@ -240,10 +240,10 @@ def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
 # ---- the whole program, fused and unfused (oracle "program") ------------------------------------------------------
 
 def run_program(recipe: dict[str, Any], seed: int, realize_each: bool, device: str = "PYTHON") -> np.ndarray:
-  """The recipe run on `device` with NOOPT=1 on seeded "simple" inputs (fuzz/inputs.py): the result's storage bits."""
+  """The recipe run on `device` with NOOPT=1 on seeded "simple" inputs (oracles/inputs.py): the result's storage bits."""
   import os
 
-  from fuzz.inputs import values
+  from oracles.inputs import values
   from refgrad import Tensor
   from refgrad.uop import semantics
   rng = np.random.default_rng(seed)

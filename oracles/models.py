@@ -1,7 +1,7 @@
 """Kernels of real model code, written with the Tensor API and captured as JSON: the fuzzer's second case source.
 
-`python -m fuzz.models` runs each model below once on the CPU (NOOPT: only the ASTs matter), records the AST of
-every kernel it launches, and writes them (deduplicated) to fuzz/models.json, checked in. `load_models()` reads
+`python -m oracles.models` runs each model below once on the CPU (NOOPT: only the ASTs matter), records the AST of
+every kernel it launches, and writes them (deduplicated) to oracles/models.json, checked in. `load_models()` reads
 that file back and checks it.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.astjson import ast_from_json, ast_to_json
+from oracles.astjson import ast_from_json, ast_to_json
 from refgrad.device import write_atomic
 
 MODELS_PATH = Path(__file__).with_name("models.json")

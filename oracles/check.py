@@ -1,4 +1,4 @@
-"""Checking cases: the five oracles (fuzz/case.py ORACLES) on a batch of cases, in the calling process.
+"""Checking cases: the five oracles (oracles/case.py ORACLES) on a batch of cases, in the calling process.
 
 Per group (cases with one kernel, target and input set): the unoptimized kernel is lowered once, run on PYTHON in
 checked mode (undefined behaviour: the inputs are regenerated as "simple" ones once, then the group is counted as UB,
@@ -18,27 +18,30 @@ import ctypes
 import functools
 import hashlib
 import json
+import re
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fuzz.ast_eval import can_eval, eval_ast, small_enough
-from fuzz.astjson import ast_from_json
-from fuzz.case import Case, Result, opt_from_json
-from fuzz.inputs import cross_opt_rules, nan_views, values
-from fuzz.programs import raw_kernel_of, run_program
+from oracles import fpstate
+from oracles.ast_eval import can_eval, eval_ast, small_enough
+from oracles.astjson import ast_from_json
+from oracles.case import Case, Result, opt_from_json
+from oracles.inputs import cross_opt_rules, nan_views, values
+from oracles.programs import raw_kernel_of, run_program
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
 from refgrad.program import ProgramSpec, Runner
+from refgrad.runtime.ops_cpu import CPUAllocator
 from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
 from refgrad.target import TARGETS
 from refgrad.uop import semantics
@@ -48,6 +51,7 @@ TIMES: Counter[str] = Counter()   # seconds spent per stage in this process (ben
 regenerated: set[str] = set()   # groups whose inputs were undefined behaviour and were regenerated (counted by the caller)
 REDZONE = 64            # sentinel bytes before and after every CPU buffer
 SENTINEL = 0xA7
+fp_changes: dict[str, str] = {}   # device -> an FP-state change its batch's library load caused, reported with its next program
 OUT_FILL = 0x5A         # initial bytes of buffers the kernel only stores to (the same on every device)
 
 
@@ -99,12 +103,19 @@ def run_python(p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
   return [m.data.view(a.dtype).copy() for m, a in zip(mems, data)]
 
 
+def batched(device: str) -> bool:
+  """Whether a device gets batched compiles (public: docs/backends.md): a C device on host memory, i.e. its allocator is
+  the CPU's (CPUAllocator), its renderer has `render_parts(name, uops) -> (declarations, function lines)` (CRenderer
+  and its subclasses), its compiler a `compile_cached(src)`, and `runtime(name, lib)` takes raw buffer pointers (CPUProgram)."""
+  d = Device[device]
+  return isinstance(d.allocator, CPUAllocator) and callable(getattr(d.renderer, "render_parts", None)) and callable(getattr(d.compiler, "compile_cached", None))
+
 class CPUBatch:
-  """Many programs compiled by ONE call of the C compiler: their declarations shared, a function each."""
-  def __init__(self, progs: list[Prog]):
+  """Many programs compiled by ONE call of the device's C compiler: their declarations shared, a function each."""
+  def __init__(self, progs: list[Prog], device: str = "CPU"):
     self.fns: dict[str, Any] = {}
     self.errors: dict[str, BaseException] = {}
-    dev = Device["CPU"]
+    dev = Device[device]
     parts: dict[str, tuple[list[str], list[str]]] = {}
     for p in progs:
       try:
@@ -121,7 +132,7 @@ class CPUBatch:
     decls = dict.fromkeys(d for pr in parts.values() for d in pr[0])
     src = "\n".join([*decls, *(ln for pr in parts.values() for ln in pr[1])]) + "\n"
     with timed("cc"): lib = dev.compiler.compile_cached(src)
-    for name in parts: self.fns[name] = dev.runtime(name, lib).fxn
+    for name in parts: self.fns[name] = dev.runtime(name, lib)   # the program object: a plugin may wrap the call
 
   def run(self, name: str, data: list[np.ndarray]) -> tuple[list[np.ndarray], str | None]:
     """(the buffers after the run, None or which red zone was written)."""
@@ -152,6 +163,23 @@ def run_generic(device: str, p: Prog, data: list[np.ndarray]) -> list[np.ndarray
 
 # ---- comparing ------------------------------------------------------------------------------------------------
 
+MAX_VALUE_BYTES = 1 << 14   # bytes of each buffer a finding keeps as bits (larger ones: this prefix and a hash of all)
+
+def _hex(a: np.ndarray) -> str:
+  raw = np.ascontiguousarray(a).view(np.uint8).tobytes()
+  return raw.hex() if len(raw) <= MAX_VALUE_BYTES else f"{raw[:MAX_VALUE_BYTES].hex()}...sha256:{hashlib.sha256(raw).hexdigest()}"
+
+def values_of(dts: list[DType], inputs: list[np.ndarray], expected: list[np.ndarray], actual: list[np.ndarray]) -> dict[str, Any]:
+  """A finding's values as bits: every buffer before the run, as expected after it and as the device left it
+  (little-endian hex of the raw bytes, bfloat16 as its uint16 bits)."""
+  return {"dtypes": [d.name for d in dts], "inputs": [_hex(a) for a in inputs], "expected": [_hex(a) for a in expected],
+          "actual": [_hex(a) for a in actual]}
+
+def differing_dtype(detail: str) -> str:
+  """The dtype named by a `differs` line ("buffer 0 (float) differs ..."), or ""."""
+  m = re.search(r"buffer \d+ \((\w+)\)", detail)
+  return m.group(1) if m else ""
+
 def differs(a: list[np.ndarray], b: list[np.ndarray], dts: list[DType], tol: bool = False) -> str | None:
   """None when equal (bit for bit, or within the cross-Opt tolerance for floats with tol), else where they differ."""
   for i, (x, y, d) in enumerate(zip(a, b, dts)):
@@ -178,8 +206,8 @@ class _Group:
   data: list[np.ndarray]
   exact: bool
   base: Prog
-  rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (fuzz/inputs.py)
-  views: dict[int, DType | None] = field(default_factory=dict)   # buffers holding BITCAST NaN bits (fuzz/inputs.py nan_views)
+  rules: dict[int, str]                                  # stored buffer -> "exact" | "tolerance" | "skip" (oracles/inputs.py)
+  views: dict[int, DType | None] = field(default_factory=dict)   # buffers holding BITCAST NaN bits (oracles/inputs.py nan_views)
 
   def differs(self, a: list[np.ndarray], b: list[np.ndarray], only: int | None = None, tol: bool = False) -> str | None:
     """`differs` on the buffers (or buffer `only`), each compared as its nan_views float dtype, if any, or skipped."""
@@ -200,6 +228,12 @@ def _buffers(ast: UOp) -> tuple[list[PtrDType], set[int], set[int]]:
   stored = {u.src[0].arg for u in ast.toposort if u.op is Ops.STORE}
   return [dt for _, dt in glb], loaded, stored
 
+def input_values(c: Case) -> dict[str, Any]:
+  """The values of a finding with no outputs (a crash or a hang): every buffer before the run, as bits."""
+  ast = ast_from_json(c.ast)
+  data = make_inputs(ast, c.inputs)
+  return values_of([p.base.scalar() for p in _buffers(ast)[0]], data, [], [])
+
 def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
   ptrs, loaded, _ = _buffers(ast)
   has_sum = any(u.op is Ops.REDUCE and u.arg is Ops.ADD for u in ast.toposort)
@@ -217,8 +251,10 @@ def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
   return out
 
 
-def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) -> list[Result]:
-  """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order."""
+def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True, tick: Callable[[], None] | None = None) -> list[Result]:
+  """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order. `tick` is called
+  after every step that takes about one case's time (a worker's heartbeat: a hang is found within one case's timeout)."""
+  tick = tick or (lambda: None)
   results: dict[int, Result] = {}
   groups: dict[str, _Group | None] = {}
   first: dict[str, int] = {}
@@ -234,19 +270,26 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True) ->
       continue
     g.cases.append(c)
     _optimized(g, c, results)
+    tick()
   live = [g for g in groups.values() if g is not None]
   for dev in devices:   # every other device runs all programs of the batch; the CPU compiles them in one call
     tgt = _device_target(dev)
     todo = [(g, c) for g in live if tgt in (None, g.k0.target.name) for c in [None, *g.cases] if c is None or c.index in g.progs]
     progs = list(dict.fromkeys(g.base if c is None else g.progs[c.index] for g, c in todo))  # type: ignore[misc]
     if not progs: continue
-    batch = CPUBatch(progs) if dev == "CPU" else None
+    before = fpstate.probe()
+    tick()
+    batch = CPUBatch(progs, dev) if batched(dev) else None
+    tick()
+    if (fp := _fp_settle(before)) is not None: fp_changes[dev] = fp   # loading its library changed the process's FP state
     bad_base: set[int] = set()
     for g, c in todo:
       if id(g) in bad_base: continue
       p = g.base if c is None else g.progs[c.index]
       if c is not None and p.name != f"f{c.index}": continue   # another case's program (or the base): checked there
-      if (fail := _on_device(dev, batch, p, g)) is None: continue  # type: ignore[arg-type]
+      fail = _on_device(dev, batch, p, g)  # type: ignore[arg-type]
+      tick()
+      if fail is None: continue
       if c is None:   # the unoptimized program is wrong on this device: the group's first case reports it
         bad_base.add(id(g))
         fail.detail = f"unoptimized kernel: {fail.detail}"
@@ -405,11 +448,24 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
     rule = g.rules.get(i, "exact")
     if rule != "skip" and (bad := g.differs(out, ref, only=i, tol=rule == "tolerance")) is not None:
       what = f"{rule}: {bad}" if i in g.rules else f"input {bad} after the kernel ran"
-      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", what, digest(ref), digest(out), g.exact), c)
+      _put(results, Result(c.index, "fail", "cross-opt", "PYTHON", what, digest(ref), digest(out), g.exact, values=values_of(g.dts, g.data, ref, out),
+                           dtype=differing_dtype(what)), c)
       return
   g.progs[c.index] = p
 
+def _fp_settle(before: str) -> str | None:
+  """A change of the floating-point control state since `before` (restored to the default), or None."""
+  if (why := fpstate.changed(before, fpstate.probe())) is None: return None
+  return why + ("" if fpstate.restore() else "; it could not be restored")
+
 def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
+  if (fp := fp_changes.pop(dev, None)) is not None: return Result(0, "fail", "fp-state", dev, f"loading its programs: {fp}")
+  before = fpstate.probe()
+  try: fail = _on_device_run(dev, batch, p, g)
+  finally: fp = _fp_settle(before)
+  return Result(0, "fail", "fp-state", dev, fp) if fp is not None else fail
+
+def _on_device_run(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
   try:
     if batch is not None:
       if p.name in batch.errors: raise batch.errors[p.name]
@@ -419,5 +475,6 @@ def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result |
   except (CompileError, ValueError, TypeError, NotImplementedError, RuntimeError) as e:
     return Result(0, "fail", "compile", dev, _trace_tail(e))
   want = p.outs["PYTHON"]
-  if (bad := g.differs(out, want)) is not None: return Result(0, "fail", "device", dev, bad, digest(want), digest(out))
+  if (bad := g.differs(out, want)) is not None:
+    return Result(0, "fail", "device", dev, bad, digest(want), digest(out), values=values_of(g.dts, g.data, want, out), dtype=differing_dtype(bad))
   return None

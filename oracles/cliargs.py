@@ -64,12 +64,12 @@ def file_problem(path: Path | None, what: str) -> str | None:
   return f"{what} {path}: its directory {path.parent} {why}" if (why := _dir_why(path.parent)) else None
 
 
-def device_problem(name: str, what: str) -> str | None:
+def device_problem(name: str, what: str = "") -> str | None:
   """None when device `name` can be constructed here, else the one line saying why not (the backend's own first line:
   e.g. the mock GPUs say to set MOCKGPU=1)."""
   from refgrad.device import Device
   try: Device[name]
   except Exception as e:
     first = str(e).splitlines()[0] if str(e) else ""
-    return f"{what}: device {name} cannot be constructed ({type(e).__name__}: {first})"
+    return f"{what + ': ' if what else ''}device {name} cannot be constructed ({type(e).__name__}: {first})"
   return None

@@ -1,0 +1,209 @@
+"""Each device under test runs in worker processes of its own; the expected values never leave the parent.
+
+The parent process builds every case's inputs and expected outputs (pure numpy: refgrad's reference semantics) and
+never loads a backend. A worker builds one device, runs the kernels it is sent and returns the raw output; the parent
+compares bits. So a backend that switches the process to flush-to-zero, crashes or hangs can only spoil its own
+results: a crash is a failed case naming device, op and dtype (and the worker is replaced), a case that takes longer
+than the timeout is killed the same way, and the floating-point control state (oracles/fpstate.py) is read before and
+after every backend call: a change is a finding of its own (the "fp-state" row), after which the worker restores the
+default state so the device's later cases are judged as they would run in a clean process.
+
+Messages (multiprocessing pipes): ("alu", (case index, input columns)) -> ("ok", (output, fp change | None));
+("oracle", [case dicts]) -> ("ok", ([result dicts], fp change | None)): the regression corpus and the kernels group,
+checked with the shared oracles (oracles/check.py) on this device against PYTHON in the worker. The first message a
+worker sends is ("ready", fp change | None) or ("broken", one line): the device could not be built."""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+READY_TIMEOUT = 120.0    # seconds a worker may take to start and build its device (imports, a first compiler check)
+
+
+def _worker(conn: Connection, device: str, env: dict[str, str]) -> None:
+  signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C goes to the parent, which stops the workers
+  os.environ.update(env)
+  from oracles import fpstate
+  before = fpstate.probe()
+  try:
+    from refgrad.device import Device
+    Device[device]
+  except Exception as e:
+    first = (str(e).splitlines() or [""])[0]
+    conn.send(("broken", f"device {device} cannot be constructed ({type(e).__name__}: {first})"))
+    return
+  conn.send(("ready", _settle(before)))
+  from conformance.suite import all_cases, run_on_device
+  cases = all_cases()
+  while True:
+    try: msg = conn.recv()
+    except EOFError: return
+    if msg is None: return
+    kind, payload = msg
+    try:
+      before = fpstate.probe()
+      if kind == "alu":
+        index, cols = payload
+        out: Any = run_on_device(cases[index], device, cols)
+      else:
+        from oracles.case import Case
+        from oracles.check import check_cases
+        out = [dataclasses.asdict(r) for r in check_cases([Case.from_json(c) for c in payload], [] if device == "PYTHON" else [device])]
+      conn.send(("ok", (out, _settle(before))))
+    except Exception as e:
+      conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"))
+
+def _settle(before: str) -> str | None:
+  """The change of floating-point state since `before` (None: none), the default state restored after one."""
+  from oracles import fpstate
+  if (why := fpstate.changed(before, fpstate.probe())) is None: return None
+  return why + ("" if fpstate.restore() else "; it could not be restored (later cases of this device ran in that state)")
+
+
+class DeviceWorker:
+  """One worker process for one device, and the job it is running."""
+  def __init__(self, device: str, env: dict[str, str]):
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    self.device, self.env = device, env
+    self.conn, child = ctx.Pipe()
+    self.proc = ctx.Process(target=_worker, args=(child, device, env), daemon=True)
+    self.proc.start()
+    child.close()
+    self.job: Any = None            # what the parent needs to judge the answer
+    self.deadline = time.monotonic() + READY_TIMEOUT
+    self.ready = False
+
+  def send(self, kind: str, payload: Any, job: Any, timeout: float) -> None:
+    self.job, self.deadline = job, time.monotonic() + timeout
+    self.conn.send((kind, payload))
+
+  def kill(self) -> None:
+    if self.proc.is_alive(): self.proc.kill()
+    self.proc.join(5)
+    self.conn.close()
+
+  def stop(self) -> None:
+    try: self.conn.send(None)
+    except (OSError, BrokenPipeError): pass
+    self.proc.join(2)
+    if self.proc.is_alive(): self.proc.kill()
+    self.proc.join(2)
+    self.conn.close()
+
+  def death(self) -> str:
+    """How the process ended, for a crash report."""
+    self.proc.join(5)
+    c = self.proc.exitcode
+    if c is None: return "it stopped answering"
+    if c < 0:
+      try: return f"the worker was killed by signal {signal.Signals(-c).name}"
+      except ValueError: return f"the worker was killed by signal {-c}"
+    return f"the worker exited with code {c}"
+
+
+def wait_any(workers: list[DeviceWorker], timeout: float) -> list[Any]:
+  return wait([x for w in workers for x in (w.conn, w.proc.sentinel)], timeout=timeout)
+
+
+class Pool:
+  """Workers per device; jobs are (device, kind, payload, info, timeout). `run` sends them and calls
+  on_result(device, info, outcome, detail) with outcome "ok" (detail: the answer), "error" (a Python exception in the
+  worker, its text), "crash" or "timeout" (why); a worker that crashed or timed out is replaced."""
+  def __init__(self, devices: list[str], per_device: int, env: dict[str, str]):
+    self.env, self.per_device = env, per_device
+    self.workers: dict[str, list[DeviceWorker]] = {d: [] for d in devices}
+    self.fp_notes: dict[str, str] = {}       # device -> the first FP-state change it caused
+    self.interrupted = False
+
+  def start(self) -> dict[str, str]:
+    """Start one worker per device and wait until each has built its device: {device: why it cannot be built}."""
+    broken: dict[str, str] = {}
+    first = {d: DeviceWorker(d, self.env) for d in self.workers}
+    for d, w in first.items():
+      if (why := self._await_ready(w)) is not None:
+        broken[d] = why
+        w.kill()
+      else: self.workers[d].append(w)
+    return broken
+
+  def _await_ready(self, w: DeviceWorker) -> str | None:
+    if not wait([w.conn, w.proc.sentinel], timeout=READY_TIMEOUT):
+      return f"device {w.device} cannot be constructed (no answer within {READY_TIMEOUT:g} s)"
+    try: kind, payload = w.conn.recv()
+    except (EOFError, OSError): return f"device {w.device} cannot be constructed ({w.death()} while building it)"
+    if kind == "broken": return payload
+    w.ready = True
+    if payload is not None: self.fp_notes.setdefault(w.device, f"building the device: {payload}")
+    return None
+
+  def run(self, jobs: list[tuple[str, str, Any, Any, float]], on_result: Any) -> None:
+    from collections import deque
+    self.queues = queues = {d: deque(j for j in jobs if j[0] == d) for d in self.workers if self.workers[d]}
+    for d, ws in self.workers.items():
+      while ws and len(ws) < min(self.per_device, len(queues.get(d, ()))): ws.append(DeviceWorker(d, self.env))
+    try:
+      while True:
+        live = [w for ws in self.workers.values() for w in ws]
+        for w in live:
+          if w.ready and w.job is None and queues[w.device]:
+            _, kind, payload, info, timeout = queues[w.device].popleft()
+            w.send(kind, payload, info, timeout)
+        busy = [w for w in live if w.job is not None or not w.ready]
+        if not busy: break
+        ready = wait_any(busy, 0.25)
+        for w in busy: self._poll(w, ready, on_result)
+    except KeyboardInterrupt:
+      self.interrupted = True
+
+  def _poll(self, w: DeviceWorker, ready: list[Any], on_result: Any) -> None:
+    if w.conn in ready:
+      try: kind, payload = w.conn.recv()
+      except (EOFError, OSError): kind, payload = "died", None
+      if kind == "ready":
+        w.ready = True
+        if payload is not None: self.fp_notes.setdefault(w.device, f"building the device: {payload}")
+        return
+      if kind == "broken":   # it was built before: a device that builds only sometimes fails the cases left
+        self._give_up(w, payload, on_result)
+        return
+      if kind in ("ok", "error"):
+        job, w.job = w.job, None
+        if kind == "ok":
+          out, fp = payload
+          if fp is not None: self.fp_notes.setdefault(w.device, f"{job_name(job)}: {fp}")
+          on_result(w.device, job, "ok", out)
+        else: on_result(w.device, job, "error", payload)
+        return
+    if w.conn in ready or w.proc.sentinel in ready:
+      if not w.ready: return self._give_up(w, f"device {w.device}: a new worker died building it ({w.death()})", on_result)
+      if w.job is not None: on_result(w.device, w.job, "crash", w.death())
+      self._replace(w)
+    elif time.monotonic() > w.deadline:
+      if w.job is not None: on_result(w.device, w.job, "timeout", "")
+      self._replace(w)
+
+  def _give_up(self, w: DeviceWorker, why: str, on_result: Any) -> None:
+    """The device cannot be built again: the cases left for it fail with why."""
+    w.kill()
+    self.workers[w.device].remove(w)
+    if not self.workers[w.device]:
+      while self.queues[w.device]: on_result(w.device, self.queues[w.device].popleft()[3], "crash", why)
+
+  def _replace(self, w: DeviceWorker) -> None:
+    w.kill()
+    ws = self.workers[w.device]
+    ws[ws.index(w)] = DeviceWorker(w.device, self.env)
+
+  def close(self) -> None:
+    for ws in self.workers.values():
+      for w in ws: w.kill() if self.interrupted else w.stop()
+
+
+def job_name(job: Any) -> str: return str(job[0]) if isinstance(job, tuple) else str(job)   # jobs' info is (label, ...)
