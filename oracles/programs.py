@@ -14,13 +14,13 @@ import functools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from refgrad.dtype import DType, dtypes
+from refgrad.uop import symbolic
 
 DTYPES = [d.name for d in dtypes.all]
 SIZES = [1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 32]   # odd and prime sizes included
@@ -210,19 +210,9 @@ def kernel_of(recipe: dict[str, Any]) -> tuple[str, Any] | None:
 
 # ---- the same kernels before symbolic simplification (the AST evaluator's independent input) ------------------------
 
-@contextmanager
-def _unsimplified() -> Iterator[None]:
-  """Scheduling with `UOp.simplify` as the identity: the kernels' index and value expressions exactly as the
-  scheduler builds them, no symbolic rule applied (so a wrong rule cannot hide in the oracle's own input)."""
-  from refgrad.uop.ops import UOp
-  orig = UOp.simplify
-  UOp.simplify = lambda self: self  # type: ignore[method-assign]
-  try: yield
-  finally: UOp.simplify = orig  # type: ignore[method-assign]
-
 @functools.lru_cache(maxsize=64)
 def _raw_kernels(recipe_text: str) -> tuple[Any, ...]:
-  with _unsimplified(): return tuple(ast for _, ast in _kernels.__wrapped__(recipe_text))   # uncached: _kernels' cache holds simplified ASTs
+  with symbolic.unsimplified(): return tuple(ast for _, ast in _kernels.__wrapped__(recipe_text))   # uncached: _kernels' cache holds simplified ASTs
 
 def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
   """The recipe's kernel as the scheduler builds it before simplification, when it reads and writes the same buffers
