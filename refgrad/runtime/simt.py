@@ -42,6 +42,7 @@ import numpy as np
 from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.runtime import simt_loops
+from refgrad.runtime.simt_gather import gather
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -627,12 +628,13 @@ class _Access:
     if sel.size:
       lo, hi = _span(sel)
       if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
+    if not self.store and not track: return self._loaded(st, gather(view, sel, self.bc, self.c), rows, sel, None, mem)
     e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)
     if self.store: return self._store(st, mem, view, e, rows, k)
     und = None
-    if track and e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
-    return self._loaded(st, view[e], rows, sel, und, mem)
+    if e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
+    return self._loaded(st, gather(view, sel, self.bc, self.c), rows, sel, und, mem)
 
   def _range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, k: int, idx: np.ndarray, track: bool) -> None:
     """A LOAD or STORE of the consecutive elements [lo, hi) of the buffer, lane by lane in order (c per lane)."""

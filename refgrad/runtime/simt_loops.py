@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.runtime.simt_gather import gather
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts
@@ -137,14 +138,14 @@ class LoopPlan:
       isz = view.itemsize
       shape, strides = (*idx.shape, c) if c > 1 else idx.shape, (s0 * bc * isz, s1 * bc * isz, isz) if c > 1 else (s0 * bc * isz, s1 * bc * isz)
       return np.lib.stride_tricks.as_strided(view[a * bc:], shape, strides, writeable=False)
-    e = idx.astype(np.int64) if act is None else np.where(act, idx, 0).astype(np.int64)
-    if bc > 1: e = e * bc
-    if c > 1: e = e[..., None] + np.arange(c)
+    if act is not None: idx = np.where(act, idx, 0)
     if st.checked and mem.bits is not None:
+      e = idx.astype(np.int64) * bc
+      if c > 1: e = e[..., None] + np.arange(c)
       ok = mem.elems_defined(e, k)
       if c > 1: ok = ok.all(axis=-1)
       if not (ok if act is None else ok | ~act).all(): return None
-    return view[e]
+    return gather(view, idx, bc, c)
 
 
 def _affine(idx: np.ndarray) -> tuple[int, int, int] | None:
