@@ -377,7 +377,9 @@ class Program:
     if op is Ops.GEP:
       a, k = src[0], u.arg[0]
       def gep(st: _State) -> None:
-        st.regs[o] = st.regs[a][..., k]
+        # a contiguous copy: a component of a lane-wide vector is strided, and ALU ops on strided arrays cost more than the copy
+        x = st.regs[a]
+        st.regs[o] = x[..., k].copy() if x.shape[0] > 1 else x[..., k]
         if st.undef: _carry(st, o, a, lambda m: m[..., k])
       return gep
     if op is Ops.DEFINE_ACC:

@@ -18,4 +18,4 @@ def gather(view: np.ndarray, idx: np.ndarray, bc: int, c: int) -> np.ndarray:
       rows = view[r:r + (view.size - r) // c * c].reshape(-1, c)
       q = e if r == 0 else e - r
       return np.take(rows, (q >> (c.bit_length() - 1)) if pow2 else q // c, axis=0)
-  return np.stack([np.take(view, e + k) for k in range(c)], axis=-1)   # element by element (an int32 index plus k stays in bounds)
+  return np.stack([np.take(view, e + k if k else e) for k in range(c)], axis=-1)   # element by element (an int32 index plus k stays in bounds)
