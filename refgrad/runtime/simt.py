@@ -41,7 +41,7 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
-from refgrad.runtime import simt_loops
+from refgrad.runtime import simt_codegen, simt_loops
 from refgrad.runtime.simt_gather import gather
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
@@ -255,8 +255,10 @@ def _val(x: np.ndarray, row: int, dt: DType) -> Any:
 class Program:
   """A linear program prepared once (instruction list, liveness) and run with `__call__`."""
 
-  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True):
-    self.name, self.uops, self.vector_loops = name, list(uops), vector_loops
+  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True, generate: bool = True):
+    # vector_loops: run qualifying RANGE loops as arrays (simt_loops); generate: run through one generated function
+    # (simt_codegen) instead of the instruction loop. Either way every result bit and report is the same.
+    self.name, self.uops, self.vector_loops, self.generate = name, list(uops), vector_loops, generate
     # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
     self.loop_notes: dict[int, str] = {}
     self._users: dict[UOp, list[int]] | None = None   # simt_loops.users_of(uops), made for the first RANGE's plan
@@ -332,6 +334,7 @@ class Program:
       # an ENDRANGE frees only when its loop exits; it does that itself
       self.code.append((fn, () if uops[i].op is Ops.ENDRANGE else tuple(frees_at.get(i, ()))))
     self.slot = slot
+    self._fast = simt_codegen.generate(self.name, [uops[i].op for i in executed], self.code) if self.generate else None
 
   def _instruction(self, i: int, slot: list[int], pc_of: dict[int, int], after_end: int, skip_frees: tuple[int, ...],
                    own_frees: tuple[int, ...]) -> Callable[[_State], int | None]:
@@ -356,6 +359,7 @@ class Program:
           st.undef.pop(o, None)
         if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts)
         r[o] = fn(xs)
+      alu.gen = ("alu", o, tuple(src), fn, may_ub)  # type: ignore[attr-defined]
       return alu
     if op is Ops.SPECIAL:
       name = u.arg[0]
@@ -381,6 +385,7 @@ class Program:
         x = st.regs[a]
         st.regs[o] = x[..., k].copy() if x.shape[0] > 1 else x[..., k]
         if st.undef: _carry(st, o, a, lambda m: m[..., k])
+      gep.gen = ("gep", o, a, k)  # type: ignore[attr-defined]
       return gep
     if op is Ops.DEFINE_ACC:
       a = src[0]
@@ -533,6 +538,7 @@ class Program:
     for mem in stored.values(): mem.settle()
 
   def _run(self, st: _State) -> None:
+    if self._fast is not None: return self._fast(st)
     code, regs = self.code, st.regs
     pc, end = 0, len(code)
     undef = st.undef
