@@ -255,10 +255,13 @@ def _val(x: np.ndarray, row: int, dt: DType) -> Any:
 class Program:
   """A linear program prepared once (instruction list, liveness) and run with `__call__`."""
 
-  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True, generate: bool = True):
-    # vector_loops: run qualifying RANGE loops as arrays (simt_loops); generate: run through one generated function
-    # (simt_codegen) instead of the instruction loop. Either way every result bit and report is the same.
-    self.name, self.uops, self.vector_loops, self.generate = name, list(uops), vector_loops, generate
+  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True, generate_after: int | None = 1):
+    # vector_loops: run qualifying RANGE loops as arrays (simt_loops); generate_after: once this many launches have run,
+    # run through one generated function (simt_codegen) instead of the instruction loop (None: never). Generating costs
+    # about what a small program's launch does, so a program launched once (a fuzz case) never pays for it. Either way
+    # every result bit and report is the same.
+    self.name, self.uops, self.vector_loops, self.generate_after = name, list(uops), vector_loops, generate_after
+    self.launches = 0
     # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
     self.loop_notes: dict[int, str] = {}
     self._users: dict[UOp, list[int]] | None = None   # simt_loops.users_of(uops), made for the first RANGE's plan
@@ -334,7 +337,8 @@ class Program:
       # an ENDRANGE frees only when its loop exits; it does that itself
       self.code.append((fn, () if uops[i].op is Ops.ENDRANGE else tuple(frees_at.get(i, ()))))
     self.slot = slot
-    self._fast = simt_codegen.generate(self.name, [uops[i].op for i in executed], self.code) if self.generate else None
+    self._executed_ops = [uops[i].op for i in executed]
+    self._fast: Callable[[_State], None] | None = None
 
   def _instruction(self, i: int, slot: list[int], pc_of: dict[int, int], after_end: int, skip_frees: tuple[int, ...],
                    own_frees: tuple[int, ...]) -> Callable[[_State], int | None]:
@@ -502,6 +506,8 @@ class Program:
                vals: Sequence[int] = (), checked: bool | None = None, max_lanes: int = MAX_LANES) -> None:
     """Run one launch. `bufs` by DEFINE_GLOBAL index, `vals` for the DEFINE_VARs in program order."""
     chk = checked_default() if checked is None else checked
+    if self.launches == self.generate_after: self._fast = simt_codegen.generate(self.name, self._executed_ops, self.code)
+    self.launches += 1
     gsz, lsz = _check_dims("global_size", global_size), _check_dims("local_size", local_size)
     self._check_launch(bufs, gsz, lsz, vals)
     gmem: dict[int, tuple[Memory, np.ndarray, int, np.ndarray | None]] = {}

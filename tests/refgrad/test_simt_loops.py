@@ -21,7 +21,7 @@ from refgrad.uop.ops import Ops, UOp
 def _run(uops: list[UOp], spec: ProgramSpec, data: list[bytes], inits: list[np.ndarray | None], vector: bool, checked: bool,
          generate: bool = True) -> tuple:
   """(outcome, buffers' bytes, definedness bitmaps, origins) of one run; outcome is 'ok' or the error's type and text."""
-  prg = Program("k", uops, verify=False, vector_loops=vector, generate=generate)
+  prg = Program("k", uops, verify=False, vector_loops=vector, generate_after=0 if generate else None)
   mems = [Memory(np.frombuffer(d, np.uint8).copy(), init) for d, init in zip(data, inits)]
   try:
     prg(mems, spec.global_size, spec.local_size, checked=checked)
@@ -141,7 +141,13 @@ def test_wrapping_index_step_is_not_taken_for_a_stride():
 def test_generated_function_is_used_and_deep_nests_keep_the_loop():
   from refgrad.runtime import simt_codegen
   uops = _sum_loop(64, 4)
-  assert Program("k", uops)._fast is not None and Program("k", uops, generate=False)._fast is None
+  spec = ProgramSpec.from_uops("k", uops, "PYTHON")
+  prg = Program("k", uops)
+  mems = [Memory.zeros(4 * 4), Memory(np.ones(64 * 4, np.uint8))]
+  prg(mems, spec.global_size, spec.local_size)
+  assert prg._fast is None   # generated from the second launch on
+  prg(mems, spec.global_size, spec.local_size)
+  assert prg._fast is not None and Program("k", uops, generate_after=None)._fast is None
   # a program nesting more loops than Python's block limit allows is run by the instruction loop, with the same result
   b = UOp.define_global(0, f32, 1)
   rs = [UOp.range(1, k) for k in range(simt_codegen.MAX_LOOP_DEPTH + 1)]
@@ -149,8 +155,8 @@ def test_generated_function_is_used_and_deep_nests_keep_the_loop():
   red = UOp(Ops.ASSIGN, f32, (acc, acc + UOp.const(f32, 1.5)))
   deep = to_linear(b.store(UOp.const(dtypes.int32, 0), red).sink(), Device["PYTHON"].renderer)
   assert sum(u.op is Ops.RANGE for u in deep) == simt_codegen.MAX_LOOP_DEPTH + 1
-  prg = Program("k", deep, vector_loops=False)
-  assert prg._fast is None
+  prg = Program("k", deep, vector_loops=False, generate_after=0)
   m = [Memory.zeros(4)]
   prg(m)
+  assert prg._fast is None
   assert np.frombuffer(m[0].data, np.float32)[0] == 1.5
