@@ -42,7 +42,7 @@ import numpy as np
 from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.runtime import simt_codegen, simt_loops
-from refgrad.runtime.simt_gather import gather
+from refgrad.runtime.simt_gather import gather, residue
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -262,6 +262,7 @@ class Program:
     # every result bit and report is the same.
     self.name, self.uops, self.vector_loops, self.generate_after = name, list(uops), vector_loops, generate_after
     self.launches = 0
+    self._residues: dict[int, dict[UOp, int | None]] = {}   # modulus -> simt_gather.residue's memo
     # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
     self.loop_notes: dict[int, str] = {}
     self._users: dict[UOp, list[int]] | None = None   # simt_loops.users_of(uops), made for the first RANGE's plan
@@ -363,7 +364,7 @@ class Program:
           st.undef.pop(o, None)
         if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts)
         r[o] = fn(xs)
-      alu.gen = ("alu", o, tuple(src), fn, may_ub)  # type: ignore[attr-defined]
+      alu.gen = ("alu", o, tuple(src), fn, may_ub, simt_codegen.plain_ufunc(op, dt, sdts))  # type: ignore[attr-defined]
       return alu
     if op is Ops.SPECIAL:
       name = u.arg[0]
@@ -594,6 +595,10 @@ class _Access:
     self.idx = src[1]
     vdt = u.src[2].dtype if self.store else u.dtype
     self.vdt, self.bc, self.c = vdt, self.pdt.base.count, vdt.count
+    # the first element's position modulo c, when the index expression proves it (a vector gather then skips checking it)
+    pow2 = self.c > 1 and self.c & (self.c - 1) == 0
+    ri = residue(u.src[1], self.c, prg._residues.setdefault(self.c, {})) if pow2 and not self.store else None
+    self.residue = None if ri is None else ri * self.bc % self.c
     self.val = src[2] if self.store else -1
     # a LOAD may end with a BARRIER source (ordering only: the barrier has run by the time the load does)
     gated = len(src) == 4 if self.store else load_parts(u)[2] is not None
@@ -642,13 +647,13 @@ class _Access:
     if sel.size:
       lo, hi = _span(sel)
       if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
-    if not self.store and not track: return self._loaded(st, gather(view, sel, self.bc, self.c), rows, sel, None, mem)
+    if not self.store and not track: return self._loaded(st, gather(view, sel, self.bc, self.c, self.residue), rows, sel, None, mem)
     e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)
     if self.store: return self._store(st, mem, view, e, rows, k)
     und = None
     if e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
-    return self._loaded(st, gather(view, sel, self.bc, self.c), rows, sel, und, mem)
+    return self._loaded(st, gather(view, sel, self.bc, self.c, self.residue), rows, sel, und, mem)
 
   def _range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, k: int, idx: np.ndarray, track: bool) -> None:
     """A LOAD or STORE of the consecutive elements [lo, hi) of the buffer, lane by lane in order (c per lane)."""

@@ -6,7 +6,9 @@ become Python blocks (IF: `if`; RANGE: `if` + `while`, ENDRANGE's jump back is `
 are inline stores, and the two commonest instructions skip their closures while no undefined value is in play:
 
 - ALU/CAST/BITCAST: `regs[o] = fn([regs[a], ...])`, fn being the same `semantics.op_fn` the closure calls (an op that
-  may have undefined behaviour keeps its closure in checked mode, which runs `ub_check`);
+  may have undefined behaviour keeps its closure in checked mode, which runs `ub_check`); where semantics runs the op as
+  one numpy ufunc unchanged (`plain_ufunc`: float32/float64 ADD/MUL/compares, integer ADD/MUL/MAX/bitwise/compares), that
+  ufunc itself;
 - GEP: the component, copied to a contiguous array as the closure does.
 
 Every other instruction, and these two whenever `st.undef` is not empty, call the very closure the interpreter calls,
@@ -16,9 +18,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+from refgrad.dtype import DType, dtypes
 from refgrad.uop.ops import Ops
 
 MAX_LOOP_DEPTH = 16   # Python allows 20 statically nested loop blocks; each RANGE needs one
+_CMP = {Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal}
+_FLOAT = {Ops.ADD: np.add, Ops.MUL: np.multiply}
+_INT = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and}
+
+
+def plain_ufunc(op: Ops, dtype: DType, sdts: Sequence[DType]) -> Any:
+  """The numpy ufunc that `semantics.op_fn(op, dtype, sdts)` runs unchanged on operands of one dtype (result in dtype's
+  storage, no widening, no fix-up of zeros or NaNs), else None. tests/refgrad/test_simt_codegen.py checks each bit for bit."""
+  if len(sdts) != 2 or sdts[0] != sdts[1] or dtype.count != sdts[0].count: return None
+  s = sdts[0].scalar()
+  if op in _CMP: return _CMP[op] if dtype.scalar() == dtypes.bool and (s in (dtypes.float32, dtypes.float64) or (dtypes.is_int(s) and s != dtypes.bool)) else None
+  if dtype.scalar() != s: return None
+  if s in (dtypes.float32, dtypes.float64): return _FLOAT.get(op)
+  return _INT.get(op) if dtypes.is_int(s) and s != dtypes.bool else None
 
 
 def generate(name: str, ops: Sequence[Ops], code: Sequence[tuple[Callable, tuple[int, ...]]]) -> Callable[[Any], None] | None:
@@ -60,10 +79,11 @@ def generate(name: str, ops: Sequence[Ops], code: Sequence[tuple[Callable, tuple
       loops -= 1
       assert stack.pop() is Ops.RANGE
     elif gen is not None and gen[0] == "alu":
-      _, o, src, opfn, may_ub = gen
-      env[f"G{k}"] = opfn
+      _, o, src, opfn, may_ub, uf = gen
+      env[f"G{k}"] = opfn if uf is None else uf
       emit(f"if undef{' or checked' if may_ub else ''}: {f}(st)")
-      emit(f"else: regs[{o}] = G{k}([{', '.join(f'regs[{a}]' for a in src)}])")
+      args = ", ".join(f"regs[{a}]" for a in src)
+      emit(f"else: regs[{o}] = G{k}({args})" if uf is not None else f"else: regs[{o}] = G{k}([{args}])")
       frees(fr)
     elif gen is not None and gen[0] == "gep":
       _, o, a, c = gen
