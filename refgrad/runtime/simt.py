@@ -42,7 +42,7 @@ import numpy as np
 from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.runtime import simt_codegen, simt_loops
-from refgrad.runtime.simt_gather import gather, residue
+from refgrad.runtime.simt_gather import gather, lane_form, residue
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -263,6 +263,7 @@ class Program:
     self.name, self.uops, self.vector_loops, self.generate_after = name, list(uops), vector_loops, generate_after
     self.launches = 0
     self._residues: dict[int, dict[UOp, int | None]] = {}   # modulus -> simt_gather.residue's memo
+    self._forms: dict[UOp, Any] = {}                          # simt_gather.lane_form's memo
     # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
     self.loop_notes: dict[int, str] = {}
     self._users: dict[UOp, list[int]] | None = None   # simt_loops.users_of(uops), made for the first RANGE's plan
@@ -599,6 +600,9 @@ class _Access:
     pow2 = self.c > 1 and self.c & (self.c - 1) == 0
     ri = residue(u.src[1], self.c, prg._residues.setdefault(self.c, {})) if pow2 and not self.store else None
     self.residue = None if ri is None else ri * self.bc % self.c
+    # a load whose index is periodic or blockwise in the lane id gathers its distinct places once (simt_gather.lane_form)
+    form = lane_form(u.src[1], prg._forms) if not self.store and not self.local and vdt.scalar() != dtypes.bool else None
+    self.form = (form[0], form[1], form[2].arg[0]) if isinstance(form, tuple) and form[0] != "lane" else None
     self.val = src[2] if self.store else -1
     # a LOAD may end with a BARRIER source (ordering only: the barrier has run by the time the load does)
     gated = len(src) == 4 if self.store else load_parts(u)[2] is not None
@@ -639,6 +643,9 @@ class _Access:
       if int(idx[-1]) - lo == step * (st.n - 1) and lo >= 0 and (np.diff(idx) == step).all():
         if (lo + step * st.n) * self.bc > bound * self.bc: self._oob_check(st, None, idx, bound)
         return self._range(st, mem, view, lo * self.bc, (lo + step * st.n) * self.bc, k, idx, track)
+    if self.form is not None and mask is None and not track and idx.shape[0] == st.n and \
+       (ident := st.specials.get(self.form[2])) is not None and ident is st.ident and \
+       (v := self._distinct(st, view, bound, idx)) is not None: return self._loaded(st, v, None, idx, None, mem)
     rows = None if mask is None else np.flatnonzero(mask)
     if uniform: sel = idx
     else:
@@ -654,6 +661,20 @@ class _Access:
     und = None
     if e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
     return self._loaded(st, gather(view, sel, self.bc, self.c, self.residue), rows, sel, und, mem)
+
+  def _distinct(self, st: _State, view: np.ndarray, bound: int, idx: np.ndarray) -> np.ndarray | None:
+    """The load of a lane-periodic (blockwise) index: its first period (each block's first lane) gathered, then tiled
+    (repeated) to every lane; None when that does not pay or some index is out of bounds (the full path reports it)."""
+    kind, k, n = self.form[0], self.form[1], st.n  # type: ignore[index]
+    if kind == "period" and 4 * k <= n: sel = idx[:k]
+    elif kind == "block" and k >= 4 and st.lane0 % k == 0: sel = idx[::k]
+    else: return None
+    lo, hi = _span(sel)
+    if lo < 0 or hi * self.bc + self.c > bound * self.bc: return None
+    v = gather(view, sel, self.bc, self.c, self.residue)
+    if kind == "block": return np.repeat(v, k, axis=0)[:n] if n % k else np.repeat(v, k, axis=0)
+    full = np.tile(v, (-(-n // k),) + (1,) * (v.ndim - 1))
+    return full[:n] if n % k else full
 
   def _range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, k: int, idx: np.ndarray, track: bool) -> None:
     """A LOAD or STORE of the consecutive elements [lo, hi) of the buffer, lane by lane in order (c per lane)."""

@@ -1,10 +1,12 @@
 """Gathers from flat device memory for the SIMT executor (interpreted and array loops alike)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from refgrad.dtype import dtypes
-from refgrad.uop.ops import Ops, UOp
+from refgrad.uop.ops import GroupOp, Ops, UOp
 
 
 def gather(view: np.ndarray, idx: np.ndarray, bc: int, c: int, res: int | None = None) -> np.ndarray:
@@ -41,3 +43,21 @@ def residue(u: UOp, m: int, memo: dict[UOp, int | None], depth: int = 0) -> int 
       r = 0 if k % m == 0 else None if a is None else a * k % m
   memo[u] = r
   return r
+
+
+def lane_form(u: UOp, memo: dict[UOp, Any]) -> Any:
+  """How u's value depends on the lane, from its uops: "uniform" (the same on every lane), ("lane", s) for the SPECIAL s
+  itself, ("period", P, s) for a function of s % P, ("block", B, s) for a function of s // B, else None. A load whose
+  index is periodic or blockwise in the lane id touches only P (or lanes / B) distinct places: it gathers those once."""
+  if u in memo: return memo[u]
+  f: Any = None
+  if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE): f = "uniform"
+  elif u.op is Ops.SPECIAL: f = ("lane", u)
+  elif u.op in (Ops.MOD, Ops.IDIV) and u.src[0].op is Ops.SPECIAL and u.src[1].op is Ops.CONST and int(u.src[1].arg) > 0:
+    f = ("period" if u.op is Ops.MOD else "block", int(u.src[1].arg), u.src[0])
+  elif u.op in GroupOp.ALU or u.op is Ops.CAST:
+    forms = {lane_form(x, memo) for x in u.src} - {"uniform"}
+    if not forms: f = "uniform"
+    elif len(forms) == 1 and (g := forms.pop()) is not None and g[0] != "lane": f = g   # any function of s % P (s // B) is one too
+  memo[u] = f
+  return f

@@ -76,3 +76,51 @@ def test_gather_with_a_proven_residue_equals_the_checked_one():
   idx = (np.arange(512, dtype=np.int32) % 64) * 4 + 1027
   e = idx.astype(np.int64)[:, None] + np.arange(4)
   assert gather(v, idx, 1, 4, 3).tobytes() == gather(v, idx, 1, 4).tobytes() == v[e].tobytes()
+
+
+@pytest.mark.parametrize("form", ["period", "block"])
+@pytest.mark.parametrize("vec", [1, 4])
+def test_lane_periodic_and_blockwise_loads_gather_their_distinct_places_once(form: str, vec: int):
+  """out[lane] = sum of the components of src[(lane % 16) * vec + 3] (period) or src[(lane // 16) * vec + 3] (block), over
+  several batches (max_lanes) and a lane count that is not a multiple of the period; then, with the buffer declared
+  shorter, the index past its end is reported exactly as the full gather reports it."""
+  from refgrad.codegen import to_linear
+  from refgrad.device import Device
+  from refgrad.runtime.simt import Memory, OutOfBoundsError, Program
+  f32, i32, lanes = dtypes.float32, dtypes.int32, 200
+  def build(n: int) -> list[UOp]:
+    lane = UOp.special("idx0", lanes)
+    part = lane % UOp.const(i32, 16) if form == "period" else lane // UOp.const(i32, 16)
+    v = UOp.define_global(1, f32, n).load(part * UOp.const(i32, vec) + UOp.const(i32, 3), dtype=f32.vec(vec) if vec > 1 else None)
+    val = v if vec == 1 else v.gep(0) + v.gep(1) + v.gep(2) + v.gep(3)
+    return to_linear(UOp.define_global(0, f32, lanes).store(lane, val).sink(), Device["PYTHON"].renderer)
+  n = 16 * vec + 8 if form == "period" else (lanes // 16 + 1) * vec + 8
+  prg = Program("k", build(n))
+  acc = next(a for a in _accesses(prg) if not a.store)
+  assert acc.form is not None and acc.form[0] == form
+  used, orig = [], acc._distinct
+  def spy(*a):
+    used.append(r := orig(*a))
+    return r
+  acc._distinct = spy
+  src = np.random.default_rng(2).standard_normal(n).astype(np.float32)
+  p = np.arange(lanes) % 16 if form == "period" else np.arange(lanes) // 16
+  want = src[p + 3] if vec == 1 else ((src[p * vec + 3] + src[p * vec + 4]) + src[p * vec + 5]) + src[p * vec + 6]
+  for max_lanes in (1 << 22, 64):
+    out = Memory.zeros(4 * lanes)
+    prg([out, Memory(src.view(np.uint8).copy())], (lanes, 1, 1), max_lanes=max_lanes)
+    assert np.frombuffer(out.data, np.float32).tobytes() == np.asarray(want, np.float32).tobytes()
+  assert len(used) >= 4 and all(u is not None for u in used)   # one batch, then 64-lane ones (the 8-lane tail may be a slice)
+  errs = []
+  for plain in (False, True):
+    short = Program("k", build(n - 9))   # the last period/block now reads past the end
+    if plain:
+      for a in _accesses(short): a.form = None
+    with pytest.raises(OutOfBoundsError) as e: short([Memory.zeros(4 * lanes), Memory(src.view(np.uint8).copy())], (lanes, 1, 1))
+    errs.append(str(e.value))
+  assert errs[0] == errs[1]
+
+
+def _accesses(prg) -> list:
+  from refgrad.runtime.simt import _Access
+  return [fn.__self__ for fn, _ in prg.code if isinstance(getattr(fn, "__self__", None), _Access)]
