@@ -106,7 +106,7 @@ def test_lane_periodic_and_blockwise_loads_gather_their_distinct_places_once(for
   src = np.random.default_rng(2).standard_normal(n).astype(np.float32)
   p = np.arange(lanes) % 16 if form == "period" else np.arange(lanes) // 16
   want = src[p + 3] if vec == 1 else ((src[p * vec + 3] + src[p * vec + 4]) + src[p * vec + 5]) + src[p * vec + 6]
-  for max_lanes in (1 << 22, 64):
+  for max_lanes in (1 << 22, 64 * vec):   # batches of 200 lanes, then of 64 (a batch bounds lanes x vector width)
     out = Memory.zeros(4 * lanes)
     prg([out, Memory(src.view(np.uint8).copy())], (lanes, 1, 1), max_lanes=max_lanes)
     assert np.frombuffer(out.data, np.float32).tobytes() == np.asarray(want, np.float32).tobytes()
