@@ -28,6 +28,9 @@ PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers c
   global write races (two lanes storing to one address in one launch), barriers reached by only
   part of a workgroup, WMMAs reached by only part of a warp, and WMMA replicas (lanes holding the
   same element of A or B) that give it different bits.
+- Dispatch: from a program's second launch on, its instruction list runs as one generated Python function
+  (simt_codegen: blocks as Python blocks, plain ALU ops and GEPs inline while no undefined value is in play, every
+  other instruction through the same closure), with the same bits and reports as the instruction loop.
 - A value's array is dropped after its last use (uses inside a loop keep values defined before
   the loop alive until the loop exits), so memory stays bounded.
 """
