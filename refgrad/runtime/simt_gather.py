@@ -45,18 +45,20 @@ def residue(u: UOp, m: int, memo: dict[UOp, int | None], depth: int = 0) -> int 
   return r
 
 
-def lane_form(u: UOp, memo: dict[UOp, Any]) -> Any:
+def lane_form(u: UOp, memo: dict[UOp, Any], depth: int = 0) -> Any:
   """How u's value depends on the lane, from its uops: "uniform" (the same on every lane), ("lane", s) for the SPECIAL s
   itself, ("period", P, s) for a function of s % P, ("block", B, s) for a function of s // B, else None. A load whose
-  index is periodic or blockwise in the lane id touches only P (or lanes / B) distinct places: it gathers those once."""
+  index is periodic or blockwise in the lane id touches only P (or lanes / B) distinct places: it gathers those once.
+  Looks at most 64 uops deep (deeper index expressions, e.g. thousands of chained views, are None)."""
   if u in memo: return memo[u]
   f: Any = None
-  if u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE): f = "uniform"
+  if depth >= 64: pass
+  elif u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE): f = "uniform"
   elif u.op is Ops.SPECIAL: f = ("lane", u)
   elif u.op in (Ops.MOD, Ops.IDIV) and u.src[0].op is Ops.SPECIAL and u.src[1].op is Ops.CONST and int(u.src[1].arg) > 0:
     f = ("period" if u.op is Ops.MOD else "block", int(u.src[1].arg), u.src[0])
   elif u.op in GroupOp.ALU or u.op is Ops.CAST:
-    forms = {lane_form(x, memo) for x in u.src} - {"uniform"}
+    forms = {lane_form(x, memo, depth + 1) for x in u.src} - {"uniform"}
     if not forms: f = "uniform"
     elif len(forms) == 1 and (g := forms.pop()) is not None and g[0] != "lane": f = g   # any function of s % P (s // B) is one too
   memo[u] = f
