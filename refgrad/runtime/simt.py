@@ -28,6 +28,9 @@ PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers c
   global write races (two lanes storing to one address in one launch), barriers reached by only
   part of a workgroup, WMMAs reached by only part of a warp, and WMMA replicas (lanes holding the
   same element of A or B) that give it different bits.
+- Dispatch: from a program's second launch on, its instruction list runs as one generated Python function
+  (simt_codegen: blocks as Python blocks, plain ALU ops and GEPs inline while no undefined value is in play, every
+  other instruction through the same closure), with the same bits and reports as the instruction loop.
 - A value's array is dropped after its last use (uses inside a loop keep values defined before
   the loop alive until the loop exits), so memory stays bounded.
 """
@@ -41,7 +44,8 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.dtype import DType, PtrDType, dtypes
-from refgrad.runtime import simt_loops
+from refgrad.runtime import simt_codegen, simt_loops
+from refgrad.runtime.simt_gather import gather, lane_form, residue
 from refgrad.target import TENSOR_CORES
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -254,8 +258,15 @@ def _val(x: np.ndarray, row: int, dt: DType) -> Any:
 class Program:
   """A linear program prepared once (instruction list, liveness) and run with `__call__`."""
 
-  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True):
-    self.name, self.uops, self.vector_loops = name, list(uops), vector_loops
+  def __init__(self, name: str, uops: Sequence[UOp], verify: bool = True, vector_loops: bool = True, generate_after: int | None = 1):
+    # vector_loops: run qualifying RANGE loops as arrays (simt_loops); generate_after: once this many launches have run,
+    # run through one generated function (simt_codegen) instead of the instruction loop (None: never). Generating costs
+    # about what a small program's launch does, so a program launched once (a fuzz case) never pays for it. Either way
+    # every result bit and report is the same.
+    self.name, self.uops, self.vector_loops, self.generate_after = name, list(uops), vector_loops, generate_after
+    self.launches = 0
+    self._residues: dict[int, dict[UOp, int | None]] = {}   # modulus -> simt_gather.residue's memo
+    self._forms: dict[UOp, Any] = {}                          # simt_gather.lane_form's memo
     # RANGE position -> how that loop runs: "arrays" or why it is interpreted (see simt_loops)
     self.loop_notes: dict[int, str] = {}
     self._users: dict[UOp, list[int]] | None = None   # simt_loops.users_of(uops), made for the first RANGE's plan
@@ -331,6 +342,8 @@ class Program:
       # an ENDRANGE frees only when its loop exits; it does that itself
       self.code.append((fn, () if uops[i].op is Ops.ENDRANGE else tuple(frees_at.get(i, ()))))
     self.slot = slot
+    self._executed_ops = [uops[i].op for i in executed]
+    self._fast: Callable[[_State], None] | None = None
 
   def _instruction(self, i: int, slot: list[int], pc_of: dict[int, int], after_end: int, skip_frees: tuple[int, ...],
                    own_frees: tuple[int, ...]) -> Callable[[_State], int | None]:
@@ -355,6 +368,7 @@ class Program:
           st.undef.pop(o, None)
         if may_ub and st.checked: self._ub(st, i, op, dt, xs, sdts)
         r[o] = fn(xs)
+      alu.gen = ("alu", o, tuple(src), fn, may_ub, simt_codegen.plain_ufunc(op, dt, sdts))  # type: ignore[attr-defined]
       return alu
     if op is Ops.SPECIAL:
       name = u.arg[0]
@@ -376,8 +390,11 @@ class Program:
     if op is Ops.GEP:
       a, k = src[0], u.arg[0]
       def gep(st: _State) -> None:
-        st.regs[o] = st.regs[a][..., k]
+        # a contiguous copy: a component of a lane-wide vector is strided, and ALU ops on strided arrays cost more than the copy
+        x = st.regs[a]
+        st.regs[o] = x[..., k].copy() if x.shape[0] > 1 else x[..., k]
         if st.undef: _carry(st, o, a, lambda m: m[..., k])
+      gep.gen = ("gep", o, a, k)  # type: ignore[attr-defined]
       return gep
     if op is Ops.DEFINE_ACC:
       a = src[0]
@@ -494,6 +511,8 @@ class Program:
                vals: Sequence[int] = (), checked: bool | None = None, max_lanes: int = MAX_LANES) -> None:
     """Run one launch. `bufs` by DEFINE_GLOBAL index, `vals` for the DEFINE_VARs in program order."""
     chk = checked_default() if checked is None else checked
+    if self.launches == self.generate_after: self._fast = simt_codegen.generate(self.name, self._executed_ops, self.code)
+    self.launches += 1
     gsz, lsz = _check_dims("global_size", global_size), _check_dims("local_size", local_size)
     self._check_launch(bufs, gsz, lsz, vals)
     gmem: dict[int, tuple[Memory, np.ndarray, int, np.ndarray | None]] = {}
@@ -530,6 +549,7 @@ class Program:
     for mem in stored.values(): mem.settle()
 
   def _run(self, st: _State) -> None:
+    if self._fast is not None: return self._fast(st)
     code, regs = self.code, st.regs
     pc, end = 0, len(code)
     undef = st.undef
@@ -579,6 +599,13 @@ class _Access:
     self.idx = src[1]
     vdt = u.src[2].dtype if self.store else u.dtype
     self.vdt, self.bc, self.c = vdt, self.pdt.base.count, vdt.count
+    # the first element's position modulo c, when the index expression proves it (a vector gather then skips checking it)
+    pow2 = self.c > 1 and self.c & (self.c - 1) == 0
+    ri = residue(u.src[1], self.c, prg._residues.setdefault(self.c, {})) if pow2 and not self.store else None
+    self.residue = None if ri is None else ri * self.bc % self.c
+    # a load whose index is periodic or blockwise in the lane id gathers its distinct places once (simt_gather.lane_form)
+    form = lane_form(u.src[1], prg._forms) if not self.store and not self.local and vdt.scalar() != dtypes.bool else None
+    self.form = (form[0], form[1], form[2].arg[0]) if isinstance(form, tuple) and form[0] != "lane" else None
     self.val = src[2] if self.store else -1
     # a LOAD may end with a BARRIER source (ordering only: the barrier has run by the time the load does)
     gated = len(src) == 4 if self.store else load_parts(u)[2] is not None
@@ -619,6 +646,9 @@ class _Access:
       if int(idx[-1]) - lo == step * (st.n - 1) and lo >= 0 and (np.diff(idx) == step).all():
         if (lo + step * st.n) * self.bc > bound * self.bc: self._oob_check(st, None, idx, bound)
         return self._range(st, mem, view, lo * self.bc, (lo + step * st.n) * self.bc, k, idx, track)
+    if self.form is not None and mask is None and not track and idx.shape[0] == st.n and \
+       (ident := st.specials.get(self.form[2])) is not None and ident is st.ident and \
+       (v := self._distinct(st, view, bound, idx)) is not None: return self._loaded(st, v, None, idx, None, mem)
     rows = None if mask is None else np.flatnonzero(mask)
     if uniform: sel = idx
     else:
@@ -627,12 +657,27 @@ class _Access:
     if sel.size:
       lo, hi = _span(sel)
       if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
+    if not self.store and not track: return self._loaded(st, gather(view, sel, self.bc, self.c, self.residue), rows, sel, None, mem)
     e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)
     if self.store: return self._store(st, mem, view, e, rows, k)
     und = None
-    if track and e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
-    return self._loaded(st, view[e], rows, sel, und, mem)
+    if e.size and not (ok := mem.elems_defined(e, k)).all(): und = ~ok
+    return self._loaded(st, gather(view, sel, self.bc, self.c, self.residue), rows, sel, und, mem)
+
+  def _distinct(self, st: _State, view: np.ndarray, bound: int, idx: np.ndarray) -> np.ndarray | None:
+    """The load of a lane-periodic (blockwise) index: its first period (each block's first lane) gathered, then tiled
+    (repeated) to every lane; None when that does not pay or some index is out of bounds (the full path reports it)."""
+    kind, k, n = self.form[0], self.form[1], st.n  # type: ignore[index]
+    if kind == "period" and 4 * k <= n: sel = idx[:k]
+    elif kind == "block" and k >= 4 and st.lane0 % k == 0: sel = idx[::k]
+    else: return None
+    lo, hi = _span(sel)
+    if lo < 0 or hi * self.bc + self.c > bound * self.bc: return None
+    v = gather(view, sel, self.bc, self.c, self.residue)
+    if kind == "block": return np.repeat(v, k, axis=0)[:n] if n % k else np.repeat(v, k, axis=0)
+    full = np.tile(v, (-(-n // k),) + (1,) * (v.ndim - 1))
+    return full[:n] if n % k else full
 
   def _range(self, st: _State, mem: Memory, view: np.ndarray, lo: int, hi: int, k: int, idx: np.ndarray, track: bool) -> None:
     """A LOAD or STORE of the consecutive elements [lo, hi) of the buffer, lane by lane in order (c per lane)."""

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from refgrad.dtype import DType, PtrDType, dtypes
+from refgrad.runtime.simt_gather import gather
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts
@@ -51,7 +52,7 @@ class LoopPlan:
     # the body values that die after each step (their last reader), so a chunk holds only the live ones
     last: dict[int, int] = {}
     for k, (kind, o, src, aux) in enumerate(steps):
-      for a in (*src, *(aux[3:] if kind == 3 else ())):
+      for a in (*src, *(aux[3:5] if kind == 3 else ())):
         if a >= 0: last[a] = k
       last[o] = k   # read by nothing after: dies at once
     for a in accs: last[a.x] = len(steps)
@@ -91,12 +92,14 @@ class LoopPlan:
           if m.ndim > 2: m = m.reshape(*m.shape[:2], -1).any(axis=-1)
           if (m if act is None else m & act).any(): return False
         v[o] = fn(xs)
-      elif kind == 1: v[o] = get(src[0])[..., aux]   # GEP
+      elif kind == 1:   # GEP: a contiguous copy (see the interpreter's GEP)
+        x = get(src[0])
+        v[o] = x[..., aux].copy() if x.size > 64 else x[..., aux]
       elif kind == 2: v[o] = np.stack(np.broadcast_arrays(*[get(a) for a in src]), axis=-1)   # VECTORIZE
-      elif kind == 3:   # LOAD: aux = (buffer arg, elements per pointer element, values per lane, gate slot, alt slot)
-        arg, bc, c, gate, alt = aux
+      elif kind == 3:   # LOAD: aux = (buffer arg, elements per pointer element, values per lane, gate slot, alt slot, index stride)
+        arg, bc, c, gate, alt, s0 = aux
         m = act if gate < 0 else get(gate) if act is None else get(gate) & act
-        if (x := self._load(st, get(src[0]), m, arg, bc, c)) is None: return False
+        if (x := self._load(st, get(src[0]), m, arg, bc, c, s0)) is None: return False
         if gate >= 0:   # lanes whose gate is off take alt (or zeros), bit for bit
           u = np.dtype(f"u{x.dtype.itemsize}")
           other = np.zeros((), u) if alt < 0 else get(alt).view(u)
@@ -121,30 +124,41 @@ class LoopPlan:
         accs[a.slot] = acc
     return True
 
-  def _load(self, st: Any, idx: np.ndarray, act: np.ndarray | None, arg: int, bc: int, c: int) -> np.ndarray | None:
+  def _load(self, st: Any, idx: np.ndarray, act: np.ndarray | None, arg: int, bc: int, c: int, s0: int | None) -> np.ndarray | None:
     """The elements idx points at on the lanes (iteration x lane) where act is set (None: all), anything elsewhere;
-    None where the interpreter would report something."""
+    None where the interpreter would report something. s0: the index's step per iteration when the plan proved it one."""
     mem, view, bound, k = st.gmem[arg]
     if idx.shape[1] not in (1, st.n): raise ValueError("lane axis")
+    if bound == 0: return None
+    if s0 is not None and act is None and idx.ndim == 2 and s0 >= 0 and not (st.checked and mem.bits is not None):
+      # idx[t, l] == a + t*s0 + l*s1: s0 is proven (modulo the index's width), the lanes are checked on the first row; with
+      # every value in [0, bound) no step wrapped, so the index is exactly that and the chunk is a strided view of the buffer
+      a, nl = int(idx[0, 0]), idx.shape[1]
+      s1 = int(idx[0, 1]) - a if nl > 1 else 0
+      hi = a + (idx.shape[0] - 1) * s0 + (nl - 1) * s1
+      if a >= 0 and s1 >= 0 and hi * bc + c <= bound * bc and (nl == 1 or np.array_equal(idx[0], np.arange(a, a + nl * s1, s1) if s1 else a)):
+        return _strided(view, a, idx.shape, s0, s1, bc, c)
     if act is not None:
       idx, act = np.broadcast_arrays(idx, act)
     sel = idx if act is None else idx[act]
     if sel.size and (int(sel.min()) < 0 or int(sel.max()) * bc + c > bound * bc): return None   # the interpreter reports it
-    if bound == 0: return None
-    if act is None and not (st.checked and mem.bits is not None) and idx.ndim == 2 and (ab := _affine(idx)) is not None:
-      # idx = a + t*s0 + l*s1 (t: iteration, l: lane): a strided view of the buffer instead of a gather
-      a, s0, s1 = ab
-      isz = view.itemsize
-      shape, strides = (*idx.shape, c) if c > 1 else idx.shape, (s0 * bc * isz, s1 * bc * isz, isz) if c > 1 else (s0 * bc * isz, s1 * bc * isz)
-      return np.lib.stride_tricks.as_strided(view[a * bc:], shape, strides, writeable=False)
-    e = idx.astype(np.int64) if act is None else np.where(act, idx, 0).astype(np.int64)
-    if bc > 1: e = e * bc
-    if c > 1: e = e[..., None] + np.arange(c)
+    if s0 is None and act is None and not (st.checked and mem.bits is not None) and idx.ndim == 2 and (ab := _affine(idx)) is not None:
+      return _strided(view, ab[0], idx.shape, ab[1], ab[2], bc, c)   # idx = a + t*s0 + l*s1 (t: iteration, l: lane)
+    if act is not None: idx = np.where(act, idx, 0)
     if st.checked and mem.bits is not None:
+      e = idx.astype(np.int64) * bc
+      if c > 1: e = e[..., None] + np.arange(c)
       ok = mem.elems_defined(e, k)
       if c > 1: ok = ok.all(axis=-1)
       if not (ok if act is None else ok | ~act).all(): return None
-    return view[e]
+    return gather(view, idx, bc, c)
+
+
+def _strided(view: np.ndarray, a: int, shape: tuple[int, ...], s0: int, s1: int, bc: int, c: int) -> np.ndarray:
+  """The elements at a + t*s0 + l*s1 (t, l over shape; c of them from each) as a read-only view of the buffer, not a gather."""
+  isz = view.itemsize
+  full, strides = ((*shape, c), (s0 * bc * isz, s1 * bc * isz, isz)) if c > 1 else (shape, (s0 * bc * isz, s1 * bc * isz))
+  return np.lib.stride_tricks.as_strided(view[a * bc:], full, strides, writeable=False)
 
 
 def _affine(idx: np.ndarray) -> tuple[int, int, int] | None:
@@ -152,7 +166,7 @@ def _affine(idx: np.ndarray) -> tuple[int, int, int] | None:
   a = int(idx[0, 0])
   s0 = int(idx[1, 0]) - a if idx.shape[0] > 1 else 0
   s1 = int(idx[0, 1]) - a if idx.shape[1] > 1 else 0
-  if s0 < 0 or s1 < 0: return None
+  if s0 < 0 or s1 < 0 or int(idx[-1, -1]) != a + (idx.shape[0] - 1) * s0 + (idx.shape[1] - 1) * s1: return None
   want = np.arange(idx.shape[0], dtype=np.int64)[:, None] * s0 + (np.arange(idx.shape[1], dtype=np.int64) * s1 + a)
   return (a, s0, s1) if np.array_equal(idx, want) else None
 
@@ -191,6 +205,7 @@ def plan(prg: Any, r: int, end: int, slot: list[int], users: dict[UOp, list[int]
       d = val.dtype.scalar()
       fold_alus[pos[val]] = _Acc(slot[pos[acc]], slot[pos[val.src[1 if first else 0]]], first, semantics.op_fn(val.op, val.dtype, [s.dtype for s in val.src]),
                                  _ufunc(val.op, d) if first else None, val.dtype.count > 1)
+  strides = _strides(uops, r, end)
   steps: list[tuple] = []
   for i in body:
     u = uops[i]
@@ -202,10 +217,27 @@ def plan(prg: Any, r: int, end: int, slot: list[int], users: dict[UOp, list[int]
       pdt: PtrDType = u.src[0].dtype  # type: ignore[assignment]
       _, _, gate, alt = load_parts(u)
       gs = (-1, -1) if gate is None else (slot[pos[gate]], -1 if alt is None else slot[pos[alt]])
-      steps.append((3, slot[i], (src[1],), (u.src[0].arg, pdt.base.count, u.dtype.count, *gs)))
+      steps.append((3, slot[i], (src[1],), (u.src[0].arg, pdt.base.count, u.dtype.count, *gs, strides.get(u.src[1]))))
     else:
       sdts = tuple(s.dtype for s in u.src)
       steps.append((0, slot[i], src, (semantics.op_fn(u.op, u.dtype, sdts), u.op in _MAY_UB, sdts, u.op, u.dtype)))
   if not fold_alus and not steps: return "its body is empty"
   width = max([uops[i].dtype.count for i in body if not isinstance(uops[i].dtype, PtrDType)] + [1])
   return LoopPlan(uops[r].dtype.np, slot[r], steps, list(fold_alus.values()), width)
+
+
+def _strides(uops: list[UOp], r: int, end: int) -> dict[UOp, int | None]:
+  """For the body values of the loop at r: how much each integer value grows per iteration when that is a constant
+  (modulo its width: ADD and MUL by a CONST are ring operations), else None. Values from before the loop grow by 0."""
+  rng = uops[r]
+  step: dict[UOp, int | None] = {rng: 1}
+  inside = set(uops[r + 1:end])
+  def of(x: UOp) -> int | None: return step.get(x) if x in inside or x is rng else 0
+  for u in uops[r + 1:end]:
+    ss = [of(x) for x in u.src]
+    if u.op in (Ops.CONST, Ops.DEFINE_VAR) or (u.op in GroupOp.ALU and all(x == 0 for x in ss)): step[u] = 0
+    elif not dtypes.is_int(u.dtype) or u.dtype == dtypes.bool or u.dtype.count > 1 or None in ss: step[u] = None
+    elif u.op is Ops.ADD: step[u] = ss[0] + ss[1]  # type: ignore[operator]
+    elif u.op is Ops.MUL and (k := next((x.arg for x in u.src if x.op is Ops.CONST), None)) is not None: step[u] = (ss[0] or ss[1]) * int(k)  # type: ignore[operator]
+    else: step[u] = None
+  return step
