@@ -32,6 +32,7 @@ import numpy as np
 from refgrad import knobs
 from refgrad.device import Compiled, Compiler
 from refgrad.renderer.gpu import CUDARenderer
+from refgrad.renderer.ptx import PTXRenderer
 from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
@@ -394,8 +395,15 @@ class NVCCCompiler(Compiler):
       return out.read_bytes()
 
 
+class PTXCompiler(Compiler):
+  """NV_CODE=ptx: refgrad's own PTX (refgrad/renderer/ptx.py) is the binary as it is; the mock's PTX executor parses it
+  once per content, so there is nothing to compile or cache."""
+  def compile(self, src: str) -> bytes: return src.encode()
+
+
 # NV_CODE -> (renderer, compiler, program): the one place the NV code path is chosen
 CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[..., NVProgram]]] = {
+  "ptx": (PTXRenderer, PTXCompiler, NVPTXProgram),
   "ir": (NVRenderer, NVCompiler, NVProgram),
   "nvcc": (NVCUDARenderer, NVCCCompiler, NVPTXProgram),
 }
