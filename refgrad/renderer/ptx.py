@@ -76,6 +76,9 @@ FCVT: dict[tuple[str, str], str] = {
   ("f32", "f64"): "cvt.f64.f32", ("f64", "f32"): "cvt.rn.f32.f64", ("f32", "bf16"): "cvt.rn.bf16.f32",
 }
 SPECIAL_REG = {"gidx": "%ctaid", "lidx": "%tid"}
+BARRIER = "bar.sync 0;"   # a CTA-wide barrier: every thread of the block waits
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32"
+PAIR = (0, 1)             # which fragment elements go in the low and high half of each packed 32-bit register
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 
@@ -98,6 +101,7 @@ class _PTXProgram:
     self.body: list[str] = []
     self.shared: list[str] = []
     self.aligned: dict[UOp, int] = {}      # idx value -> a power of two it is provably a multiple of
+    self.known: dict[str, int] = {}        # registers of integer constants -> their value
 
   # ---- registers -------------------------------------------------------------------------------
   def reg(self, cls: str) -> str:
@@ -118,11 +122,12 @@ class _PTXProgram:
 
   # ---- constants -------------------------------------------------------------------------------
   def const(self, v: bool | int | float, dt: DType) -> str:
-    cls, t, _ = _info(dt)
+    cls = _info(dt)[0]
     r = self.reg(cls)
     if cls == "pred": self.pre.append(f"mov.pred {r}, {int(bool(v))};")
     elif dtypes.is_int(dt):
       w = _BITS[cls]
+      self.known[r] = int(v)
       self.pre.append(f"mov.b{w} {r}, 0x{int(v) & ((1 << w) - 1):x};")
     else: self.pre.append(f"mov.b{_BITS[cls]} {r}, {self.float_bits(float(v), dt)};")
     return r
@@ -163,7 +168,7 @@ class _PTXProgram:
     return self.float_alu(op, sdt, s)
 
   def where(self, dt: DType, s: list[str]) -> str:
-    cls, t, _ = _info(dt)
+    cls = _info(dt)[0]
     d = self.reg(cls)
     if cls == "pred":   # (c & a) | (!c & b)
       x, y = self.reg("pred"), self.reg("pred")
@@ -210,6 +215,7 @@ class _PTXProgram:
     """d = s0 (div|rem) s1, total: by 0 gives 0; signed by -1 gives -s0 (MIN wraps) or 0, as on the CPU."""
     cls, t, _ = _info(dt)
     w = _BITS[cls]
+    if self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {s[1]};")   # a constant divisor is never UB
     z, b = self.reg("pred"), self.reg(cls)
     self.emit(f"setp.eq.{t} {z}, {s[1]}, 0;")
     safe = z
@@ -306,7 +312,7 @@ class _PTXProgram:
 
   def int_cast(self, x: str, src: DType, dst: DType, d: str) -> str:
     scls, st, _ = _info(src)
-    dcls, dt_, _ = _info(dst)
+    dcls = _info(dst)[0]
     if scls == dcls == "b64": self.emit(f"mov.b64 {d}, {x};")
     elif dcls == "b64": self.emit(f"cvt.{st[0]}64.{st} {d}, {x};")    # extends by the source's signedness
     elif scls == "b64": self.emit(f"cvt.u32.u64 {d}, {x};")           # the low 32 bits
@@ -333,7 +339,9 @@ class _PTXProgram:
   def bitcast(self, u: UOp, src: UOp) -> list[str]:
     """BITCAST between dtypes of equal itemsize: the lanes' bits regrouped into the destination's lanes."""
     sd, dd = src.dtype.scalar(), u.dtype.scalar()
-    if dtypes.bool in (sd, dd): raise ValueError(f"{self.name}: BITCAST {src.dtype!r} -> {u.dtype!r}: bool has no bits to reinterpret")
+    if dtypes.bool in (sd, dd):   # bool is the byte 0 or 1 (a byte other than those as bool is undefined: here nonzero is true)
+      if {sd, dd} - {dtypes.bool, dtypes.int8, dtypes.uint8}: raise ValueError(f"{self.name}: BITCAST {src.dtype!r} -> {u.dtype!r}")
+      return [self.cast(x, sd, dd) for x in self.v[src]]
     sw, dw = _bits_of(sd), _bits_of(dd)
     # each source lane as a raw register of its width (8-bit lanes are not supported in groups)
     raw = [self.to_raw(x, sd) for x in self.v[src]]
@@ -468,14 +476,14 @@ class _PTXProgram:
       out = []
       for j in range(0, len(self.v[x]), 2):
         r = self.reg("b32")
-        self.emit(f"mov.b32 {r}, {{{self.v[x][j]}, {self.v[x][j + 1]}}};")   # the first element in the low half
+        self.emit(f"mov.b32 {r}, {{{self.v[x][j + PAIR[0]]}, {self.v[x][j + PAIR[1]]}}};")   # the first element in the low half
         out.append(r)
       return out
     a, b = packed(u.src[0]), packed(u.src[1])
     c = self.v[u.src[2]]
     d = [self.reg("f32") for _ in range(tc.c.elems)]
     def group(rs: list[str]) -> str: return "{" + ", ".join(rs) + "}"
-    self.emit(f"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {group(d)}, {group(a)}, {group(b)}, {group(c)};")
+    self.emit(f"{MMA.format(ty=ty)} {group(d)}, {group(a)}, {group(b)}, {group(c)};")
     self.v[u] = d
 
   # ---- the program -----------------------------------------------------------------------------
@@ -537,7 +545,7 @@ class _PTXProgram:
     op, dt, src = u.op, u.dtype, u.src
     if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL, Ops.NOOP, Ops.SINK): return
     if op is Ops.CONST: self.v[u] = [self.const(u.arg, dt)]
-    elif op is Ops.BARRIER: self.emit("bar.sync 0;")
+    elif op is Ops.BARRIER: self.emit(BARRIER)
     elif op is Ops.RANGE:
       cls, t, _ = _info(dt)
       r, p = self.reg(cls), self.reg("pred")
