@@ -409,7 +409,12 @@ CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[
 }
 
 
+# device name -> the NV_CODE it runs (None: the knob's). Each is its own mock NV GPU, so conformance and the fuzzer compare
+# every code path under its own name; NV_NVCC cannot be constructed without nvcc (and is then skipped by both, with a note).
+CODE_DEVICES: dict[str, str | None] = {"NV": None, "NV_NVCC": "nvcc"}
+
+
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  renderer, compiler, program = CODE_PATHS[knobs.get("NV_CODE")]
+  renderer, compiler, program = CODE_PATHS[CODE_DEVICES[name.split(":")[0]] or knobs.get("NV_CODE")]
   return NVCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)
