@@ -77,9 +77,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("EMULATE", "", _choice("CUDA", "AMD"), "CUDA or AMD",
        "compile every kernel for that GPU target (limits, vector width, tensor cores, lane layouts); the PYTHON device then "
        "refuses programs the GPU could not run"),
-  Knob("NV_CODE", "ir", _choice("ptx", "ir", "nvcc"), "ptx, ir or nvcc",
-       "what the NV device uploads: ptx = refgrad's own PTX renderer's module, run by the mock's PTX executor; ir = the serialized "
-       "linear program (default); nvcc = the CUDA renderer's source compiled by `nvcc --ptx -arch=sm_80` and run by the PTX "
+  Knob("NV_CODE", "ptx", _choice("ptx", "ir", "nvcc"), "ptx, ir or nvcc",
+       "what the NV device uploads: ptx = refgrad's own PTX renderer's module, run by the mock's PTX executor (default); ir = the "
+       "serialized linear program; nvcc = the CUDA renderer's source compiled by `nvcc --ptx -arch=sm_80` and run by the PTX "
        "executor (cached like every compile)"),
   Knob("NOOPT", False, _flag, "0 or 1", "1: kernels run unoptimized (no Opts)"),
   Knob("BEAM", 0, _count, "an integer >= 0", "n > 0: choose each kernel's Opts by a beam search of width n, timed on the device (cached)"),

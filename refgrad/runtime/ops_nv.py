@@ -10,8 +10,10 @@
   kernel arguments, then SEND_PCAS_A(qmd >> 8) + SEND_SIGNALING_PCAS2_B(PREFETCH_SCHEDULE).
 - Copies: copy-engine OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA 0x182 (non-pipelined, pitch to pitch).
 
-Kernels are rendered by PythonRenderer for the CUDA target (EMULATE may name another) and uploaded as a program image:
-b"RGL1" + u32 length + the serialized linear program, executed by the GPU (the mock picks the executor by the magic).
+Kernels take one of the code paths of `CODE_PATHS` (knob NV_CODE): `ptx` (default) refgrad's own PTX renderer
+(refgrad/renderer/ptx.py), `nvcc` the CUDA renderer compiled by nvcc, both uploaded as b"PTX1" images and run by the mock's
+PTX executor; `ir` the serialized linear program (b"RGL1" + u32 length + the program), run by the SIMT executor. The
+mock picks its executor by the image's magic. `CODE_DEVICES` names a device per code path (NV_NVCC: nvcc's).
 A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
 """
 from __future__ import annotations
