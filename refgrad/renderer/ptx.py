@@ -17,7 +17,8 @@ Every op is the reference semantics (refgrad/uop/semantics.py) bit for bit:
   16-bit float ops other than MULACC widen to f32 exactly, compute there and round once back;
 - MAX: NaN when either is NaN, MAX(+0, -0) = +0 (the bitwise AND of equal operands); CMPNE is `setp.neu` (true for NaN);
 - IDIV/MOD are C's truncating `div`/`rem`, and the cases C leaves undefined are total as on the CPU: by 0 gives 0,
-  MIN / -1 gives MIN, MIN % -1 gives 0; shift amounts are masked to the dtype's width;
+  MIN / -1 gives MIN, MIN % -1 gives 0 (with CHECKED=1, the default, the bare instruction: the executor's checked mode
+  reports a division by zero, as the PYTHON device reports that undefined behaviour); shift amounts are masked;
 - float -> int is `cvt.rzi`, which saturates and gives 0 for NaN (the CPU's total cast);
 - casts that must not round twice (int32/int64/double -> bfloat16) go through a float rounded to odd (`cvt.rz` plus a
   sticky bit when inexact); sm_80 has `cvt` to bf16 only from f32.
@@ -34,6 +35,7 @@ import math
 import re
 import struct
 
+from refgrad import knobs
 from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
 from refgrad.target import CUDA, IDX_BLOCK_SIZE, TENSOR_CORES, launch_geometry
@@ -212,10 +214,11 @@ class _PTXProgram:
     return self.canon(d, dt) if op in WRAPS else d
 
   def divmod(self, op: Ops, dt: DType, ins: str, d: str, s: list[str]) -> None:
-    """d = s0 (div|rem) s1, total: by 0 gives 0; signed by -1 gives -s0 (MIN wraps) or 0, as on the CPU."""
+    """d = s0 (div|rem) s1, total: by 0 gives 0; signed by -1 gives -s0 (MIN wraps) or 0, as on the CPU. In checked mode
+    (CHECKED=1) it is the bare instruction instead, so the executor reports a division by zero as the PYTHON device does."""
     cls, t, _ = _info(dt)
     w = _BITS[cls]
-    if self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {s[1]};")   # a constant divisor is never UB
+    if self.ren.checked or self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {s[1]};")
     z, b = self.reg("pred"), self.reg(cls)
     self.emit(f"setp.eq.{t} {z}, {s[1]}, 0;")
     safe = z
@@ -597,8 +600,15 @@ class PTXRenderer(Renderer):
   device, target = "NV", CUDA
   idx_block_size: int = IDX_BLOCK_SIZE
 
-  def __init__(self, native_transcendentals: bool | None = None):
+  def __init__(self, native_transcendentals: bool | None = None, checked: bool | None = None):
     if native_transcendentals is not None: self.native_transcendentals = native_transcendentals
+    self._checked = checked
+
+  @property
+  def checked(self) -> bool:
+    """Whether IDIV/MOD are the bare instructions (the executor's checked mode reports a division by zero) rather than
+    total; the CHECKED knob unless given."""
+    return bool(knobs.get("CHECKED")) if self._checked is None else self._checked
 
   def launch_dims(self, uops: list[UOp]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     grid, block, _ = launch_geometry(list(uops), self.target, self.idx_block_size)

@@ -38,7 +38,7 @@ from refgrad.renderer.ptx import PTXRenderer
 from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
-from refgrad.runtime.image import ImageCompiler, ImageInfo, ImageRenderer, image_info
+from refgrad.runtime.image import IMAGE_MAGIC, ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
@@ -245,7 +245,13 @@ class NVDevice(HCQDevice):
 
 
 class NVProgram(HCQProgram):
-  """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch."""
+  """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch. `NVProgram(dev, name, lib)` takes
+  the binary of any code path: PTX text (NV_CODE=ptx or nvcc) is an NVPTXProgram; an image (b"RGL1", or b"PTX1" from run_ptx)
+  is this class."""
+  def __new__(cls, dev: NVDevice, name: str, lib: bytes, info: ImageInfo | None = None) -> NVProgram:
+    if cls is NVProgram and lib[:4] not in (IMAGE_MAGIC, ptx_args.PTX_MAGIC): return super().__new__(NVPTXProgram)   # PTX text
+    return super().__new__(cls)
+
   def __init__(self, dev: NVDevice, name: str, lib: bytes, info: ImageInfo | None = None):
     info = info or image_info(lib)
     if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
@@ -355,14 +361,15 @@ class PTXKernArgs(KernArgs):
 
 
 class NVPTXProgram(NVProgram):
-  """NV_CODE=nvcc: `lib` is nvcc's PTX of the CUDA renderer's kernel, uploaded as a b"PTX1" image."""
+  """NV_CODE=ptx or nvcc: `lib` is PTX text (refgrad's PTX renderer's, or nvcc's of the CUDA renderer's kernel), uploaded as a b"PTX1" image."""
   def __init__(self, dev: NVDevice, name: str, lib: bytes):
     src = lib.decode()
     params, shared = ptx_args.entry_signature(src, name)
     nbufs = sum(1 for p in params if p.size == 8)
     if [p.size for p in params] != [8] * nbufs + [4] * (len(params) - nbufs):
       raise ValueError(f"{name}: PTX parameters {[p.type for p in params]} are not the CUDA renderer's (u64 pointers, then int32s)")
-    super().__init__(dev, name, ptx_args.make_image(src, name), ImageInfo(name, nbufs, len(params) - nbufs, shared))
+    stored, loaded = ptx_args.buffer_access(src, name, params)
+    super().__init__(dev, name, ptx_args.make_image(src, name), ImageInfo(name, nbufs, len(params) - nbufs, shared, stored, loaded))
 
   def args(self, bufs: Sequence[int], vals: Sequence[int] = (), q: HWQueue | None = None) -> KernArgs:
     n = PTXKernArgs.size(self.nbufs, self.nvars)
@@ -418,5 +425,5 @@ CODE_DEVICES: dict[str, str | None] = {"NV": None, "NV_NVCC": "nvcc"}
 
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  renderer, compiler, program = CODE_PATHS[CODE_DEVICES[name.split(":")[0]] or knobs.get("NV_CODE")]
+  renderer, compiler, program = CODE_PATHS[CODE_DEVICES.get(name.split(":")[0]) or knobs.get("NV_CODE")]
   return NVCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)

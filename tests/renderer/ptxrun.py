@@ -22,10 +22,10 @@ def ptxas_ok(src: str, tmp) -> None:
   assert r.returncode == 0, f"ptxas refused the module:\n{r.stderr}\n{src}"
 
 
-def nv_run(name: str, uops: list[UOp], bufs: list[np.ndarray], var_vals: dict[str, int] | None = None) -> str:
+def nv_run(name: str, uops: list[UOp], bufs: list[np.ndarray], var_vals: dict[str, int] | None = None, ren: PTXRenderer | None = None) -> str:
   """Render, launch with the renderer's grid and block, and write the results into `bufs` (numbered by DEFINE_GLOBAL).
   Returns the PTX."""
-  ren = PTXRenderer()
+  ren = ren or PTXRenderer()
   src = ren.render(name, uops)
   grid, block = ren.launch_dims(uops)
   vv = var_vals or {}

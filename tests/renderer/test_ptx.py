@@ -11,6 +11,7 @@ import pytest
 
 from refgrad.dtype import DType, dtypes
 from refgrad.renderer.ptx import PTXRenderer
+from refgrad.runtime.driver import GPUFault
 from refgrad.target import CUDA
 from refgrad.uop import semantics
 from refgrad.uop.ops import GroupOp, Ops, UOp
@@ -118,13 +119,17 @@ def test_casts_match_the_reference(src: DType):
 
 
 def test_undefined_integer_cases_are_total_as_on_the_cpu():
-  """IDIV/MOD by 0 give 0, MIN / -1 gives MIN and MIN % -1 gives 0; float -> int saturates with NaN -> 0 (the CPU's choices)."""
+  """IDIV/MOD by 0 give 0, MIN / -1 gives MIN and MIN % -1 gives 0; float -> int saturates with NaN -> 0 (the CPU's choices).
+  The division is total when rendered unchecked; in checked mode (the default) a division by zero is reported."""
+  ren = PTXRenderer(checked=False)
   for dt in (dtypes.int32, dtypes.int64, dtypes.int8, dtypes.uint32):
     lo = -2 ** (dt.bits - 1) if not dtypes.is_unsigned(dt) else 7
     a = np.array([lo, lo, 5, -7 if lo < 0 else 9], dt.np)
     b = np.array([-1 if lo < 0 else 1, 0, 0, 2], dt.np)
     outs = [np.zeros(4, dt.np) for _ in range(2)]
-    nv_run("divmod", tgr.alu_program(dt, [Ops.IDIV, Ops.MOD], n=4), [a, b, np.zeros(4, dt.np), np.zeros(4, np.bool_), *outs])
+    bufs = [a, b, np.zeros(4, dt.np), np.zeros(4, np.bool_), *outs]
+    nv_run("divmod", tgr.alu_program(dt, [Ops.IDIV, Ops.MOD], n=4), bufs, ren=ren)
+    with pytest.raises(GPUFault, match="integer division by zero"): nv_run("divmod", tgr.alu_program(dt, [Ops.IDIV, Ops.MOD], n=4), bufs)
     want_div = [lo, 0, 0, -3] if lo < 0 else [7, 0, 0, 4]
     want_mod = [0, 0, 0, -1] if lo < 0 else [0, 0, 0, 1]
     assert outs[0].tolist() == want_div and outs[1].tolist() == want_mod, (dt, outs)

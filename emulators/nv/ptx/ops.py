@@ -109,7 +109,7 @@ def _arith(name: str):
       elif name in ("div", "rem"):
         zero = v[1] == 0
         if zero.any():
-          if L.checked: raise PTXFault("compute", f"integer {name} by zero (undefined in PTX) by {L.thread(int(np.flatnonzero(zero)[0]))}", ins)
+          if L.checked: raise PTXFault("compute", f"integer division by zero ({name}, undefined in PTX) by {L.thread(int(np.flatnonzero(zero)[0]))}", ins)
         b = np.where(zero, 1, v[1]).astype(v[1].dtype)
         if S.is_signed(t):   # C semantics: truncation toward zero; INT_MIN / -1 wraps
           a64 = v[0].astype(np.int64) if v[0].itemsize < 8 else v[0]
