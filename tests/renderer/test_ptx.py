@@ -209,3 +209,30 @@ def test_wmma_is_the_reference(dt: DType):
   src = nv_run("mm", uops, bufs)
   assert "mma.sync.aligned.m16n8k16.row.col.f32" in src
   assert np.array_equal(bufs[0].view(np.uint32), plain.view(np.uint32))
+
+
+def test_buffer_access_follows_pointers_to_stores_and_loads():
+  """The launcher's stored/loaded sets of a PTX entry (hazards, dropped work): from each ld.param through every instruction
+  that writes a register, to the addresses of st/atom (stored) and ld (loaded), vector operands and labels included."""
+  from refgrad.runtime import ptx_args
+  src = PTXRenderer().render("vf4", tgr.float4_program())
+  params, _ = ptx_args.entry_signature(src, "vf4")
+  stored, loaded = ptx_args.buffer_access(src, "vf4", params)
+  assert loaded == {0, 1, 2} and stored == set(range(3, len(params)))
+  hand = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)
+{
+  .reg .b64 %rd<8>; .reg .b32 %r<4>; .reg .f32 %f<4>; .reg .pred %p<2>;
+  ld.param.u64 %rd0, [a]; ld.param.u64 %rd1, [b]; ld.param.u64 %rd2, [c];
+  mov.b64 %rd3, %rd0;
+$LOOP: add.s64 %rd3, %rd3, 16;   // the pointer moves around a loop
+  { .reg .b32 %t; ld.global.v2.f32 {%f0, %f1}, [%rd3+8]; }
+  setp.lt.u64 %p0, %rd3, %rd1;
+  @%p0 bra $LOOP;
+  atom.global.add.f32 %f2, [%rd2], %f0;
+  ret;
+}"""
+  hp, _ = ptx_args.entry_signature(hand, "k")
+  assert ptx_args.buffer_access(hand, "k", hp) == ({2}, {0, 2})
