@@ -23,7 +23,8 @@ Every op is the reference semantics (refgrad/uop/semantics.py) bit for bit:
 - casts that must not round twice (int32/int64/double -> bfloat16) go through a float rounded to odd (`cvt.rz` plus a
   sticky bit when inexact); sm_80 has `cvt` to bf16 only from f32.
 Native transcendentals (EXP2/LOG2/SIN reaching the renderer, NATIVE_TRANSCENDENTALS=1) are `ex2/lg2/sin.approx.f32`
-(16-bit floats through f32; double has no approximate form and is refused); decomposed ones are ordinary ops here.
+(16-bit floats through f32); double has no approximate form, so its EXP2/LOG2/SIN are the reference's decomposition
+(refgrad/uop/decompositions.py, bit-exact) rendered in place; decomposed ones are ordinary ops here.
 WMMA is `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`, 16-bit fragment elements packed in pairs.
 Vector LOAD/STORE are `.v2`/`.v4` where the index is provably a multiple of the lane count (so the address is aligned),
 else one access per lane. The instruction spellings are the tables below (one row per op and dtype family), so a test
@@ -39,6 +40,7 @@ from refgrad import knobs
 from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
 from refgrad.target import CUDA, IDX_BLOCK_SIZE, TENSOR_CORES, launch_geometry
+from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts, verify_linear
 
@@ -253,7 +255,6 @@ class _PTXProgram:
     r = self.reg(ct)
     if op is Ops.MAX: self.fmax(ct, r, w)
     elif op in GroupOp.Transcendental:
-      if ct == "f64": raise ValueError(f"{self.name}: native {op.name} on double has no PTX instruction (only .approx.f32)")
       self.emit(f"{APPROX[op]} {r}, {w[0]};")
     elif op in FLOAT_OPS: self.emit(f"{FLOAT_OPS[op].format(t=ct)} {r}, {', '.join(w)};")
     else: raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
@@ -585,6 +586,12 @@ class _PTXProgram:
     elif op is Ops.GEP: self.v[u] = [self.v[src[0]][u.arg[0]]]
     elif op is Ops.CAST: self.v[u] = [self.cast(self.lane(src[0], j), src[0].dtype.scalar(), dt.scalar()) for j in range(dt.count)]
     elif op is Ops.BITCAST: self.v[u] = self.bitcast(u, src[0])
+    elif op in GroupOp.Transcendental and dt.scalar() == dtypes.float64:
+      # double has no approximate instruction: the reference's bit-exact decomposition into basic ops is rendered instead
+      d = decompose_transcendentals(u)
+      for x in d.toposort:
+        if x not in self.v: self.stmt(i, x, blocks)
+      self.v[u] = self.v[d]
     elif op in GroupOp.ALU:
       sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
       if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
