@@ -106,6 +106,9 @@ class _PTXProgram:
     self.shared: list[str] = []
     self.aligned: dict[UOp, int] = {}      # idx value -> a power of two it is provably a multiple of
     self.known: dict[str, int] = {}        # registers of integer constants -> their value
+    self.uses: dict[UOp, int] = {}         # how many uops read each value
+    for u in uops:
+      for x in u.src: self.uses[x] = self.uses.get(x, 0) + 1
 
   # ---- registers -------------------------------------------------------------------------------
   def reg(self, cls: str) -> str:
@@ -577,8 +580,15 @@ class _PTXProgram:
       self.v[u] = regs
     elif op is Ops.ASSIGN:
       cls = _info(dt)[0]
-      for j, r in enumerate(self.v[src[0]]): self.emit(f"mov.{'pred' if cls == 'pred' else f'b{_BITS[cls]}'} {r}, {self.lane(src[1], j)};")
-      self.v[u] = self.v[src[0]]
+      acc, val = self.v[src[0]], self.v[src[1]]
+      last = self.body[-1] if self.body else ""
+      fresh = src[1].op in GroupOp.ALU and src[1].op not in GroupOp.Transcendental   # ALU results are new registers, never aliases
+      if len(acc) == 1 and fresh and self.uses.get(src[1]) == 1 and last.split(" ", 1)[-1].startswith(f"{val[0]},") and not last.startswith(("@", "mov.b32 {")):
+        # the value's last instruction writes the accumulator itself (earlier ones, and its operands, still name the value)
+        self.body[-1] = last.replace(f"{val[0]},", f"{acc[0]},", 1)
+      else:
+        for j, r in enumerate(acc): self.emit(f"mov.{'pred' if cls == 'pred' else f'b{_BITS[cls]}'} {r}, {self.lane(src[1], j)};")
+      self.v[u] = acc
     elif op is Ops.LOAD: self.load(u)
     elif op is Ops.STORE: self.store(u)
     elif op is Ops.WMMA: self.wmma(i, u)
