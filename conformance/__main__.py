@@ -17,7 +17,7 @@ from oracles.cliargs import OneLineParser, cpus, file_problem, positive, seed
 if TYPE_CHECKING:
   from conformance.suite import Result
 
-MOCK_GPUS = ("NV", "AMD")
+MOCK_GPUS = ("NV", "NV_NVCC", "AMD")   # NV_NVCC: the mock NV running nvcc's PTX (refgrad/runtime/ops_nv.py CODE_DEVICES)
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]", "crash": "[red]C[/]", "timeout": "[red]T[/]"}
 
 

@@ -190,7 +190,7 @@ class _DeviceRegistry:
   _lock = threading.RLock()
   _building: list[str] = []   # names whose make_device is running (under _lock: one thread)
   _builtin = {"CPU": "refgrad.runtime.ops_cpu", "PYTHON": "refgrad.runtime.ops_python", "NV": "refgrad.runtime.ops_nv",
-              "AMD": "refgrad.runtime.ops_amd", "LLVM": "refgrad.runtime.ops_llvm"}
+              "NV_NVCC": "refgrad.runtime.ops_nv", "AMD": "refgrad.runtime.ops_amd", "LLVM": "refgrad.runtime.ops_llvm"}
 
   @functools.cached_property
   def _modules(self) -> dict[str, str]:

@@ -77,9 +77,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("EMULATE", "", _choice("CUDA", "AMD"), "CUDA or AMD",
        "compile every kernel for that GPU target (limits, vector width, tensor cores, lane layouts); the PYTHON device then "
        "refuses programs the GPU could not run"),
-  Knob("NV_CODE", "ir", _choice("ir", "nvcc"), "ir or nvcc",
-       "what the NV device uploads: ir = the serialized linear program (default); nvcc = the CUDA renderer's source compiled by "
-       "`nvcc --ptx -arch=sm_80` and run by the mock's PTX executor (cached like every compile)"),
+  Knob("NV_CODE", "ptx", _choice("ptx", "ir", "nvcc"), "ptx, ir or nvcc",
+       "what the NV device uploads: ptx = refgrad's own PTX renderer's module, run by the mock's PTX executor (default); ir = the "
+       "serialized linear program; nvcc = the CUDA renderer's source compiled by `nvcc --ptx -arch=sm_80` and run by the PTX "
+       "executor (cached like every compile)"),
   Knob("AMD_CODE", "ir", _choice("ir", "isa"), "ir or isa",
        "what the AMD device uploads: ir = the serialized linear program (default); isa = LLVM IR compiled by llvmlite for gfx1100, "
        "the code object linked by refgrad and run as RDNA3 machine code by the mock (docs/hw/amd_code_object.md)"),

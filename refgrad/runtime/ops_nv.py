@@ -10,8 +10,10 @@
   kernel arguments, then SEND_PCAS_A(qmd >> 8) + SEND_SIGNALING_PCAS2_B(PREFETCH_SCHEDULE).
 - Copies: copy-engine OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA 0x182 (non-pipelined, pitch to pitch).
 
-Kernels are rendered by PythonRenderer for the CUDA target (EMULATE may name another) and uploaded as a program image:
-b"RGL1" + u32 length + the serialized linear program, executed by the GPU (the mock picks the executor by the magic).
+Kernels take one of the code paths of `CODE_PATHS` (knob NV_CODE): `ptx` (default) refgrad's own PTX renderer
+(refgrad/renderer/ptx.py), `nvcc` the CUDA renderer compiled by nvcc, both uploaded as b"PTX1" images and run by the mock's
+PTX executor; `ir` the serialized linear program (b"RGL1" + u32 length + the program), run by the SIMT executor. The
+mock picks its executor by the image's magic. `CODE_DEVICES` names a device per code path (NV_NVCC: nvcc's).
 A device needs a driver: `MOCKGPU=1` gives the mock NV GPU of emulators/.
 """
 from __future__ import annotations
@@ -32,10 +34,11 @@ import numpy as np
 from refgrad import knobs
 from refgrad.device import Compiled, Compiler
 from refgrad.renderer.gpu import CUDARenderer
+from refgrad.renderer.ptx import PTXRenderer
 from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
-from refgrad.runtime.image import ImageCompiler, ImageInfo, ImageRenderer, image_info
+from refgrad.runtime.image import IMAGE_MAGIC, ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 
 # ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
@@ -242,7 +245,13 @@ class NVDevice(HCQDevice):
 
 
 class NVProgram(HCQProgram):
-  """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch."""
+  """A program image in GPU memory and its QMD template; `qmd` gives the QMD of one launch. `NVProgram(dev, name, lib)` takes
+  the binary of any code path: PTX text (NV_CODE=ptx or nvcc) is an NVPTXProgram; an image (b"RGL1", or b"PTX1" from run_ptx)
+  is this class."""
+  def __new__(cls, dev: NVDevice, name: str, lib: bytes, info: ImageInfo | None = None) -> NVProgram:
+    if cls is NVProgram and lib[:4] not in (IMAGE_MAGIC, ptx_args.PTX_MAGIC): return super().__new__(NVPTXProgram)   # PTX text
+    return super().__new__(cls)
+
   def __init__(self, dev: NVDevice, name: str, lib: bytes, info: ImageInfo | None = None):
     info = info or image_info(lib)
     if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
@@ -352,14 +361,15 @@ class PTXKernArgs(KernArgs):
 
 
 class NVPTXProgram(NVProgram):
-  """NV_CODE=nvcc: `lib` is nvcc's PTX of the CUDA renderer's kernel, uploaded as a b"PTX1" image."""
+  """NV_CODE=ptx or nvcc: `lib` is PTX text (refgrad's PTX renderer's, or nvcc's of the CUDA renderer's kernel), uploaded as a b"PTX1" image."""
   def __init__(self, dev: NVDevice, name: str, lib: bytes):
     src = lib.decode()
     params, shared = ptx_args.entry_signature(src, name)
     nbufs = sum(1 for p in params if p.size == 8)
     if [p.size for p in params] != [8] * nbufs + [4] * (len(params) - nbufs):
       raise ValueError(f"{name}: PTX parameters {[p.type for p in params]} are not the CUDA renderer's (u64 pointers, then int32s)")
-    super().__init__(dev, name, ptx_args.make_image(src, name), ImageInfo(name, nbufs, len(params) - nbufs, shared))
+    stored, loaded = ptx_args.buffer_access(src, name, params)
+    super().__init__(dev, name, ptx_args.make_image(src, name), ImageInfo(name, nbufs, len(params) - nbufs, shared, stored, loaded))
 
   def args(self, bufs: Sequence[int], vals: Sequence[int] = (), q: HWQueue | None = None) -> KernArgs:
     n = PTXKernArgs.size(self.nbufs, self.nvars)
@@ -394,14 +404,26 @@ class NVCCCompiler(Compiler):
       return out.read_bytes()
 
 
+class PTXCompiler(Compiler):
+  """NV_CODE=ptx: refgrad's own PTX (refgrad/renderer/ptx.py) is the binary as it is; the mock's PTX executor parses it
+  once per content, so there is nothing to compile or cache."""
+  def compile(self, src: str) -> bytes: return src.encode()
+
+
 # NV_CODE -> (renderer, compiler, program): the one place the NV code path is chosen
 CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[..., NVProgram]]] = {
+  "ptx": (PTXRenderer, PTXCompiler, NVPTXProgram),
   "ir": (NVRenderer, NVCompiler, NVProgram),
   "nvcc": (NVCUDARenderer, NVCCCompiler, NVPTXProgram),
 }
 
 
+# device name -> the NV_CODE it runs (None: the knob's). Each is its own mock NV GPU, so conformance and the fuzzer compare
+# every code path under its own name; NV_NVCC cannot be constructed without nvcc (and is then skipped by both, with a note).
+CODE_DEVICES: dict[str, str | None] = {"NV": None, "NV_NVCC": "nvcc"}
+
+
 def make_device(name: str) -> Compiled:
   dev = NVDevice(name, open_driver("NV", device_index(name)))
-  renderer, compiler, program = CODE_PATHS[knobs.get("NV_CODE")]
+  renderer, compiler, program = CODE_PATHS[CODE_DEVICES.get(name.split(":")[0]) or knobs.get("NV_CODE")]
   return NVCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)

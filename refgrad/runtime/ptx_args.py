@@ -79,3 +79,45 @@ def pack_params(entry: str, params: list[Param], args: list, pointers: dict[int,
       raise ValueError(f"run_ptx: argument {i} is {a.dtype} but parameter {p.name} is .{p.type}")
     out += a.tobytes()
   return bytes(out)
+
+
+_INSTR = re.compile(r"^(?:@!?%?\w+\s+)?([a-z][\w.]*)\s+(.*?);?$")
+_REG = re.compile(r"%[\w$]+")
+
+
+def buffer_access(src: str, entry: str, params: list[Param]) -> tuple[frozenset[int], frozenset[int]]:
+  """(stored, loaded): the parameters (by position) whose value a `st`/`atom`/`red` or an `ld` of `.entry entry` may address,
+  found by following registers from each `ld.param` through every instruction that writes one (an over-approximation:
+  the launcher tracks those buffers for hazards and for work a fault dropped)."""
+  text = re.sub(r"//[^\n]*", "", src)
+  m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\([^)]*\)", text)
+  if m is None: raise ValueError(f"the PTX text has no .entry {entry!r}")
+  body = text[m.end():][:_body_end(text[m.end():])]
+  pos = {p.name: i for i, p in enumerate(params)}
+  instrs = []
+  for ln in body.split(";"):
+    ln = re.sub(r"^[\s{}]*(?:[$\w]+:\s*)?[\s{}]*", "", ln)   # block braces and a label before the instruction
+    if (im := _INSTR.match(ln.strip() + ";")) is None: continue
+    op, rest = im.group(1), im.group(2)
+    ops = [o.strip() for o in re.split(r",(?![^{]*\})", rest)] if rest else []   # commas outside vector braces
+    instrs.append((op, ops))
+  taint: dict[str, set[int]] = {}
+  changed = True
+  while changed:   # to a fixpoint: loops carry addresses around
+    changed = False
+    for op, ops in instrs:
+      if not ops or op.startswith(("st.", "atom", "red", "bar", "bra", "ret", "exit")): continue
+      if op.startswith("ld.param"):
+        srcs = {pos[n] for n in re.findall(r"\[([\w$]+)", ops[-1]) if n in pos}
+      else: srcs = set().union(*(taint.get(r, set()) for o in ops[1:] for r in _REG.findall(o)))
+      for d in _REG.findall(ops[0]):
+        if srcs - taint.get(d, set()): taint.setdefault(d, set()).update(srcs); changed = True
+  stored: set[int] = set()
+  loaded: set[int] = set()
+  for op, ops in instrs:
+    addr = next((o for o in ops if o.startswith("[")), None)
+    if addr is None or op.startswith(("ld.param", "ld.shared", "st.shared", "ld.local", "st.local", "ld.const")): continue
+    hit = set().union(*(taint.get(r, set()) for r in _REG.findall(addr)))
+    if op.startswith(("st.", "atom", "red")): stored |= hit
+    if op.startswith(("ld.", "ldu.", "atom")): loaded |= hit
+  return frozenset(stored), frozenset(loaded)

@@ -61,7 +61,9 @@ def _arith(name: str):
     if name == "add": return S.fadd(v[0], v[1], rnd)
     if name == "sub": return S.fadd(v[0], -v[1], rnd)
     if name == "mul": return S.fmul(v[0], v[1], rnd)
-    if name in ("fma", "mad"): return S.ffma(v[0], v[1], v[2], rnd) if t != "bf16" else S.ffma(*[x.astype(np.float64) for x in v], "rn")
+    if name in ("fma", "mad"):   # bf16: the exact product plus c rounded to odd in f64, then one rounding to bf16 (in _fout)
+      if t != "bf16": return S.ffma(v[0], v[1], v[2], rnd)
+      return S.add_round_to_odd(v[0].astype(np.float64) * v[1].astype(np.float64), v[2].astype(np.float64))
     if name == "div":
       if ins.has("approx") or ins.has("full"): return S.fdiv(v[0], v[1], "rn")   # within the approx bound (exact here)
       return S.fdiv(v[0], v[1], rnd)
@@ -107,13 +109,15 @@ def _arith(name: str):
       elif name in ("div", "rem"):
         zero = v[1] == 0
         if zero.any():
-          if L.checked: raise PTXFault("compute", f"integer {name} by zero (undefined in PTX) by {L.thread(int(np.flatnonzero(zero)[0]))}", ins)
+          if L.checked: raise PTXFault("compute", f"integer division by zero ({name}, undefined in PTX) by {L.thread(int(np.flatnonzero(zero)[0]))}", ins)
         b = np.where(zero, 1, v[1]).astype(v[1].dtype)
         if S.is_signed(t):   # C semantics: truncation toward zero; INT_MIN / -1 wraps
           a64 = v[0].astype(np.int64) if v[0].itemsize < 8 else v[0]
           b64 = b.astype(np.int64) if b.itemsize < 8 else b
           ovf = (b64 == -1)
-          q = np.where(ovf, -a64, np.abs(a64) // np.where(ovf, 1, np.abs(b64)) * np.sign(a64) * np.sign(b64))
+          bs = np.where(ovf, 1, b64)   # floor quotient, then toward zero (abs() of INT64_MIN would overflow)
+          fq = a64 // bs
+          q = np.where(ovf, -a64, fq + ((fq < 0) & (fq * bs != a64)))
           r = (q if name == "div" else a64 - q * b64).astype(v[0].dtype)
         else: r = v[0] // b if name == "div" else v[0] % b
       else: raise PTXFault("compute", f"{name}.{t}", ins)
