@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
   ap.add_argument("--jobs", type=positive(int, "--jobs"), default=4, metavar="N",
                   help=f"cases run concurrently, so compiles overlap (default 4, at most {JOBS_PER_CPU} per CPU)")
   ap.add_argument("--exclude", action="append", default=[], metavar="D", help="leave device D out (repeatable)")
+  ap.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                  help="module each device worker imports first, never the parent that computes expected values (a plugin; repeatable)")
   ap.add_argument("--case", action="append", metavar="NAME", help="only the case(s) of this name, e.g. 'ADD float' (repeatable; a rerun line prints it)")
   ap.add_argument("--timeout", type=positive(float, "--timeout"), default=TIMEOUT, metavar="S",
                   help=f"seconds a case may take on a device before it is a failed 'timeout' case and its worker is killed (default {TIMEOUT:g})")
@@ -91,7 +93,7 @@ def _main(argv: list[str] | None) -> int:
   # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
   if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
   from conformance.isolate import Pool
-  pool = Pool(devices, max(1, args.jobs // len(devices)), {k: os.environ[k] for k in ("MOCKGPU", "REFGRAD_CACHE") if k in os.environ})
+  pool = Pool(devices, max(1, args.jobs // len(devices)), {k: os.environ[k] for k in ("MOCKGPU", "REFGRAD_CACHE") if k in os.environ}, tuple(args.preload))
   results: list[Result] = []
   try:   # the reports are written however the run ends
     broken = pool.start()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import os
+import importlib
 import signal
 import time
 import traceback
@@ -26,12 +27,13 @@ from typing import Any
 READY_TIMEOUT = 120.0    # seconds a worker may take to start and build its device (imports, a first compiler check)
 
 
-def _worker(conn: Connection, device: str, env: dict[str, str]) -> None:
+def _worker(conn: Connection, device: str, env: dict[str, str], preload: tuple[str, ...] = ()) -> None:
   signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C goes to the parent, which stops the workers
   os.environ.update(env)
   from oracles import fpstate
   before = fpstate.probe()
   try:
+    for m in preload: importlib.import_module(m)   # --preload: plugins (or test injections) load in the worker, never the parent
     from refgrad.device import Device
     Device[device]
   except Exception as e:
@@ -68,12 +70,12 @@ def _settle(before: str) -> str | None:
 
 class DeviceWorker:
   """One worker process for one device, and the job it is running."""
-  def __init__(self, device: str, env: dict[str, str]):
+  def __init__(self, device: str, env: dict[str, str], preload: tuple[str, ...] = ()):
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
     self.device, self.env = device, env
     self.conn, child = ctx.Pipe()
-    self.proc = ctx.Process(target=_worker, args=(child, device, env), daemon=True)
+    self.proc = ctx.Process(target=_worker, args=(child, device, env, preload), daemon=True)
     self.proc.start()
     child.close()
     self.job: Any = None            # what the parent needs to judge the answer
@@ -116,8 +118,8 @@ class Pool:
   """Workers per device; jobs are (device, kind, payload, info, timeout). `run` sends them and calls
   on_result(device, info, outcome, detail) with outcome "ok" (detail: the answer), "error" (a Python exception in the
   worker, its text), "crash" or "timeout" (why); a worker that crashed or timed out is replaced."""
-  def __init__(self, devices: list[str], per_device: int, env: dict[str, str]):
-    self.env, self.per_device = env, per_device
+  def __init__(self, devices: list[str], per_device: int, env: dict[str, str], preload: tuple[str, ...] = ()):
+    self.env, self.per_device, self.preload = env, per_device, preload
     self.workers: dict[str, list[DeviceWorker]] = {d: [] for d in devices}
     self.fp_notes: dict[str, str] = {}       # device -> the first FP-state change it caused
     self.interrupted = False
@@ -125,7 +127,7 @@ class Pool:
   def start(self) -> dict[str, str]:
     """Start one worker per device and wait until each has built its device: {device: why it cannot be built}."""
     broken: dict[str, str] = {}
-    first = {d: DeviceWorker(d, self.env) for d in self.workers}
+    first = {d: DeviceWorker(d, self.env, self.preload) for d in self.workers}
     for d, w in first.items():
       if (why := self._await_ready(w)) is not None:
         broken[d] = why
@@ -147,7 +149,7 @@ class Pool:
     from collections import deque
     self.queues = queues = {d: deque(j for j in jobs if j[0] == d) for d in self.workers if self.workers[d]}
     for d, ws in self.workers.items():
-      while ws and len(ws) < min(self.per_device, len(queues.get(d, ()))): ws.append(DeviceWorker(d, self.env))
+      while ws and len(ws) < min(self.per_device, len(queues.get(d, ()))): ws.append(DeviceWorker(d, self.env, self.preload))
     try:
       while True:
         live = [w for ws in self.workers.values() for w in ws]
@@ -199,7 +201,7 @@ class Pool:
   def _replace(self, w: DeviceWorker) -> None:
     w.kill()
     ws = self.workers[w.device]
-    ws[ws.index(w)] = DeviceWorker(w.device, self.env)
+    ws[ws.index(w)] = DeviceWorker(w.device, self.env, self.preload)
 
   def close(self) -> None:
     for ws in self.workers.values():

@@ -21,12 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _conformance(bug: str, groups: list[str], tmp_path: Path) -> tuple[int, list[dict]]:
-  """`python -m conformance --device NV` with NV_CODE=ptx and the bug injected (a fresh process: the device is built once)."""
-  script = (f"import sys; from tests.renderer import ptx_inject; ptx_inject.inject({bug!r})\n"
-            f"from conformance.__main__ import main; sys.exit(main(sys.argv[1:]))")
+  """`python -m conformance --device NV` with NV_CODE=ptx and the bug injected in the device's workers (--preload)."""
+  script = "import sys; from conformance.__main__ import main; sys.exit(main(sys.argv[1:]))"
   out = tmp_path / "r.json"
-  args = ["--device", "NV", *[a for g in groups for a in ("--group", g)], "--jobs", "2", "--json", str(out)]
-  env = {**os.environ, "NV_CODE": "ptx", "MOCKGPU": "1", "PYTHONPATH": str(ROOT), "REFGRAD_CACHE": str(tmp_path / "cache")}
+  args = ["--device", "NV", "--preload", "tests.renderer.ptx_inject", *[a for g in groups for a in ("--group", g)], "--jobs", "2", "--json", str(out)]
+  env = {**os.environ, "FUZZ_INJECT": bug, "NV_CODE": "ptx", "MOCKGPU": "1", "PYTHONPATH": str(ROOT), "REFGRAD_CACHE": str(tmp_path / "cache")}
   r = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
   assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
   return r.returncode, [x for x in json.loads(out.read_text()) if x["status"] != "pass"]
@@ -73,6 +72,7 @@ def test_executor_row_bug_is_caught_by_conformance(tmp_path):
 @pytest.mark.slow
 def test_fuzzer_finds_a_seeded_ptx_bug(tmp_path):
   from fuzz.models import load_models
+
   from fuzz.run import Fuzzer, Options
   opts = Options(corpus=tmp_path, preload=["tests.renderer.ptx_inject"], devices=["NV"], targets=["CUDA"], workers=2, cases=96,
                  env={"FUZZ_INJECT": "ptx_rz", "NV_CODE": "ptx"}, shrink=False)

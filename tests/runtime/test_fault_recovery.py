@@ -53,7 +53,7 @@ def test_copy_fault_with_copies_and_program_uploads_queued_behind(device: str):
   for y in ys:
     with pytest.raises(RuntimeError, match="invalid: copyin, which writes it, was dropped by the GPU fault"): y.numpy()
   # the launch read its program's dropped upload: the GPU faults on the image (a fault of its own, reported clearly)
-  with pytest.raises(GPUFault, match="program image starts with"): z.numpy()
+  with pytest.raises(GPUFault, match=r"program image starts with|unknown opcode 0 \(format VOP2, words 0x00000000\)"): z.numpy()   # zeros: no image magic, so run as RDNA3 code
   x2 = Tensor(np.arange(6, dtype=np.float32) + 1, device=device)
   assert (x2 * 5 - 2).tolist() == [5.0 * k + 3 for k in range(6)]              # the same program: its image uploaded again
   assert (x * 5 - 3).tolist() == [5.0 * k - 3 for k in range(6)]              # usable: copies, uploads and launches run
