@@ -33,6 +33,7 @@ from fuzz.astjson import ast_from_json
 from fuzz.case import Case, Result, opt_from_json
 from fuzz.inputs import cross_opt_rules, nan_views, values
 from fuzz.programs import raw_kernel_of, run_program
+from fuzz.tensor_oracles import tensor_level
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -340,6 +341,9 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       raise _GroupDone from None
   if c.recipe is not None and inputs["seed"] % PROGRAM_EVERY == 0 and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
     _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
+    raise _GroupDone
+  if c.recipe is not None and (tl := tensor_level(c.recipe, inputs["seed"])) is not None:   # oracles "numpy" and "grad"
+    _put(results, Result(c.index, "fail", tl[0], "PYTHON", tl[1]), _unopt_case_of(c))
     raise _GroupDone
   return g
 

@@ -1,0 +1,35 @@
+"""The tensor-level oracles of a case's program, run by fuzz/check.py for groups with a recipe:
+
+  numpy  every group: the whole program on refgrad (PYTHON) against the numpy interpreter (fuzz/np_interp.py);
+  grad   one group in GRAD_EVERY (input seed = GRAD_PHASE mod GRAD_EVERY, so not the groups of the "program"
+         oracle): refgrad's gradients against float64 central differences (fuzz/gradcheck.py).
+
+A failure of the interpreter itself (a corner it does not model, an error in its own code) is never a finding: the
+recipe is skipped and counted in `skipped`, which tests watch."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from fuzz.gradcheck import grad_differs
+from fuzz.np_interp import interp_differs
+
+GRAD_EVERY, GRAD_PHASE = 8, 4
+skipped: Counter[str] = Counter()
+_passed: set[str] = set()
+
+
+def tensor_level(recipe: dict[str, Any], seed: int) -> tuple[str, str] | None:
+  """(oracle, detail) of the first tensor-level oracle that fails on the recipe with this input seed, else None."""
+  todo = [("numpy", interp_differs)] + ([("grad", grad_differs)] if seed % GRAD_EVERY == GRAD_PHASE else [])
+  for name, fn in todo:
+    key = json.dumps([name, recipe, seed], sort_keys=True)
+    if key in _passed: continue
+    try: bad = fn(recipe, seed)
+    except Exception as e:   # the interpreter's own limits: not a finding
+      skipped[f"{name}: {type(e).__name__}"] += 1
+      continue
+    if bad is not None: return name, bad
+    _passed.add(key)
+  return None
