@@ -86,7 +86,7 @@ def run(ops: list[list[Any]]) -> dict[str, Any]:
     for d in {Device.canonicalize(t.device) for t, _ in regs}: Device[d].synchronize()
   step = -1
   try:
-    for step, (op, *a) in enumerate(ops):
+    for step, (op, *a) in enumerate(ops):  # noqa: B007  (step names the failing operation)
       if op == "new":
         h = _host(a[1], a[2])
         regs.append((Tensor(h, device=a[0]), h))
