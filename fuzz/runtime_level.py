@@ -202,22 +202,27 @@ def _child_main() -> int:
   return 0
 
 
-def shrink(ops: list[list[Any]], order: int, detail: str, preload: list[str], env: dict[str, str] | None, budget: int = 40) -> list[list[Any]]:
-  """Drop operations (halves, then one at a time) while the workload still fails; at most `budget` re-runs."""
-  def fails(w: list[list[Any]]) -> bool:
-    return run_in_child([w], order, preload, env)[0]["status"] == "fail"
-  cur, tries = list(ops), 0
+def shrink(ops: list[list[Any]], order: int, detail: str, preload: list[str], env: dict[str, str] | None, budget: int = 8) -> list[list[Any]]:
+  """Drop operations while the workload still fails: each round tries every removal of `chunk` operations in ONE
+  child (a process start and the compiles are most of the cost) and keeps the first failing one; chunks halve when
+  none fails. At most `budget` child runs; the result is re-checked in a fresh child (candidates run after a failing
+  one might fail only because of it), falling back to the last one that failed on its own."""
+  cur, good, runs = list(ops), list(ops), 0
   chunk = max(1, len(cur) // 2)
-  while chunk >= 1 and tries < budget:
-    i, changed = 1, False   # the first "new" stays
-    while i < len(cur) and tries < budget:
-      cand = cur[:i] + cur[i + chunk:]
-      tries += 1
-      if fails(cand):
-        cur, changed = cand, True
-      else: i += chunk
-    if not changed: chunk //= 2
-  return cur
+  while runs < budget and len(cur) > 1:
+    cands = [cur[:i] + cur[i + chunk:] for i in range(1, len(cur), chunk)]   # the first "new" stays
+    res = run_in_child(cands, order, preload, env)
+    runs += 1
+    hit = next((c for c, r in zip(cands, res) if r["status"] == "fail"), None)
+    if hit is not None: cur = hit
+    elif chunk == 1: break
+    else: chunk = max(1, chunk // 2)
+    if hit is not None and runs % 3 == 0 and runs < budget:
+      runs += 1
+      if run_in_child([cur], order, preload, env)[0]["status"] == "fail": good = cur
+      else: cur = good
+  if cur is not good and run_in_child([cur], order, preload, env)[0]["status"] == "fail": good = cur
+  return good
 
 
 def save(corpus: Path, finding: dict[str, Any]) -> Path:
@@ -240,6 +245,7 @@ def fuzz(seed: int = 0, seconds: float | None = 60.0, cases: int | None = None, 
   """The runtime-level run: batches of workloads, each batch in a child with its own order seed. Returns a summary."""
   t0 = time.monotonic()
   done, findings, k = 0, [], 0
+  shrunk_kinds: set[str] = set()   # one finding of each kind (the detail's first word: GPUHazard, TinyJit, ...) is shrunk
   preload = preload or []
   while (cases is None or done < cases) and (seconds is None or time.monotonic() - t0 < seconds):
     n = per_child if cases is None else min(per_child, cases - done)
@@ -251,7 +257,9 @@ def fuzz(seed: int = 0, seconds: float | None = 60.0, cases: int | None = None, 
       if r["status"] != "fail": continue
       f = {"format": FORMAT, "oracle": "runtime", "order": order, "workload": w, "detail": r["detail"], "step": r["step"],
            "seconds": round(time.monotonic() - t0, 2)}
-      if do_shrink: f["shrunk"] = shrink(w, order, r["detail"], preload, env)
+      if do_shrink and (kind := r["detail"].split(":")[0].split(" ")[0]) not in shrunk_kinds:
+        shrunk_kinds.add(kind)
+        f["shrunk"] = shrink(w, order, r["detail"], preload, env)
       if corpus is not None: f["path"] = str(save(corpus, f))
       findings.append(f)
       if not quiet: print(f"runtime finding ({len(f.get('shrunk', w))} ops, order seed:{order}): {r['detail']}", flush=True)
