@@ -342,7 +342,8 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
   if c.recipe is not None and inputs["seed"] % PROGRAM_EVERY == 0 and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
     _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
     raise _GroupDone
-  if c.recipe is not None and (tl := tensor_level(c.recipe, inputs["seed"])) is not None:   # oracles "numpy" and "grad"
+  with timed("tensor oracles"): tl = tensor_level(c.recipe, inputs["seed"]) if c.recipe is not None else None   # "numpy", "grad"
+  if tl is not None:
     _put(results, Result(c.index, "fail", tl[0], "PYTHON", tl[1]), _unopt_case_of(c))
     raise _GroupDone
   return g
