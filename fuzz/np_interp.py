@@ -449,6 +449,11 @@ def _long_sum(a: V, r: list[int], nt: Any) -> V:
   if r[1] % 3 == 0: return idx_op(vmax(flat, None, False), lambda v: v.reshape(()))  # type: ignore[arg-type]
   return _rsum(flat, None, False, nt.dtype)
 
+def _wrap_cmp(a: V, r: list[int]) -> V:
+  hi = dtypes.max(a.dt)
+  c = const(a, hi - r[0] % 3)
+  return lt(add(a.like(a.v & a.v.dtype.type(hi >> 1), a.e), c), c)
+
 def _vmin(a: V, ax: int) -> V:
   if _is_float(a.dt): return neg(vmax(neg(a), ax, False))
   return a.like(np.min(a.v, axis=ax), np.max(a.e, axis=ax))
@@ -495,6 +500,7 @@ NP_STEPS: dict[str, Callable[[V, list[int], Any, Any], V]] = {
   "matmul": _matmul, "conv2d": _conv, "gather": lambda a, r, ins, nt: _gather(a, r),
   "contiguous": lambda a, r, ins, nt: a,
   "add_const": lambda a, r, ins, nt: _const_chain(a, r, False), "mul_const": lambda a, r, ins, nt: _const_chain(a, r, True),
+  "wrap_cmp": lambda a, r, ins, nt: _wrap_cmp(a, r),
   "lt_const": lambda a, r, ins, nt: lt(a, _cconst(a, r[0])), "pad_value": _pad_value, "long_sum": lambda a, r, ins, nt: _long_sum(a, r, nt),
 }
 

@@ -89,3 +89,11 @@ def test_a_gradient_rule_bug_is_found_by_gradcheck_and_shrunk():
   got = _inject_check("gradient", rec, tensor_oracles.GRAD_PHASE)   # the input seed of the groups gradcheck runs for
   assert got["status"] == "fail" and got["oracle"] == "grad" and "central difference" in got["detail"], got
   assert got["shrunk_oracle"] == "grad" and len(got["steps"]) < 4, got   # exp alone is enough: exp2(x * log2(e)) has a MUL
+
+def test_integer_bounds_that_forget_wrap_around_are_found_by_the_numpy_interpreter():
+  """symbolic_wrap: ((x & m) + c) < c folds to false when the bounds of the sum are not wrapped (fuzz/programs.py
+  wrap_cmp); the interpreter wraps as the dtype does."""
+  rec = {"dtype": "uchar", "shape": [13], "steps": [["abs", 0, 0, 0], ["wrap_cmp", 1, 0, 0]], "kernel": 0}
+  got = _inject_check("symbolic_wrap", rec, 1)
+  assert got["status"] == "fail" and got["oracle"] == "numpy", got
+  assert got["shrunk_oracle"] == "numpy" and got["steps"] == ["wrap_cmp"], got
