@@ -33,8 +33,8 @@ HOSTS = ["CPU", "PYTHON"]
 LENGTHS = [1, 3, 16, 33, 100, 257]
 BOUND = 1000.0
 FORMAT = "refgrad.fuzz.runtime/1"
-OPS = ["new", "unary", "bin", "sum", "move", "realize", "read", "assign", "fault", "jit"]
-WEIGHTS = [2, 3, 4, 1, 3, 2, 3, 2, 0.4, 0.6]
+OPS = ["new", "unary", "bin", "sum", "move", "realize", "read", "assign", "fault", "jit", "fma"]
+WEIGHTS = [2, 3, 4, 1, 3, 2, 3, 2, 0.4, 0.6, 1.5]
 
 
 # ---- drawing a workload -------------------------------------------------------------------------------------------
@@ -104,6 +104,12 @@ def run(ops: list[list[Any]]) -> dict[str, Any]:
         if u.device != t.device: u = u.to(t.device)
         _, f, g = _BIN[a[2] % len(_BIN)]
         regs.append((_clip(f(t, u)), _mclip(g(m, mu))))
+      elif op == "fma":   # three inputs and an output: more kernel arguments (their offsets in the argument area)
+        i = pick(a[0])
+        j, k = pick(a[1], regs[i][1].size), pick(a[2], regs[i][1].size)
+        t, m = regs[i]
+        us = [u if u.device == t.device else u.to(t.device) for u in (regs[j][0], regs[k][0])]
+        regs.append((_clip(t * us[0] + us[1] * 3), _mclip(m * regs[j][1] + regs[k][1] * 3)))
       elif op == "sum":
         i = pick(a[0])
         t, m = regs[i]
@@ -133,11 +139,20 @@ def run(ops: list[list[Any]]) -> dict[str, Any]:
         x = Tensor(np.arange(1, n + 1, dtype=np.int32), device=a[0])
         z = np.ones(n, np.int32)
         z[a[2] % n] = 0
-        r = ((x // Tensor(z, device=a[0])).contiguous() * 3).sum()
+        r = ((x // Tensor(z, device=a[0])).contiguous() * 3).sum().realize()   # queued, not waited for
+        hb = _host(n, a[2])
+        behind = (Tensor(hb, device=a[0]) * 2 + 1).realize()                       # queued behind the faulting work
         try:
           r.item()
           raise RuntimeFinding(f"an integer division by zero on {a[0]} gave no GPUFault")
         except GPUFault: pass
+        try: got = behind.numpy()   # dropped work must raise when read, naming the fault; never give wrong values silently
+        except GPUFault: got = None
+        except RuntimeError as e:
+          if "dropped by the GPU fault" not in str(e): raise
+          got = None
+        if got is not None and got.tobytes() != (hb * 2 + 1).tobytes():
+          raise RuntimeFinding(f"work queued behind a fault on {a[0]} was read without an error and is wrong: {got[:4]!r}...")
       elif op == "jit":
         _jit(a[0], a[1], a[2])
   except RuntimeFinding as e: return {"status": "fail", "step": step, "detail": str(e)}

@@ -25,7 +25,8 @@ def test_clean_runtime_passes_under_seeded_orders_and_hazard_checks():
     res = rl.run_in_child([rl.draw(order * 10 + i) for i in range(4)], order)
     assert [r["status"] for r in res] == ["pass"] * 4, res
 
-@pytest.mark.parametrize("bug, workloads, words", [("runtime_wait", 6, ("GPUHazard", "GPUFault", "read of a tensor")), ("jit_stale", 12, ("TinyJit",))])
+@pytest.mark.parametrize("bug, workloads, words", [("runtime_wait", 6, ("GPUHazard", "GPUFault", "read of a tensor", "uninitialized")),
+                                                   pytest.param("jit_stale", 12, ("TinyJit",), marks=pytest.mark.slow)])
 def test_runtime_bug_found_shrunk_saved(tmp_path, bug, workloads, words):
   s = rl.fuzz(seed=0, seconds=None, cases=workloads, corpus=tmp_path, preload=["tests.fuzz.inject"], env={"FUZZ_INJECT": bug}, quiet=True)
   assert s["findings"], f"{bug}: nothing found in {workloads} workloads"
