@@ -13,7 +13,7 @@ is a finding.
 
 Workloads run in child processes, each with its own `MOCKGPU_ORDER=seed:N` (the mock GPUs' seeded interleaving of
 ready queues and of overlapping launches), since the knobs are read when a device opens. Findings are saved as JSON
-(`runtime-<hash>.json` in the corpus directory, atomically) and shrunk by dropping operations.
+(`runtime-<hash>.json` in the corpus directory, default fuzz/corpus/runtime/, atomically) and shrunk by dropping operations.
 """
 from __future__ import annotations
 
@@ -285,7 +285,8 @@ def fuzz(seed: int = 0, seconds: float | None = 60.0, cases: int | None = None, 
 
 
 def main(argv: list[str]) -> int:
-  """`python -m fuzz --level runtime [--seconds S | --cases N] [--seed N] [--corpus DIR] [--no-shrink] [--preload M]`."""
+  """`python -m fuzz --level runtime [--seconds S | --cases N] [--seed N] [--corpus DIR] [--no-shrink] [--preload M]`;
+  `python -m fuzz --level runtime --replay FILE`."""
   import argparse
 
   from fuzz.cliargs import OneLineParser, dir_problem, positive, seed
@@ -294,11 +295,21 @@ def main(argv: list[str]) -> int:
   lim.add_argument("--seconds", type=positive(float, "--seconds"))
   lim.add_argument("--cases", type=positive(int, "--cases"))
   ap.add_argument("--seed", type=seed, default=0)
-  ap.add_argument("--corpus", type=Path, default=Path(__file__).with_name("corpus"))
+  ap.add_argument("--corpus", type=Path, default=Path(__file__).with_name("corpus") / "runtime",
+                  help="directory runtime findings are saved to (default fuzz/corpus/runtime: apart from the kernel findings `replay` reads)")
   ap.add_argument("--no-shrink", action="store_true")
   ap.add_argument("--preload", action="append", default=[])
   ap.add_argument("--quiet", action="store_true")
+  ap.add_argument("--replay", type=Path, help="re-run a saved runtime finding (its shrunk workload) under its order: exit 1 if it still fails")
   args = ap.parse_args(argv)
+  if args.replay is not None:
+    try: doc = load(args.replay)
+    except (OSError, ValueError) as e:
+      print(f"python -m fuzz: error: {e}", file=sys.stderr)
+      return 2
+    r = run_in_child([doc.get("shrunk") or doc["workload"]], doc["order"], args.preload)[0]
+    print(f"{args.replay}: {r['status']}" + (f" ({r['detail']})" if r["status"] == "fail" else ""))
+    return 1 if r["status"] == "fail" else 0
   if (why := dir_problem(args.corpus, "--corpus")):
     print(f"python -m fuzz: error: {why}", file=sys.stderr)
     return 2

@@ -38,6 +38,8 @@ def test_runtime_bug_found_shrunk_saved(tmp_path, bug, workloads, words):
   again = rl.run_in_child([f["shrunk"]], f["order"], ["tests.fuzz.inject"], {"FUZZ_INJECT": bug})[0]
   assert again["status"] == "fail"
   assert rl.run_in_child([f["shrunk"]], f["order"])[0]["status"] == "pass"   # without the bug it passes
+  replay = subprocess.run([sys.executable, "-m", "fuzz", "--level", "runtime", "--replay", f["path"]], capture_output=True, text=True, cwd=ROOT)
+  assert replay.returncode == 0 and ": pass" in replay.stdout, replay.stdout + replay.stderr
 
 def test_cli_level(tmp_path):
   bad = subprocess.run([sys.executable, "-m", "fuzz", "--level", "gpu"], capture_output=True, text=True, cwd=ROOT)
