@@ -15,9 +15,9 @@ worker sends is ("ready", fp change | None) or ("broken", one line): the device 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import multiprocessing as mp
 import os
-import importlib
 import signal
 import time
 import traceback

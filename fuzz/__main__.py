@@ -30,6 +30,17 @@ def _targets(text: str) -> list[str]:
   return list(dict.fromkeys(ts))
 
 
+def _level(argv: list[str]) -> tuple[str, list[str]] | None:
+  """`--level kernel|runtime` (default kernel: kernels, programs, gradients) and the other arguments; None after
+  printing the error line."""
+  if "--level" not in argv: return "kernel", argv
+  i = argv.index("--level")
+  if i + 1 >= len(argv) or argv[i + 1] not in ("kernel", "runtime"):
+    print("python -m fuzz: error: --level takes kernel or runtime", file=sys.stderr)
+    return None
+  return argv[i + 1], argv[:i] + argv[i + 2:]
+
+
 def parser() -> argparse.ArgumentParser:
   ap = _Parser(prog="python -m fuzz", description="Random kernels x random Opts on every backend, bit-exact against the PYTHON reference.")
   lim = ap.add_mutually_exclusive_group()
@@ -67,6 +78,11 @@ def _main(argv: list[str]) -> int:
   if argv and argv[0] == "merge":
     from fuzz.merge import main as merge
     return merge(argv[1:])
+  if (level := _level(argv)) is None: return 2
+  if level[0] == "runtime":   # random HCQ workloads on the mock GPUs against a host model (fuzz/runtime_level.py)
+    from fuzz.runtime_level import main as runtime_main
+    return runtime_main(level[1])
+  argv = level[1]
   args = parser().parse_args(argv)
   os.environ.setdefault("MOCKGPU", "1")   # mock GPUs join the run as devices
   if (why := _preload(args.preload)): return _fail(why)

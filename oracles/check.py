@@ -35,6 +35,7 @@ from oracles.astjson import ast_from_json
 from oracles.case import Case, Result, opt_from_json
 from oracles.inputs import cross_opt_rules, nan_views, values
 from oracles.programs import raw_kernel_of, run_program
+from oracles.tensor_oracles import tensor_level
 from refgrad.codegen import to_linear
 from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
@@ -383,6 +384,10 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       raise _GroupDone from None
   if c.recipe is not None and inputs["seed"] % PROGRAM_EVERY == 0 and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
     _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
+    raise _GroupDone
+  with timed("tensor oracles"): tl = tensor_level(c.recipe, inputs["seed"]) if c.recipe is not None else None   # "numpy", "grad"
+  if tl is not None:
+    _put(results, Result(c.index, "fail", tl[0], "PYTHON", tl[1]), _unopt_case_of(c))
     raise _GroupDone
   return g
 

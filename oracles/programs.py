@@ -112,6 +112,13 @@ def _long_sum(t: Any, r: list[int], new: Callable) -> Any:
   flat = t.reshape(1, n).expand(rep, n)
   return flat.max() if r[1] % 3 == 0 else flat.sum()
 
+def _wrap_cmp(t: Any, r: list[int], new: Callable) -> Any:
+  """((t & m) + c) < c with m + c past the dtype's max: true exactly where the sum wrapped around. Integer bounds that
+  forget wrap-around fold it to false (the symbolic_wrap injection); small inputs (1..3) wrap for some elements."""
+  hi = dtypes.max(t.dtype)
+  m, c = hi >> 1, hi - r[0] % 3
+  return ((t & m) + c) < c
+
 _F, _I, _B = "f", "i", "b"   # float, int (signed and unsigned), bool
 STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "neg": (_F + _I, lambda t, r, n: -t), "abs": (_F + _I, lambda t, r, n: t.abs()), "relu": (_F + _I, lambda t, r, n: t.relu()),
@@ -141,6 +148,7 @@ STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "contiguous": (_F + _I + _B, lambda t, r, n: t.contiguous()),
   "add_const": (_F + _I, lambda t, r, n: _const_chain(t, r, False)), "mul_const": (_F + _I, lambda t, r, n: _const_chain(t, r, True)),
   "lt_const": (_F + _I, lambda t, r, n: t < _const(t, r[0])), "pad_value": (_F + _I + _B, _pad_value), "long_sum": (_F + _I, _long_sum),
+  "wrap_cmp": (_I, _wrap_cmp),
 }
 
 RARE = {"long_sum": 0.05}   # steps whose kernels are slow to check (a 16k-step reduction on PYTHON): drawn this much less often
@@ -169,7 +177,7 @@ class RecipeStream:
       self.coverage[(name, cur)] += 1
       r = [int(x) for x in rng.integers(0, 1 << 16, 3)]
       steps.append([name, *r])
-      if name in ("lt", "eq", "lt_const"): cur = "bool"
+      if name in ("lt", "eq", "lt_const", "wrap_cmp"): cur = "bool"
       elif name == "cast": cur = DTYPES[r[0] % len(DTYPES)]
       elif name in ("mean", "exp", "log", "sqrt", "sin", "recip", "sigmoid", "div") and not _is_float(cur): cur = "float"
       elif name == "argmax": cur = "int"

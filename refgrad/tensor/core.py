@@ -313,7 +313,7 @@ class Tensor(MathMixin, MovementMixin, CreationMixin, NNMixin):
       self = self.shrink(tuple((-min(b, 0), n + min(e, 0)) for (b, e), n in zip(arg, self.shape)))
       arg = tuple((max(b, 0), max(e, 0)) for b, e in arg)
     ret = self._new(lazy.pad(self.uop, arg))
-    if value == 0: return ret
+    if value == 0 and not (dtypes.is_float(self.dtype) and math.copysign(1.0, value) < 0): return ret   # -0.0 pads floats with -0.0 (PyTorch)
     mask = Tensor(lazy.pad(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).uop, arg), self.device)
     return mask.where(ret, value)
   def _pad_mode(self, arg: tuple[tuple[int, int], ...], mode: str) -> Tensor:

@@ -11,6 +11,11 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   symbolic_float  the shared symbolic matcher reassociates float constant products ((x*c1)*c2 -> x*(c1*c2))
   lifetime      run_schedule hands an intermediate's memory on after its last *write*, not its last read (the
                 unfused program's later kernels overwrite an input they still read)
+  gradient      the gradient rule of MUL gives each operand the gradient times *itself* (the sources swapped)
+  runtime_wait  the HCQ runtime's copy queues do not wait for the timeline (a copy-out may run before the kernel that
+                writes its source, a copy-in while a kernel still reads the buffer)
+  jit_stale     a TinyJit HCQ replay patches only the first kernel argument (the output): the launches go on reading the
+                capture's input buffers
   segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 is 3, 4 or 5
   unconstructible  a test-only device BROKEN whose construction raises
   hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 is 11, 12 or 13
@@ -116,6 +121,26 @@ def _lifetime() -> None:
         if last_use.get(b) == i and b in produced and b not in keep: free.setdefault((b.arg[1], b.arg[2], b.dtype), []).append(schedule.buffer_of[b])
   schedule.run_schedule = run_schedule
 
+def _gradient() -> None:
+  from refgrad import gradient
+  from refgrad.uop.ops import Ops, UPat
+  rule = (UPat(Ops.MUL, name="ret"), lambda ctx, ret: (gradient._mul(ret.src[0], ctx), gradient._mul(ret.src[1], ctx)))   # the bug: swapped
+  gradient.pm_gradient.__init__([rule, *gradient.pm_gradient.rules])
+
+def _runtime_wait() -> None:
+  from refgrad.runtime import hcq
+  orig = hcq.HCQDevice.ordered
+  def ordered(self: Any, engine: str) -> Any:
+    return self.queue(engine) if engine == "copy" else orig(self, engine)   # the bug: no timeline wait before a copy
+  hcq.HCQDevice.ordered = ordered  # type: ignore[method-assign]
+
+def _jit_stale() -> None:
+  from refgrad.runtime import hcq
+  orig = hcq.KernArgs.set_buffer
+  def set_buffer(self: Any, i: int, va: int) -> None:
+    if i == 0: orig(self, i, va)   # the bug: the other arguments keep the capture's addresses
+  hcq.KernArgs.set_buffer = set_buffer  # type: ignore[method-assign]
+
 
 # ---- test-only devices --------------------------------------------------------------------------------------------
 
@@ -141,7 +166,7 @@ def _register(*names: str) -> None:
   from refgrad.device import Device
   for n in names: Device._modules[n] = __name__
 
-BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "lifetime": _lifetime,
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "lifetime": _lifetime, "gradient": _gradient, "runtime_wait": _runtime_wait, "jit_stale": _jit_stale,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 

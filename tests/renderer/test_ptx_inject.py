@@ -71,9 +71,8 @@ def test_executor_row_bug_is_caught_by_conformance(tmp_path):
 
 @pytest.mark.slow
 def test_fuzzer_finds_a_seeded_ptx_bug(tmp_path):
-  from fuzz.models import load_models
-
   from fuzz.run import Fuzzer, Options
+  from oracles.models import load_models
   opts = Options(corpus=tmp_path, preload=["tests.renderer.ptx_inject"], devices=["NV"], targets=["CUDA"], workers=2, cases=96,
                  env={"FUZZ_INJECT": "ptx_rz", "NV_CODE": "ptx"}, shrink=False)
   f = Fuzzer(opts, load_models())
