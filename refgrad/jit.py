@@ -32,7 +32,9 @@ State: a tensor that lives across calls and that the function reads and rebinds 
 moments in `optimizer.step()`) is found at the capture: its buffer before the call is read by the launches and its buffer
 after it is written by them. Replays alternate the two buffers (read the current one, write the other, rebind the
 tensor), so the updates chain across calls exactly as without the JIT, without copies. The function must realize what it
-changes (optimizers' `step()` does). What a replay cannot see, as in tinygrad: Python side effects in the function (it is
+changes (optimizers' `step()` does). A tensor that lives across calls and that the function only reads (weights in an
+inference) is read as it is at each replay: given new contents (`assign`, loaded weights) between calls, the replay reads
+those. What a replay cannot see, as in tinygrad: Python side effects in the function (it is
 not called), tensors made from host data inside the function (their values are the capture's), random numbers drawn
 inside it (the capture's), a tensor object replaced by another one (e.g. `opt.lr = 0.1` makes a new tensor).
 
@@ -106,6 +108,16 @@ class _State:
 
 
 @dataclass
+class _Read:
+  """A tensor that lives across calls and that the function only reads (e.g. weights in an inference): its buffer at the
+  capture (`node`) is captured slot `slot`; a replay reads the tensor's memory of that moment, so `assign` between calls
+  is seen."""
+  ref: weakref.ref[Tensor]
+  node: UOp
+  slot: int
+
+
+@dataclass
 class _Out:
   """A returned Tensor: the slot of its buffer (None: not touched by the launches) and the node it had at the capture."""
   slot: int | None
@@ -122,6 +134,7 @@ class _Plan:
   steps: list[Any]
   inputs: list[int | None]                 # slot of each Tensor argument's buffer (None: the launches do not read it)
   states: list[_State]
+  reads: list[_Read]
   outs: list[_Out]
   template: Any                            # the returned structure with _Out in place of Tensors
   own: set[int] = field(default_factory=set)   # id() of every captured buffer that is not an input
@@ -246,6 +259,14 @@ class TinyJit(Generic[R]):
       sx = slot_of.get(id(lazy.buffer_of[x]))
       if x is y or sx is None or sx not in read or sx in inputs: continue
       states.append(_State(weakref.ref(t), t.shape, (x, y), (sx, sy)))
+    stated = {s for st in states for s in st.slots}
+    reads: list[_Read] = []
+    for t in live_tensors():
+      if not is_realized(t.uop) or (ent := before.get(id(t))) is None or ent[0]() is not t: continue
+      node, b = _buffer_of(t)
+      s = slot_of.get(id(b))
+      if s is None or s in written or s in inputs or s in stated or node is not ent[1]: continue
+      reads.append(_Read(weakref.ref(t), node, s))
 
     input_of = {id(_buffer_of(t)[1]): i for i, t in reversed(list(enumerate(tensors)))}
     out_list: list[_Out] = []
@@ -274,7 +295,7 @@ class TinyJit(Generic[R]):
       elif _mode() != 2 and (g := Device[run[0].runner.device].graph([ln.graph_launch() for ln in run], bufs)) is not None: steps.append(g)
       else: steps.extend(run)
     own = {id(b) for i, b in enumerate(bufs) if i not in inputs}
-    self._plan = _Plan(bufs, steps, inputs, states, out_list, template, own, _aliases(named))
+    self._plan = _Plan(bufs, steps, inputs, states, reads, out_list, template, own, _aliases(named))
     self._sig = [(name, _sig(v)) for name, v in named]
     return ret
 
@@ -321,6 +342,7 @@ class TinyJit(Generic[R]):
         cur[st.slots[0]], cur[st.slots[1]] = lazy.buffer_of[node], lazy.buffer_of[st.nodes[1]]
         st.latest = 1
       nodes[id(cur[st.slots[1]])] = st.nodes[st.latest]
+    self._bind_reads(plan, cur, nodes)
     for step in plan.steps: step(cur)
     if program.DEBUG >= 2:
       for d in {b.device for b in cur}: Device[d].synchronize()
@@ -334,6 +356,24 @@ class TinyJit(Generic[R]):
       else: node = nodes[id(cur[o.slot])]
       return Tensor(lazy.reshape(node, o.shape), o.device)
     return _map_leaves(plan.template, rebuild, _Out)
+
+
+  def _bind_reads(self, plan: _Plan, cur: list[Buffer], nodes: dict[int, UOp]) -> None:
+    """The read-only tensors' memory of now in place of the capture's (a tensor given new contents since is read)."""
+    for rd in plan.reads:
+      if (t := rd.ref()) is None: continue   # gone: nothing can have changed it
+      _realize([t])
+      node, b = _buffer_of(t)
+      if node is rd.node: continue
+      cap = plan.bufs[rd.slot]
+      what = f"{self.name}: a tensor the function reads (shape {t.shape}, {t.dtype}) was given new contents since the capture"
+      if (b.size, b.dtype, b.device) != (cap.size, cap.dtype, cap.device):
+        raise JitError(f"{what}, in memory of another size, dtype or device ({b.size} x {b.dtype} on {b.device}, captured "
+                       f"{cap.size} x {cap.dtype} on {cap.device}); call .reset() to capture again")
+      if id(b) in plan.own or (cur[rd.slot] is not cap and cur[rd.slot] is not b):
+        raise JitError(f"{what}, and that memory is also used by the captured launches in another role (or by another "
+                       "tensor the function reads): pass it as an argument, or .assign a copy (t.contiguous().realize())")
+      cur[rd.slot], nodes[id(b)] = b, node
 
 
 def _aliases(named: list[tuple[str, Any]]) -> list[tuple[str, str]]:

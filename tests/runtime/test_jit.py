@@ -249,6 +249,23 @@ def test_state_replaced_between_calls_is_read(device: str):
   assert step(x).tolist() == [204.0, 404.0] and w.tolist() == [102.0, 202.0]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_read_only_tensor_assigned_between_calls_is_read(device: str):
+  """A tensor the function only reads (weights of an inference), given new contents between calls: each replay reads
+  them (it used to read the capture's memory: a silent wrong answer). Memory the launches write is refused by name."""
+  w = Tensor([1.0, 2.0, 3.0], device=device).realize()
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x * w).realize()
+  x = Tensor([2.0, 2.0, 2.0], device=device).realize()
+  got = []
+  for i in range(5):
+    w.assign(Tensor([1.0, 2.0, 3.0], device=device) * (i + 1)).realize()
+    got.append(f(x).tolist())
+  assert got == [[2.0 * (i + 1), 4.0 * (i + 1), 6.0 * (i + 1)] for i in range(5)]
+  w.assign(f(x)).realize()   # the replay's own output memory: it would read what it writes
+  with pytest.raises(JitError, match="given new contents since the capture, and that memory is also used by the captured launches"): f(x)
+
+
 @pytest.mark.parametrize("device", ["PYTHON", "NV"])
 def test_copies_between_devices_are_replayed(device: str, counts: Counter[str]):
   """Inputs on the CPU moved to the device inside the function, the result moved back: the copies are part of the replay."""
