@@ -38,7 +38,8 @@ from string import Template
 
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.renderer import Renderer
-from refgrad.target import TENSOR_CORES, TensorCore, check_wmma
+from refgrad.renderer.phases import plan
+from refgrad.target import TENSOR_CORES, TensorCore
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts, verify_linear
 
@@ -472,7 +473,6 @@ class _CProgram(CStyleProgram):
   def function(self, params: list[str]) -> list[str]:
     loops_g, loops_l, local_decls = self.launch()
     if any(u.op in (Ops.BARRIER, Ops.WMMA) for u in self.uops):
-      check_wmma(self.uops, None)   # whole warps in every workgroup
       body = self.phased(loops_l)
       loops_l, local_decls = [], [*local_decls, *self.arrays.values()]
     else: body = self.body()
@@ -519,57 +519,9 @@ class _CProgram(CStyleProgram):
     the phases a helper (`wmma_helper`) computes every warp's D from the fragment arrays into the WMMA's
     own array, which the next phase reads."""
     uops = self.uops
-    cut = (Ops.BARRIER, Ops.WMMA)
-    hoisted: set[UOp] = set()
-    open_: list[UOp] = []
-    barrier_in: dict[UOp, int] = {}     # hoisted block -> position of a barrier (or WMMA) inside it
-    for i, u in enumerate(uops):
-      if u.op in cut:
-        for b in open_: hoisted.add(b); barrier_in.setdefault(b, i)
-      if u.op in (Ops.ENDRANGE, Ops.ENDIF): open_.pop()
-      if u.op in GroupOp.Block: open_.append(u)
-    pos = {u: i for i, u in enumerate(uops)}
     lidx_dims = {n[-1] for n in self.sizes if n.startswith("lidx")}
-    # the fragments a WMMA reads are gathered from per-work-item arrays, so they are never workgroup-scope scalars
-    frags = {s.src[0] if s.op is Ops.ASSIGN else s for u in uops if u.op is Ops.WMMA for s in u.src}
-    uniform: set[UOp] = set()
-    phase: dict[UOp, int] = {}
-    ph = depth = 0   # phase counter, open per-work-item blocks
-    for i, u in enumerate(uops):
-      op = u.op
-      if op in (Ops.CONST, Ops.DEFINE_VAR): uniform.add(u)
-      elif op is Ops.SPECIAL:
-        # workgroup ids are loops around the whole body; idxD is one too when dimension D has no work-items
-        if u.arg[0].startswith("gidx") or (u.arg[0].startswith("idx") and u.arg[0][-1] not in lidx_dims): uniform.add(u)
-      elif op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): pass
-      elif op is Ops.BARRIER: ph += 1
-      elif op is Ops.WMMA: ph += 1; phase[u] = ph   # its value is made between the phases, for the next one
-      elif u in hoisted:
-        if u.src[0] not in uniform:
-          what = "a non-uniform IF" if op is Ops.IF else "a RANGE whose end is not provably uniform"
-          inside = uops[barrier_in[u]]
-          raise ValueError(f"{self.name}: uop {i} ({op.name}): {'barrier' if inside.op is Ops.BARRIER else f'WMMA {inside.arg}'} "
-                           f"(uop {barrier_in[u]}) inside {what}: uop {pos[u.src[0]]} ({u.src[0].op.name}) may differ between the "
-                           "work-items of a workgroup, and the C backend runs a barrier's phases in the workgroup scope (a barrier "
-                           "reached by only part of a workgroup is undefined)")
-        ph += 1
-        if op is Ops.RANGE: uniform.add(u)
-      elif op in (Ops.ENDRANGE, Ops.ENDIF) and u.src[0] in hoisted: ph += 1
-      elif depth == 0 and (op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST, Ops.VECTORIZE, Ops.GEP)) and all(s in uniform for s in u.src) \
-          and u not in frags:
-        uniform.add(u)
-      else:
-        if op in GroupOp.Block: depth += 1
-        elif op in (Ops.ENDRANGE, Ops.ENDIF): depth -= 1
-        phase[u] = ph
-    # values used in another phase than their own; an ASSIGN's value is its accumulator's variable. A BARRIER source of a
-    # LOAD only orders it (it has no phase). A WMMA's fragments and result live in arrays the helper reads and writes.
-    if lidx_dims:
-      for u, p in phase.items():
-        for s in u.src[:1] if u.op is Ops.DEFINE_ACC else u.src:
-          if s.op is Ops.ASSIGN: s = s.src[0]
-          if s in phase and phase[s] != p: self.kept.add(s)
-      self.kept |= frags | {u for u in uops if u.op is Ops.WMMA}
+    hoisted, uniform, kept = plan(self.name, uops, lidx_dims, "the C backend")
+    self.kept |= kept
     lid = "0"
     for d in "210":
       if d in lidx_dims: lid = f"lidx{d}" if lid == "0" else f"lidx{d} + {self.sizes[f'lidx{d}']} * ({lid})"
