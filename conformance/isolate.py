@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import multiprocessing as mp
 import os
 import signal
 import time
 import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from oracles.procs import Proc
 
 READY_TIMEOUT = 120.0    # seconds a worker may take to start and build its device (imports, a first compiler check)
 
@@ -68,16 +69,11 @@ def _settle(before: str) -> str | None:
   return why + ("" if fpstate.restore() else "; it could not be restored (later cases of this device ran in that state)")
 
 
-class DeviceWorker:
+class DeviceWorker(Proc):
   """One worker process for one device, and the job it is running."""
   def __init__(self, device: str, env: dict[str, str], preload: tuple[str, ...] = ()):
-    methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    super().__init__(_worker, (device, env, preload))
     self.device, self.env = device, env
-    self.conn, child = ctx.Pipe()
-    self.proc = ctx.Process(target=_worker, args=(child, device, env, preload), daemon=True)
-    self.proc.start()
-    child.close()
     self.job: Any = None            # what the parent needs to judge the answer
     self.deadline = time.monotonic() + READY_TIMEOUT
     self.ready = False
@@ -86,28 +82,11 @@ class DeviceWorker:
     self.job, self.deadline = job, time.monotonic() + timeout
     self.conn.send((kind, payload))
 
-  def kill(self) -> None:
-    if self.proc.is_alive(): self.proc.kill()
-    self.proc.join(5)
-    self.conn.close()
-
-  def stop(self) -> None:
-    try: self.conn.send(None)
-    except (OSError, BrokenPipeError): pass
-    self.proc.join(2)
-    if self.proc.is_alive(): self.proc.kill()
-    self.proc.join(2)
-    self.conn.close()
-
   def death(self) -> str:
     """How the process ended, for a crash report."""
     self.proc.join(5)
-    c = self.proc.exitcode
-    if c is None: return "it stopped answering"
-    if c < 0:
-      try: return f"the worker was killed by signal {signal.Signals(-c).name}"
-      except ValueError: return f"the worker was killed by signal {-c}"
-    return f"the worker exited with code {c}"
+    if (text := self.exit_text()) is None: return "it stopped answering"
+    return f"the worker was {text}"
 
 
 def wait_any(workers: list[DeviceWorker], timeout: float) -> list[Any]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import multiprocessing as mp
 import os
 import signal
 import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
+
+from oracles.procs import Proc
 
 
 def worker_main(conn: Connection, config: dict[str, Any]) -> None:
@@ -58,16 +59,10 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
       conn.send(("error", traceback.format_exc()))
 
 
-class Worker:
+class Worker(Proc):
   """One worker process and its pipe."""
   def __init__(self, config: dict[str, Any]):
-    methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(["oracles.check", "fuzz.stream", "oracles.models"])  # warm starts
-    self.conn, child = ctx.Pipe()
-    self.proc = ctx.Process(target=worker_main, args=(child, config), daemon=True)
-    self.proc.start()
-    child.close()
+    super().__init__(worker_main, (config,), preload=("oracles.check", "fuzz.stream", "oracles.models"))  # warm starts
     self.job: Any = None
     self.started = 0.0
     self.deadline = 0.0
@@ -76,22 +71,5 @@ class Worker:
     self.job, self.started, self.deadline = (kind, payload), time.monotonic(), time.monotonic() + timeout
     self.conn.send((kind, payload))
 
-  def kill(self) -> None:
-    if self.proc.is_alive(): self.proc.kill()
-    self.proc.join(5)
-    self.conn.close()
-
-  def stop(self) -> None:
-    try: self.conn.send(None)
-    except (OSError, BrokenPipeError): pass
-    self.proc.join(2)
-    if self.proc.is_alive(): self.proc.kill()
-    self.conn.close()
-
   def exitcode_text(self) -> str:
-    c = self.proc.exitcode
-    if c is None: return "still running"
-    if c < 0:
-      try: return f"killed by signal {signal.Signals(-c).name}"
-      except ValueError: return f"killed by signal {-c}"
-    return f"exited with code {c}"
+    return self.exit_text() or "still running"
