@@ -17,10 +17,3 @@ def add_one(device: str, n: int) -> tuple[Runner, Buffer, Buffer]:
   out, inp = Buffer(device, n, dtypes.float32), Buffer(device, n, dtypes.float32).copyin(np.arange(n, dtype=np.float32))
   return r, out, inp
 
-
-def recorded_lib(device: str, r: Runner) -> bytes:
-  """The binary of `r` as a program whose buffer accesses the mock's hazard checker records: on NV the serialized program
-  (NV_CODE=ir), since PTX launches (the default code path) do not record their accesses yet; elsewhere `r.lib` itself."""
-  if device.split(":")[0] != "NV": return r.lib
-  from refgrad.runtime import ops_nv
-  return ops_nv.NVCompiler().compile(ops_nv.NVRenderer().render(r.prg.name, list(r.spec.uops)))

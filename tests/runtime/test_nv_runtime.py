@@ -15,7 +15,7 @@ from refgrad.runtime import ops_nv
 from refgrad.runtime.driver import GPUDeadlock, GPUFault, GPUHazard
 from refgrad.uop.ops import Ops, UOp
 
-from .programs import add_one, recorded_lib
+from .programs import add_one
 
 
 @pytest.fixture(autouse=True)
@@ -156,7 +156,7 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
   dev = ops_nv.make_device("NV:7").hcq                   # a fresh mock GPU with the hazard checker on
   assert isinstance(dev, ops_nv.NVDevice)
   r, _, _ = add_one("NV", 16)
-  prg = ops_nv.NVProgram(dev, r.prg.name, recorded_lib("NV", r))
+  prg = ops_nv.NVProgram(dev, r.prg.name, r.lib)
   out, inp = dev.drv.alloc(64), dev.drv.alloc(64)
   q = dev.ordered("compute")
   dev.finish(q.exec(prg, prg.args([out.va, inp.va], [], q), r.spec.global_size, r.spec.local_size))

@@ -9,7 +9,7 @@ import pytest
 from refgrad.runtime import ops_amd, ops_nv
 from refgrad.runtime.driver import GPUHazard, open_driver
 
-from .programs import add_one, recorded_lib
+from .programs import add_one
 
 ARCHS = {"NV": (ops_nv.NVDevice, ops_nv.NVProgram, "CUDA"), "AMD": (ops_amd.AMDDevice, ops_amd.AMDProgram, "AMD")}
 N = 16
@@ -22,14 +22,14 @@ def mockgpu(monkeypatch: pytest.MonkeyPatch) -> None:
   monkeypatch.setenv("MOCKGPU_HAZARDS", "1")
 
 
-def _setup(arch: str, index: int, monkeypatch: pytest.MonkeyPatch, recorded: bool = False):
-  """A fresh device (the knobs are read when its driver opens), the `a + 1` program on it and four buffers. `recorded`: a
-  program whose buffer accesses the hazard checker records (programs.recorded_lib)."""
+def _setup(arch: str, index: int, monkeypatch: pytest.MonkeyPatch):
+  """A fresh device (the knobs are read when its driver opens), the `a + 1` program on it (the default code path: PTX on
+  NV, whose launches record their buffer accesses for the hazard checker) and four buffers."""
   dev_t, prg_t, emulate = ARCHS[arch]
   monkeypatch.setenv("EMULATE", emulate)
   r, _, _ = add_one(arch, N)
   dev = dev_t(f"{arch}:{index}", open_driver(arch, index))
-  prg = prg_t(dev, r.prg.name, recorded_lib(arch, r) if recorded else r.lib)
+  prg = prg_t(dev, r.prg.name, r.lib)
   bufs = [dev.drv.alloc(4 * N, host_visible=True) for _ in range(4)]
   bufs[0].host.view(np.float32)[:] = np.arange(N, dtype=np.float32)
   for b in bufs[1:]: b.host.view(np.float32)[:] = -7
@@ -49,7 +49,7 @@ def _f32(m) -> np.ndarray: return m.host.view(np.float32).copy()
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_dependent_launches_without_barrier_are_a_hazard_naming_both(arch, monkeypatch):
-  dev, prg, r, (a, b, c, _) = _setup(arch, 21, monkeypatch, recorded=True)
+  dev, prg, r, (a, b, c, _) = _setup(arch, 21, monkeypatch)
   with pytest.raises(GPUHazard) as e:
     _launches(dev, prg, r, [(b, a), (c, b)], barrier=False)   # b = a + 1, then c = b + 1 reads b: no barrier
   msg = str(e.value)
