@@ -79,7 +79,7 @@ def rand(*shape: int, lo: float = -2.0, hi: float = 2.0, seed: int = 0, gap: flo
   return vals.reshape(shape)
 
 
-# ---- core Tensor ops (refgrad/tensor.py) ------------------------------------------------------------
+# ---- core Tensor ops (refgrad/tensor/core.py) ------------------------------------------------------------
 
 CORE_CASES: dict[str, tuple[Callable[..., Tensor], list[tuple[int, ...]]]] = {
   "add": (lambda x, y: x + y, [(2, 3), (2, 3)]),
@@ -125,7 +125,7 @@ def test_core_op_grad(name: str):
   check_grad(f, *(rand(*s, seed=i, gap=0.1) for i, s in enumerate(shapes)))
 
 
-# ---- elementwise math and reductions (refgrad/tensor_math.py) ------------------------------------------------
+# ---- elementwise math and reductions (refgrad/tensor/mathops.py) ------------------------------------------------
 # name -> (f, input shapes, low, high); inputs are distinct values 0.05 apart, away from 0, in [low, high)
 
 MATH_CASES: dict[str, tuple[Callable[..., Tensor], list[tuple[int, ...]], float, float]] = {
@@ -211,7 +211,7 @@ def test_math_op_grad(name: str):
   check_grad(f, *(rand(*s, lo=lo, hi=hi, seed=i, gap=0.05) for i, s in enumerate(shapes)))
 
 
-# ---- movement and indexing (refgrad/tensor_movement.py) ------------------------------------------------
+# ---- movement and indexing (refgrad/tensor/movement.py) ------------------------------------------------
 
 def _idx(*v: int) -> Tensor: return Tensor(np.array(v, dtype=np.int32))
 
@@ -240,7 +240,7 @@ def test_movement_op_grad(name: str):
   check_grad(f, *(rand(*s, seed=i) for i, s in enumerate(shapes)))
 
 
-# ---- matmul, conv, pooling (refgrad/tensor_nn.py) ------------------------------------------------------------
+# ---- matmul, conv, pooling (refgrad/tensor/nnops.py) ------------------------------------------------------------
 
 NN_CASES: dict[str, tuple[Callable[..., Tensor], list[tuple[int, ...]]]] = {
   "matmul": (lambda x, w: x @ w, [(2, 3), (3, 2)]),
@@ -269,7 +269,7 @@ def test_max_pool2d_ties_share_gradient():
   np.testing.assert_allclose(x.grad.numpy(), [[[[1 / 3, 1 / 3], [0.0, 1 / 3]]]], rtol=1e-15)
 
 
-# ---- ALU rules, through the core primitive _alu (math helpers in tensor_math.py build on these) ------
+# ---- ALU rules, through the core primitive _alu (math helpers in refgrad/tensor/mathops.py build on these) ------
 
 ALU_CASES: dict[str, tuple[Callable[..., Tensor], float, float]] = {
   "recip": (lambda x: x._alu(Ops.RECIP), 0.5, 2.0),

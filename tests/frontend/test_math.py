@@ -2,7 +2,7 @@
 (DEV=CPU or DEV=PYTHON), plus byte identity of the same programs on CPU and PYTHON.
 
 Ints, bools, comparisons, rounding and +,-,* are compared exactly. Each float tolerance is stated where it is
-used; they come from how the ops are built (refgrad/tensor_math.py docstring): x / y is x * (1/y), exp(x) is
+used; they come from how the ops are built (refgrad/tensor/mathops.py docstring): x / y is x * (1/y), exp(x) is
 exp2(x*log2(e)) with decomposed EXP2/LOG2/SIN (within 0.8 ulp each), float16 composites run in float32.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Movement API (refgrad/tensor_movement.py) against numpy: exact for every dtype (movement copies bits)."""
+"""Movement API (refgrad/tensor/movement.py) against numpy: exact for every dtype (movement copies bits)."""
 from __future__ import annotations
 
 import numpy as np

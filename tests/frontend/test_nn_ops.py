@@ -1,4 +1,4 @@
-"""matmul / conv2d / pooling (refgrad/tensor_nn.py) against numpy. Floats: rtol=atol=1e-5 for float32
+"""matmul / conv2d / pooling (refgrad/tensor/nnops.py) against numpy. Floats: rtol=atol=1e-5 for float32
 (sums of at most a few dozen terms, added in another order than numpy's BLAS/einsum in float64); ints exact."""
 from __future__ import annotations
 
