@@ -78,6 +78,11 @@ def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
     s0 = m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal)
     cur = m.sreg(idx, f["sdst"], o.dst, None)
     return _sresult(m, i, idx, np.where(m.scc[idx], s0, cur), None)
+  if o.name.startswith("s_bitset"):   # D[S0 bits] = 0/1: the destination is read too; SCC is kept (ISA guide, SOP1)
+    bits = 64 if o.name.endswith("64") else 32
+    bit = U64(1) << (m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal) & U64(bits - 1))
+    cur = m.sreg(idx, f["sdst"], o.dst, None)
+    return _sresult(m, i, idx, (cur | bit) if o.name.startswith("s_bitset1") else (cur & ~bit & U64((1 << bits) - 1)), None)
   if o.name == "s_getpc_b64": return _sresult(m, i, idx, np.full(len(idx), m.pgm + i.pc + 4, U64), None)
   if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
   r, scc = fn(m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal), m.scc[idx].astype(U64))
@@ -402,7 +407,9 @@ def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
       if f["clamp"]: r = np.where(np.isnan(r), np.float32(0), np.clip(r, 0, 1)).astype(np.float32)
       m.vwrite(idx, f["vdst"], "f32", r.view(U32), lanes)
     else:
-      r16 = A._fma_exact(args[0].astype(np.float64), args[1].astype(np.float64), args[2].astype(np.float64), np.float16)
+      # ISA pseudocode: D0.f16 = f32_to_f16(fma(in0, in1, in2)) with f32 `in`: the fma rounds to f32, then to f16 (two
+      # roundings: what LLVM selects it for, fptrunc(fmul/fma float))
+      with np.errstate(all="ignore"): r16 = r.astype(np.float16)
       if f["clamp"]: r16 = np.where(np.isnan(r16), np.float16(0), np.clip(r16, 0, 1)).astype(np.float16)
       m.vwrite(idx, f["vdst"], "b16", r16.view(np.uint16), lanes, 1 if n.endswith("hi_f16") else 0)
     return m.advance(i, idx)
