@@ -296,6 +296,7 @@ class AMDProgram(HCQProgram):
     self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
     self.entry, self.rsrc, self.user_sgprs = self.image.va + self.kd.entry, (self.kd.rsrc1, self.kd.rsrc2, self.kd.rsrc3), 2
     self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
+    self.tmpring = 0   # COMPUTE_TMPRING_SIZE: no scratch
 
   def geometry(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The (workgroups, work-items per workgroup) a launch dispatches."""
@@ -310,7 +311,7 @@ class AMDProgram(HCQProgram):
     entry, (r1, r2, r3) = self.entry, self.rsrc
     head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
             + set_sh_reg("COMPUTE_PGM_RSRC1", r1, r2) + set_sh_reg("COMPUTE_PGM_RSRC3", r3)
-            + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
+            + set_sh_reg("COMPUTE_TMPRING_SIZE", self.tmpring) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
     # USER_DATA: the kernarg pointer first (the only user-SGPR input refgrad's descriptors enable), the rest 0
     words = (head + set_sh_reg("COMPUTE_USER_DATA_0", *[0] * self.user_sgprs) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0)
              + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
@@ -320,6 +321,7 @@ class AMDProgram(HCQProgram):
 
 
 # ---- AMD_CODE=isa: LLVM IR compiled for gfx1100, the code object read and linked by refgrad (docs/hw/amd_code_object.md) ----
+SCRATCH_GRANULE = 256   # bytes per wave per unit of COMPUTE_TMPRING_SIZE.WAVESIZE
 CODE_MAGIC = b"RGCO"   # refgrad's container of a compiled AMD kernel: magic, u32 header length, JSON header, the ELF object
 
 def _meta(name: str, uops: list[UOp], grid: tuple[int, ...], block: tuple[int, ...]) -> dict[str, Any]:
@@ -397,6 +399,8 @@ class AMDISAProgram(AMDProgram):
     self.code, kd = co, co.kd
     lds = kd.rsrc2 if kd.rsrc2 >> 15 & 0x1FF else kd.rsrc2 | (-(-kd.group_segment // LDS_GRANULE)) << 15
     self.entry, self.rsrc, self.user_sgprs = self.image.va + co.entry, (kd.rsrc1, lds, kd.rsrc3), kd.user_sgprs
+    # scratch (LLVM spills registers there): TMPRING_SIZE.WAVESIZE, a wave's scratch in 256-byte units (docs/hw/amd_code_object.md)
+    self.tmpring = (-(-kd.private_segment * 32 // SCRATCH_GRANULE)) << 12 if kd.rsrc2 & 1 else 0
     (gsz, lsz), self.grid, self.block = meta["sizes"], tuple(meta["grid"]), tuple(meta["block"])
     self.sizes = (tuple(gsz), tuple(lsz))
     self._dispatch = {}
