@@ -70,7 +70,7 @@ def _main(argv: list[str] | None) -> int:
     print(f"error: {e.args[0]}", file=sys.stderr)
     return 2
   # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
-  if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
+  if any(d.split(":")[0].split("_")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
   for d in list(devices):   # a device named on the command line must work; one of the default list is skipped with a note
     if (why := device_problem(d, "--device")) is None: continue
     if args.device:

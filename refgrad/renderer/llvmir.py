@@ -35,6 +35,7 @@ from refgrad.renderer import Renderer
 from refgrad.renderer.llvmir_helpers import HELPER_INTRINSICS, HELPER_SUBST, HELPERS, INTRINSICS
 from refgrad.renderer.llvmir_phases import plan, wmma_helper
 from refgrad.target import AMD, CPU, CUDA, IDX_BLOCK_SIZE, TENSOR_CORES, Target, launch_geometry
+from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts, verify_linear
 
@@ -60,6 +61,10 @@ class LLVMTarget:
   soft_half: bool = False        # float16 <-> float by integer helpers (no libcalls: the host may lack F16C)
   recip_f64: bool = False        # float RECIP divided in double (see float_alu)
   half_arith: bool = False       # float16 ADD/MUL as half instructions (see float_alu)
+  # EXP2/LOG2/SIN that reach the renderer (native ones: conformance's "native" group) rendered as refgrad's decomposition:
+  # gfx11 has no f64 exp2/log2/sin (LLVM has no libcall for them: a fatal error, not an exception) and v_sin_f32 is 1 ULP
+  # only after an approximate argument reduction
+  decompose: bool = False
 
 _AMD_NO = ("amdgpu-no-implicitarg-ptr", "amdgpu-no-dispatch-ptr", "amdgpu-no-queue-ptr", "amdgpu-no-dispatch-id", "amdgpu-no-lds-kernel-id",
            "amdgpu-no-flat-scratch-init", "amdgpu-no-heap-ptr", "amdgpu-no-hostcall-ptr", "amdgpu-no-multigrid-sync-arg",
@@ -71,7 +76,7 @@ TARGETS = {
                        {"gidx": "llvm.amdgcn.workgroup.id.{d}", "lidx": "llvm.amdgcn.workitem.id.{d}"},
                        ('fence syncscope("workgroup") release', "call void @llvm.amdgcn.s.barrier()", 'fence syncscope("workgroup") acquire'),
                        AMD, " ".join(["nounwind", *(f'"{a}"' for a in _AMD_NO), '"uniform-work-group-size"="true"']), recip_f64=True,
-                       half_arith=True),
+                       half_arith=True, decompose=True),
   "nvptx": LLVMTarget("nvptx", "nvptx64-nvidia-cuda", 1, 3, "ptx_kernel", 0,
                       {"gidx": "llvm.nvvm.read.ptx.sreg.ctaid.{d}", "lidx": "llvm.nvvm.read.ptx.sreg.tid.{d}"},
                       ("call void @llvm.nvvm.barrier0()",), CUDA, "nounwind"),
@@ -546,6 +551,13 @@ class _Program:
     if op in GroupOp.ALU:
       sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
       if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
+      if op in GroupOp.Transcendental and self.tgt.decompose:   # the decomposition's new uops, in order, then its result
+        done = set(self.uops)
+        sink = decompose_transcendentals(UOp(Ops.SINK, dtypes.void, (u,)))
+        for v in sink.toposort:
+          if v not in done and v.op is not Ops.SINK: self.stmt(i, v, ends)
+        self.r[u] = self.r[sink.src[0]]
+        return
       cols = [self.expand(s, dt.count) for s in src]
       self.r[u] = [self.alu(op, sdt, [c[k] for c in cols], i) for k in range(dt.count)]
       return

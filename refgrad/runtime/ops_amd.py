@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import struct
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -357,13 +358,17 @@ def gfx1100_machine() -> Any:
 
 class AMDLLVMCompiler(Compiler):
   """LLVM IR -> RGCO container (metadata header + gfx1100 ELF object), with llvmlite."""
+  seconds, count = 0.0, 0   # time spent compiling (all instances; cache hits are not compiles), for bench_amd
   def __init__(self) -> None:
     self.cachekey = f"refgrad-amd-isa-1\0{llvmlite.__version__}\0{'.'.join(map(str, llvm.llvm_version_info))}\0gfx1100 +wavefrontsize32 O2"
   def compile(self, src: str) -> bytes:
     head, _, _ = src.partition("\n")
     if not head.startswith(META_PREFIX): raise ValueError(f"AMD_CODE=isa compile: the source does not start with {META_PREFIX!r} metadata")
     meta = head[len(META_PREFIX):].encode()
+    st = time.perf_counter()
     elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
+    AMDLLVMCompiler.seconds += time.perf_counter() - st
+    AMDLLVMCompiler.count += 1
     return CODE_MAGIC + struct.pack("<I", len(meta)) + meta + elf
 
 
@@ -426,7 +431,11 @@ CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[
 }
 
 
+# devices that run one code path whatever AMD_CODE says, so conformance and the fuzzer test each path under its own name
+NAMED_PATHS = {"AMD_ISA": "isa"}
+
+
 def make_device(name: str) -> Compiled:
   dev = AMDDevice(name, open_driver("AMD", device_index(name)))
-  renderer, compiler, program = CODE_PATHS[knobs.get("AMD_CODE")]
+  renderer, compiler, program = CODE_PATHS[NAMED_PATHS.get(name.split(":")[0]) or knobs.get("AMD_CODE")]
   return HCQCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)
