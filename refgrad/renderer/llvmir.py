@@ -59,8 +59,11 @@ class LLVMTarget:
   hw: Target                     # limits and launch geometry
   attrs: str = ""                # function attributes
   soft_half: bool = False        # float16 <-> float by integer helpers (no libcalls: the host may lack F16C)
-  recip_f64: bool = False        # float RECIP divided in double (see float_alu)
+  recip_f64: bool = False        # float RECIP divided in double, double RECIP by rg_recip_f64 (see float_alu)
   half_arith: bool = False       # float16 ADD/MUL as half instructions (see float_alu)
+  # float -> float16 by the integer helper, never `fptrunc`: gfx11 LLVM selects v_fma_mix*_f16 x, y, +0 for
+  # fptrunc(fmul float x, y), which turns a -0 product into +0
+  soft_f2h: bool = False
   # EXP2/LOG2/SIN that reach the renderer (native ones: conformance's "native" group) rendered as refgrad's decomposition:
   # gfx11 has no f64 exp2/log2/sin (LLVM has no libcall for them: a fatal error, not an exception) and v_sin_f32 is 1 ULP
   # only after an approximate argument reduction
@@ -76,7 +79,7 @@ TARGETS = {
                        {"gidx": "llvm.amdgcn.workgroup.id.{d}", "lidx": "llvm.amdgcn.workitem.id.{d}"},
                        ('fence syncscope("workgroup") release', "call void @llvm.amdgcn.s.barrier()", 'fence syncscope("workgroup") acquire'),
                        AMD, " ".join(["nounwind", *(f'"{a}"' for a in _AMD_NO), '"uniform-work-group-size"="true"']), recip_f64=True,
-                       half_arith=True, decompose=True),
+                       half_arith=True, soft_f2h=True, decompose=True),
   "nvptx": LLVMTarget("nvptx", "nvptx64-nvidia-cuda", 1, 3, "ptx_kernel", 0,
                       {"gidx": "llvm.nvvm.read.ptx.sreg.ctaid.{d}", "lidx": "llvm.nvvm.read.ptx.sreg.tid.{d}"},
                       ("call void @llvm.nvvm.barrier0()",), CUDA, "nounwind"),
@@ -190,7 +193,8 @@ class _Program:
     return x
   def narrow(self, x: str, dt: DType) -> str:
     """A float result rounded once to a 16-bit float dtype."""
-    if dt == dtypes.float16 and self.tgt.soft_half: return self.emit(f"bitcast i16 {self.call(self.use('rg_f2h'), 'i16', ('float', x))} to half")
+    if dt == dtypes.float16 and (self.tgt.soft_half or self.tgt.soft_f2h):
+      return self.emit(f"bitcast i16 {self.call(self.use('rg_f2h'), 'i16', ('float', x))} to half")
     if dt == dtypes.float16: return self.emit(f"fptrunc float {x} to half")
     if dt == dtypes.bfloat16: return self.call(self.use("rg_f2bf"), "i16", ("float", x))
     return x
@@ -267,6 +271,7 @@ class _Program:
       # keeps LLVM from shrinking fptrunc(fdiv(fpext x)) back into a float division.
       d = self.emit(f"fmul double {self.emit(f'fpext float {w[0]} to double')}, 2.0")
       e = self.emit(f"fptrunc double {self.emit(f'fdiv double 2.0, {d}')} to float")
+    elif op is Ops.RECIP and ft == "double" and self.tgt.recip_f64: e = self.call(self.use("rg_recip_f64"), "double", ("double", w[0]))
     elif op is Ops.RECIP: e = self.emit(f"fdiv {ft} {self.const(1.0, dtypes.float64)}, {w[0]}")
     elif op is Ops.MAX: e = self.call(self.use(f"rg_max_{ft}"), ft, (ft, w[0]), (ft, w[1]))
     elif op in (Ops.SQRT, *GroupOp.Transcendental):
