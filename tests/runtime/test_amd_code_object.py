@@ -322,3 +322,9 @@ def test_isa_recip_f64_at_the_range_ends(amd: ops_amd.AMDDevice):
                       (rng.integers(1, 2 ** 20, 100) | 1) * 2.0 ** 1003, rng.standard_normal(100)])
   a, b = (Tensor(x, device=d).reciprocal().numpy() for d in ("AMD_ISA", "PYTHON"))
   assert (a.view(np.uint64) == b.view(np.uint64)).all(), x[a.view(np.uint64) != b.view(np.uint64)][:5]
+
+
+def test_amd_isa_device_runs_the_isa_path_whatever_amd_code_says(amd: ops_amd.AMDDevice, monkeypatch: pytest.MonkeyPatch):
+  """AMD_ISA (conformance and the fuzzer test it by name) is made on the isa path even with AMD_CODE=ir."""
+  monkeypatch.setenv("AMD_CODE", "ir")
+  assert "AMD_ISA" in Device.names and isinstance(Device["AMD_ISA"].renderer, ops_amd.AMDLLVMRenderer)
