@@ -23,7 +23,7 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
   ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
-  ap.add_argument("--programs", help="comma list of bench_tensor programs (default: all)")
+  ap.add_argument("--programs", help="semicolon list of bench_tensor programs (their names hold commas; default: all)")
   args = ap.parse_args()
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
@@ -31,7 +31,7 @@ def main() -> None:
 
   from refgrad.runtime.ops_amd import AMDLLVMCompiler
   con = Console(width=max(Console().width, 160))
-  progs = {k: v for k, v in PROGRAMS.items() if not args.programs or k in args.programs.split(",")}
+  progs = {k: v for k, v in PROGRAMS.items() if not args.programs or k in args.programs.split(";")}
   t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating AMD, mock AMD (ir and isa code paths)")
   for c in ("program", "PYTHON ms", "PYTHON-AMD ms", "AMD ms", "AMD / PYTHON-AMD", "ISA ms", "ISA / PYTHON-AMD"):
     t.add_column(c, justify="right" if c != "program" else "left")
