@@ -4,12 +4,51 @@
    runs: AMD's target is AMD) and AMD: everything a user pays per call, scheduling, launches through PM4 (the dispatch
    recipe in an indirect buffer, one INDIRECT_BUFFER packet + doorbell per submission), copies through SDMA, the copy back
    to numpy. The mock's overhead is AMD over PYTHON-EMULATE=AMD.
+   The ISA column: the same programs on the AMD_ISA device (AMD_CODE=isa: LLVM IR compiled by llvmlite for gfx1100, the
+   mock running the RDNA3 machine code); the goal is ISA <= 3x PYTHON-EMULATE=AMD. llvmlite's compile time is its own line
+   (warm-up compiles, not in the column; cached on disk after the first run).
 2. Launches per second of a tiny kernel through the full command path (enqueue rate and end to end), next to PYTHON and NV.
 The JIT'd MLP step: `python -m bench.bench_jit --devices PYTHON/AMD AMD`.
 """
 from __future__ import annotations
 
-from bench import bench_nv
+import argparse
+import os
+
+from bench.bench_nv import emulate, launches_per_second
+from bench.bench_tensor import PROGRAMS, bench
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
+  ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
+  ap.add_argument("--programs", help="semicolon list of bench_tensor programs (their names hold commas; default: all)")
+  args = ap.parse_args()
+  os.environ.setdefault("MOCKGPU", "1")
+  from rich.console import Console
+  from rich.table import Table
+
+  from refgrad.runtime.ops_amd import AMDLLVMCompiler
+  con = Console(width=max(Console().width, 160))
+  progs = {k: v for k, v in PROGRAMS.items() if not args.programs or k in args.programs.split(";")}
+  t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating AMD, mock AMD (ir and isa code paths)")
+  for c in ("program", "PYTHON ms", "PYTHON-AMD ms", "AMD ms", "AMD / PYTHON-AMD", "ISA ms", "ISA / PYTHON-AMD"):
+    t.add_column(c, justify="right" if c != "program" else "left")
+  for name, (prog, shapes) in progs.items():
+    with emulate(None): py, mock, isa = (bench(prog, shapes, d, args.reps) for d in ("PYTHON", "AMD", "AMD_ISA"))
+    with emulate("AMD"): pyt = bench(prog, shapes, "PYTHON", args.reps)
+    t.add_row(name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x", f"{isa * 1e3:.2f}", f"{isa / pyt:.2f}x")
+  con.print(t)
+  con.print(f"llvmlite gfx1100 compile time: {AMDLLVMCompiler.seconds:.2f} s for {AMDLLVMCompiler.count} kernels (not in the ISA column: "
+            "warm-up compiles, cached on disk after the first run)")
+  t = Table(title=f"launches of a 1-element kernel, {args.launches} in a row")
+  for c in ("device", "enqueued / s", "end to end / s"): t.add_column(c, justify="right" if c != "device" else "left")
+  for dev in ("PYTHON", "NV", "AMD", "AMD_ISA"):
+    enq, tot = launches_per_second(dev, args.launches)
+    t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
+  con.print(t)
+
 
 if __name__ == "__main__":
-  bench_nv.main("AMD", "AMD", ("PYTHON", "NV", "AMD"), __doc__)
+  main()

@@ -17,7 +17,7 @@ from oracles.cliargs import OneLineParser, cpus, file_problem, positive, seed
 if TYPE_CHECKING:
   from conformance.suite import Result
 
-MOCK_GPUS = ("NV", "NV_NVCC", "AMD")   # NV_NVCC: the mock NV running nvcc's PTX (refgrad/runtime/ops_nv.py CODE_DEVICES)
+MOCK_GPUS = ("NV", "NV_NVCC", "AMD", "AMD_ISA")   # NV_NVCC: the mock NV running nvcc's PTX (ops_nv.CODE_DEVICES); AMD_ISA: RDNA3 code
 MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]E[/]", "crash": "[red]C[/]", "timeout": "[red]T[/]"}
 
 

@@ -122,13 +122,16 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
     raise bad(f"RSRC2.TIDIG_COMP_CNT is {R.get('COMPUTE_PGM_RSRC2', rsrc2, 'TIDIG_COMP_CNT')} but work-items vary along {'XYZ'[used]}")
   for i, d in enumerate("XYZ"):
     if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
-  if R.get("COMPUTE_PGM_RSRC2", rsrc2, "SCRATCH_EN"): raise bad("RSRC2.SCRATCH_EN is set: scratch (private) memory is not emulated")
+  private = 0   # scratch bytes per lane: TMPRING_SIZE.WAVESIZE counts 256-byte units of a wave's scratch (wave32)
+  if R.get("COMPUTE_PGM_RSRC2", rsrc2, "SCRATCH_EN"):
+    private = R.get("COMPUTE_TMPRING_SIZE", eng.reg("COMPUTE_TMPRING_SIZE"), "WAVESIZE") * 256 // 32
+    if not private: raise bad("RSRC2.SCRATCH_EN is set but COMPUTE_TMPRING_SIZE.WAVESIZE is 0 (no scratch for the waves)")
   if (nuser := R.get("COMPUTE_PGM_RSRC2", rsrc2, "USER_SGPR")) > 16: raise bad(f"RSRC2.USER_SGPR is {nuser}, but there are 16 USER_DATA registers")
   user = [eng.reg(f"COMPUTE_USER_DATA_{i}") for i in range(16)]
   lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
   ch.dev.counters["dispatch"] += 1
   checked = checked_default()
-  dispatch.start(lambda: rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked), ch.flight)
+  dispatch.start(lambda: rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private), ch.flight)
   return DONE
 
 

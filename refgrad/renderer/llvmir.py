@@ -35,6 +35,7 @@ from refgrad.renderer import Renderer
 from refgrad.renderer.llvmir_helpers import HELPER_INTRINSICS, HELPER_SUBST, HELPERS, INTRINSICS
 from refgrad.renderer.llvmir_phases import plan, wmma_helper
 from refgrad.target import AMD, CPU, CUDA, IDX_BLOCK_SIZE, TENSOR_CORES, Target, launch_geometry
+from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import load_parts, verify_linear
 
@@ -58,6 +59,15 @@ class LLVMTarget:
   hw: Target                     # limits and launch geometry
   attrs: str = ""                # function attributes
   soft_half: bool = False        # float16 <-> float by integer helpers (no libcalls: the host may lack F16C)
+  recip_f64: bool = False        # float RECIP divided in double, double RECIP by rg_recip_f64 (see float_alu)
+  half_arith: bool = False       # float16 ADD/MUL as half instructions (see float_alu)
+  # float -> float16 by the integer helper, never `fptrunc`: gfx11 LLVM selects v_fma_mix*_f16 x, y, +0 for
+  # fptrunc(fmul float x, y), which turns a -0 product into +0
+  soft_f2h: bool = False
+  # EXP2/LOG2/SIN that reach the renderer (native ones: conformance's "native" group) rendered as refgrad's decomposition:
+  # gfx11 has no f64 exp2/log2/sin (LLVM has no libcall for them: a fatal error, not an exception) and v_sin_f32 is 1 ULP
+  # only after an approximate argument reduction
+  decompose: bool = False
 
 _AMD_NO = ("amdgpu-no-implicitarg-ptr", "amdgpu-no-dispatch-ptr", "amdgpu-no-queue-ptr", "amdgpu-no-dispatch-id", "amdgpu-no-lds-kernel-id",
            "amdgpu-no-flat-scratch-init", "amdgpu-no-heap-ptr", "amdgpu-no-hostcall-ptr", "amdgpu-no-multigrid-sync-arg",
@@ -68,7 +78,8 @@ TARGETS = {
   "amdgcn": LLVMTarget("amdgcn", "amdgcn-amd-amdhsa", 1, 3, "amdgpu_kernel", 5,
                        {"gidx": "llvm.amdgcn.workgroup.id.{d}", "lidx": "llvm.amdgcn.workitem.id.{d}"},
                        ('fence syncscope("workgroup") release', "call void @llvm.amdgcn.s.barrier()", 'fence syncscope("workgroup") acquire'),
-                       AMD, " ".join(["nounwind", *(f'"{a}"' for a in _AMD_NO), '"uniform-work-group-size"="true"'])),
+                       AMD, " ".join(["nounwind", *(f'"{a}"' for a in _AMD_NO), '"uniform-work-group-size"="true"']), recip_f64=True,
+                       half_arith=True, soft_f2h=True, decompose=True),
   "nvptx": LLVMTarget("nvptx", "nvptx64-nvidia-cuda", 1, 3, "ptx_kernel", 0,
                       {"gidx": "llvm.nvvm.read.ptx.sreg.ctaid.{d}", "lidx": "llvm.nvvm.read.ptx.sreg.tid.{d}"},
                       ("call void @llvm.nvvm.barrier0()",), CUDA, "nounwind"),
@@ -182,7 +193,8 @@ class _Program:
     return x
   def narrow(self, x: str, dt: DType) -> str:
     """A float result rounded once to a 16-bit float dtype."""
-    if dt == dtypes.float16 and self.tgt.soft_half: return self.emit(f"bitcast i16 {self.call(self.use('rg_f2h'), 'i16', ('float', x))} to half")
+    if dt == dtypes.float16 and (self.tgt.soft_half or self.tgt.soft_f2h):
+      return self.emit(f"bitcast i16 {self.call(self.use('rg_f2h'), 'i16', ('float', x))} to half")
     if dt == dtypes.float16: return self.emit(f"fptrunc float {x} to half")
     if dt == dtypes.bfloat16: return self.call(self.use("rg_f2bf"), "i16", ("float", x))
     return x
@@ -244,11 +256,22 @@ class _Program:
       bits = self.emit(f"bitcast half {s[0]} to i16")
       return self.emit(f"bitcast i16 {self.emit(f'xor i16 {bits}, -32768')} to half")
     if op is Ops.NEG: return self.emit(f"fneg {self.vt(dt)} {s[0]}")   # flips the sign bit, exact
+    if op in (Ops.ADD, Ops.MUL) and dt == dtypes.float16 and self.tgt.half_arith:
+      # the same bits as in float rounded once (24 >= 2*11 + 2), and LLVM cannot select gfx11's v_fma_mixlo_f16 x, y, +0 for
+      # fptrunc(fmul(fpext x, y)): that gives +0 where the product is -0
+      return self.emit(f"{'fadd' if op is Ops.ADD else 'fmul'} half {s[0]}, {s[1]}")
     w = [self.widen(x, dt) for x in s]
     if op is Ops.CMPLT: return self.emit(f"fcmp olt {ft} {w[0]}, {w[1]}")
     if op is Ops.CMPNE: return self.emit(f"fcmp une {ft} {w[0]}, {w[1]}")
     if op is Ops.ADD: e = self.emit(f"fadd {ft} {w[0]}, {w[1]}")
     elif op is Ops.MUL: e = self.emit(f"fmul {ft} {w[0]}, {w[1]}")
+    elif op is Ops.RECIP and ft == "float" and self.tgt.recip_f64:
+      # gfx11's f32 division rescales operands near the range ends (v_div_scale/v_div_fmas); in double, float operands never
+      # reach that range, and one rounding of the double quotient to float is exact (53 >= 2*24 + 2). The exact *2 / 2
+      # keeps LLVM from shrinking fptrunc(fdiv(fpext x)) back into a float division.
+      d = self.emit(f"fmul double {self.emit(f'fpext float {w[0]} to double')}, 2.0")
+      e = self.emit(f"fptrunc double {self.emit(f'fdiv double 2.0, {d}')} to float")
+    elif op is Ops.RECIP and ft == "double" and self.tgt.recip_f64: e = self.call(self.use("rg_recip_f64"), "double", ("double", w[0]))
     elif op is Ops.RECIP: e = self.emit(f"fdiv {ft} {self.const(1.0, dtypes.float64)}, {w[0]}")
     elif op is Ops.MAX: e = self.call(self.use(f"rg_max_{ft}"), ft, (ft, w[0]), (ft, w[1]))
     elif op in (Ops.SQRT, *GroupOp.Transcendental):
@@ -533,6 +556,13 @@ class _Program:
     if op in GroupOp.ALU:
       sdt = (src[1] if op is Ops.WHERE else src[0]).dtype.scalar()
       if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
+      if op in GroupOp.Transcendental and self.tgt.decompose:   # the decomposition's new uops, in order, then its result
+        done = set(self.uops)
+        sink = decompose_transcendentals(UOp(Ops.SINK, dtypes.void, (u,)))
+        for v in sink.toposort:
+          if v not in done and v.op is not Ops.SINK: self.stmt(i, v, ends)
+        self.r[u] = self.r[sink.src[0]]
+        return
       cols = [self.expand(s, dt.count) for s in src]
       self.r[u] = [self.alu(op, sdt, [c[k] for c in cols], i) for k in range(dt.count)]
       return

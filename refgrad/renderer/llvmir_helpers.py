@@ -190,6 +190,47 @@ HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
 }"""),
 }
 HELPERS["rg_max_double"] = HELPERS["rg_max_float"]
+# 1/x in double without a quotient or divisor near the range ends (gfx11's v_div_scale_f64 would rescale there): x = m*2^e
+# with |m| in [0.5, 1), q = 1/|m| correctly rounded and r = 1 - |m|*q exact (fma; r's sign: the side of q the exact
+# quotient is on), then q*2^-e, one rounding; a denormal result that q*2^-e puts exactly halfway between two denormals
+# is rounded toward the exact quotient (ties-to-even only when r = 0). A NaN is returned quiet, the sign is x's.
+HELPERS["rg_recip_f64"] = ((), """define internal double @rg_recip_f64(double %x) alwaysinline {
+  %fr = call { double, i32 } @llvm.frexp.f64.i32(double %x)
+  %m0 = extractvalue { double, i32 } %fr, 0
+  %e = extractvalue { double, i32 } %fr, 1
+  %m = call double @llvm.fabs.f64(double %m0)
+  %q = fdiv double 1.0, %m
+  %nm = fneg double %m
+  %r = call double @llvm.fma.f64(double %nm, double %q, double 1.0)
+  %ne = sub i32 0, %e
+  %t = call double @llvm.ldexp.f64.i32(double %q, i32 %ne)
+  %back = call double @llvm.ldexp.f64.i32(double %t, i32 %e)
+  %diff = fsub double %back, %q
+  %ad = call double @llvm.fabs.f64(double %diff)
+  %he = sub i32 %e, 1075
+  %h = call double @llvm.ldexp.f64.i32(double 1.0, i32 %he)
+  %tie = fcmp oeq double %ad, %h
+  %inexact = fcmp one double %r, 0.0
+  %fixit = and i1 %tie, %inexact
+  %up = fcmp ogt double %r, 0.0
+  %nh = fneg double %h
+  %step = select i1 %up, double %h, double %nh
+  %q2 = fadd double %q, %step
+  %t2 = call double @llvm.ldexp.f64.i32(double %q2, i32 %ne)
+  %tf = select i1 %fixit, double %t2, double %t
+  %res = call double @llvm.copysign.f64(double %tf, double %x)
+  %xi = bitcast double %x to i64
+  %qi = or i64 %xi, 2251799813685248
+  %qn = bitcast i64 %qi to double
+  %nan = fcmp uno double %x, %x
+  %out = select i1 %nan, double %qn, double %res
+  ret double %out
+}""")
 HELPER_SUBST = {"rg_max_float": {"T": "float", "I": "i32", "Q": str(1 << 22)}, "rg_max_double": {"T": "double", "I": "i64", "Q": str(1 << 51)}}
-INTRINSICS = {"llvm.fabs.f64": "declare double @llvm.fabs.f64(double)"}
-HELPER_INTRINSICS = {"rg_d2f_odd": ("llvm.fabs.f64",)}
+INTRINSICS = {"llvm.fabs.f64": "declare double @llvm.fabs.f64(double)",
+              "llvm.frexp.f64.i32": "declare { double, i32 } @llvm.frexp.f64.i32(double)",
+              "llvm.ldexp.f64.i32": "declare double @llvm.ldexp.f64.i32(double, i32)",
+              "llvm.fma.f64": "declare double @llvm.fma.f64(double, double, double)",
+              "llvm.copysign.f64": "declare double @llvm.copysign.f64(double, double)"}
+HELPER_INTRINSICS = {"rg_d2f_odd": ("llvm.fabs.f64",),
+                     "rg_recip_f64": ("llvm.fabs.f64", "llvm.frexp.f64.i32", "llvm.ldexp.f64.i32", "llvm.fma.f64", "llvm.copysign.f64")}

@@ -287,15 +287,16 @@ def check_args(obj: CodeObject, nbufs: int, nvars: int) -> None:
 
 
 def check_descriptor(obj: CodeObject) -> None:
-  """What refgrad's runtime can honour: code entry at the kernel symbol, 256-byte aligned; no scratch; only the kernarg
+  """What refgrad's runtime can honour: code entry at the kernel symbol, 256-byte aligned; fixed-size scratch; only the kernarg
   pointer as user-SGPR input; wave32."""
   kd, n = obj.kd, obj.name
   if obj.kd_offset + kd.entry_offset != obj.entry:
     raise CodeObjectError(f"{n}.kd: kernel_code_entry_byte_offset {kd.entry_offset} points to image offset {obj.kd_offset + kd.entry_offset}, "
                           f"the kernel symbol is at {obj.entry}")
   if obj.entry % CODE_ALIGN: raise CodeObjectError(f"{n}: the code entry (image offset {obj.entry}) is not {CODE_ALIGN}-byte aligned (COMPUTE_PGM_LO takes address >> 8)")
-  if kd.private_segment or kd.rsrc2 & 1:
-    raise CodeObjectError(f"{n}.kd: private_segment_fixed_size {kd.private_segment} / ENABLE_PRIVATE_SEGMENT {kd.rsrc2 & 1}: scratch memory is not provided")
+  if bool(kd.private_segment) != bool(kd.rsrc2 & 1):   # scratch is provided for the fixed size only: no dynamic stack
+    raise CodeObjectError(f"{n}.kd: private_segment_fixed_size {kd.private_segment} with ENABLE_PRIVATE_SEGMENT {kd.rsrc2 & 1}: "
+                          "scratch is provided only for a fixed size the descriptor enables")
   for bit, (pname, _) in PROPERTIES.items():
     if kd.properties >> bit & 1 and not SUPPORTED >> bit & 1:
       raise CodeObjectError(f"{n}.kd: kernel_code_properties enables {pname} (bit {bit}); the runtime provides only the kernarg segment pointer")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import struct
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -296,6 +297,7 @@ class AMDProgram(HCQProgram):
     self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
     self.entry, self.rsrc, self.user_sgprs = self.image.va + self.kd.entry, (self.kd.rsrc1, self.kd.rsrc2, self.kd.rsrc3), 2
     self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
+    self.tmpring = 0   # COMPUTE_TMPRING_SIZE: no scratch
 
   def geometry(self, gs: tuple[int, ...], ls: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The (workgroups, work-items per workgroup) a launch dispatches."""
@@ -310,7 +312,7 @@ class AMDProgram(HCQProgram):
     entry, (r1, r2, r3) = self.entry, self.rsrc
     head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
             + set_sh_reg("COMPUTE_PGM_RSRC1", r1, r2) + set_sh_reg("COMPUTE_PGM_RSRC3", r3)
-            + set_sh_reg("COMPUTE_TMPRING_SIZE", 0) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
+            + set_sh_reg("COMPUTE_TMPRING_SIZE", self.tmpring) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
     # USER_DATA: the kernarg pointer first (the only user-SGPR input refgrad's descriptors enable), the rest 0
     words = (head + set_sh_reg("COMPUTE_USER_DATA_0", *[0] * self.user_sgprs) + set_sh_reg("COMPUTE_RESOURCE_LIMITS", 0)
              + set_sh_reg("COMPUTE_START_X", 0, 0, 0, *ls)
@@ -320,6 +322,7 @@ class AMDProgram(HCQProgram):
 
 
 # ---- AMD_CODE=isa: LLVM IR compiled for gfx1100, the code object read and linked by refgrad (docs/hw/amd_code_object.md) ----
+SCRATCH_GRANULE = 256   # bytes per wave per unit of COMPUTE_TMPRING_SIZE.WAVESIZE
 CODE_MAGIC = b"RGCO"   # refgrad's container of a compiled AMD kernel: magic, u32 header length, JSON header, the ELF object
 
 def _meta(name: str, uops: list[UOp], grid: tuple[int, ...], block: tuple[int, ...]) -> dict[str, Any]:
@@ -355,13 +358,17 @@ def gfx1100_machine() -> Any:
 
 class AMDLLVMCompiler(Compiler):
   """LLVM IR -> RGCO container (metadata header + gfx1100 ELF object), with llvmlite."""
+  seconds, count = 0.0, 0   # time spent compiling (all instances; cache hits are not compiles), for bench_amd
   def __init__(self) -> None:
     self.cachekey = f"refgrad-amd-isa-1\0{llvmlite.__version__}\0{'.'.join(map(str, llvm.llvm_version_info))}\0gfx1100 +wavefrontsize32 O2"
   def compile(self, src: str) -> bytes:
     head, _, _ = src.partition("\n")
     if not head.startswith(META_PREFIX): raise ValueError(f"AMD_CODE=isa compile: the source does not start with {META_PREFIX!r} metadata")
     meta = head[len(META_PREFIX):].encode()
+    st = time.perf_counter()
     elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
+    AMDLLVMCompiler.seconds += time.perf_counter() - st
+    AMDLLVMCompiler.count += 1
     return CODE_MAGIC + struct.pack("<I", len(meta)) + meta + elf
 
 
@@ -397,6 +404,8 @@ class AMDISAProgram(AMDProgram):
     self.code, kd = co, co.kd
     lds = kd.rsrc2 if kd.rsrc2 >> 15 & 0x1FF else kd.rsrc2 | (-(-kd.group_segment // LDS_GRANULE)) << 15
     self.entry, self.rsrc, self.user_sgprs = self.image.va + co.entry, (kd.rsrc1, lds, kd.rsrc3), kd.user_sgprs
+    # scratch (LLVM spills registers there): TMPRING_SIZE.WAVESIZE, a wave's scratch in 256-byte units (docs/hw/amd_code_object.md)
+    self.tmpring = (-(-kd.private_segment * 32 // SCRATCH_GRANULE)) << 12 if kd.rsrc2 & 1 else 0
     (gsz, lsz), self.grid, self.block = meta["sizes"], tuple(meta["grid"]), tuple(meta["block"])
     self.sizes = (tuple(gsz), tuple(lsz))
     self._dispatch = {}
@@ -422,7 +431,11 @@ CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[
 }
 
 
+# devices that run one code path whatever AMD_CODE says, so conformance and the fuzzer test each path under its own name
+NAMED_PATHS = {"AMD_ISA": "isa"}
+
+
 def make_device(name: str) -> Compiled:
   dev = AMDDevice(name, open_driver("AMD", device_index(name)))
-  renderer, compiler, program = CODE_PATHS[knobs.get("AMD_CODE")]
+  renderer, compiler, program = CODE_PATHS[NAMED_PATHS.get(name.split(":")[0]) or knobs.get("AMD_CODE")]
   return HCQCompiled(name, HCQAllocator(dev), renderer(), compiler(), functools.partial(program, dev), dev)

@@ -21,8 +21,8 @@ def check_modes(rsrc1: int, where: str) -> None:
 
 
 def launch(vm: Any, pgm: int, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int], block: tuple[int, int, int],
-           lds_bytes: int, checked: bool) -> None:
+           lds_bytes: int, checked: bool, private_bytes: int = 0) -> None:
   """Run RDNA3 machine code at GPU address `pgm` for a dispatch; a WaveFault becomes a Fault naming the program."""
   name = f"<RDNA3 code at 0x{pgm:x}>"
-  try: Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked).run()
+  try: Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked, private_bytes).run()
   except WaveFault as f: raise Fault(f.what, f.kind, f.address, name) from None

@@ -18,8 +18,8 @@ def executes(fmt: str, name: str) -> bool:
     return name.startswith(("v_cmp_", "v_cmpx_")) or name in X.VALU or name in VALU_SPECIAL
   if fmt == "VOP3P": return name in X.PK or name.startswith("v_fma_mix") or name in E.WMMA_IN or name in E.DOTS
   if fmt in ("SOP1", "SOP2"):
-    return name in X.SALU or name in X.SAVEEXEC or name in ("s_cmov_b32", "s_cmov_b64", "s_getpc_b64", "s_and_not0_wrexec_b32",
-                                                            "s_and_not1_wrexec_b32")
+    return name in X.SALU or name in X.SAVEEXEC or name.startswith("s_bitset") or name in ("s_cmov_b32", "s_cmov_b64", "s_getpc_b64",
+                                                                                          "s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32")
   if fmt == "SOPC": return True
   if fmt == "SOPK": return name in E.NOPS or name in ("s_movk_i32", "s_cmovk_i32", "s_addk_i32", "s_mulk_i32") or name.startswith("s_cmpk_")
   if fmt == "SOPP": return name in E.NOPS or name in E.BRANCH_COND or name in ("s_endpgm", "s_barrier")

@@ -78,6 +78,11 @@ def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
     s0 = m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal)
     cur = m.sreg(idx, f["sdst"], o.dst, None)
     return _sresult(m, i, idx, np.where(m.scc[idx], s0, cur), None)
+  if o.name.startswith("s_bitset"):   # D[S0 bits] = 0/1: the destination is read too; SCC is kept (ISA guide, SOP1)
+    bits = 64 if o.name.endswith("64") else 32
+    bit = U64(1) << (m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal) & U64(bits - 1))
+    cur = m.sreg(idx, f["sdst"], o.dst, None)
+    return _sresult(m, i, idx, (cur | bit) if o.name.startswith("s_bitset1") else (cur & ~bit & U64((1 << bits) - 1)), None)
   if o.name == "s_getpc_b64": return _sresult(m, i, idx, np.full(len(idx), m.pgm + i.pc + 4, U64), None)
   if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
   r, scc = fn(m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal), m.scc[idx].astype(U64))
@@ -199,7 +204,13 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n == "v_nop": return m.advance(i, idx)
   strict = n.startswith(("v_cmp", "v_read", "v_div_scale"))   # results that steer control flow or scalar state
   if m.vinit is not None and not strict: m.track = []
-  try: raw = [_read(m, i, idx, lanes, c, t, h) for c, t, h in srcs]
+  rl = lanes   # the lanes src0 is read in: v_readlane/v_readfirstlane read one (an SGPR spill lives in one lane)
+  if n == "v_readlane_b32":
+    c, t, h = srcs[1]
+    one = (np.broadcast_to(_read(m, i, idx, lanes, c, t, h), (len(idx), 1))[:, 0] & U32(31)).astype(np.int64)
+    rl = np.arange(LANES)[None, :] == one[:, None]
+  elif n == "v_readfirstlane_b32": rl = lanes & (np.cumsum(lanes, axis=1) == 1)
+  try: raw = [_read(m, i, idx, rl if k == 0 else lanes, c, t, h) for k, (c, t, h) in enumerate(srcs)]
   finally: reads, m.track = m.track, None
   dfn = _definedness(n, reads, len(idx))
   vals = [raw[k] if t == "m" else _mods(i, M.typed(raw[k], t), k, t) for k, (c, t, h) in enumerate(srcs)]
@@ -402,7 +413,9 @@ def vop3p(m: Any, i: Inst, idx: np.ndarray) -> None:
       if f["clamp"]: r = np.where(np.isnan(r), np.float32(0), np.clip(r, 0, 1)).astype(np.float32)
       m.vwrite(idx, f["vdst"], "f32", r.view(U32), lanes)
     else:
-      r16 = A._fma_exact(args[0].astype(np.float64), args[1].astype(np.float64), args[2].astype(np.float64), np.float16)
+      # ISA pseudocode: D0.f16 = f32_to_f16(fma(in0, in1, in2)) with f32 `in`: the fma rounds to f32, then to f16 (two
+      # roundings: what LLVM selects it for, fptrunc(fmul/fma float))
+      with np.errstate(all="ignore"): r16 = r.astype(np.float16)
       if f["clamp"]: r16 = np.where(np.isnan(r16), np.float16(0), np.clip(r16, 0, 1)).astype(np.float16)
       m.vwrite(idx, f["vdst"], "b16", r16.view(np.uint16), lanes, 1 if n.endswith("hi_f16") else 0)
     return m.advance(i, idx)
@@ -579,10 +592,51 @@ FLAT_STORE = {"store_b8": (1, 0), "store_b16": (2, 0), "store_b32": (4, 0), "sto
               "store_b128": (16, 0), "store_d16_hi_b8": (1, 2), "store_d16_hi_b16": (2, 2)}
 
 
+def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
+  """SCRATCH_*: a lane's private bytes at OFFSET (+ VADDR when SVE, + the SGPR SADDR names); outside the size the dispatch
+  gives (TMPRING_SIZE.WAVESIZE) is a fault naming the lane, as is reading a byte never written (checked mode)."""
+  f, n = i.f, i.op.name.split("_", 1)[1]
+  lanes = m.exec_mask(idx)
+  addr = np.full((len(idx), M.LANES), flat_offset(i), np.int64)
+  if f["sve"]: addr = addr + m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(np.int64)
+  if f["saddr"] not in (124, 125): addr = addr + m.sreg(idx, f["saddr"], "b32", None).astype(np.int64)[:, None]
+  nb = FLAT_LOAD[n][0] if n in FLAT_LOAD else FLAT_STORE[n][0] if n in FLAT_STORE else 0
+  if not nb: raise M.WaveFault(f"{i.op.name} is not emulated")
+  size = m.priv.shape[2]
+  bad = lanes & ((addr < 0) | (addr + nb > size))
+  if bad.any():
+    wi, lane = (int(x[0]) for x in np.nonzero(bad))
+    raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])}: scratch access of {nb} bytes at {int(addr[wi, lane])} is outside the "
+                      f"{size} private bytes per lane the dispatch provides", "mmu")
+  w, ln = np.nonzero(lanes)
+  ix = addr[w, ln][:, None] + np.arange(nb)
+  if n in FLAT_LOAD:
+    _, sgn, d16 = FLAT_LOAD[n]
+    if m.checked and not (ok := m.privinit[idx[w][:, None], ln[:, None], ix].all(axis=1)).all():
+      k = int(np.flatnonzero(~ok)[0])
+      raise M.WaveFault(f"lane {int(ln[k])} of wave {int(idx[w[k]])}: scratch load of {nb} bytes at {int(ix[k, 0])} reads bytes never written "
+                        "(uninitialized)")
+    b = np.zeros((len(idx), M.LANES, nb), np.uint8)
+    b[w, ln] = m.priv[idx[w][:, None], ln[:, None], ix]
+    if nb >= 4: _vstore_bytes(m, idx, f["vdst"], b, lanes)
+    else:
+      v = _from_bytes(b)
+      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
+      if d16 == 0: m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
+      else: m.vwrite(idx, f["vdst"], "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+  else:
+    _, d16 = FLAT_STORE[n]
+    if d16: data = _to_bytes(m.vsrc(idx, 256 + f["data"], "b32", None, None, lanes) >> U32(16), nb)
+    else: data = _vdata(m, idx, f["data"], nb, lanes)
+    m.priv[idx[w][:, None], ln[:, None], ix] = data[w, ln]
+    if m.checked: m.privinit[idx[w][:, None], ln[:, None], ix] = True
+  m.advance(i, idx)
+
+
 def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   seg = f["seg"]
-  if seg == 1: raise M.WaveFault("scratch (private) memory is not emulated: the kernel needs a stack")
+  if seg == 1: return scratch(m, i, idx)
   n = i.op.name.split("_", 1)[1]
   lanes = m.exec_mask(idx)
   off = flat_offset(i)

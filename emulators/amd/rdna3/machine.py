@@ -37,7 +37,7 @@ FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
 
 class Machine:
   def __init__(self, vm: Any, pgm: int, name: str, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int],
-               block: tuple[int, int, int], lds_bytes: int, checked: bool):
+               block: tuple[int, int, int], lds_bytes: int, checked: bool, private_bytes: int = 0):
     self.vm, self.pgm, self.name, self.checked = vm, pgm, name, checked
     self.grid, self.block = grid, block
     r = vm.find(pgm)
@@ -60,6 +60,9 @@ class Machine:
     self.bar = np.zeros(W, np.bool_)
     self.lds = np.zeros((G, max(lds_bytes, 0)), np.uint8)
     self.ldsinit = np.zeros((G, max(lds_bytes, 0)), np.bool_) if checked else None
+    # scratch: each lane's private bytes (SCRATCH_* addresses are per lane), never shared, so no base address is modelled
+    self.priv = np.zeros((W, LANES, private_bytes), np.uint8)
+    self.privinit = np.zeros((W, LANES, private_bytes), np.bool_) if checked else None
     # the initial state
     nuser = (rsrc2 >> 1) & 0x1F
     self.s[:, :nuser] = np.array(user[:nuser], U32)
@@ -71,6 +74,7 @@ class Machine:
         self.s[:, k] = np.repeat(ids[d], wpg).astype(U32)
         k += 1
     if (rsrc2 >> 10) & 1: raise WaveFault("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
+    if rsrc2 & 1: self.s[:, k] = 0   # SCRATCH_EN: the private segment wave byte offset SGPR, 0 (each wave's scratch starts at 0)
     t = (np.arange(wpg)[:, None] * LANES + np.arange(LANES)[None, :])   # [wave-in-group, lane] -> flat work-item
     exists = t < per
     tx, ty, tz = t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])
