@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--modules", help="comma list of module paths (default: the kernel path and the runtime)")
   ap.add_argument("--fuzz-seconds", type=float, default=60.0, help="seconds of each fuzz run per mutant (default 60)")
   ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a mutant's checks count as a timeout (killed)")
-  ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--seed", type=int, default=0, help="seed of the mutant draw (default 0)")
   ap.add_argument("--json", type=Path, help="write the results here")
   args = ap.parse_args(argv)
   mods = args.modules.split(",") if args.modules else KERNEL_PATH + RUNTIME

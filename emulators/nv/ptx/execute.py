@@ -138,6 +138,13 @@ class Launch:
     u = b.astype(S.UINT[w]) if w < 8 else b
     return u.view(S.NP[t]) if t not in ("bf16",) else u
 
+  def get_defined(self, o: Operand, t: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Operand value as type t and which lanes hold defined values (None: all), kept out of the instruction's running
+    definedness (for instructions whose result depends on one operand per lane, e.g. selp)."""
+    saved, self._d = self._d, None
+    try: return self.get(o, t), self._d
+    finally: self._d = saved
+
   def put(self, o: Operand, t: str, v: np.ndarray, d: np.ndarray | None = None) -> None:
     """Write values of type t into a register for the selected lanes (sign-extended for signed types)."""
     if o.kind == "sym" and o.value == "_": return   # the sink
@@ -390,9 +397,15 @@ class Launch:
       if dm is None: r.mem.mark_elems(e, k1, True)
       else:
         if dm.any(): r.mem.mark_elems(e[dm], k1, True)
-        if (~dm).any(): r.mem.mark_elems(e[~dm], k1, False)
+        if (~dm).any(): r.mem.mark_elems(e[~dm], k1, False); self._undef_stored(r.mem)
       self.touched[id(r.mem)] = r.mem   # settled once when the launch ends (a bitmap scan per store would dominate)
     return None
+
+  def _undef_stored(self, mem: Any) -> None:
+    """Undefined bytes stored into `mem`: the host's later report says which kernel stored them (as the RGL1 path does)."""
+    if mem.origin is None:
+      ins = self.ins
+      mem.origin = f"in kernel {self.e.name}" + (f" (stored at PTX line {ins.line}: {ins.text.strip()})" if ins is not None else "")
 
   def _global_any(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     vm = self.vm
@@ -438,7 +451,7 @@ class Launch:
         if r.mem.bits is not None or (d is not None and not d.all()):
           dm = np.ones(ix.shape[0], np.bool_) if d is None else d[m]
           if dm.any(): r.mem.mark_elems(ix[dm].reshape(-1), 1, True)
-          if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False)
+          if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False); self._undef_stored(r.mem)
           self.touched[id(r.mem)] = r.mem
     return None if st is not None else (out, dd)
 

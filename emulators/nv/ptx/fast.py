@@ -12,7 +12,7 @@ import numpy as np
 
 from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.execute import Launch, PTXFault
-from emulators.nv.ptx.ops import TABLE
+from emulators.nv.ptx.ops import TABLE, selected_defined
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 Step = Callable[[Launch], None]
@@ -303,7 +303,7 @@ def _selp(ins: Instr, e: Entry) -> Step | None:
     pv, dp = L.bits(p)
     a, da = fa(L)
     b, db = fb(L)
-    L.put_bits(name, np.where(pv != 0, a, b), _and(dp, _and(da, db)))   # defined where all three are (as Launch.get)
+    L.put_bits(name, np.where(pv != 0, a, b), selected_defined(pv != 0, dp, da, db))   # the chosen operand's definedness
   return step
 
 

@@ -265,10 +265,18 @@ def _setp(L: Launch, ins: Instr) -> None:
   if q is not None: L.put(q, "pred", ~r)
 
 
+def selected_defined(p: np.ndarray, dp: np.ndarray | None, da: np.ndarray | None, db: np.ndarray | None) -> np.ndarray | None:
+  """Definedness of a per-lane selection: the chosen operand's, where the predicate itself is defined (memcheck: the
+  operand not chosen does not matter)."""
+  if da is None and db is None: return dp
+  d = np.where(p, True if da is None else da, True if db is None else db)
+  return d if dp is None else d & dp
+
 def _selp(L: Launch, ins: Instr) -> None:
   t = _t(ins)
-  a, b, p = L.get(ins.args[1], t), L.get(ins.args[2], t), L.get(ins.args[3], "pred")
-  L.put(ins.args[0], t, np.where(p, a, b))
+  (a, da), (b, db), (p, dp) = L.get_defined(ins.args[1], t), L.get_defined(ins.args[2], t), L.get_defined(ins.args[3], "pred")
+  d = selected_defined(p, dp, da, db)
+  L.put(ins.args[0], t, np.where(p, a, b), d)
 
 
 def _slct(L: Launch, ins: Instr) -> None:
