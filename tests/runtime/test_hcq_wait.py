@@ -18,7 +18,9 @@ def mockgpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("device", ["NV", "AMD"])
 def test_timeout_fires_during_a_long_kernel(device: str, monkeypatch: pytest.MonkeyPatch):
-  n = 640   # ~2 s on the mock even with loops run as arrays (384 had become ~0.45 s: too close to the 0.5 s check below)
+  # ~1-2 s on each mock: the NV mock runs PTX (slower per launch), the AMD one the serialized program with loops as arrays
+  # (there 640 had become ~0.45 s, too close to the 0.5 s check below)
+  n = {"NV": 448, "AMD": 800}[device]
   a = Tensor(np.ones((n, n), np.float32), device=device).realize()
   Device[device].synchronize()
   st = time.perf_counter()
