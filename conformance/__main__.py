@@ -93,7 +93,8 @@ def _main(argv: list[str] | None) -> int:
   # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
   if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
   from conformance.isolate import Pool
-  pool = Pool(devices, max(1, args.jobs // len(devices)), {k: os.environ[k] for k in ("MOCKGPU", "REFGRAD_CACHE") if k in os.environ}, tuple(args.preload))
+  pool = Pool(devices, max(1, args.jobs // len(devices)), {k: os.environ[k] for k in ("MOCKGPU", "REFGRAD_CACHE") if k in os.environ}, tuple(args.preload),
+              total=args.jobs)
   results: list[Result] = []
   try:   # the reports are written however the run ends
     broken = pool.start()

@@ -97,8 +97,9 @@ class Pool:
   """Workers per device; jobs are (device, kind, payload, info, timeout). `run` sends them and calls
   on_result(device, info, outcome, detail) with outcome "ok" (detail: the answer), "error" (a Python exception in the
   worker, its text), "crash" or "timeout" (why); a worker that crashed or timed out is replaced."""
-  def __init__(self, devices: list[str], per_device: int, env: dict[str, str], preload: tuple[str, ...] = ()):
+  def __init__(self, devices: list[str], per_device: int, env: dict[str, str], preload: tuple[str, ...] = (), total: int = 0):
     self.env, self.per_device, self.preload = env, per_device, preload
+    self.total = max(total, per_device * len(devices))   # workers at once: a device that is done hands its slot on
     self.workers: dict[str, list[DeviceWorker]] = {d: [] for d in devices}
     self.fp_notes: dict[str, str] = {}       # device -> the first FP-state change it caused
     self.interrupted = False
@@ -136,12 +137,28 @@ class Pool:
           if w.ready and w.job is None and queues[w.device]:
             _, kind, payload, info, timeout = queues[w.device].popleft()
             w.send(kind, payload, info, timeout)
+        self._rebalance(live, queues)
+        live = [w for ws in self.workers.values() for w in ws]
         busy = [w for w in live if w.job is not None or not w.ready]
         if not busy: break
         ready = wait_any(busy, 0.25)
         for w in busy: self._poll(w, ready, on_result)
     except KeyboardInterrupt:
       self.interrupted = True
+
+  def _rebalance(self, live: list[DeviceWorker], queues: dict[str, Any]) -> None:
+    """A device with no cases left stops its idle workers; their slots start workers for the device with the most cases
+    waiting (a slow compiler such as nvcc then gets the CPUs the fast devices are done with)."""
+    for w in live:
+      if w.ready and w.job is None and not queues[w.device]:
+        w.stop()
+        self.workers[w.device].remove(w)
+    n = sum(len(ws) for ws in self.workers.values())
+    while n < self.total:
+      d = max(queues, key=lambda d: len(queues[d]) - len(self.workers[d]))
+      if not self.workers[d] or len(queues[d]) <= len(self.workers[d]): return
+      self.workers[d].append(DeviceWorker(d, self.env, self.preload))
+      n += 1
 
   def _poll(self, w: DeviceWorker, ready: list[Any], on_result: Any) -> None:
     if w.conn in ready:
