@@ -126,6 +126,12 @@ def _preload(modules: list[str]) -> str | None:
   return None
 
 
+# registered devices left out of the default device list (named with --devices, they are fuzzed), and why
+NOT_BY_DEFAULT = {
+  "NV_NVCC": "nvcc compiles each kernel on its own (not batched yet), about 0.35 s per CUDA-target case, more than half of "
+             "the run's time; `--devices NV_NVCC` fuzzes it (conformance runs it by default)",
+}
+
 def _devices(text: str | None, notes: list[str], exclude: list[str], preload: list[str]) -> list[str] | None:
   """The devices compared with PYTHON: those named (each must be constructible: a bad one is one line, None), or by
   default every registered one but the excluded; one of those that cannot be constructed is a loud FAILED line (in the
@@ -149,7 +155,8 @@ def _devices(text: str | None, notes: list[str], exclude: list[str], preload: li
       _fail(f"--devices: {why}")
       return None
     return devices
-  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded]
+  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded and d not in NOT_BY_DEFAULT]
+  notes += [f"device {d} is not in the default list: {NOT_BY_DEFAULT[d]}" for d in NOT_BY_DEFAULT if d in Device.names and d not in excluded]
   problems = construct_problems(candidates, preload)
   for d, why in problems.items():
     notes.append(f"FAILED: {why} (leave it out with --exclude {d})")
