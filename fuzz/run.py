@@ -21,7 +21,7 @@ from oracles.case import Case, Finding, Result
 DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
 GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
 SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
-CASE_TIMEOUT = 10.0         # default --case-timeout: a case takes milliseconds to a second; a hang is found within this
+CASE_TIMEOUT = 30.0         # default --case-timeout: a case runs in milliseconds, but one C compile of a large decomposed kernel takes up to ~15 s on 2 loaded cores (a step sends no progress while cc runs); a hang is found within this
 
 
 @dataclass
