@@ -592,6 +592,20 @@ FLAT_STORE = {"store_b8": (1, 0), "store_b16": (2, 0), "store_b32": (4, 0), "sto
               "store_b128": (16, 0), "store_d16_hi_b8": (1, 2), "store_d16_hi_b16": (2, 2)}
 
 
+def _write_loaded(m: Any, idx: np.ndarray, vdst: int, b: np.ndarray, nb: int, sgn: bool, d16: int, lanes: np.ndarray) -> None:
+  """The bytes a FLAT/GLOBAL/SCRATCH load read into VDST: whole dwords, or 8/16 bits extended (sign when sgn) into the
+  dword or into a 16-bit half (d16 = 1 low, 2 high)."""
+  if nb >= 4: return _vstore_bytes(m, idx, vdst, b, lanes)
+  v = _from_bytes(b)
+  if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
+  if d16 == 0: m.vwrite(idx, vdst, "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
+  else: m.vwrite(idx, vdst, "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+
+def _store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> np.ndarray:
+  """The nb bytes per lane a FLAT/GLOBAL/SCRATCH store writes from DATA (a *_d16_hi store takes the high half)."""
+  if d16: return _to_bytes(m.vsrc(idx, 256 + data, "b32", None, None, lanes) >> U32(16), nb)
+  return _vdata(m, idx, data, nb, lanes)
+
 def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
   """SCRATCH_*: a lane's private bytes at OFFSET (+ VADDR when SVE, + the SGPR SADDR names); outside the size the dispatch
   gives (TMPRING_SIZE.WAVESIZE) is a fault naming the lane, as is reading a byte never written (checked mode)."""
@@ -618,16 +632,10 @@ def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
                         "(uninitialized)")
     b = np.zeros((len(idx), M.LANES, nb), np.uint8)
     b[w, ln] = m.priv[idx[w][:, None], ln[:, None], ix]
-    if nb >= 4: _vstore_bytes(m, idx, f["vdst"], b, lanes)
-    else:
-      v = _from_bytes(b)
-      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
-      if d16 == 0: m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
-      else: m.vwrite(idx, f["vdst"], "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
   else:
     _, d16 = FLAT_STORE[n]
-    if d16: data = _to_bytes(m.vsrc(idx, 256 + f["data"], "b32", None, None, lanes) >> U32(16), nb)
-    else: data = _vdata(m, idx, f["data"], nb, lanes)
+    data = _store_data(m, idx, f["data"], nb, d16, lanes)
     m.priv[idx[w][:, None], ln[:, None], ix] = data[w, ln]
     if m.checked: m.privinit[idx[w][:, None], ln[:, None], ix] = True
   m.advance(i, idx)
@@ -649,16 +657,10 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n in FLAT_LOAD:
     nb, sgn, d16 = FLAT_LOAD[n]
     b = m.gather(idx, addr, nb, lanes, i)
-    if nb >= 4: _vstore_bytes(m, idx, f["vdst"], b, lanes)
-    else:
-      v = _from_bytes(b)
-      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
-      if d16 == 0: m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
-      else: m.vwrite(idx, f["vdst"], "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
   elif n in FLAT_STORE:
     nb, d16 = FLAT_STORE[n]
-    if d16: data = _to_bytes(m.vsrc(idx, 256 + f["data"], "b32", None, None, lanes) >> U32(16), nb)
-    else: data = _vdata(m, idx, f["data"], nb, lanes)
+    data = _store_data(m, idx, f["data"], nb, d16, lanes)
     m.scatter(idx, addr, data, lanes, i)
   else: raise M.WaveFault(f"{i.op.name} is not emulated")
   m.advance(i, idx)
