@@ -21,17 +21,21 @@ from emulators.nv.compute import ComputeEngine
 from emulators.nv.copy import CopyEngine
 from emulators.nv.host import HostEngine
 from emulators.nv.methods import BLOCKED, DONE
+from refgrad.hw import bits
+from refgrad.hw import nv as NV
+from refgrad.hw.nv import SecOp
 from refgrad.runtime.driver import GPUFault
 
-RING_ENTRY_BYTES, CONTROL_BYTES = 8, 512   # a GP entry; the USERD page
-GP_GET, GP_PUT = 0x88 // 4, 0x8C // 4
-SEC_OPS = {0: "GRP0", 1: "INC_METHOD", 2: "GRP2", 3: "NON_INC_METHOD", 4: "IMMD_DATA_METHOD", 5: "ONE_INC", 6: "reserved", 7: "END_PB_SEGMENT"}
-GP_OPCODES = {0: "NOP", 1: "ILLEGAL", 2: "GP_CRC", 3: "PB_CRC"}
+RING_ENTRY_BYTES, CONTROL_BYTES = NV.GP_ENTRY_BYTES, NV.USERD_BYTES   # a GP entry; the USERD page
+GP_GET, GP_PUT = NV.USERD["GP_GET"] // 4, NV.USERD["GP_PUT"] // 4
+SEC_OPS = NV.SEC_OP_NAMES
+# header fields as (shift, mask) for the decoder's inner loop (the table: refgrad.hw.nv.HEADER)
+(_OP_SH, _), (_CNT_SH, _CNT_M), (_SUB_SH, _SUB_M), (_, _ADDR_M), (_TERT_SH, _TERT_M) = (
+  (NV.HEADER[k][1], (1 << bits.width(NV.HEADER[k])) - 1) for k in ("SEC_OP", "COUNT", "SUBCHANNEL", "ADDRESS", "TERT_OP"))
+INC, NON_INC, IMMD, ONE_INC, END = int(SecOp.INC), int(SecOp.NON_INC), int(SecOp.IMMD), int(SecOp.ONE_INC), int(SecOp.END_PB_SEGMENT)
 # class -> (engine, channel engines that may bind it): a GR (compute) channel has compute and, on subchannel 4, GRCOPY
 CLASSES: dict[int, tuple[type, tuple[str, ...]]] = {
-  0xC6C0: (ComputeEngine, ("compute",)), 0xC7C0: (ComputeEngine, ("compute",)),
-  0xC6B5: (CopyEngine, ("compute", "copy")), 0xC7B5: (CopyEngine, ("compute", "copy")),
-}
+  **{c: (ComputeEngine, ("compute",)) for c in NV.COMPUTE_CLASSES}, **{c: (CopyEngine, ("compute", "copy")) for c in NV.COPY_CLASSES}}
 
 
 class Channel:
@@ -103,14 +107,15 @@ class Channel:
     while self.doorbells and self.doorbells[0][0] <= self.fetched: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
     self.fetched += 1
     self.dev.counters["gp_entry"] += 1
-    length = (w1 >> 10) & 0x1FFFFF
+    e = w0 | (w1 << 32)
+    length = bits.get(e, NV.GP_ENTRY["LENGTH"])
     if length == 0:   # a control entry
-      op = w1 & 0xFF
-      if op not in GP_OPCODES or op == 1:
-        raise Fault(f"GP entry {g} is a control entry with opcode {op} ({GP_OPCODES.get(op, 'unknown')})", "host", None, words=(w0, w1))
+      op = bits.get(e, NV.GP_ENTRY["OPCODE"])
+      if op not in NV.GP_OPCODES or NV.GP_OPCODES[op] == "ILLEGAL":
+        raise Fault(f"GP entry {g} is a control entry with opcode {op} ({NV.GP_OPCODES.get(op, 'unknown')})", "host", None, words=(w0, w1))
       self._finish_entry()
       return
-    va = ((w1 & 0xFF) << 32) | (w0 & 0xFFFFFFFC)
+    va = bits.get(e, NV.GP_ENTRY["ADDRESS"]) << 2
     try: r, off = self.dev.vm.resolve(va, 4 * length, "host", f"pushbuffer segment of GP entry {g} ({length} dwords)")
     except Fault as f:
       f.words = (w0, w1)
@@ -131,20 +136,20 @@ class Channel:
     try:
       while pos < n:
         h = lst[pos]
-        op = h >> 29
-        if op == 1 or op == 3 or op == 5 or op == 4:
-          addr, subch = (h & 0xFFF) << 2, (h >> 13) & 7
-          if op == 4: count, ndata = 1, 0
+        op = h >> _OP_SH
+        if op == INC or op == NON_INC or op == ONE_INC or op == IMMD:
+          addr, subch = (h & _ADDR_M) << 2, (h >> _SUB_SH) & _SUB_M
+          if op == IMMD: count, ndata = 1, 0
           else:
-            count = ndata = (h >> 16) & 0x1FFF
+            count = ndata = (h >> _CNT_SH) & _CNT_M
             if pos + 1 + count > n:
               raise Fault(f"{SEC_OPS[op]} header 0x{h:08x} at dword {pos} announces {count} data dwords but the segment ends after "
                           f"{n - pos - 1}", "host")
           self.subch = subch
           j = k
           while j < count:
-            m = addr if op == 3 or op == 4 or (op == 5 and j == 0) else addr + 4 if op == 5 else addr + 4 * j
-            eng = self.host if m < 0x100 else self.sub[subch]
+            m = addr if op == NON_INC or op == IMMD or (op == ONE_INC and j == 0) else addr + 4 if op == ONE_INC else addr + 4 * j
+            eng = self.host if m < NV.HOST_METHODS_END else self.sub[subch]
             if eng is None: raise Fault(f"method 0x{m:x} on subchannel {subch}, which has no class bound (SET_OBJECT first)", "host")
             if eng is not self.host and type(eng) is not self.last_kind:
               if self.last_kind is not None: self.flight.retire()   # compute <-> copy in one channel: wait for idle (NV.md §1)
@@ -152,13 +157,13 @@ class Channel:
             row = eng.table.get(m)
             if row is None: raise Fault(f"unknown method 0x{m:x} for class {eng.label} on subchannel {subch}", eng.engine)
             if row.bulk:
-              if op == 3: data, last = self.seg[pos + 1 + j:pos + 1 + count], count - 1
-              else: data, last = np.array([(h >> 16) & 0x1FFF if op == 4 else lst[pos + 1 + j]], np.uint32), j
+              if op == NON_INC: data, last = self.seg[pos + 1 + j:pos + 1 + count], count - 1
+              else: data, last = np.array([(h >> _CNT_SH) & _CNT_M if op == IMMD else lst[pos + 1 + j]], np.uint32), j
               eng.regs[m] = int(data[-1])
               r = row.action(eng, data)
               j = last
             else:
-              v = (h >> 16) & 0x1FFF if op == 4 else lst[pos + 1 + j]
+              v = (h >> _CNT_SH) & _CNT_M if op == IMMD else lst[pos + 1 + j]
               eng.regs[m] = v
               r = row.action(eng, v) if row.action is not None else None
             if r is not None:
@@ -172,10 +177,10 @@ class Channel:
           pos += 1 + ndata
           k = 0
         elif op == 0:
-          if h != 0 and ((h >> 16) & 3) == 0:
+          if h != 0 and ((h >> _TERT_SH) & _TERT_M) == 0:
             raise Fault(f"GRP0 header 0x{h:08x} at dword {pos} has TERT_OP 0 but is not the NOP dword 0x00000000", "host")
           pos += 1   # NOP; SET/STORE/USE_SUBDEVICE_MASK: one GPU, nothing to mask
-        elif op == 7:
+        elif op == END:
           pos = n
         else: raise Fault(f"header 0x{h:08x} at dword {pos} has SEC_OP {op} ({SEC_OPS[op]}), which the mock does not execute", "host")
     except Fault:
@@ -227,7 +232,7 @@ class Channel:
     if self.seg is not None:
       if self.pos < self.n:
         h = self.lst[self.pos]
-        d = self.pos if h >> 29 == 4 else self.pos + 1 + self.k   # the data dword it stands at (IMMD: the header)
+        d = self.pos if h >> _OP_SH == IMMD else self.pos + 1 + self.k   # the data dword it stands at (IMMD: the header)
         s += f"; at GP entry {self.entry} dword {d} of {self.n} (header 0x{h:08x} at dword {self.pos})"
       else: s += f"; at the end of GP entry {self.entry}"
     if self.blocked is not None:

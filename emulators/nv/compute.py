@@ -10,17 +10,16 @@ from emulators import dispatch
 from emulators.fault import Fault
 from emulators.nv import qmd as Q
 from emulators.nv import semaphore
-from emulators.nv.methods import DONE, Method, field, table
+from emulators.nv.methods import DONE, Method, table
+from refgrad.hw import bits
+from refgrad.hw import nv as NV
+from refgrad.hw.nv import COMPUTE
 
-LINE_LENGTH_IN, LINE_COUNT, OFFSET_OUT_UPPER, OFFSET_OUT = 0x180, 0x184, 0x188, 0x18C
-SEND_PCAS_A, SET_INLINE_QMD_ADDRESS_A, SET_INLINE_QMD_ADDRESS_B, LOAD_INLINE_QMD_DATA = 0x2B4, 0x318, 0x31C, 0x320
-SET_REPORT_SEMAPHORE_A, SET_REPORT_SEMAPHORE_B, SET_REPORT_SEMAPHORE_C = 0x1B00, 0x1B04, 0x1B08
-# SEND_SIGNALING_PCAS2_B PCAS_ACTION -> (name, launches the QMD)
-PCAS_ACTIONS = {0: ("NOP", False), 1: ("INVALIDATE", False), 2: ("SCHEDULE", True), 3: ("INVALIDATE_COPY_SCHEDULE", True),
-                6: ("INCREMENT_PUT", None), 7: ("DECREMENT_DEPENDENCE", None), 8: ("PREFETCH", False), 9: ("PREFETCH_SCHEDULE", True),
-                0xA: ("INVALIDATE_PREFETCH_COPY_SCHEDULE", True), 0xB: ("INVALIDATE_PREFETCH_COPY_FORCE_REQUIRE_SCHEDULING", True)}
-# QMD RELEASEn_REDUCTION_OP -> the semaphore reduction
-QMD_REDUCTIONS = ("IADD", "IMIN", "IMAX", "INC", "DEC", "IAND", "IOR", "IXOR")
+LINE_LENGTH_IN, LINE_COUNT, OFFSET_OUT_UPPER, OFFSET_OUT = (COMPUTE[k] for k in ("LINE_LENGTH_IN", "LINE_COUNT", "OFFSET_OUT_UPPER", "OFFSET_OUT"))
+SEND_PCAS_A, SET_INLINE_QMD_ADDRESS_A, SET_INLINE_QMD_ADDRESS_B = COMPUTE["SEND_PCAS_A"], COMPUTE["SET_INLINE_QMD_ADDRESS_A"], COMPUTE["SET_INLINE_QMD_ADDRESS_B"]
+SET_REPORT_SEMAPHORE_A, SET_REPORT_SEMAPHORE_B, SET_REPORT_SEMAPHORE_C = (COMPUTE[f"SET_REPORT_SEMAPHORE_{c}"] for c in "ABC")
+UPPER = NV.ADDRESS_UPPER["UPPER"]
+ILD = NV.INLINE_LAUNCH_DMA
 MAX_DEPENDENT = 64
 
 
@@ -29,22 +28,22 @@ class ComputeEngine:
 
   def __init__(self, ch: Any, cls: int):
     self.ch, self.cls = ch, cls
-    self.label = f"{cls:04X} ({'AMPERE_COMPUTE_A' if cls == 0xC6C0 else 'AMPERE_COMPUTE_B'})"
+    self.label = f"{cls:04X} ({NV.CLASS_NAMES[cls]})"
     self.regs: dict[int, int] = {}
     self.table = TABLE
     self.upload: list[Any] | None = None          # [dst VA, bytes, uint32 buffer, dwords received]
-    self.inline_qmd = [0] * 64
+    self.inline_qmd = [0] * NV.QMD_DWORDS
 
   def reset(self) -> None: self.upload = None
 
 
 # ---- inline upload ----------------------------------------------------------------------------
 def launch_dma(eng: ComputeEngine, v: int) -> int | None:
-  if not field(v, 0, 0): raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: BLOCKLINEAR destinations are not emulated (set DST_MEMORY_LAYOUT=PITCH)", "compute")
-  if field(v, 1, 1): raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: REDUCTION_ENABLE is not emulated", "compute")
-  if field(v, 5, 4) == 2: raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: COMPLETION_TYPE RELEASE_SEMAPHORE is not emulated", "compute")
+  if bits.get(v, ILD["DST_MEMORY_LAYOUT"]) != NV.CE_LAYOUT_PITCH: raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: BLOCKLINEAR destinations are not emulated (set DST_MEMORY_LAYOUT=PITCH)", "compute")
+  if bits.get(v, ILD["REDUCTION_ENABLE"]): raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: REDUCTION_ENABLE is not emulated", "compute")
+  if bits.get(v, ILD["COMPLETION_TYPE"]) == 2: raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: COMPLETION_TYPE RELEASE_SEMAPHORE is not emulated", "compute")
   r = eng.regs
-  dst = (field(r.get(OFFSET_OUT_UPPER, 0), 16, 0) << 32) | r.get(OFFSET_OUT, 0)
+  dst = (bits.get(r.get(OFFSET_OUT_UPPER, 0), UPPER) << 32) | r.get(OFFSET_OUT, 0)
   nbytes = r.get(LINE_LENGTH_IN, 0) * r.get(LINE_COUNT, 1)
   eng.ch.dev.vm.resolve(dst, nbytes, "compute", "inline-upload destination")
   if nbytes == 0: return DONE
@@ -71,8 +70,8 @@ def load_inline_data(eng: ComputeEngine, data: np.ndarray) -> int | None:
 
 # ---- launches ---------------------------------------------------------------------------------
 def send_pcas2_b(eng: ComputeEngine, v: int) -> int | None:
-  action = field(v, 3, 0)
-  if (a := PCAS_ACTIONS.get(action)) is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: unknown PCAS_ACTION {action}", "compute")
+  action = bits.get(v, NV.SEND_SIGNALING_PCAS2_B["PCAS_ACTION"])
+  if (a := NV.PCAS_ACTIONS.get(action)) is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: unknown PCAS_ACTION {action}", "compute")
   if a[1] is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: PCAS_ACTION {a[0]} (queue-mode QMDs) is not emulated", "compute")
   if not a[1]: return None
   launch(eng, eng.regs.get(SEND_PCAS_A, 0) << 8)
@@ -80,26 +79,26 @@ def send_pcas2_b(eng: ComputeEngine, v: int) -> int | None:
 
 def send_pcas_b(eng: ComputeEngine, v: int) -> int | None:
   """Pre-Ampere kick: bit 1 SCHEDULE."""
-  if not field(v, 1, 1): return None
+  if not bits.get(v, NV.SEND_SIGNALING_PCAS_B["SCHEDULE"]): return None
   launch(eng, eng.regs.get(SEND_PCAS_A, 0) << 8)
   return DONE
 
 def inline_qmd(i: int) -> Method:
   def load(eng: ComputeEngine, v: int) -> int | None:
     eng.inline_qmd[i] = v
-    if i < 63: return None
+    if i < NV.QMD_DWORDS - 1: return None
     r = eng.regs
     va = ((r.get(SET_INLINE_QMD_ADDRESS_A, 0) << 32) | r.get(SET_INLINE_QMD_ADDRESS_B, 0)) << 8
     eng.ch.dev.vm.write(va, np.array(eng.inline_qmd, np.uint32).view(np.uint8), "compute", "inline QMD")
     launch(eng, va)
     return DONE
-  return Method(f"LOAD_INLINE_QMD_DATA({i})", LOAD_INLINE_QMD_DATA + 4 * i, load)
+  return Method(f"LOAD_INLINE_QMD_DATA({i})", COMPUTE["LOAD_INLINE_QMD_DATA"] + 4 * i, load)
 
 def report_semaphore_d(eng: ComputeEngine, v: int) -> int | None:
   r, ch = eng.regs, eng.ch
-  if field(v, 1, 0) != 0: raise Fault(f"SET_REPORT_SEMAPHORE_D 0x{v:x}: only OPERATION RELEASE is emulated", "compute")
-  addr = (field(r.get(SET_REPORT_SEMAPHORE_A, 0), 7, 0) << 32) | r.get(SET_REPORT_SEMAPHORE_B, 0)
-  four = not field(v, 28, 28)
+  if bits.get(v, NV.SET_REPORT_SEMAPHORE_D["OPERATION"]) != 0: raise Fault(f"SET_REPORT_SEMAPHORE_D 0x{v:x}: only OPERATION RELEASE is emulated", "compute")
+  addr = (bits.get(r.get(SET_REPORT_SEMAPHORE_A, 0), NV.SEM_ADDR_HI["ADDRESS_HI"]) << 32) | r.get(SET_REPORT_SEMAPHORE_B, 0)
+  four = not bits.get(v, NV.SET_REPORT_SEMAPHORE_D["STRUCTURE_SIZE"])
   semaphore.check_align(addr, 16 if four else 4, "compute", "SET_REPORT_SEMAPHORE release")
   semaphore.release(ch.dev, ch.pid, addr, r.get(SET_REPORT_SEMAPHORE_C, 0), 4, four, "compute", "SET_REPORT_SEMAPHORE release")
   return DONE
@@ -119,10 +118,10 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = 
   if q["SHARED_MEMORY_SIZE"] < k.shared_bytes:
     raise Fault(f"{where}: SHARED_MEMORY_SIZE is {q['SHARED_MEMORY_SIZE']} bytes but the kernel's DEFINE_LOCALs need {k.shared_bytes}",
                 "compute", qmd_va, k.name)
-  cb_va = Q.address(q, "CONSTANT_BUFFER_ADDR_LOWER0", "CONSTANT_BUFFER_ADDR_UPPER0")
-  if q["CONSTANT_BUFFER_SIZE_SHIFTED4_0"] * 16 < k.arg_bytes:
-    raise Fault(f"{where}: constant buffer 0 holds {q['CONSTANT_BUFFER_SIZE_SHIFTED4_0'] * 16} bytes (SIZE_SHIFTED4 = "
-                f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4_0']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
+  cb_va = Q.address(q, "CONSTANT_BUFFER_ADDR_LOWER(0)", "CONSTANT_BUFFER_ADDR_UPPER(0)")
+  if q["CONSTANT_BUFFER_SIZE_SHIFTED4(0)"] * 16 < k.arg_bytes:
+    raise Fault(f"{where}: constant buffer 0 holds {q['CONSTANT_BUFFER_SIZE_SHIFTED4(0)'] * 16} bytes (SIZE_SHIFTED4 = "
+                f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4(0)']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
                 "compute", cb_va, k.name)
   dev.counters["qmd_launch"] += 1
   # in flight until an ordering command; its own releases and dependent QMD follow its grid, so it runs now then
@@ -144,33 +143,20 @@ def release(ch: Any, q: dict[str, int], i: int, done: int | None = None) -> None
   if not q[p + "ENABLE"]: return
   addr = Q.address(q, p + "ADDRESS_LOWER", p + "ADDRESS_UPPER")
   size = q[p + "STRUCTURE_SIZE"]
-  if size == 3: raise Fault(f"QMD {p}STRUCTURE_SIZE 3 is not a structure size (0 FOUR_WORDS, 1 ONE_WORD, 2 TWO_WORDS)", "compute", addr)
+  if size not in NV.QMD_STRUCTURE_SIZES: raise Fault(f"QMD {p}STRUCTURE_SIZE 3 is not a structure size (0 FOUR_WORDS, 1 ONE_WORD, 2 TWO_WORDS)", "compute", addr)
   is64 = bool(q[p + "PAYLOAD64B"]) and size != 1
   nbytes = 8 if is64 else 4
   payload = q[p + "PAYLOAD_LOWER"] | ((q[p + "PAYLOAD_UPPER"] << 32) if is64 else 0)
   what = f"QMD {p[:-1]} semaphore"
   semaphore.check_align(addr, 16 if size == 0 else nbytes, "compute", what)
   if q[p + "REDUCTION_ENABLE"]:
-    semaphore.reduce(ch.dev, ch.pid, addr, QMD_REDUCTIONS[q[p + "REDUCTION_OP"]], payload, nbytes, q[p + "REDUCTION_FORMAT"] == 1, "compute", what, done)
+    semaphore.reduce(ch.dev, ch.pid, addr, NV.QMD_REDUCTIONS[q[p + "REDUCTION_OP"]], payload, nbytes, q[p + "REDUCTION_FORMAT"] == 1, "compute", what, done)
   else: semaphore.release(ch.dev, ch.pid, addr, payload, nbytes, size == 0, "compute", what, done)
 
 
-TABLE = table("C6C0", [
-  Method("NO_OPERATION", 0x100), Method("WAIT_FOR_IDLE", 0x110), Method("PM_TRIGGER", 0x140),
-  Method("LINE_LENGTH_IN", LINE_LENGTH_IN), Method("LINE_COUNT", LINE_COUNT),
-  Method("OFFSET_OUT_UPPER", OFFSET_OUT_UPPER), Method("OFFSET_OUT", OFFSET_OUT),
-  Method("LAUNCH_DMA", 0x1B0, launch_dma), Method("LOAD_INLINE_DATA", 0x1B4, load_inline_data, bulk=True),
-  Method("INVALIDATE_SHADER_CACHES", 0x21C), Method("SET_QMD_VERSION", 0x288), Method("INVALIDATE_SKED_CACHES", 0x298),
-  Method("SET_SHADER_SHARED_MEMORY_WINDOW_A", 0x2A0), Method("SET_SHADER_SHARED_MEMORY_WINDOW_B", 0x2A4),
-  Method("SEND_PCAS_A", SEND_PCAS_A), Method("SEND_PCAS_B", 0x2B8),
-  Method("SEND_SIGNALING_PCAS_B", 0x2BC, send_pcas_b), Method("SEND_SIGNALING_PCAS2_B", 0x2C0, send_pcas2_b),
-  Method("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", 0x2E4), Method("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B", 0x2E8),
-  Method("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C", 0x2EC), Method("SET_SPA_VERSION", 0x310),
-  Method("SET_INLINE_QMD_ADDRESS_A", SET_INLINE_QMD_ADDRESS_A), Method("SET_INLINE_QMD_ADDRESS_B", SET_INLINE_QMD_ADDRESS_B),
-  *(inline_qmd(i) for i in range(64)),
-  Method("SET_SHADER_LOCAL_MEMORY_A", 0x790), Method("SET_SHADER_LOCAL_MEMORY_B", 0x794),
-  Method("SET_SHADER_LOCAL_MEMORY_WINDOW_A", 0x7B0), Method("SET_SHADER_LOCAL_MEMORY_WINDOW_B", 0x7B4),
-  Method("INVALIDATE_SHADER_CACHES_NO_WFI", 0x1698),
-  Method("SET_REPORT_SEMAPHORE_A", SET_REPORT_SEMAPHORE_A), Method("SET_REPORT_SEMAPHORE_B", SET_REPORT_SEMAPHORE_B),
-  Method("SET_REPORT_SEMAPHORE_C", SET_REPORT_SEMAPHORE_C), Method("SET_REPORT_SEMAPHORE_D", 0x1B0C, report_semaphore_d),
-])
+ACTIONS: dict[str, tuple[Any, bool]] = {   # method -> (action, takes all data dwords of a NON_INC header at once)
+  "LAUNCH_DMA": (launch_dma, False), "LOAD_INLINE_DATA": (load_inline_data, True), "SEND_SIGNALING_PCAS_B": (send_pcas_b, False),
+  "SEND_SIGNALING_PCAS2_B": (send_pcas2_b, False), "SET_REPORT_SEMAPHORE_D": (report_semaphore_d, False)}
+TABLE = table("C6C0", [*(Method(name, off, *ACTIONS.get(name, (None, False))) for name, off in COMPUTE.items()
+                         if name not in ("SET_OBJECT", "LOAD_INLINE_QMD_DATA")),   # SET_OBJECT is a host method (below 0x100)
+                       *(inline_qmd(i) for i in range(NV.QMD_DWORDS))])

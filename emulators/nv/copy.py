@@ -9,13 +9,17 @@ from numpy.lib.stride_tricks import as_strided
 
 from emulators.fault import Fault
 from emulators.nv import semaphore
-from emulators.nv.methods import DONE, Method, field, table
+from emulators.nv.methods import DONE, Method, table
+from refgrad.hw import bits
+from refgrad.hw import nv as NV
+from refgrad.hw.nv import COPY
 
-SET_SEMAPHORE_A, SET_SEMAPHORE_B, SET_SEMAPHORE_PAYLOAD = 0x240, 0x244, 0x248
-OFFSET_IN_UPPER, OFFSET_IN_LOWER, OFFSET_OUT_UPPER, OFFSET_OUT_LOWER = 0x400, 0x404, 0x408, 0x40C
-PITCH_IN, PITCH_OUT, LINE_LENGTH_IN, LINE_COUNT = 0x410, 0x414, 0x418, 0x41C
+SET_SEMAPHORE_A, SET_SEMAPHORE_B, SET_SEMAPHORE_PAYLOAD = COPY["SET_SEMAPHORE_A"], COPY["SET_SEMAPHORE_B"], COPY["SET_SEMAPHORE_PAYLOAD"]
+OFFSET_IN_UPPER, OFFSET_IN_LOWER, OFFSET_OUT_UPPER, OFFSET_OUT_LOWER = (COPY[k] for k in ("OFFSET_IN_UPPER", "OFFSET_IN_LOWER", "OFFSET_OUT_UPPER",
+                                                                                         "OFFSET_OUT_LOWER"))
+PITCH_IN, PITCH_OUT, LINE_LENGTH_IN, LINE_COUNT = COPY["PITCH_IN"], COPY["PITCH_OUT"], COPY["LINE_LENGTH_IN"], COPY["LINE_COUNT"]
 MAX_BYTES = 1 << 32   # one LAUNCH_DMA moves at most this much (a zero pitch could otherwise ask for 2^64 bytes)
-CE_REDUCTIONS = {0: "IMIN", 1: "IMAX", 2: "IXOR", 3: "IAND", 4: "IOR", 5: "IADD", 6: "INC", 7: "DEC"}
+L = NV.CE_LAUNCH_DMA
 
 
 class CopyEngine:
@@ -23,42 +27,42 @@ class CopyEngine:
 
   def __init__(self, ch: Any, cls: int):
     self.ch, self.cls = ch, cls
-    self.label = f"{cls:04X} ({'AMPERE_DMA_COPY_A' if cls == 0xC6B5 else 'AMPERE_DMA_COPY_B'})"
+    self.label = f"{cls:04X} ({NV.CLASS_NAMES[cls]})"
     self.regs: dict[int, int] = {}
     self.table = TABLE
 
   def reset(self) -> None: pass
 
 
-def _addr(r: dict[int, int], upper: int, lower: int) -> int: return (field(r.get(upper, 0), 16, 0) << 32) | r.get(lower, 0)
+def _addr(r: dict[int, int], upper: int, lower: int) -> int: return (bits.get(r.get(upper, 0), NV.ADDRESS_UPPER["UPPER"]) << 32) | r.get(lower, 0)
 
 def launch_dma(eng: CopyEngine, v: int) -> int:
   r, ch = eng.regs, eng.ch
-  if field(v, 1, 0): copy(eng, v)
-  sem = field(v, 4, 3)
+  if bits.get(v, L["DATA_TRANSFER_TYPE"]): copy(eng, v)
+  sem = bits.get(v, L["SEMAPHORE_TYPE"])
   if sem:
     ch.dev.counters["ce_release"] += 1
     addr = _addr(r, SET_SEMAPHORE_A, SET_SEMAPHORE_B)
     payload = r.get(SET_SEMAPHORE_PAYLOAD, 0)
-    four = sem == 2   # 1 ONE_WORD, 2 FOUR_WORD (payload, 0, ns timer), 3 RELEASE_CONDITIONAL_INTR (a one-word release + interrupt)
+    four = sem == NV.CE_SEMAPHORE["RELEASE_FOUR_WORD"]   # 1 ONE_WORD, 2 FOUR_WORD (payload, 0, ns timer), 3 RELEASE_CONDITIONAL_INTR (a one-word release + interrupt)
     what = f"copy-engine LAUNCH_DMA 0x{v:x} {'four' if four else 'one'}-word semaphore"
     semaphore.check_align(addr, 16 if four else 4, "copy", what)
-    if field(v, 19, 19):
-      op = field(v, 17, 14)
-      if op not in CE_REDUCTIONS: raise Fault(f"{what}: SEMAPHORE_REDUCTION {op:#x} is not emulated", "copy", addr)
-      semaphore.reduce(ch.dev, ch.pid, addr, CE_REDUCTIONS[op], payload, 4, not field(v, 18, 18), "copy", what)
+    if bits.get(v, L["SEMAPHORE_REDUCTION_ENABLE"]):
+      op = bits.get(v, L["SEMAPHORE_REDUCTION"])
+      if op >= len(NV.SEM_REDUCTIONS): raise Fault(f"{what}: SEMAPHORE_REDUCTION {op:#x} is not emulated", "copy", addr)
+      semaphore.reduce(ch.dev, ch.pid, addr, NV.SEM_REDUCTIONS[op], payload, 4, not bits.get(v, L["SEMAPHORE_REDUCTION_SIGN"]), "copy", what)
     else: semaphore.release(ch.dev, ch.pid, addr, payload, 4, four, "copy", what)
   return DONE
 
 def copy(eng: CopyEngine, v: int) -> None:
-  if not (field(v, 7, 7) and field(v, 8, 8)):
+  if not (bits.get(v, L["SRC_MEMORY_LAYOUT"]) == bits.get(v, L["DST_MEMORY_LAYOUT"]) == NV.CE_LAYOUT_PITCH):
     raise Fault(f"copy-engine LAUNCH_DMA 0x{v:x}: BLOCKLINEAR layouts are not emulated (set SRC_ and DST_MEMORY_LAYOUT=PITCH)", "copy")
-  if field(v, 12, 12) or field(v, 13, 13): raise Fault(f"copy-engine LAUNCH_DMA 0x{v:x}: PHYSICAL addressing is not emulated", "copy")
+  if bits.get(v, L["SRC_TYPE"]) or bits.get(v, L["DST_TYPE"]): raise Fault(f"copy-engine LAUNCH_DMA 0x{v:x}: PHYSICAL addressing is not emulated", "copy")
   r, ch = eng.regs, eng.ch
   vm = ch.dev.vm
   src, dst = _addr(r, OFFSET_IN_UPPER, OFFSET_IN_LOWER), _addr(r, OFFSET_OUT_UPPER, OFFSET_OUT_LOWER)
   n = r.get(LINE_LENGTH_IN, 0)
-  lines, pin, pout = (r.get(LINE_COUNT, 0), r.get(PITCH_IN, 0), r.get(PITCH_OUT, 0)) if field(v, 9, 9) else (1, n, n)
+  lines, pin, pout = (r.get(LINE_COUNT, 0), r.get(PITCH_IN, 0), r.get(PITCH_OUT, 0)) if bits.get(v, L["MULTI_LINE_ENABLE"]) else (1, n, n)
   ch.dev.counters["ce_copy"] += 1
   if n == 0 or lines == 0: return
   if lines * n > MAX_BYTES:
@@ -79,12 +83,4 @@ def copy(eng: CopyEngine, v: int) -> None:
     dr.mark_defined((do + np.arange(lines, dtype=np.int64)[:, None] * pout + np.arange(n, dtype=np.int64)).reshape(-1))
 
 
-TABLE = table("C6B5", [
-  Method("NOP", 0x100),
-  Method("SET_SEMAPHORE_A", SET_SEMAPHORE_A), Method("SET_SEMAPHORE_B", SET_SEMAPHORE_B), Method("SET_SEMAPHORE_PAYLOAD", SET_SEMAPHORE_PAYLOAD),
-  Method("SET_SRC_PHYS_MODE", 0x260), Method("SET_DST_PHYS_MODE", 0x264),
-  Method("LAUNCH_DMA", 0x300, launch_dma),
-  Method("OFFSET_IN_UPPER", OFFSET_IN_UPPER), Method("OFFSET_IN_LOWER", OFFSET_IN_LOWER),
-  Method("OFFSET_OUT_UPPER", OFFSET_OUT_UPPER), Method("OFFSET_OUT_LOWER", OFFSET_OUT_LOWER),
-  Method("PITCH_IN", PITCH_IN), Method("PITCH_OUT", PITCH_OUT), Method("LINE_LENGTH_IN", LINE_LENGTH_IN), Method("LINE_COUNT", LINE_COUNT),
-])
+TABLE = table("C6B5", [Method(name, off, launch_dma if name == "LAUNCH_DMA" else None) for name, off in COPY.items() if name != "SET_OBJECT"])

@@ -5,12 +5,15 @@ from typing import Any
 
 from emulators.fault import Fault
 from emulators.nv import semaphore
-from emulators.nv.methods import BLOCKED, DONE, Method, field, table
+from emulators.nv.methods import BLOCKED, DONE, Method, table
+from refgrad.hw import bits
+from refgrad.hw import nv as NV
+from refgrad.hw.nv import HOST
 
-SEM_ADDR_LO, SEM_ADDR_HI, SEM_PAYLOAD_LO, SEM_PAYLOAD_HI, SEM_EXECUTE = 0x5C, 0x60, 0x64, 0x68, 0x6C
-RELEASE, REDUCTION = 1, 6
-# MEM_OP_D OPERATION values the fact sheet names; the mock's memory is coherent, so each is a no-op
-MEM_OPS = {5: "MEMBAR", 9: "MMU_TLB_INVALIDATE", 0xE: "L2_SYSMEM_INVALIDATE", 0x10: "L2_FLUSH_DIRTY"}
+SEM_ADDR_LO, SEM_ADDR_HI, SEM_PAYLOAD_LO, SEM_PAYLOAD_HI = HOST["SEM_ADDR_LO"], HOST["SEM_ADDR_HI"], HOST["SEM_PAYLOAD_LO"], HOST["SEM_PAYLOAD_HI"]
+RELEASE, REDUCTION = NV.SEM_OP["RELEASE"], NV.SEM_OP["REDUCTION"]
+SE = NV.SEM_EXECUTE
+MEM_OPS = NV.MEM_OPS   # MEM_OP_D operations: the mock's memory is coherent, so each is a no-op
 
 
 # The queue ordering model (README "Ordering inside a queue"): a QMD launch stays in flight, overlapping later launches of
@@ -37,16 +40,16 @@ class HostEngine:
 
 
 def set_object(eng: HostEngine, v: int) -> None:
-  eng.ch.bind(eng.ch.subch, v & 0xFFFF)
+  eng.ch.bind(eng.ch.subch, bits.get(v, NV.SET_OBJECT["CLASS"]))
 
 def set_reference(eng: HostEngine, v: int) -> None:
-  eng.ch.userd32[0x48 // 4] = v   # USERD Reference
+  eng.ch.userd32[NV.USERD["REFERENCE"] // 4] = v
 
 def non_stall_interrupt(eng: HostEngine, v: int) -> None:
   eng.ch.interrupts.append(v)
 
 def mem_op_d(eng: HostEngine, v: int) -> None:
-  op = field(v, 31, 27)
+  op = bits.get(v, NV.MEM_OP_D["OPERATION"])
   if op not in MEM_OPS: raise Fault(f"MEM_OP_D operation 0x{op:x} is not one the mock knows ({', '.join(f'{k:#x} {n}' for k, n in MEM_OPS.items())})", "host")
 
 def wfi(eng: HostEngine, v: int) -> None:
@@ -59,8 +62,8 @@ def legacy_semaphore(eng: HostEngine, v: int) -> None:
 def sem_execute(eng: HostEngine, v: int) -> int:
   """Acquire (blocks until the condition holds), release (optionally with timestamp) or reduction."""
   r, ch = eng.regs, eng.ch
-  addr = (field(r.get(SEM_ADDR_HI, 0), 7, 0) << 32) | (r.get(SEM_ADDR_LO, 0) & 0xFFFFFFFC)
-  op, is64, ts = field(v, 2, 0), field(v, 24, 24), field(v, 25, 25)
+  addr = (bits.get(r.get(SEM_ADDR_HI, 0), NV.SEM_ADDR_HI["ADDRESS_HI"]) << 32) | (r.get(SEM_ADDR_LO, 0) & 0xFFFFFFFC)
+  op, is64, ts = bits.get(v, SE["OPERATION"]), bits.get(v, SE["PAYLOAD_SIZE"]), bits.get(v, SE["RELEASE_TIMESTAMP"])
   nbytes = 8 if is64 else 4
   payload = r.get(SEM_PAYLOAD_LO, 0) | ((r.get(SEM_PAYLOAD_HI, 0) << 32) if is64 else 0)
   what = f"SEM_EXECUTE 0x{v:08x} semaphore"
@@ -74,7 +77,7 @@ def sem_execute(eng: HostEngine, v: int) -> int:
     ch.dev.counters["sem_acquire"] += 1
     ch.dev.hz.acquire(ch.pid, addr, sv, nbytes)
     return DONE
-  if op in (RELEASE, REDUCTION) and field(v, 20, 20): ch.flight.retire()   # RELEASE_WFI: wait for idle before writing
+  if op in (RELEASE, REDUCTION) and bits.get(v, SE["RELEASE_WFI"]): ch.flight.retire()   # RELEASE_WFI: wait for idle before writing
   if op == RELEASE:
     ch.dev.counters["sem_release"] += 1
     semaphore.check_align(addr, 16 if ts else nbytes, "host", f"{nbytes * 8}-bit release{' with timestamp' if ts else ''} of a {what}")
@@ -82,23 +85,15 @@ def sem_execute(eng: HostEngine, v: int) -> int:
     return DONE
   if op == REDUCTION:
     semaphore.check_align(addr, nbytes, "host", f"{nbytes * 8}-bit reduction of a {what}")
-    if (ri := field(v, 30, 27)) >= len(semaphore.HOST_REDUCTIONS):
+    if (ri := bits.get(v, SE["REDUCTION"])) >= len(NV.SEM_REDUCTIONS):
       raise Fault(f"SEM_EXECUTE 0x{v:08x}: REDUCTION {ri} is not a reduction (0-7)", "host", addr)
-    red = semaphore.HOST_REDUCTIONS[ri]
-    semaphore.reduce(ch.dev, ch.pid, addr, red, payload, nbytes, not field(v, 31, 31), "host", what)
+    red = NV.SEM_REDUCTIONS[ri]
+    semaphore.reduce(ch.dev, ch.pid, addr, red, payload, nbytes, not bits.get(v, SE["REDUCTION_FORMAT"]), "host", what)
     return DONE
   raise Fault(f"SEM_EXECUTE 0x{v:08x} has OPERATION {op}, which is not an operation (0-6)", "host", addr)
 
 
-TABLE = table("C56F", [
-  Method("SET_OBJECT", 0x000, set_object),
-  Method("NOP", 0x008),
-  *(Method(f"SEMAPHORE{c}", 0x010 + 4 * i, legacy_semaphore) for i, c in enumerate("ABCD")),
-  Method("NON_STALL_INTERRUPT", 0x020, non_stall_interrupt),
-  Method("MEM_OP_A", 0x028), Method("MEM_OP_B", 0x02C), Method("MEM_OP_C", 0x030), Method("MEM_OP_D", 0x034, mem_op_d),
-  Method("SET_REFERENCE", 0x050, set_reference),
-  Method("SEM_ADDR_LO", SEM_ADDR_LO), Method("SEM_ADDR_HI", SEM_ADDR_HI),
-  Method("SEM_PAYLOAD_LO", SEM_PAYLOAD_LO), Method("SEM_PAYLOAD_HI", SEM_PAYLOAD_HI),
-  Method("SEM_EXECUTE", SEM_EXECUTE, sem_execute),
-  Method("WFI", 0x078, wfi),   # wait for idle: the launches in flight finish (an ordering command, README)
-])
+ACTIONS = {"SET_OBJECT": set_object, **{f"SEMAPHORE{c}": legacy_semaphore for c in "ABCD"}, "NON_STALL_INTERRUPT": non_stall_interrupt,
+           "MEM_OP_D": mem_op_d, "SET_REFERENCE": set_reference, "SEM_EXECUTE": sem_execute,
+           "WFI": wfi}   # WFI: wait for idle, the launches in flight finish (an ordering command, README)
+TABLE = table("C56F", [Method(name, off, ACTIONS.get(name)) for name, off in HOST.items()])

@@ -24,5 +24,3 @@ def table(label: str, rows: Iterable[Method]) -> dict[int, Method]:
     out[r.offset] = r
   return out
 
-
-def field(value: int, hi: int, lo: int) -> int: return (value >> lo) & ((1 << (hi - lo + 1)) - 1)

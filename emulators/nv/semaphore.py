@@ -9,17 +9,18 @@ from collections.abc import Callable
 from typing import Any
 
 from emulators.fault import Fault
+from refgrad.hw.nv import SEM_OP
 
 
 def _circ_geq(sv: int, pv: int, bits: int) -> bool: return ((sv - pv) & ((1 << bits) - 1)) < (1 << (bits - 1))
 
 # SEM_EXECUTE OPERATION -> (name, condition(SV, PV, bits)) for the acquires
 ACQUIRES: dict[int, tuple[str, Callable[[int, int, int], bool]]] = {
-  0: ("ACQUIRE (==)", lambda sv, pv, bits: sv == pv),
-  2: ("ACQ_STRICT_GEQ (>= unsigned)", lambda sv, pv, bits: sv >= pv),
-  3: ("ACQ_CIRC_GEQ (>= wrap-aware)", _circ_geq),
-  4: ("ACQ_AND ((SV & PV) != 0)", lambda sv, pv, bits: (sv & pv) != 0),
-  5: ("ACQ_NOR (~(SV | PV) != 0)", lambda sv, pv, bits: (~(sv | pv) & ((1 << bits) - 1)) != 0),
+  SEM_OP["ACQUIRE"]: ("ACQUIRE (==)", lambda sv, pv, bits: sv == pv),
+  SEM_OP["ACQ_STRICT_GEQ"]: ("ACQ_STRICT_GEQ (>= unsigned)", lambda sv, pv, bits: sv >= pv),
+  SEM_OP["ACQ_CIRC_GEQ"]: ("ACQ_CIRC_GEQ (>= wrap-aware)", _circ_geq),
+  SEM_OP["ACQ_AND"]: ("ACQ_AND ((SV & PV) != 0)", lambda sv, pv, bits: (sv & pv) != 0),
+  SEM_OP["ACQ_NOR"]: ("ACQ_NOR (~(SV | PV) != 0)", lambda sv, pv, bits: (~(sv | pv) & ((1 << bits) - 1)) != 0),
 }
 
 def _signed(x: int, bits: int) -> int: return x - (1 << bits) if x >> (bits - 1) else x
@@ -35,7 +36,6 @@ REDUCTIONS: dict[str, Callable[[int, int, int, bool], int]] = {
   "INC": lambda sv, pv, bits, s: 0 if sv >= pv else sv + 1,
   "DEC": lambda sv, pv, bits, s: pv if sv == 0 or sv > pv else sv - 1,
 }
-HOST_REDUCTIONS = ("IMIN", "IMAX", "IXOR", "IAND", "IOR", "IADD", "INC", "DEC")   # SEM_EXECUTE REDUCTION 30:27, CE 17:14
 
 
 def check_align(addr: int, align: int, engine: str, what: str) -> None:

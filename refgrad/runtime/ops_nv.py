@@ -1,4 +1,4 @@
-"""The NV device: the HCQ runtime (refgrad/runtime/hcq.py) writing real NVIDIA command formats (facts: shared/hw/NV.md).
+"""The NV device: the HCQ runtime (refgrad/runtime/hcq.py) writing real NVIDIA command formats (facts: docs/hw/NV.md; the formats are the tables of refgrad/hw/nv.py).
 
 - GPFIFO (class C56F): GP entries (address bits 39:2, LENGTH in dwords at bits 62:42) to pushbuffer segments, GPPut in
   the control page, the channel's token rung at the doorbell.
@@ -6,7 +6,7 @@
   methods on subchannel 0, compute (C6C0) on 1, copy (C6B5) on 4.
 - Signals: host SEM_ADDR_LO..SEM_EXECUTE (one 5-dword incrementing method) release with WFI + 64-bit + timestamp, and
   acquire circular >= 64-bit; on the copy engine SET_SEMAPHORE_A/B/PAYLOAD + LAUNCH_DMA four-word release (32-bit payload).
-- Launches: a QMD V03_00 per launch (from the program's template: field table `QMD_FIELDS`), constant buffer 0 = the
+- Launches: a QMD V03_00 per launch (from the program's template: the field table `refgrad.hw.nv.QMD`), constant buffer 0 = the
   kernel arguments, then SEND_PCAS_A(qmd >> 8) + SEND_SIGNALING_PCAS2_B(PREFETCH_SCHEDULE).
 - Copies: copy-engine OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA 0x182 (non-pipelined, pitch to pitch).
 
@@ -25,7 +25,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -35,27 +34,21 @@ from refgrad import knobs
 from refgrad.device import Compiled, Compiler
 from refgrad.renderer.gpu import CUDARenderer
 from refgrad.renderer.ptx import PTXRenderer
+from refgrad.hw import bits
+from refgrad.hw import nv as NV
+from refgrad.hw.nv import COMPUTE, COMPUTE_CLASS, COPY, COPY_CLASS, HOST, QMD_DWORDS, SUBCH_COMPUTE, SUBCH_COPY, SUBCH_HOST, SecOp
 from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
 from refgrad.runtime.image import IMAGE_MAGIC, ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 
-# ---- classes, subchannels, method headers (NV.md §1, §3) ----------------------------------------------------------
-GPFIFO_CLASS, COMPUTE_CLASS, COPY_CLASS = 0xC56F, 0xC6C0, 0xC6B5
-SUBCH_HOST, SUBCH_COMPUTE, SUBCH_COPY = 0, 1, 4
-
-class SecOp(IntEnum):
-  INC = 1
-  NON_INC = 3
-  IMMD = 4
-  ONE_INC = 5
-
+# ---- encoders over the NV tables (refgrad/hw/nv.py: docs/hw/NV.md §1-§7) -------------------------------------------------
 def header(op: SecOp, subch: int, method: int, count: int) -> int:
-  """(SEC_OP << 29) | (COUNT << 16) | (subchannel << 13) | (method byte address >> 2)."""
+  """A method header (§3): SEC_OP, COUNT, subchannel and the method's dword address."""
   if method % 4 or not 0 <= method < 0x4000: raise ValueError(f"method 0x{method:x} is not a dword address below 0x4000")
   if not 0 <= count < 1 << 13: raise ValueError(f"method count {count} does not fit 13 bits")
-  return (int(op) << 29) | (count << 16) | (subch << 13) | (method >> 2)
+  return bits.pack(NV.HEADER, SEC_OP=int(op), COUNT=count, SUBCHANNEL=subch, ADDRESS=method >> 2)
 
 def method(subch: int, addr: int, *data: int) -> list[int]:
   """An incrementing method: the header, then one data dword per consecutive method address."""
@@ -64,88 +57,28 @@ def method(subch: int, addr: int, *data: int) -> list[int]:
   return [header(SecOp.INC, subch, addr, len(data)), *data]
 
 def gp_entry(addr: int, ndwords: int) -> int:
-  """A GP entry (64 bits): pushbuffer address bits 39:2, LEVEL MAIN, LENGTH = dwords at bits 62:42, SYNC off."""
+  """A GP entry (§2.1): pushbuffer address bits 39:2, LEVEL MAIN, LENGTH in dwords, SYNC off."""
   if addr % 4 or not 0 <= addr < 1 << 40: raise ValueError(f"pushbuffer address 0x{addr:x} must be 4-byte aligned and below 2**40")
   if not 0 < ndwords < 1 << 21: raise ValueError(f"a pushbuffer segment of {ndwords} dwords (1..2**21-1)")
-  return addr | (ndwords << 42)
+  return bits.pack(NV.GP_ENTRY, ADDRESS=addr >> 2, LENGTH=ndwords)
 
-# host methods (class C56F, NV.md §4)
-HOST = {"SET_OBJECT": 0x000, "NOP": 0x008, "NON_STALL_INTERRUPT": 0x020, "SEM_ADDR_LO": 0x05C, "SEM_ADDR_HI": 0x060,
-        "SEM_PAYLOAD_LO": 0x064, "SEM_PAYLOAD_HI": 0x068, "SEM_EXECUTE": 0x06C, "WFI": 0x078}
-# compute methods (class C6C0, NV.md §5)
-COMPUTE = {"SET_OBJECT": 0x0000, "SEND_PCAS_A": 0x02B4, "SEND_SIGNALING_PCAS2_B": 0x02C0, "INVALIDATE_SHADER_CACHES_NO_WFI": 0x1698}
-# copy-engine methods (class C6B5, NV.md §7)
-COPY = {"SET_OBJECT": 0x000, "SET_SEMAPHORE_A": 0x240, "LAUNCH_DMA": 0x300, "OFFSET_IN_UPPER": 0x400, "LINE_LENGTH_IN": 0x418}
-
-# SEM_EXECUTE fields (NV.md §4.1): name -> (lo bit, width)
-SEM_EXECUTE_FIELDS = {"OPERATION": (0, 3), "ACQUIRE_SWITCH_TSG": (12, 1), "RELEASE_WFI": (20, 1), "PAYLOAD_SIZE": (24, 1),
-                      "RELEASE_TIMESTAMP": (25, 1)}
-SEM_OP = {"ACQUIRE": 0, "RELEASE": 1, "ACQ_STRICT_GEQ": 2, "ACQ_CIRC_GEQ": 3}
-
-def fields(table: dict[str, tuple[int, int]], **vals: int) -> int:
-  """A dword from named fields of a (lo bit, width) table."""
-  out = 0
-  for k, v in vals.items():
-    lo, w = table[k]
-    if not 0 <= v < 1 << w: raise ValueError(f"field {k}={v} does not fit {w} bits")
-    out |= v << lo
-  return out
-
-SEM_RELEASE = fields(SEM_EXECUTE_FIELDS, OPERATION=SEM_OP["RELEASE"], RELEASE_WFI=1, PAYLOAD_SIZE=1, RELEASE_TIMESTAMP=1)   # 0x03100001
-SEM_ACQUIRE = fields(SEM_EXECUTE_FIELDS, OPERATION=SEM_OP["ACQ_CIRC_GEQ"], PAYLOAD_SIZE=1)                                  # 0x01000003
-
-# copy-engine LAUNCH_DMA fields (NV.md §7)
-CE_LAUNCH_FIELDS = {"DATA_TRANSFER_TYPE": (0, 2), "FLUSH_ENABLE": (2, 1), "SEMAPHORE_TYPE": (3, 2), "SRC_MEMORY_LAYOUT": (7, 1),
-                    "DST_MEMORY_LAYOUT": (8, 1), "MULTI_LINE_ENABLE": (9, 1)}
-CE_COPY = fields(CE_LAUNCH_FIELDS, DATA_TRANSFER_TYPE=2, SRC_MEMORY_LAYOUT=1, DST_MEMORY_LAYOUT=1)   # 0x182 non-pipelined pitch->pitch
-CE_RELEASE = fields(CE_LAUNCH_FIELDS, FLUSH_ENABLE=1, SEMAPHORE_TYPE=2)                              # 0x14 four-word release
+SEM_RELEASE = bits.pack(NV.SEM_EXECUTE, OPERATION=NV.SEM_OP["RELEASE"], RELEASE_WFI=1, PAYLOAD_SIZE=1, RELEASE_TIMESTAMP=1)   # 0x03100001
+SEM_ACQUIRE = bits.pack(NV.SEM_EXECUTE, OPERATION=NV.SEM_OP["ACQ_CIRC_GEQ"], PAYLOAD_SIZE=1)                                  # 0x01000003
+CE_COPY = bits.pack(NV.CE_LAUNCH_DMA, DATA_TRANSFER_TYPE=NV.CE_TRANSFER["NON_PIPELINED"], SRC_MEMORY_LAYOUT=NV.CE_LAYOUT_PITCH,
+                    DST_MEMORY_LAYOUT=NV.CE_LAYOUT_PITCH)                                                                      # 0x182
+CE_RELEASE = bits.pack(NV.CE_LAUNCH_DMA, FLUSH_ENABLE=1, SEMAPHORE_TYPE=NV.CE_SEMAPHORE["RELEASE_FOUR_WORD"])                # 0x14
 CE_CHUNK = 1 << 31          # bytes per LAUNCH_DMA (LINE_LENGTH_IN is 32 bits)
-PCAS_PREFETCH_SCHEDULE = 9
-INVALIDATE_ALL_NO_WFI = 0x1011   # INSTRUCTION | GLOBAL_DATA | CONSTANT
-
-# ---- QMD V03_00 (NV.md §6): field -> (hi, lo) bit range across the 64 dwords --------------------------------------
-QMD_DWORDS = 64
-QMD_FIELDS: dict[str, tuple[int, int]] = {
-  "QMD_GROUP_ID": (133, 128), "SM_GLOBAL_CACHING_ENABLE": (134, 134),
-  "INVALIDATE_TEXTURE_HEADER_CACHE": (186, 186), "INVALIDATE_TEXTURE_SAMPLER_CACHE": (187, 187),
-  "INVALIDATE_TEXTURE_DATA_CACHE": (188, 188), "INVALIDATE_SHADER_DATA_CACHE": (189, 189),
-  "INVALIDATE_INSTRUCTION_CACHE": (190, 190), "INVALIDATE_SHADER_CONSTANT_CACHE": (191, 191),
-  "CWD_MEMBAR_TYPE": (369, 368), "API_VISIBLE_CALL_LIMIT": (378, 378), "SAMPLER_INDEX": (382, 382),
-  "CTA_RASTER_WIDTH": (415, 384), "CTA_RASTER_HEIGHT": (431, 416), "CTA_RASTER_DEPTH": (463, 448),
-  "DEPENDENT_QMD0_ENABLE": (512, 512),
-  "SHARED_MEMORY_SIZE": (561, 544), "MIN_SM_CONFIG_SHARED_MEM_SIZE": (567, 562), "MAX_SM_CONFIG_SHARED_MEM_SIZE": (574, 569),
-  "QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580),
-  "CTA_THREAD_DIMENSION0": (607, 592), "CTA_THREAD_DIMENSION1": (623, 608), "CTA_THREAD_DIMENSION2": (639, 624),
-  **{f"CONSTANT_BUFFER_VALID({i})": (640 + i, 640 + i) for i in range(8)},
-  "REGISTER_COUNT_V": (656, 648), "TARGET_SM_CONFIG_SHARED_MEM_SIZE": (662, 657),
-  "SHADER_LOCAL_MEMORY_LOW_SIZE": (759, 736), "BARRIER_COUNT": (767, 763),
-  **{f"RELEASE{r}_{k}": (hi + 128 * r, lo + 128 * r) for r in range(2)   # RELEASE1 is RELEASE0's layout 128 bits on
-     for k, (hi, lo) in {"ADDRESS_LOWER": (799, 768), "ADDRESS_UPPER": (807, 800), "ENABLE": (823, 823), "PAYLOAD64B": (829, 829),
-                         "STRUCTURE_SIZE": (831, 830), "PAYLOAD_LOWER": (863, 832), "PAYLOAD_UPPER": (895, 864)}.items()},
-  **{f"CONSTANT_BUFFER_ADDR_LOWER({i})": (1055 + 64 * i, 1024 + 64 * i) for i in range(8)},
-  **{f"CONSTANT_BUFFER_ADDR_UPPER({i})": (1072 + 64 * i, 1056 + 64 * i) for i in range(8)},
-  **{f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})": (1087 + 64 * i, 1075 + 64 * i) for i in range(8)},
-  "PROGRAM_ADDRESS_LOWER": (1567, 1536), "PROGRAM_ADDRESS_UPPER": (1584, 1568),
-  "SHADER_LOCAL_MEMORY_HIGH_SIZE": (1623, 1600), "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED": (1640, 1632),
-  "PROGRAM_PREFETCH_SIZE": (1649, 1641), "PROGRAM_PREFETCH_TYPE": (1651, 1650),
-}
+INVALIDATE_ALL_NO_WFI = bits.pack(NV.INVALIDATE_NO_WFI, INSTRUCTION=1, GLOBAL_DATA=1, CONSTANT=1)   # 0x1011
 
 def qmd_set(words: np.ndarray, name: str, value: int) -> None:
-  """Write one QMD field (every field lies inside one dword); ValueError names a field the value does not fit."""
-  hi, lo = QMD_FIELDS[name]
-  w = hi - lo + 1
-  if not 0 <= value < 1 << w: raise ValueError(f"QMD field {name} is {w} bits: {value} does not fit")
-  dw, sh = lo // 32, lo % 32
-  mask = ((1 << w) - 1) << sh
-  words[dw] = (int(words[dw]) & ~mask & 0xFFFFFFFF) | (value << sh)
+  """Write one QMD field (§6); ValueError names a field the value does not fit."""
+  bits.set_words(words, f"QMD field {name}", NV.QMD[name], value)
 
-def qmd_get(words: np.ndarray, name: str) -> int:
-  hi, lo = QMD_FIELDS[name]
-  return (int(words[lo // 32]) >> (lo % 32)) & ((1 << (hi - lo + 1)) - 1)
+def qmd_get(words: np.ndarray, name: str) -> int: return bits.get_words(words, NV.QMD[name])
 
 def sm_config(shared: int) -> int:
   """SM-config shared-memory encoding (KiB / 4 + 1) of the smallest Ampere L1 split holding `shared` bytes."""
-  kib = next((k for k in (8, 16, 32, 64, 100) if shared <= k * 1024), 100)
+  kib = next((k for k in NV.SM_CONFIG_KIB if shared <= k * 1024), NV.SM_CONFIG_KIB[-1])
   return kib // 4 + 1
 
 # ---- queues ----------------------------------------------------------------------------------------------------------
@@ -173,7 +106,7 @@ class NVComputeQueue(HWQueue):
     assert isinstance(prg, NVProgram)
     qva, qhost = self.scratch(prg.dev, QMD_DWORDS * 4, 256)
     qhost.view(np.uint32)[:] = prg.qmd(gs, ls, args)
-    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> 8) + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], PCAS_PREFETCH_SCHEDULE),
+    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> 8) + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], NV.PCAS_PREFETCH_SCHEDULE),
             {"qmd": (1, "u32")})
 
 
@@ -199,7 +132,7 @@ class NVCopyQueue(HWQueue):
 
 
 # ---- channel, device, program --------------------------------------------------------------------------------------
-USERD_GP_GET, USERD_GP_PUT = 0x88, 0x8C
+USERD_GP_GET, USERD_GP_PUT = NV.USERD["GP_GET"], NV.USERD["GP_PUT"]
 
 class NVChannel(Channel):
   """A GPFIFO channel: pushbuffer segments in a host-visible ring, one GP entry per submission, GPPut, doorbell."""
@@ -260,7 +193,7 @@ class NVProgram(HCQProgram):
     for k, v in {"QMD_GROUP_ID": 0x3F, "SM_GLOBAL_CACHING_ENABLE": 1, "INVALIDATE_TEXTURE_HEADER_CACHE": 1,
                  "INVALIDATE_TEXTURE_SAMPLER_CACHE": 1, "INVALIDATE_TEXTURE_DATA_CACHE": 1, "INVALIDATE_SHADER_DATA_CACHE": 1,
                  "INVALIDATE_INSTRUCTION_CACHE": 1, "INVALIDATE_SHADER_CONSTANT_CACHE": 1, "CWD_MEMBAR_TYPE": 1,
-                 "API_VISIBLE_CALL_LIMIT": 1, "SAMPLER_INDEX": 1, "QMD_MAJOR_VERSION": 3, "QMD_VERSION": 0, "BARRIER_COUNT": 1,
+                 "API_VISIBLE_CALL_LIMIT": 1, "SAMPLER_INDEX": 1, "QMD_MAJOR_VERSION": NV.QMD_MAJOR_VERSION, "QMD_VERSION": NV.QMD_VERSION, "BARRIER_COUNT": 1,
                  "SHARED_MEMORY_SIZE": info.shared, "MIN_SM_CONFIG_SHARED_MEM_SIZE": sm_config(info.shared),
                  "MAX_SM_CONFIG_SHARED_MEM_SIZE": sm_config(100 * 1024), "TARGET_SM_CONFIG_SHARED_MEM_SIZE": sm_config(info.shared),
                  "REGISTER_COUNT_V": 32, "CONSTANT_BUFFER_VALID(0)": 1,

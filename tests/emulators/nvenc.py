@@ -44,8 +44,8 @@ def image(lib: bytes) -> bytes: return b"RGL1" + struct.pack("<I", len(lib)) + l
 def qmd_words(prog_va: int, cb_va: int, cb_bytes: int, grid=(1, 1, 1), block=(1, 1, 1), shared: int = 0, **extra: int) -> list[int]:
   f = {"QMD_MAJOR_VERSION": 3, "QMD_VERSION": 0, "CTA_RASTER_WIDTH": grid[0], "CTA_RASTER_HEIGHT": grid[1], "CTA_RASTER_DEPTH": grid[2],
        "CTA_THREAD_DIMENSION0": block[0], "CTA_THREAD_DIMENSION1": block[1], "CTA_THREAD_DIMENSION2": block[2], "BARRIER_COUNT": 1,
-       "SHARED_MEMORY_SIZE": shared, "CONSTANT_BUFFER_VALID0": 1, "CONSTANT_BUFFER_ADDR_LOWER0": cb_va & 0xFFFFFFFF,
-       "CONSTANT_BUFFER_ADDR_UPPER0": cb_va >> 32, "CONSTANT_BUFFER_SIZE_SHIFTED4_0": -(-cb_bytes // 16),
+       "SHARED_MEMORY_SIZE": shared, "CONSTANT_BUFFER_VALID(0)": 1, "CONSTANT_BUFFER_ADDR_LOWER(0)": cb_va & 0xFFFFFFFF,
+       "CONSTANT_BUFFER_ADDR_UPPER(0)": cb_va >> 32, "CONSTANT_BUFFER_SIZE_SHIFTED4(0)": -(-cb_bytes // 16),
        "PROGRAM_ADDRESS_LOWER": prog_va & 0xFFFFFFFF, "PROGRAM_ADDRESS_UPPER": prog_va >> 32, **extra}
   return Q.encode(f)
 

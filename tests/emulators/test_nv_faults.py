@@ -120,8 +120,8 @@ def _add(drv, **qmd):
   ({"CTA_THREAD_DIMENSION0": 1025}, "invalid block dims (1025, 1, 1)"),
   ({"CTA_THREAD_DIMENSION2": 65}, "invalid block dims"),
   ({"CTA_THREAD_DIMENSION0": 64, "CTA_THREAD_DIMENSION1": 32}, "block of 2048 threads"),
-  ({"CONSTANT_BUFFER_VALID0": 0}, "constant buffer 0 (the kernel parameters) is not valid"),
-  ({"CONSTANT_BUFFER_SIZE_SHIFTED4_0": 1}, "constant buffer 0 holds 16 bytes"),
+  ({"CONSTANT_BUFFER_VALID(0)": 0}, "constant buffer 0 (the kernel parameters) is not valid"),
+  ({"CONSTANT_BUFFER_SIZE_SHIFTED4(0)": 1}, "constant buffer 0 holds 16 bytes"),
 ])
 def test_bad_qmd(drv, fields, msg):
   k = _add(drv)

@@ -64,9 +64,9 @@ def test_method_tables_have_the_fact_sheet_offsets():
 def test_qmd_field_table_matches_the_fact_sheet_and_round_trips():
   spec = {name: (dw, hi, lo) for name, dw, hi, lo in Q.FIELDS}
   assert spec["CTA_RASTER_WIDTH"] == (12, 31, 0) and spec["CTA_THREAD_DIMENSION0"] == (18, 31, 16) and spec["QMD_MAJOR_VERSION"] == (18, 7, 4)
-  assert spec["RELEASE1_ENABLE"] == (29, 23, 23) and spec["CONSTANT_BUFFER_SIZE_SHIFTED4_0"] == (33, 31, 19)
+  assert spec["RELEASE1_ENABLE"] == (29, 23, 23) and spec["CONSTANT_BUFFER_SIZE_SHIFTED4(0)"] == (33, 31, 19)
   assert spec["PROGRAM_ADDRESS_UPPER"] == (49, 16, 0) and spec["SHARED_MEMORY_SIZE"] == (17, 17, 0) and spec["RELEASE2_PAYLOAD_LOWER"] == (54, 31, 0)
-  f = {"CTA_RASTER_WIDTH": 0xFFFFFFF, "CTA_THREAD_DIMENSION2": 64, "RELEASE0_PAYLOAD64B": 1, "CONSTANT_BUFFER_ADDR_UPPER3": 0x1FFFF}
+  f = {"CTA_RASTER_WIDTH": 0xFFFFFFF, "CTA_THREAD_DIMENSION2": 64, "RELEASE0_PAYLOAD64B": 1, "CONSTANT_BUFFER_ADDR_UPPER(3)": 0x1FFFF}
   words = Q.encode(f)
   assert words[12] == 0xFFFFFFF and words[19] == 64 << 16 and words[25] == 1 << 29 and words[39] == 0x1FFFF
   assert {k: v for k, v in Q.decode(words).items() if v} == f
