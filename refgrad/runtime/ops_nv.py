@@ -32,16 +32,17 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.device import Compiled, Compiler
-from refgrad.renderer.gpu import CUDARenderer
-from refgrad.renderer.ptx import PTXRenderer
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COMPUTE, COMPUTE_CLASS, COPY, COPY_CLASS, HOST, QMD_DWORDS, SUBCH_COMPUTE, SUBCH_COPY, SUBCH_HOST, SecOp
+from refgrad.renderer.gpu import CUDARenderer
+from refgrad.renderer.ptx import PTXRenderer
 from refgrad.runtime import ptx_args
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
 from refgrad.runtime.image import IMAGE_MAGIC, ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
+
 
 # ---- encoders over the NV tables (refgrad/hw/nv.py: docs/hw/NV.md §1-§7) -------------------------------------------------
 def header(op: SecOp, subch: int, method: int, count: int) -> int:
