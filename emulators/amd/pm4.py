@@ -20,13 +20,13 @@ from emulators import dispatch, executors
 from emulators.amd import rdna3
 from emulators.amd import regs as R
 from emulators.fault import Fault
+from refgrad.hw import amd as A
+from refgrad.hw import bits as B
+from refgrad.hw.amd import PM4
 from refgrad.runtime.simt import checked_default
 
 DONE, BLOCKED = 1, 2
-NOP_FILLER_COUNT = 0x3FFF
-
-
-def bits(v: int, hi: int, lo: int) -> int: return (v >> lo) & ((1 << (hi - lo + 1)) - 1)
+HDR, DW1, DW2, WAIT = A.PM4_HEADER, A.RELEASE_MEM_DW1, A.RELEASE_MEM_DW2, A.WAIT_REG_MEM_DW1
 
 
 class Packet(NamedTuple):
@@ -52,8 +52,8 @@ class ComputeEngine:
 
 # ---- registers ----------------------------------------------------------------------------------------------------
 def set_sh_reg(eng: ComputeEngine, w: list[int]) -> None:
-  off = bits(w[1], 15, 0)
-  if bits(w[1], 31, 28) not in (0, 1): raise Fault(f"SET_SH_REG INDEX {bits(w[1], 31, 28)} is not emulated (0 or 1)", "compute")
+  off, index = B.get(w[1], A.SET_SH_REG_DW1["OFFSET"]), B.get(w[1], A.SET_SH_REG_DW1["INDEX"])
+  if index not in (0, 1): raise Fault(f"SET_SH_REG INDEX {index} is not emulated (0 or 1)", "compute")
   for i, v in enumerate(w[2:]):
     if off + i not in R.SH_REGS:
       raise Fault(f"SET_SH_REG writes offset 0x{off + i:x} (register dword address 0x{R.SH_START + off + i:x}), which is no compute "
@@ -81,7 +81,7 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
   for d in "XYZ":
     for r in (f"COMPUTE_START_{d}", f"COMPUTE_RESTART_{d}"):
       if eng.reg(r): raise Fault(f"inconsistent dispatch: {r} = {eng.reg(r)}; dispatches not starting at work-group 0 are not emulated", "compute")
-  pgm = ((eng.reg("COMPUTE_PGM_HI") & 0xFF) << 40) | (eng.reg("COMPUTE_PGM_LO") << 8)
+  pgm = ((R.get("COMPUTE_PGM_HI", eng.reg("COMPUTE_PGM_HI"), "ADDRESS_HI") << 32) | eng.reg("COMPUTE_PGM_LO")) << A.PGM_ADDRESS_SHIFT
   if dev.vm.bytes(pgm, 4, "compute", "program (COMPUTE_PGM_LO/HI)").tobytes() not in executors.EXECUTORS:
     return dispatch_isa(eng, pgm, grid, block)
   k = dispatch.load_program(dev.vm, pgm, "compute", "COMPUTE_PGM_LO/HI")
@@ -124,10 +124,11 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
     if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
   private = 0   # scratch bytes per lane: TMPRING_SIZE.WAVESIZE counts 256-byte units of a wave's scratch (wave32)
   if R.get("COMPUTE_PGM_RSRC2", rsrc2, "SCRATCH_EN"):
-    private = R.get("COMPUTE_TMPRING_SIZE", eng.reg("COMPUTE_TMPRING_SIZE"), "WAVESIZE") * 256 // 32
+    private = R.get("COMPUTE_TMPRING_SIZE", eng.reg("COMPUTE_TMPRING_SIZE"), "WAVESIZE") * A.SCRATCH_GRANULE // A.WAVE_SIZE
     if not private: raise bad("RSRC2.SCRATCH_EN is set but COMPUTE_TMPRING_SIZE.WAVESIZE is 0 (no scratch for the waves)")
-  if (nuser := R.get("COMPUTE_PGM_RSRC2", rsrc2, "USER_SGPR")) > 16: raise bad(f"RSRC2.USER_SGPR is {nuser}, but there are 16 USER_DATA registers")
-  user = [eng.reg(f"COMPUTE_USER_DATA_{i}") for i in range(16)]
+  if (nuser := R.get("COMPUTE_PGM_RSRC2", rsrc2, "USER_SGPR")) > A.USER_DATA_REGS:
+    raise bad(f"RSRC2.USER_SGPR is {nuser}, but there are {A.USER_DATA_REGS} USER_DATA registers")
+  user = [eng.reg(f"COMPUTE_USER_DATA_{i}") for i in range(A.USER_DATA_REGS)]
   lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
   ch.dev.counters["dispatch"] += 1
   checked = checked_default()
@@ -157,7 +158,7 @@ def poll_memory(ch: Any, engine: str, addr: int, nbytes: int, func: int, ref: in
 
 def wait_reg_mem(eng: ComputeEngine, w: list[int], wide: bool = False) -> int | None:
   nm = "WAIT_REG_MEM64" if wide else "WAIT_REG_MEM"
-  func, space, op = bits(w[1], 2, 0), bits(w[1], 5, 4), bits(w[1], 7, 6)
+  func, space, op = B.get(w[1], WAIT["FUNCTION"]), B.get(w[1], WAIT["MEM_SPACE"]), B.get(w[1], WAIT["OPERATION"])
   if space == 0:
     if op == 1: return None   # write-wait-write on registers (an HDP flush): satisfied at once, the mock is coherent
     raise Fault(f"{nm} on a register (MEM_SPACE 0, OPERATION {op}) is not emulated", "compute")
@@ -180,11 +181,11 @@ DATA_SELS: dict[int, tuple[str, int, Callable[[Any, list[int]], int]] | None] = 
 
 def release_mem(eng: ComputeEngine, w: list[int]) -> int:
   ch = eng.ch
-  ev, idx = bits(w[1], 5, 0), bits(w[1], 11, 8)
-  if ev not in EOP_EVENTS: raise Fault(f"RELEASE_MEM EVENT_TYPE 0x{ev:x} is not an end-of-pipe event the mock knows "
-                                       f"({', '.join(f'0x{e:x} {n}' for e, n in EOP_EVENTS.items())})", "compute")
-  if idx not in (5, 6): raise Fault(f"RELEASE_MEM EVENT_INDEX {idx} (5 end_of_pipe, 6 shader_done)", "compute")
-  dsel, isel = bits(w[2], 31, 29), bits(w[2], 26, 24)
+  ev, idx = B.get(w[1], DW1["EVENT_TYPE"]), B.get(w[1], DW1["EVENT_INDEX"])
+  if ev not in A.EOP_EVENTS: raise Fault(f"RELEASE_MEM EVENT_TYPE 0x{ev:x} is not an end-of-pipe event the mock knows "
+                                         f"({', '.join(f'0x{e:x} {n}' for e, n in A.EOP_EVENTS.items())})", "compute")
+  if idx not in (A.EVENT_INDEX["END_OF_PIPE"], A.EVENT_INDEX["SHADER_DONE"]): raise Fault(f"RELEASE_MEM EVENT_INDEX {idx} (5 end_of_pipe, 6 shader_done)", "compute")
+  dsel, isel = B.get(w[2], DW2["DATA_SEL"]), B.get(w[2], DW2["INT_SEL"])
   if dsel not in DATA_SELS: raise Fault(f"RELEASE_MEM DATA_SEL {dsel} is not emulated (0-4)", "compute")
   if isel not in (0, 1, 2, 3): raise Fault(f"RELEASE_MEM INT_SEL {isel} is not emulated (0-3)", "compute")
   ch.flight.retire()   # an end-of-pipe event: everything before it has finished when it writes (ORDERING)
@@ -197,13 +198,11 @@ def release_mem(eng: ComputeEngine, w: list[int]) -> int:
   v = value(ch, w)
   ch.dev.vm.write_uint(addr, nbytes, v, "compute", f"RELEASE_MEM {what}")
   ch.dev.counters["release_mem"] += 1
-  if dsel in (1, 2): ch.dev.hz.release(ch.pid, addr, v, nbytes)
+  if dsel in (A.DATA_SEL["DATA32"], A.DATA_SEL["DATA64"]): ch.dev.hz.release(ch.pid, addr, v, nbytes)
   return DONE
 
-EOP_EVENTS = {0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x28: "BOTTOM_OF_PIPE_TS", 0x2F: "CS_DONE"}
-EVENTS = {0x07: "CS_PARTIAL_FLUSH", 0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x16: "CACHE_FLUSH_AND_INV_EVENT", 0x28: "BOTTOM_OF_PIPE_TS",
-          0x2F: "CS_DONE", 0x35: "THREAD_TRACE_MARKER", 0x37: "THREAD_TRACE_FINISH"}
-PARTIAL_FLUSH = (0x07, 4)   # (EVENT_TYPE, EVENT_INDEX) of CS_PARTIAL_FLUSH
+EVENTS = A.EVENTS
+PARTIAL_FLUSH = (0x07, A.EVENT_INDEX["CS_PARTIAL_FLUSH"])   # (EVENT_TYPE, EVENT_INDEX) of CS_PARTIAL_FLUSH
 
 # The queue ordering model (README "Ordering inside a queue"): a dispatch stays in flight, overlapping later dispatches,
 # until one of these retires it. One row per command: (what it orders, the source in docs/hw/AMD.md).
@@ -218,20 +217,20 @@ ORDERING: dict[str, tuple[str, str]] = {
 }
 
 def event_write(eng: ComputeEngine, w: list[int]) -> None:
-  ev = bits(w[1], 5, 0)
+  ev = B.get(w[1], A.EVENT_DW1["EVENT_TYPE"])
   if ev not in EVENTS: raise Fault(f"EVENT_WRITE EVENT_TYPE 0x{ev:x} is not an event the mock knows", "compute")
-  if (ev, bits(w[1], 11, 8)) == PARTIAL_FLUSH: eng.ch.flight.retire()   # an ordering command (ORDERING)
+  if (ev, B.get(w[1], A.EVENT_DW1["EVENT_INDEX"])) == PARTIAL_FLUSH: eng.ch.flight.retire()   # an ordering command (ORDERING)
   # cache events: the mock's memory is coherent, nothing to do
 
 def acquire_mem(eng: ComputeEngine, w: list[int]) -> None:
-  if bits(w[7], 31, 19): raise Fault(f"ACQUIRE_MEM GCR_CNTL 0x{w[7]:x} sets bits above 18", "compute")
+  if w[7] >> A.GCR_CNTL_BITS: raise Fault(f"ACQUIRE_MEM GCR_CNTL 0x{w[7]:x} sets bits above {A.GCR_CNTL_BITS - 1}", "compute")
   # coherent memory: invalidates and write-backs are no-ops
 
 def indirect_buffer(eng: ComputeEngine, w: list[int]) -> int | None:
   va, ctl = (w[1] & 0xFFFFFFFC) | (w[2] << 32), w[3]
-  n = bits(ctl, 19, 0)
-  if not bits(ctl, 23, 23): raise Fault(f"INDIRECT_BUFFER control 0x{ctl:x} has VALID 0", "compute", va)
-  if bits(ctl, 20, 20): raise Fault(f"INDIRECT_BUFFER control 0x{ctl:x}: CHAIN is not emulated", "compute", va)
+  n = B.get(ctl, A.INDIRECT_BUFFER_DW3["IB_SIZE"])
+  if not B.get(ctl, A.INDIRECT_BUFFER_DW3["VALID"]): raise Fault(f"INDIRECT_BUFFER control 0x{ctl:x} has VALID 0", "compute", va)
+  if B.get(ctl, A.INDIRECT_BUFFER_DW3["CHAIN"]): raise Fault(f"INDIRECT_BUFFER control 0x{ctl:x}: CHAIN is not emulated", "compute", va)
   eng.ch.enter_ib(va, n)
   return None
 
@@ -246,27 +245,27 @@ def _rows(rows: list[Packet]) -> dict[int, Packet]:
   return out
 
 TABLE = _rows([
-  Packet("NOP", 0x10, None, nop),
-  Packet("DISPATCH_DIRECT", 0x15, (3,), dispatch_direct),
-  Packet("WAIT_REG_MEM", 0x3C, (5,), wait_reg_mem),
-  Packet("INDIRECT_BUFFER", 0x3F, (2,), indirect_buffer),
-  Packet("EVENT_WRITE", 0x46, (0, 2), event_write),
-  Packet("RELEASE_MEM", 0x49, (6,), release_mem),
-  Packet("ACQUIRE_MEM", 0x58, (6,), acquire_mem),
-  Packet("SET_SH_REG", 0x76, None, set_sh_reg),
-  Packet("WAIT_REG_MEM64", 0x93, (7,), lambda eng, w: wait_reg_mem(eng, w, True)),
+  Packet("NOP", PM4["NOP"], None, nop),
+  Packet("DISPATCH_DIRECT", PM4["DISPATCH_DIRECT"], (3,), dispatch_direct),
+  Packet("WAIT_REG_MEM", PM4["WAIT_REG_MEM"], (5,), wait_reg_mem),
+  Packet("INDIRECT_BUFFER", PM4["INDIRECT_BUFFER"], (2,), indirect_buffer),
+  Packet("EVENT_WRITE", PM4["EVENT_WRITE"], (0, 2), event_write),
+  Packet("RELEASE_MEM", PM4["RELEASE_MEM"], (6,), release_mem),
+  Packet("ACQUIRE_MEM", PM4["ACQUIRE_MEM"], (6,), acquire_mem),
+  Packet("SET_SH_REG", PM4["SET_SH_REG"], None, set_sh_reg),
+  Packet("WAIT_REG_MEM64", PM4["WAIT_REG_MEM64"], (7,), lambda eng, w: wait_reg_mem(eng, w, True)),
 ])
 
 
 def packet_dwords(h: int) -> int:
   """Total dwords of the packet whose header is h (header included); a Fault names a header the queue cannot run."""
-  if h >> 30 != 3: raise Fault(f"header 0x{h:08x} is a type-{h >> 30} packet; the compute queue runs type-3 packets only", "compute")
-  op, count = bits(h, 15, 8), bits(h, 29, 16)
+  if (t := B.get(h, HDR["TYPE"])) != A.PM4_TYPE3: raise Fault(f"header 0x{h:08x} is a type-{t} packet; the compute queue runs type-3 packets only", "compute")
+  op, count = B.get(h, HDR["IT_OPCODE"]), B.get(h, HDR["COUNT"])
   row = TABLE.get(op)
   if row is None: raise Fault(f"unknown PM4 opcode 0x{op:02x} in header 0x{h:08x} (known: "
                               f"{', '.join(f'0x{o:02x} {r.name}' for o, r in TABLE.items())})", "compute")
-  if op == 0x10 and count == NOP_FILLER_COUNT: return 1
+  if op == PM4["NOP"] and count == A.PM4_NOP_FILLER_COUNT: return 1
   if row.counts is not None and count not in row.counts:
     raise Fault(f"{row.name} header 0x{h:08x} has COUNT {count}; the packet has COUNT {' or '.join(map(str, row.counts))}", "compute")
-  if op == 0x76 and count < 1: raise Fault(f"SET_SH_REG header 0x{h:08x} has COUNT 0: no register value follows the offset", "compute")
+  if op == PM4["SET_SH_REG"] and count < 1: raise Fault(f"SET_SH_REG header 0x{h:08x} has COUNT 0: no register value follows the offset", "compute")
   return count + 2

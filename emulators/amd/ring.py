@@ -23,18 +23,19 @@ from emulators.amd import pm4, sdma
 from emulators.amd.pm4 import BLOCKED, DONE
 from emulators.fault import Fault
 from emulators.inflight import InFlight
+from refgrad.hw import amd as A
+from refgrad.hw import bits
 from refgrad.runtime.driver import GPUFault
 
 RING_ENTRY_BYTES, CONTROL_BYTES = 4, 64
-RPTR, WPTR, DOORBELL = 0, 1, 2          # u64 slots of the control page
-MAX_IB_DWORDS = (1 << 20) - 1
+RPTR, WPTR, DOORBELL = A.CONTROL["RPTR"], A.CONTROL["WPTR"], A.CONTROL["DOORBELL"]   # u64 slots of the control page
 
 
 class Queue:
   def __init__(self, dev: Any, handle: Any, ring: Any, ctl: Any, pid: int):
     self.dev, self.handle, self.name, self.pid = dev, handle, handle.name, pid
     self.pm4 = handle.engine == "compute"
-    self.unit = 4 if self.pm4 else 1     # bytes per pointer unit
+    self.unit = A.POINTER_UNIT[handle.engine]   # bytes per pointer unit
     self.engine = pm4.ComputeEngine(self) if self.pm4 else sdma.CopyEngine(self)
     self.ring32 = ring.mem.data.view(np.uint32)
     self.n = len(self.ring32)
@@ -102,7 +103,7 @@ class Queue:
     try:
       if self.pm4:
         size = pm4.packet_dwords(h)
-        row = pm4.TABLE[(h >> 8) & 0xFF]
+        row = pm4.TABLE[bits.get(h, A.PM4_HEADER["IT_OPCODE"])]
       else:
         row = sdma.row(h)
         size = 5 if row.name == "WRITE_LINEAR" and avail < 4 else sdma.packet_dwords(h, get)

@@ -13,10 +13,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from emulators.amd.pm4 import BLOCKED, DONE, bits, poll_memory
+from emulators.amd.pm4 import BLOCKED, DONE, poll_memory
 from emulators.fault import Fault
-
-MAX_COPY = 1 << 30   # COPY_LINEAR COUNT 29:0 = bytes - 1
+from refgrad.hw import amd as A
+from refgrad.hw import bits as B
+from refgrad.hw.amd import SDMA
 
 
 class Packet(NamedTuple):
@@ -38,10 +39,10 @@ def _addr(w: list[int], i: int) -> int: return w[i] | (w[i + 1] << 32)
 def copy_linear(eng: CopyEngine, w: list[int]) -> int:
   ch = eng.ch
   vm = ch.dev.vm
-  for b, nm in ((16, "ENCRYPT"), (18, "TMZ"), (25, "BACKWARDS"), (27, "BROADCAST")):
-    if bits(w[0], b, b): raise Fault(f"COPY_LINEAR header 0x{w[0]:08x}: {nm} is not emulated", "copy")
-  if bits(w[2], 17, 16) or bits(w[2], 25, 24): raise Fault(f"COPY_LINEAR dword 2 0x{w[2]:08x}: byte swaps are not emulated", "copy")
-  n = bits(w[1], 29, 0) + 1
+  for nm, f in A.SDMA_COPY_LINEAR_DW0.items():
+    if B.get(w[0], f): raise Fault(f"COPY_LINEAR header 0x{w[0]:08x}: {nm} is not emulated", "copy")
+  if any(B.get(w[2], f) for f in A.SDMA_COPY_LINEAR_DW2.values()): raise Fault(f"COPY_LINEAR dword 2 0x{w[2]:08x}: byte swaps are not emulated", "copy")
+  n = B.get(w[1], A.SDMA_COPY_LINEAR_DW1["COUNT"]) + 1
   src, dst = _addr(w, 3), _addr(w, 5)
   sr, so = vm.resolve(src, n, "copy", f"COPY_LINEAR source ({n} bytes)")
   dr, do = vm.resolve(dst, n, "copy", f"COPY_LINEAR destination ({n} bytes)")
@@ -73,12 +74,12 @@ def fence(eng: CopyEngine, w: list[int]) -> int:
   return DONE
 
 def trap(eng: CopyEngine, w: list[int]) -> int:
-  eng.ch.interrupts.append(bits(w[1], 27, 0))
+  eng.ch.interrupts.append(B.get(w[1], A.SDMA_TRAP_DW1["INT_CONTEXT"]))
   return DONE
 
 def poll_regmem(eng: CopyEngine, w: list[int]) -> int | None:
-  if not bits(w[0], 31, 31): raise Fault("POLL_REGMEM on a register (MEM_POLL 0) is not emulated", "copy")
-  r = poll_memory(eng.ch, "copy", _addr(w, 1), 4, bits(w[0], 30, 28), w[3], w[4], "POLL_REGMEM semaphore")
+  if not B.get(w[0], A.SDMA_POLL_REGMEM_DW0["MEM_POLL"]): raise Fault("POLL_REGMEM on a register (MEM_POLL 0) is not emulated", "copy")
+  r = poll_memory(eng.ch, "copy", _addr(w, 1), 4, B.get(w[0], A.SDMA_POLL_REGMEM_DW0["FUNC"]), w[3], w[4], "POLL_REGMEM semaphore")
   return r if r is not None else DONE
 
 def timestamp(eng: CopyEngine, w: list[int]) -> int:
@@ -93,9 +94,9 @@ def timestamp_set(eng: CopyEngine, w: list[int]) -> None:
 
 def constant_fill(eng: CopyEngine, w: list[int]) -> int:
   ch = eng.ch
-  size = bits(w[0], 31, 30)
+  size = B.get(w[0], A.SDMA_CONSTANT_FILL_DW0["FILLSIZE"])
   if size not in (0, 2): raise Fault(f"CONSTANT_FILL FILLSIZE {size} is not emulated (0 or 2: the dword pattern)", "copy")
-  dst, n = _addr(w, 1), bits(w[4], 29, 0) + 1
+  dst, n = _addr(w, 1), B.get(w[4], A.SDMA_CONSTANT_FILL_DW4["COUNT"]) + 1
   r, off = ch.dev.vm.resolve(dst, n, "copy", f"CONSTANT_FILL destination ({n} bytes)")
   ch.dev.hz.access(ch.pid, r.va, [(dst, dst + n, True)], f"{ch.where()}: fill of {n} bytes at 0x{dst:x}")
   pattern = np.frombuffer(w[3].to_bytes(4, "little") * (-(-n // 4)), np.uint8)[:n]
@@ -108,23 +109,23 @@ def nop(eng: CopyEngine, w: list[int]) -> None: pass
 
 
 # (OP, SUB_OP) -> row
-TABLE: dict[tuple[int, int], Packet] = {
-  (0, 0): Packet("NOP", lambda h: 1 + bits(h, 29, 16), nop),
-  (1, 0): Packet("COPY_LINEAR", lambda h: 7, copy_linear),
-  (2, 0): Packet("WRITE_LINEAR", lambda h: 0, write_linear),   # size from dword 3: see packet_dwords
-  (5, 0): Packet("FENCE", lambda h: 4, fence),
-  (6, 0): Packet("TRAP", lambda h: 2, trap),
-  (8, 0): Packet("POLL_REGMEM", lambda h: 6, poll_regmem),
-  (11, 0): Packet("CONSTANT_FILL", lambda h: 5, constant_fill),
-  (13, 0): Packet("TIMESTAMP_SET", lambda h: 3, timestamp_set),
-  (13, 1): Packet("TIMESTAMP_GET", lambda h: 3, timestamp),
-  (13, 2): Packet("TIMESTAMP_GET_GLOBAL", lambda h: 3, timestamp),
-  (17, 0): Packet("GCR_REQ", lambda h: 5, gcr_req),
-}
+TABLE: dict[tuple[int, int], Packet] = {SDMA[r.name]: r for r in (
+  Packet("NOP", lambda h: 1 + B.get(h, A.SDMA_NOP_DW0["COUNT"]), nop),
+  Packet("COPY_LINEAR", lambda h: 7, copy_linear),
+  Packet("WRITE_LINEAR", lambda h: 0, write_linear),   # size from dword 3: see packet_dwords
+  Packet("FENCE", lambda h: 4, fence),
+  Packet("TRAP", lambda h: 2, trap),
+  Packet("POLL_REGMEM", lambda h: 6, poll_regmem),
+  Packet("CONSTANT_FILL", lambda h: 5, constant_fill),
+  Packet("TIMESTAMP_SET", lambda h: 3, timestamp_set),
+  Packet("TIMESTAMP_GET", lambda h: 3, timestamp),
+  Packet("TIMESTAMP_GET_GLOBAL", lambda h: 3, timestamp),
+  Packet("GCR_REQ", lambda h: 5, gcr_req),
+)}
 
 
 def row(h: int) -> Packet:
-  op, sub = bits(h, 7, 0), bits(h, 15, 8)
+  op, sub = B.get(h, A.SDMA_HEADER["OP"]), B.get(h, A.SDMA_HEADER["SUB_OP"])
   if (r := TABLE.get((op, sub))) is None:
     raise Fault(f"unknown SDMA packet OP {op} SUB_OP {sub} in header 0x{h:08x} (known: "
                 f"{', '.join(f'{o}/{s} {p.name}' for (o, s), p in TABLE.items())})", "copy")
@@ -133,7 +134,7 @@ def row(h: int) -> Packet:
 def packet_dwords(h: int, peek: Callable[[int], int]) -> int:
   """Total dwords of the packet with header h; `peek(i)` reads its dword i (WRITE linear's size is in dword 3)."""
   r = row(h)
-  if r.name == "WRITE_LINEAR": return 5 + bits(peek(3), 19, 0)
+  if r.name == "WRITE_LINEAR": return 5 + B.get(peek(3), A.SDMA_WRITE_LINEAR_DW3["COUNT"])
   return r.dwords(h)
 
 __all__ = ["BLOCKED", "DONE", "CopyEngine", "packet_dwords", "row"]

@@ -3,20 +3,23 @@
 `load_code_object(elf, name)` reads the section headers, the symbol table and the RELA relocations, lays the allocated
 sections out as one program image (non-executable sections first, each at its alignment, then `.text` at a 256-byte
 boundary: docs/hw/amd_code_object.md), and returns a `CodeObject` that `link(va)` turns into the bytes to upload at
-GPU address `va` (relocations applied). The kernel descriptor (`<name>.kd`, 64 bytes; shared/hw/AMD.md §8) is checked
+GPU address `va` (relocations applied). The kernel descriptor (`<name>.kd`, 64 bytes; docs/hw/AMD.md §8; the layout is refgrad/hw/amd.py's KD_FIELDS) is checked
 for what refgrad's runtime can honour. Anything this reader does not handle is a `CodeObjectError` naming it.
 """
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+
+from refgrad.hw import amd as A
+from refgrad.hw import bits
 
 EM_AMDGPU, ET_REL, ELFOSABI_AMDGPU_HSA = 224, 1, 64
 SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 1, 2, 3, 4, 8, 9
 SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 SHN_UNDEF, SHN_ABS = 0, 0xFFF1
 STT_OBJECT, STT_FUNC = 1, 2
-KD_BYTES, CODE_ALIGN = 64, 256
+KD_BYTES, CODE_ALIGN = A.KD_BYTES, 256
 
 # R_AMDGPU_* relocation types (LLVM AMDGPUUsage "Relocation Records"): type -> (bytes written, value from S+A, P)
 RELOCS: dict[int, tuple[str, int, object]] = {
@@ -30,11 +33,9 @@ RELOCS: dict[int, tuple[str, int, object]] = {
   11: ("REL32_HI", 4, lambda s, a, p: ((s + a - p) >> 32) & 0xFFFFFFFF),
 }
 
-# kernel_code_properties (§8.1): bit -> (name, user SGPRs it takes); the runtime fills only the kernarg segment pointer
-PROPERTIES = {0: ("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER", 4), 1: ("ENABLE_SGPR_DISPATCH_PTR", 2), 2: ("ENABLE_SGPR_QUEUE_PTR", 2),
-              3: ("ENABLE_SGPR_KERNARG_SEGMENT_PTR", 2), 4: ("ENABLE_SGPR_DISPATCH_ID", 2), 5: ("ENABLE_SGPR_FLAT_SCRATCH_INIT", 2),
-              6: ("ENABLE_SGPR_PRIVATE_SEGMENT_SIZE", 1), 10: ("ENABLE_WAVEFRONT_SIZE32", 0), 11: ("USES_DYNAMIC_STACK", 0)}
-KERNARG_PTR, WAVE32 = 1 << 3, 1 << 10
+# kernel_code_properties (§8.1): the runtime fills only the kernarg segment pointer
+PROPERTIES = A.KD_PROPERTIES
+KERNARG_PTR, WAVE32 = A.KERNARG_SEGMENT_PTR, A.WAVEFRONT_SIZE32
 SUPPORTED = KERNARG_PTR | WAVE32
 
 
@@ -131,26 +132,29 @@ class Symbol:
 
 @dataclass(frozen=True)
 class KernelDescriptor:
-  """The fields of the 64-byte descriptor refgrad reads (§8)."""
+  """The fields of the 64-byte descriptor (§8), in the order of refgrad.hw.amd.KD_FIELDS (the other bytes are reserved, 0)."""
   group_segment: int        # LDS bytes
   private_segment: int      # scratch bytes per work-item
   kernarg_size: int
-  entry_offset: int         # kernel_code_entry_byte_offset (signed, from the descriptor's address)
+  entry: int                # kernel_code_entry_byte_offset (signed, from the descriptor's address)
+  rsrc3: int
   rsrc1: int
   rsrc2: int
-  rsrc3: int
   properties: int
   kernarg_preload: int
+
+  def pack(self) -> bytes:
+    out = bytearray(KD_BYTES)
+    for (_, off, fmt), v in zip(A.KD_FIELDS, astuple(self)): struct.pack_into("<" + fmt, out, off, v)
+    return bytes(out)
 
   @staticmethod
   def unpack(b: bytes) -> KernelDescriptor:
     if len(b) != KD_BYTES: raise CodeObjectError(f"kernel descriptor: {len(b)} bytes, expected {KD_BYTES}")
-    g, p, ks, _, entry = struct.unpack_from("<IIIIq", b, 0)
-    r3, r1, r2, props, preload = struct.unpack_from("<IIIHH", b, 44)
-    return KernelDescriptor(g, p, ks, entry, r1, r2, r3, props, preload)
+    return KernelDescriptor(*(struct.unpack_from("<" + fmt, b, off)[0] for _, off, fmt in A.KD_FIELDS))
 
   @property
-  def user_sgprs(self) -> int: return (self.rsrc2 >> 1) & 0x1F
+  def user_sgprs(self) -> int: return bits.get(self.rsrc2, A.RSRC2["USER_SGPR"])
 
 
 @dataclass(frozen=True)
@@ -290,12 +294,12 @@ def check_descriptor(obj: CodeObject) -> None:
   """What refgrad's runtime can honour: code entry at the kernel symbol, 256-byte aligned; fixed-size scratch; only the kernarg
   pointer as user-SGPR input; wave32."""
   kd, n = obj.kd, obj.name
-  if obj.kd_offset + kd.entry_offset != obj.entry:
-    raise CodeObjectError(f"{n}.kd: kernel_code_entry_byte_offset {kd.entry_offset} points to image offset {obj.kd_offset + kd.entry_offset}, "
+  if obj.kd_offset + kd.entry != obj.entry:
+    raise CodeObjectError(f"{n}.kd: kernel_code_entry_byte_offset {kd.entry} points to image offset {obj.kd_offset + kd.entry}, "
                           f"the kernel symbol is at {obj.entry}")
   if obj.entry % CODE_ALIGN: raise CodeObjectError(f"{n}: the code entry (image offset {obj.entry}) is not {CODE_ALIGN}-byte aligned (COMPUTE_PGM_LO takes address >> 8)")
-  if bool(kd.private_segment) != bool(kd.rsrc2 & 1):   # scratch is provided for the fixed size only: no dynamic stack
-    raise CodeObjectError(f"{n}.kd: private_segment_fixed_size {kd.private_segment} with ENABLE_PRIVATE_SEGMENT {kd.rsrc2 & 1}: "
+  if bool(kd.private_segment) != bool(bits.get(kd.rsrc2, A.RSRC2["SCRATCH_EN"])):   # scratch is provided for the fixed size only: no dynamic stack
+    raise CodeObjectError(f"{n}.kd: private_segment_fixed_size {kd.private_segment} with ENABLE_PRIVATE_SEGMENT {bits.get(kd.rsrc2, A.RSRC2['SCRATCH_EN'])}: "
                           "scratch is provided only for a fixed size the descriptor enables")
   for bit, (pname, _) in PROPERTIES.items():
     if kd.properties >> bit & 1 and not SUPPORTED >> bit & 1:

@@ -1,4 +1,4 @@
-"""The AMD device: the HCQ runtime (refgrad/runtime/hcq.py) writing real AMD command formats (facts: shared/hw/AMD.md),
+"""The AMD device: the HCQ runtime (refgrad/runtime/hcq.py) writing real AMD command formats (facts: docs/hw/AMD.md; the formats are the tables of refgrad/hw/amd.py),
 gfx11 / RDNA3, wave32.
 
 - Compute queue: PM4 type-3 packets (§1-§4). Each submission is written to an indirect buffer (host-visible memory of
@@ -19,7 +19,7 @@ gfx11 / RDNA3, wave32.
 
 Code paths (`AMD_CODE`, chosen in `CODE_PATHS`):
 - ir (default): kernels are rendered by PythonRenderer for the AMD target (WMMA 16x16x16 wave32 lane layouts; EMULATE may
-  name another) and uploaded as the RGL1 program image shared with NV, after a descriptor refgrad makes (`for_program`).
+  name another) and uploaded as the RGL1 program image shared with NV, after a descriptor refgrad makes (`program_descriptor`).
 - isa: kernels are rendered to LLVM IR (refgrad/renderer/llvmir.py, amdgcn) and compiled by llvmlite for gfx1100 to a
   relocatable ELF object, which refgrad/runtime/amd_elf.py reads and links; the image, its kernel descriptor (LLVM's) and
   the dispatch registers are described in docs/hw/amd_code_object.md.
@@ -33,7 +33,6 @@ import json
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import llvmlite
@@ -42,9 +41,12 @@ import numpy as np
 
 from refgrad import knobs
 from refgrad.device import Compiled, Compiler
+from refgrad.hw import amd as A
+from refgrad.hw import bits
+from refgrad.hw.amd import PM4, SH
 from refgrad.renderer.llvmir import LLVMRenderer
 from refgrad.renderer.serialize import parse_program
-from refgrad.runtime.amd_elf import CodeObjectError, check_args, load_code_object
+from refgrad.runtime.amd_elf import CodeObjectError, KernelDescriptor, check_args, load_code_object
 from refgrad.runtime.driver import open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
 from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
@@ -54,49 +56,23 @@ from refgrad.uop.ops import Ops, UOp
 
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
 
-# ---- PM4 (§1-§3) ------------------------------------------------------------------------------------------------------
-PM4 = {"NOP": 0x10, "DISPATCH_DIRECT": 0x15, "WAIT_REG_MEM": 0x3C, "INDIRECT_BUFFER": 0x3F, "EVENT_WRITE": 0x46, "RELEASE_MEM": 0x49,
-       "ACQUIRE_MEM": 0x58, "SET_SH_REG": 0x76, "WAIT_REG_MEM64": 0x93}
-
+# ---- encoders over the AMD tables (refgrad/hw/amd.py: docs/hw/AMD.md §1-§5) -------------------------------------------
 def pkt3(op: str, *body: int) -> list[int]:
-  """A type-3 packet: (3 << 30) | ((body dwords - 1) << 16) | (opcode << 8), then the body."""
+  """A type-3 packet (§1): the header (TYPE 3, COUNT = body dwords - 1, IT_OPCODE), then the body."""
   if not body or len(body) > 1 << 14: raise ValueError(f"PM4 {op}: a body of {len(body)} dwords (1..16384)")
   for d in body:
     if not 0 <= d < 2**32: raise ValueError(f"PM4 {op}: body dword {d:#x} is not a 32-bit word")
-  return [(3 << 30) | ((len(body) - 1) << 16) | (PM4[op] << 8), *body]
-
-# SET_SH_REG offsets (register dword address - 0x2C00) of the compute registers (§4)
-SH = {"COMPUTE_START_X": 0x204, "COMPUTE_NUM_THREAD_X": 0x207, "COMPUTE_PGM_LO": 0x20C, "COMPUTE_PGM_RSRC1": 0x212,
-      "COMPUTE_RESOURCE_LIMITS": 0x215, "COMPUTE_STATIC_THREAD_MGMT_SE0": 0x216, "COMPUTE_TMPRING_SIZE": 0x218,
-      "COMPUTE_RESTART_X": 0x21B, "COMPUTE_PGM_RSRC3": 0x228, "COMPUTE_USER_DATA_0": 0x240}
+  return [bits.pack(A.PM4_HEADER, TYPE=A.PM4_TYPE3, COUNT=len(body) - 1, IT_OPCODE=PM4[op]), *body]
 
 def set_sh_reg(reg: str, *vals: int) -> list[int]: return pkt3("SET_SH_REG", SH[reg], *vals)
 
-def field_value(table: dict[str, tuple[int, int]], **vals: int) -> int:
-  """A dword from named (hi, lo) fields; ValueError names a field the value does not fit."""
-  out = 0
-  for k, v in vals.items():
-    hi, lo = table[k]
-    if not 0 <= v < 1 << (hi - lo + 1): raise ValueError(f"field {k}={v} does not fit {hi - lo + 1} bits")
-    out |= v << lo
-  return out
-
-INITIATOR = {"COMPUTE_SHADER_EN": (0, 0), "FORCE_START_AT_000": (2, 2), "CS_W32_EN": (15, 15)}
-RSRC1 = {"VGPRS": (5, 0), "SGPRS": (9, 6), "FLOAT_MODE": (19, 12), "DX10_CLAMP": (21, 21), "IEEE_MODE": (23, 23), "MEM_ORDERED": (30, 30)}
-RSRC2 = {"USER_SGPR": (5, 1), "TGID_X_EN": (7, 7), "TGID_Y_EN": (8, 8), "TGID_Z_EN": (9, 9), "TIDIG_COMP_CNT": (12, 11), "LDS_SIZE": (23, 15)}
-RELEASE_MEM_DW1 = {"EVENT_TYPE": (5, 0), "EVENT_INDEX": (11, 8), "GLM_WB": (12, 12), "GLM_INV": (13, 13), "GLV_INV": (14, 14),
-                   "GL1_INV": (15, 15), "GL2_WB": (21, 21), "GL2_INV": (20, 20)}
-RELEASE_MEM_DW2 = {"DST_SEL": (17, 16), "INT_SEL": (26, 24), "DATA_SEL": (31, 29)}
-WAIT_DW1 = {"FUNCTION": (2, 0), "MEM_SPACE": (5, 4), "OPERATION": (7, 6)}
-GCR = {"GLI_INV": (1, 0), "GLK_INV": (7, 7), "GLV_INV": (8, 8), "GL1_INV": (9, 9), "GL2_INV": (14, 14), "GL2_WB": (15, 15)}
-IB_CTL = {"IB_SIZE": (19, 0), "VALID": (23, 23)}
-
-DISPATCH_INITIATOR = field_value(INITIATOR, COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=1)               # 0x8005
-EOP = field_value(RELEASE_MEM_DW1, EVENT_TYPE=0x14, EVENT_INDEX=5, GLM_WB=1, GLM_INV=1, GLV_INV=1, GL1_INV=1, GL2_WB=1)   # CACHE_FLUSH_AND_INV_TS
-DATA64, CLOCK64 = field_value(RELEASE_MEM_DW2, DATA_SEL=2), field_value(RELEASE_MEM_DW2, DATA_SEL=3)
-WAIT_GEQ_MEM = field_value(WAIT_DW1, FUNCTION=5, MEM_SPACE=1)                                                        # 0x15
-CS_PARTIAL_FLUSH = 0x07 | (4 << 8)
-GCR_INVALIDATE = field_value(GCR, GLI_INV=1, GLK_INV=1, GLV_INV=1, GL1_INV=1, GL2_INV=1, GL2_WB=1)
+RSRC1, RSRC2, DW1, DW2 = A.RSRC1, A.RSRC2, A.RELEASE_MEM_DW1, A.RELEASE_MEM_DW2
+DISPATCH_INITIATOR = bits.pack(A.FIELDS["COMPUTE_DISPATCH_INITIATOR"], COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=1)   # 0x8005
+EOP = bits.pack(DW1, EVENT_TYPE=0x14, EVENT_INDEX=A.EVENT_INDEX["END_OF_PIPE"], GLM_WB=1, GLM_INV=1, GLV_INV=1, GL1_INV=1, GL2_WB=1)   # CACHE_FLUSH_AND_INV_TS
+DATA64, CLOCK64 = bits.pack(DW2, DATA_SEL=A.DATA_SEL["DATA64"]), bits.pack(DW2, DATA_SEL=A.DATA_SEL["GPU_CLOCK"])
+WAIT_GEQ_MEM = bits.pack(A.WAIT_REG_MEM_DW1, FUNCTION=A.COMPARE["GE"], MEM_SPACE=1)                                             # 0x15
+CS_PARTIAL_FLUSH = bits.pack(A.EVENT_DW1, EVENT_TYPE=0x07, EVENT_INDEX=A.EVENT_INDEX["CS_PARTIAL_FLUSH"])                       # 0x407
+GCR_INVALIDATE = bits.pack(A.GCR_CNTL, GLI_INV=1, GLK_INV=1, GLV_INV=1, GL1_INV=1, GL2_INV=1, GL2_WB=1)
 
 def release_mem(addr: int, sel: int, value: int = 0) -> list[int]:
   if addr % 8: raise ValueError(f"RELEASE_MEM address 0x{addr:x} must be 8-byte aligned (64-bit data)")
@@ -104,18 +80,22 @@ def release_mem(addr: int, sel: int, value: int = 0) -> list[int]:
   return pkt3("RELEASE_MEM", EOP, sel, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32, 0)
 
 def indirect_buffer(va: int, ndwords: int) -> list[int]:
-  if va % 4 or not 0 < ndwords < 1 << 20: raise ValueError(f"indirect buffer at 0x{va:x} of {ndwords} dwords (4-byte aligned, 1..2**20-1 dwords)")
-  return pkt3("INDIRECT_BUFFER", va & 0xFFFFFFFC, va >> 32, field_value(IB_CTL, IB_SIZE=ndwords, VALID=1))
+  if va % 4 or not 0 < ndwords <= A.MAX_IB_DWORDS: raise ValueError(f"indirect buffer at 0x{va:x} of {ndwords} dwords (4-byte aligned, 1..2**20-1 dwords)")
+  return pkt3("INDIRECT_BUFFER", va & 0xFFFFFFFC, va >> 32, bits.pack(A.INDIRECT_BUFFER_DW3, IB_SIZE=ndwords, VALID=1))
 
 # ---- SDMA (§5) --------------------------------------------------------------------------------------------------------
-def sdma_header(op: int, sub: int = 0, **extra: int) -> int:
-  return op | (sub << 8) | sum(v << SDMA_HEADER_BITS[k] for k, v in extra.items())
-SDMA_HEADER_BITS = {"MTYPE": 16, "FUNC": 28, "MEM_POLL": 31}
-SDMA_COPY, SDMA_FENCE, SDMA_POLL, SDMA_TIMESTAMP, SDMA_GCR = 1, 5, 8, 13, 17
+def sdma_header(name: str, dw0: dict[str, tuple[int, int]] | None = None, **fields: int) -> int:
+  """An SDMA packet's header: OP and SUB_OP of packet `name`, and named fields of its dword-0 table `dw0`."""
+  op, sub = A.SDMA[name]
+  return bits.pack(A.SDMA_HEADER, OP=op, SUB_OP=sub) | (bits.pack(dw0, **fields) if dw0 else 0)
+
 SDMA_CHUNK = 1 << 22                     # bytes per COPY_LINEAR (COUNT is bytes - 1; 22 bits fit every SDMA version)
-FENCE_HEADER = sdma_header(SDMA_FENCE, MTYPE=3)                                  # 0x00030005
-POLL_GEQ_MEM = sdma_header(SDMA_POLL, FUNC=5, MEM_POLL=1)                        # 0xD0000008
-TIMESTAMP_GLOBAL = sdma_header(SDMA_TIMESTAMP, 2)                                # 0x0000020D
+COPY_HEADER = sdma_header("COPY_LINEAR")                                                          # 0x00000001
+FENCE_HEADER = sdma_header("FENCE", A.SDMA_FENCE_DW0, MTYPE=3)                                    # 0x00030005
+POLL_GEQ_MEM = sdma_header("POLL_REGMEM", A.SDMA_POLL_REGMEM_DW0, FUNC=A.COMPARE["GE"], MEM_POLL=1)   # 0xD0000008
+POLL_DW5 = bits.pack(A.SDMA_POLL_REGMEM_DW5, INTERVAL=4, RETRY_COUNT=0xFFF)
+TIMESTAMP_GLOBAL = sdma_header("TIMESTAMP_GET_GLOBAL")                                            # 0x0000020D
+GCR_HEADER = sdma_header("GCR_REQ")
 
 def fence(addr: int, value: int) -> list[int]: return [FENCE_HEADER, addr & 0xFFFFFFFF, addr >> 32, value]
 
@@ -145,7 +125,7 @@ class AMDCopyQueue(HWQueue):
   engine = "copy"
   def _wait(self, addr: int, value: int) -> Encoded:
     if not 0 <= value < 2**32: raise ValueError(f"SDMA POLL_REGMEM compares 32 bits: signal value {value} does not fit")
-    return [POLL_GEQ_MEM, addr & 0xFFFFFFFF, addr >> 32, value, 0xFFFFFFFF, 0x4 | (0xFFF << 16)], {"addr": (1, "lohi"), "value": (3, "u32")}
+    return [POLL_GEQ_MEM, addr & 0xFFFFFFFF, addr >> 32, value, 0xFFFFFFFF, POLL_DW5], {"addr": (1, "lohi"), "value": (3, "u32")}
   def _signal(self, addr: int, value: int) -> Encoded:
     if addr % 8: raise ValueError(f"signal address 0x{addr:x} must be 8-byte aligned")
     if not 0 <= value < 2**32: raise ValueError(f"the SDMA queue signals 32-bit values: {value} does not fit")
@@ -154,12 +134,12 @@ class AMDCopyQueue(HWQueue):
   def _timestamp(self, addr: int) -> Encoded:
     return [TIMESTAMP_GLOBAL, (addr + 8) & 0xFFFFFFFF, (addr + 8) >> 32], {}
   def _memory_barrier(self) -> Encoded:
-    return [sdma_header(SDMA_GCR), 0, GCR_INVALIDATE << 16, 0xFFFFFF80, 0xFFFF], {}
+    return [GCR_HEADER, 0, bits.pack(A.SDMA_GCR_DW2, GCR_CONTROL=GCR_INVALIDATE), 0xFFFFFF80, 0xFFFF], {}
   def _copy(self, dest: int, src: int, nbytes: int) -> Encoded:
     out: list[int] = []
     for o in range(0, nbytes, SDMA_CHUNK):
       s, d, n = src + o, dest + o, min(SDMA_CHUNK, nbytes - o)
-      out += [sdma_header(SDMA_COPY), n - 1, 0, s & 0xFFFFFFFF, s >> 32, d & 0xFFFFFFFF, d >> 32]
+      out += [COPY_HEADER, n - 1, 0, s & 0xFFFFFFFF, s >> 32, d & 0xFFFFFFFF, d >> 32]
     return out, {}
   def _update(self, cmd: int, kind: str, signal: Signal | None, value: int | None) -> HWQueue:
     super()._update(cmd, kind, signal, value)
@@ -168,7 +148,7 @@ class AMDCopyQueue(HWQueue):
 
 
 # ---- channels ---------------------------------------------------------------------------------------------------------
-RPTR, WPTR, DOORBELL = 0, 1, 2   # u64 slots of the control page
+RPTR, WPTR, DOORBELL = A.CONTROL["RPTR"], A.CONTROL["WPTR"], A.CONTROL["DOORBELL"]   # u64 slots of the control page (§6)
 
 class AMDChannel(Channel):
   """A user-mode queue: ring, read/write pointers and doorbell (§6). Compute: each submission is one INDIRECT_BUFFER
@@ -179,7 +159,7 @@ class AMDChannel(Channel):
     super().__init__(dev, handle)
     assert handle.ring.host is not None and handle.userd.host is not None
     self.pm4 = handle.engine == "compute"
-    self.unit = 4 if self.pm4 else 1
+    self.unit = A.POINTER_UNIT[handle.engine]
     self.ring = handle.ring.host.view(np.uint32)
     self.ctl = handle.userd.host.view(np.uint64)
     self.wptr = int(self.ctl[WPTR])
@@ -242,46 +222,21 @@ class AMDDevice(HCQDevice):
     self.compute.submit(set_sh_reg("COMPUTE_STATIC_THREAD_MGMT_SE0", 0xFFFFFFFF, 0xFFFFFFFF), ())
 
 
-# ---- kernel descriptor (§8) and programs ------------------------------------------------------------------------------
-KD_BYTES, KD_ENTRY = 64, 256   # the program image follows the descriptor at +256 (PGM_LO/HI take 256-byte aligned addresses)
-KD_FORMAT = "<IIIIq20sIIIHH4s"   # group, private, kernarg size, reserved, entry offset, reserved, rsrc3, rsrc1, rsrc2, properties, preload, reserved
-KERNARG_SEGMENT_PTR, WAVEFRONT_SIZE32 = 1 << 3, 1 << 10
-# user SGPRs each enabled property takes, in the order they are filled (§8.3)
-USER_SGPRS = ((1 << 0, 4), (1 << 1, 2), (1 << 2, 2), (KERNARG_SEGMENT_PTR, 2), (1 << 4, 2), (1 << 5, 2), (1 << 6, 1))
-LDS_GRANULE = 512
+# ---- kernel descriptor (§8; refgrad.runtime.amd_elf.KernelDescriptor) and programs --------------------------------------
+KD_ENTRY = 256   # the program image follows the descriptor at +256 (PGM_LO/HI take 256-byte aligned addresses)
 
-
-@dataclass(frozen=True)
-class KernelDescriptor:
-  group_segment: int
-  kernarg_size: int
-  rsrc1: int
-  rsrc2: int
-  rsrc3: int
-  properties: int
-  entry: int = KD_ENTRY
-
-  def pack(self) -> bytes:
-    return struct.pack(KD_FORMAT, self.group_segment, 0, self.kernarg_size, 0, self.entry, b"", self.rsrc3, self.rsrc1, self.rsrc2,
-                       self.properties, 0, b"")
-
-  @staticmethod
-  def unpack(b: bytes) -> KernelDescriptor:
-    g, _, ks, _, entry, _, r3, r1, r2, props, _, _ = struct.unpack(KD_FORMAT, b[:KD_BYTES])
-    return KernelDescriptor(g, ks, r1, r2, r3, props, entry)
-
-  @staticmethod
-  def for_program(shared: int, kernarg: int, specials: Sequence[tuple[str, int]]) -> KernelDescriptor:
-    """The descriptor of a program: LDS for its locals, the kernel-argument pointer as its only user SGPRs, work-group
-    IDs for the dimensions it indexes by group, work-item IDs up to the highest dimension it indexes by lane; wave32."""
-    props = KERNARG_SEGMENT_PTR | WAVEFRONT_SIZE32
-    user = sum(n for bit, n in USER_SGPRS if props & bit)
-    tgid = {d: any(nm[-1] == str(d) and not nm.startswith("lidx") for nm, _ in specials) for d in range(3)}
-    tidig = max((int(nm[-1]) for nm, _ in specials if not nm.startswith("gidx")), default=0)
-    rsrc2 = field_value(RSRC2, USER_SGPR=user, TGID_X_EN=int(tgid[0]), TGID_Y_EN=int(tgid[1]), TGID_Z_EN=int(tgid[2]),
-                        TIDIG_COMP_CNT=tidig, LDS_SIZE=-(-shared // LDS_GRANULE))
-    rsrc1 = field_value(RSRC1, VGPRS=15, SGPRS=10, FLOAT_MODE=0xF0, DX10_CLAMP=1, IEEE_MODE=1, MEM_ORDERED=1)
-    return KernelDescriptor(shared, kernarg, rsrc1, rsrc2, 0, props)
+def program_descriptor(shared: int, kernarg: int, specials: Sequence[tuple[str, int]]) -> KernelDescriptor:
+  """The descriptor of a program: LDS for its locals, the kernel-argument pointer as its only user SGPRs, work-group
+  IDs for the dimensions it indexes by group, work-item IDs up to the highest dimension it indexes by lane; wave32."""
+  props = A.KERNARG_SEGMENT_PTR | A.WAVEFRONT_SIZE32
+  user = sum(n for bit, (_, n) in A.KD_PROPERTIES.items() if props >> bit & 1)
+  tgid = {d: any(nm[-1] == str(d) and not nm.startswith("lidx") for nm, _ in specials) for d in range(3)}
+  tidig = max((int(nm[-1]) for nm, _ in specials if not nm.startswith("gidx")), default=0)
+  rsrc2 = bits.pack(RSRC2, "RSRC2.", USER_SGPR=user, TGID_X_EN=int(tgid[0]), TGID_Y_EN=int(tgid[1]), TGID_Z_EN=int(tgid[2]),
+                    TIDIG_COMP_CNT=tidig, LDS_SIZE=-(-shared // A.LDS_GRANULE))
+  rsrc1 = bits.pack(RSRC1, "RSRC1.", VGPRS=15, SGPRS=10, FLOAT_MODE=0xF0, DX10_CLAMP=1, IEEE_MODE=1, MEM_ORDERED=1)
+  return KernelDescriptor(group_segment=shared, private_segment=0, kernarg_size=kernarg, entry=KD_ENTRY, rsrc3=0, rsrc1=rsrc1, rsrc2=rsrc2,
+                          properties=props, kernarg_preload=0)
 
 
 class AMDProgram(HCQProgram):
@@ -291,10 +246,10 @@ class AMDProgram(HCQProgram):
     if info.name != name: raise ValueError(f"the program image holds {info.name!r}, not {name!r}")
     _, uops = parse_program(lib[8:])
     specials = [u.arg for u in uops if u.op is Ops.SPECIAL]
-    kd = KernelDescriptor.for_program(info.shared, KernArgs.size(info.nbufs, info.nvars), specials)
+    kd = program_descriptor(info.shared, KernArgs.size(info.nbufs, info.nvars), specials)
     blob = kd.pack().ljust(KD_ENTRY, b"\0") + lib
     super().__init__(dev, name, blob, info.nbufs, info.nvars, info.stored, info.loaded)
-    self.kd = KernelDescriptor.unpack(blob)   # what a dispatcher reads back from the descriptor
+    self.kd = KernelDescriptor.unpack(blob[:A.KD_BYTES])   # what a dispatcher reads back from the descriptor
     self.entry, self.rsrc, self.user_sgprs = self.image.va + self.kd.entry, (self.kd.rsrc1, self.kd.rsrc2, self.kd.rsrc3), 2
     self._dispatch: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[list[int], int]] = {}
     self.tmpring = 0   # COMPUTE_TMPRING_SIZE: no scratch
@@ -310,7 +265,8 @@ class AMDProgram(HCQProgram):
     for d in range(3):
       if gs[d] >= 2**32 or ls[d] >= 2**16: raise ValueError(f"{self.name}: launch global {gs} local {ls} does not fit DIM_* / NUM_THREAD_FULL")
     entry, (r1, r2, r3) = self.entry, self.rsrc
-    head = (set_sh_reg("COMPUTE_PGM_LO", (entry >> 8) & 0xFFFFFFFF, entry >> 40)
+    pgm = entry >> A.PGM_ADDRESS_SHIFT
+    head = (set_sh_reg("COMPUTE_PGM_LO", pgm & 0xFFFFFFFF, pgm >> 32)
             + set_sh_reg("COMPUTE_PGM_RSRC1", r1, r2) + set_sh_reg("COMPUTE_PGM_RSRC3", r3)
             + set_sh_reg("COMPUTE_TMPRING_SIZE", self.tmpring) + set_sh_reg("COMPUTE_RESTART_X", 0, 0, 0))
     # USER_DATA: the kernarg pointer first (the only user-SGPR input refgrad's descriptors enable), the rest 0
@@ -322,7 +278,6 @@ class AMDProgram(HCQProgram):
 
 
 # ---- AMD_CODE=isa: LLVM IR compiled for gfx1100, the code object read and linked by refgrad (docs/hw/amd_code_object.md) ----
-SCRATCH_GRANULE = 256   # bytes per wave per unit of COMPUTE_TMPRING_SIZE.WAVESIZE
 CODE_MAGIC = b"RGCO"   # refgrad's container of a compiled AMD kernel: magic, u32 header length, JSON header, the ELF object
 
 def _meta(name: str, uops: list[UOp], grid: tuple[int, ...], block: tuple[int, ...]) -> dict[str, Any]:
@@ -402,10 +357,11 @@ class AMDISAProgram(AMDProgram):
       self._bytes = linked
       HCQAllocator(dev).copyin(self.image, memoryview(linked))
     self.code, kd = co, co.kd
-    lds = kd.rsrc2 if kd.rsrc2 >> 15 & 0x1FF else kd.rsrc2 | (-(-kd.group_segment // LDS_GRANULE)) << 15
-    self.entry, self.rsrc, self.user_sgprs = self.image.va + co.entry, (kd.rsrc1, lds, kd.rsrc3), kd.user_sgprs
+    lds = kd.rsrc2 if bits.get(kd.rsrc2, RSRC2["LDS_SIZE"]) else kd.rsrc2 | bits.pack(RSRC2, LDS_SIZE=-(-kd.group_segment // A.LDS_GRANULE))
+    self.entry, self.rsrc, self.user_sgprs = self.image.va + co.entry, (kd.rsrc1, lds, kd.rsrc3), bits.get(kd.rsrc2, RSRC2["USER_SGPR"])
     # scratch (LLVM spills registers there): TMPRING_SIZE.WAVESIZE, a wave's scratch in 256-byte units (docs/hw/amd_code_object.md)
-    self.tmpring = (-(-kd.private_segment * 32 // SCRATCH_GRANULE)) << 12 if kd.rsrc2 & 1 else 0
+    self.tmpring = (bits.pack(A.FIELDS["COMPUTE_TMPRING_SIZE"], WAVESIZE=-(-kd.private_segment * A.WAVE_SIZE // A.SCRATCH_GRANULE))
+                    if bits.get(kd.rsrc2, RSRC2["SCRATCH_EN"]) else 0)
     (gsz, lsz), self.grid, self.block = meta["sizes"], tuple(meta["grid"]), tuple(meta["block"])
     self.sizes = (tuple(gsz), tuple(lsz))
     self._dispatch = {}
