@@ -15,12 +15,13 @@ import numpy as np
 from emulators import executors
 from emulators.fault import Fault
 from emulators.inflight import InFlight
+from refgrad.hw import image as container
 
 
 def load_program(vm: Any, prg_va: int, engine: str, what: str) -> executors.LinearKernel:
-  """The kernel whose image (magic + u32 length + payload) starts at `prg_va`; `what` names the pointer (for reports)."""
+  """The kernel whose image (refgrad/hw/image.py: magic + u32 length + payload) starts at `prg_va`; `what` names the pointer (for reports)."""
   head = vm.bytes(prg_va, executors.IMAGE_HEADER, engine, f"program image header ({what})")
-  n = int(head[4:8].view(np.uint32)[0])
+  n = container.payload_bytes(head.tobytes())
   image = vm.bytes(prg_va, executors.IMAGE_HEADER + n, engine, f"program image of {n} bytes ({what})").tobytes()
   try: return executors.load(image)
   except Fault as f: raise Fault(f"program at 0x{prg_va:x} ({what}): {f.what}", f.engine, prg_va) from None

@@ -2,7 +2,7 @@
 magic to a loader. Today: b"RGL1" = the serialized linear program run by the SIMT executor the PYTHON device uses
 (same checked mode, same reports); b"PTX1" = a PTX module and entry name run by the PTX executor (emulators/nv/ptx/).
 
-Image layout: magic (4 bytes) + u32 little-endian payload length + payload.
+Image layout: the container of refgrad/hw/image.py (magic, u32 little-endian payload length, payload).
 """
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from emulators.fault import Fault
-from emulators.nv.ptx import PTX_MAGIC, PTXKernel
+from emulators.nv.ptx import PTXKernel
 from refgrad.dtype import PtrDType
+from refgrad.hw import image as container
 from refgrad.renderer.serialize import SerializeError, parse_program
 from refgrad.runtime.simt import ExecutionError, Memory, OutOfBoundsError, Program, UndefinedBehaviourError
 from refgrad.uop.ops import Ops
 from refgrad.uop.spec import SpecError
 
-IMAGE_HEADER = 8
+IMAGE_HEADER = container.HEADER_BYTES
 
 
 class LinearKernel:
@@ -67,7 +68,7 @@ class LinearKernel:
 
 
 # magic -> loader (payload bytes -> kernel with .name, .nglobals, .nvars, .arg_bytes, .shared_bytes, .params, .run)
-EXECUTORS: dict[bytes, Callable[[bytes], Any]] = {b"RGL1": LinearKernel, PTX_MAGIC: PTXKernel}
+EXECUTORS: dict[bytes, Callable[[bytes], Any]] = {container.LINEAR: LinearKernel, container.PTX: PTXKernel}
 
 _CACHE: dict[bytes, Any] = {}   # by the whole image (magic + payload): parsing is the costly part
 _CACHE_MAX = 1024

@@ -124,7 +124,12 @@ QMD: dict[str, Field] = {
 QMD_VERSION, QMD_MAJOR_VERSION = 0, 3
 QMD_REDUCTIONS = ("IADD", "IMIN", "IMAX", "INC", "DEC", "IAND", "IOR", "IXOR")   # RELEASEn_REDUCTION_OP
 QMD_STRUCTURE_SIZES = {0: "FOUR_WORDS", 1: "ONE_WORD", 2: "TWO_WORDS"}
-SM_CONFIG_KIB = (8, 16, 32, 64, 100)   # Ampere L1 shared-memory splits; the QMD's SM-config encoding is KiB / 4 + 1
+SM_CONFIG_KIB = (8, 16, 32, 64, 100)
+# Kernel parameters sit at this byte offset of constant buffer 0: on sm_70+ the driver keeps its own constants in
+# c[0x0][0x0..0x160) and the entry's .param block starts at c[0x0][0x160], each parameter at its natural (or .align)
+# alignment in declaration order (docs/hw/NV.md §6 constant bank 0; cuobjdump -sass of any sm_80 kernel reads its first
+# parameter as c[0x0][0x160]; the CUDA driver API's packed parameter buffer aligns each parameter to its own alignment).
+PARAM_BASE = 0x160   # Ampere L1 shared-memory splits; the QMD's SM-config encoding is KiB / 4 + 1
 
 # ---- §7 copy-engine methods (class C6B5 / C7B5) ---------------------------------------------------------------------
 COPY: dict[str, int] = {

@@ -1,29 +1,25 @@
-"""The program image the HCQ runtimes upload and the mock GPUs execute (NV_CONTRACT.md): b"RGL1" + u32 little-endian
-length + the serialized linear program (refgrad/renderer/serialize.py). The mock picks its executor by the 4-byte magic;
+"""The program image the HCQ runtimes upload and the mock GPUs execute: the container of refgrad/hw/image.py with magic
+b"RGL1" around the serialized linear program (refgrad/renderer/serialize.py). The mock picks its executor by the 4-byte magic;
 the launcher reads the program's argument counts and local-memory bytes from it."""
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass
 
 from refgrad.device import Compiler
+from refgrad.hw import image as container
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
 from refgrad.target import Target, check_limits, emulated
 
-IMAGE_MAGIC = b"RGL1"
+IMAGE_MAGIC = container.LINEAR
 
 def make_image(src: str) -> bytes:
   """The image of a serialized program's text."""
-  payload = src.encode()
-  return IMAGE_MAGIC + struct.pack("<I", len(payload)) + payload
+  return container.pack(IMAGE_MAGIC, src.encode())
 
 def read_image(lib: bytes) -> bytes:
   """The payload of a program image; ValueError names what is wrong."""
-  if lib[:4] != IMAGE_MAGIC: raise ValueError(f"not a program image: magic {lib[:4]!r}, expected {IMAGE_MAGIC!r}")
-  if len(lib) < 8 or (n := struct.unpack_from("<I", lib, 4)[0]) != len(lib) - 8:
-    raise ValueError(f"program image: the length field says {n if len(lib) >= 8 else '?'} bytes, the payload has {len(lib) - 8}")
-  return lib[8:]
+  return container.unpack(lib, IMAGE_MAGIC)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import json
-import struct
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +42,7 @@ from refgrad import knobs
 from refgrad.device import Compiled, Compiler
 from refgrad.hw import amd as A
 from refgrad.hw import bits
+from refgrad.hw import image as container
 from refgrad.hw.amd import PM4, SH
 from refgrad.renderer.llvmir import LLVMRenderer
 from refgrad.renderer.serialize import parse_program
@@ -278,7 +278,7 @@ class AMDProgram(HCQProgram):
 
 
 # ---- AMD_CODE=isa: LLVM IR compiled for gfx1100, the code object read and linked by refgrad (docs/hw/amd_code_object.md) ----
-CODE_MAGIC = b"RGCO"   # refgrad's container of a compiled AMD kernel: magic, u32 header length, JSON header, the ELF object
+CODE_MAGIC = container.CODE_OBJECT   # refgrad's container of a compiled AMD kernel: the JSON header as payload, the ELF object after it
 
 def _meta(name: str, uops: list[UOp], grid: tuple[int, ...], block: tuple[int, ...]) -> dict[str, Any]:
   """What the launcher needs besides the ELF: argument counts, the buffers stored/loaded, the launch geometry."""
@@ -324,7 +324,7 @@ class AMDLLVMCompiler(Compiler):
     elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
     AMDLLVMCompiler.seconds += time.perf_counter() - st
     AMDLLVMCompiler.count += 1
-    return CODE_MAGIC + struct.pack("<I", len(meta)) + meta + elf
+    return container.pack(CODE_MAGIC, meta) + elf
 
 
 def amd_assembly(src: str) -> str:
@@ -336,13 +336,14 @@ def amd_assembly(src: str) -> str:
 def read_container(lib: bytes) -> tuple[dict[str, Any], bytes]:
   """(metadata, ELF) of an RGCO container; CodeObjectError names what is wrong."""
   if lib[:4] != CODE_MAGIC: raise CodeObjectError(f"not an AMD_CODE=isa program: magic {lib[:4]!r}, expected {CODE_MAGIC!r}")
-  if len(lib) < 8 or 8 + (n := struct.unpack_from("<I", lib, 4)[0]) > len(lib): raise CodeObjectError("RGCO container: the header length runs past the end")
-  try: meta = json.loads(lib[8:8 + n])
+  try: head, elf = container.split(lib, CODE_MAGIC, "RGCO container")
+  except ValueError: raise CodeObjectError("RGCO container: the header length runs past the end") from None
+  try: meta = json.loads(head)
   except ValueError: raise CodeObjectError("RGCO container: the header is not JSON") from None
   keys = {"name": str, "nbufs": int, "nvars": int, "stored": list, "loaded": list, "sizes": list, "grid": list, "block": list}
   if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) for k, t in keys.items()):
     raise CodeObjectError(f"RGCO container: the header lacks one of {', '.join(keys)} (or has the wrong type)")
-  return meta, lib[8 + n:]
+  return meta, elf
 
 
 class AMDISAProgram(AMDProgram):

@@ -1,17 +1,18 @@
 """The host side of raw PTX launches (`Device["NV"].run_ptx`): an entry's .param list and its static shared bytes read
-from the PTX text, the PTX program image (b"PTX1" + u32 length + JSON {"entry", "ptx"}), and constant buffer 0 packed as
-NVIDIA's driver lays it out (parameters from byte 0x160, each at its alignment: see emulators/nv/ptx/__init__.py)."""
+from the PTX text, the PTX program image (refgrad/hw/image.py: b"PTX1" around JSON {"entry", "ptx"}), and constant buffer 0
+packed as NVIDIA's driver lays it out (parameters from byte PARAM_BASE, each at its alignment: refgrad/hw/nv.py)."""
 from __future__ import annotations
 
-import json
 import re
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
-PTX_MAGIC = b"PTX1"
-PARAM_BASE = 0x160
+from refgrad.hw import image as container
+from refgrad.hw.nv import PARAM_BASE
+
+PTX_MAGIC = container.PTX
 _SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
 
 
@@ -55,9 +56,7 @@ def _body_end(body: str) -> int:
   return len(body)
 
 
-def make_image(src: str, entry: str) -> bytes:
-  payload = json.dumps({"entry": entry, "ptx": src}).encode()
-  return PTX_MAGIC + struct.pack("<I", len(payload)) + payload
+def make_image(src: str, entry: str) -> bytes: return container.pack(PTX_MAGIC, container.ptx_payload(src, entry))
 
 
 def pack_params(entry: str, params: list[Param], args: list, pointers: dict[int, int]) -> bytes:

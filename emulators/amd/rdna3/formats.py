@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from refgrad.hw import bits
+
 
 class Format(NamedTuple):
   name: str
@@ -55,6 +57,4 @@ def identify(w0: int) -> Format | None:
   return None
 
 
-def field(word: int, hl: tuple[int, int]) -> int:
-  hi, lo = hl
-  return (word >> lo) & ((1 << (hi - lo + 1)) - 1)
+field = bits.get   # field(word, (hi, lo)): the one bit-field helper (refgrad/hw/bits.py)

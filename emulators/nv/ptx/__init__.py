@@ -2,8 +2,6 @@
 scheduler (run.py), and `PTXKernel`, the executor-table row for PTX program images (emulators/executors.py)."""
 from __future__ import annotations
 
-import json
-import struct
 from typing import Any
 
 from emulators.fault import Fault
@@ -11,21 +9,16 @@ from emulators.nv.ptx.access import param_access
 from emulators.nv.ptx.execute import PTXFault
 from emulators.nv.ptx.parse import Entry, PTXError, parse
 from emulators.nv.ptx.run import check_supported, run
+from refgrad.hw import image as container
+from refgrad.hw.nv import PARAM_BASE
 from refgrad.runtime.simt import checked_default
 
-PTX_MAGIC = b"PTX1"
-# Kernel parameters sit at this byte offset of constant buffer 0: on sm_70+ (Volta through Hopper) the driver puts its own
-# constants in c[0x0][0x0..0x160) and the entry's .param block at c[0x0][0x160], each parameter at its natural (or .align)
-# alignment in declaration order -- as `cuobjdump -sass` of any sm_80 kernel shows (its first parameter is read as
-# c[0x0][0x160]) and as the CUDA driver API documents the packed parameter buffer (cuLaunchKernel, CU_LAUNCH_PARAM_BUFFER_POINTER:
-# "each parameter ... aligned to its own alignment").
-PARAM_BASE = 0x160
+PTX_MAGIC = container.PTX
 
 
 def make_ptx_image(src: str, entry: str) -> bytes:
-  """A PTX program image: b"PTX1" + u32 length + JSON {"entry", "ptx"}."""
-  payload = json.dumps({"entry": entry, "ptx": src}).encode()
-  return PTX_MAGIC + struct.pack("<I", len(payload)) + payload
+  """A PTX program image (refgrad/hw/image.py): b"PTX1" around JSON {"entry", "ptx"}."""
+  return container.pack(PTX_MAGIC, container.ptx_payload(src, entry))
 
 
 def load_entry(src: str, entry: str) -> Entry:
@@ -45,8 +38,7 @@ class PTXKernel:
 
   def __init__(self, payload: bytes):
     try:
-      doc = json.loads(payload)
-      self.src, self.name = doc["ptx"], doc["entry"]
+      self.src, self.name = container.read_ptx_payload(payload)
       self.entry = load_entry(self.src, self.name)
     except PTXError as e: raise Fault(f"the program image is not a valid {self.format}: {e}", "compute") from None
     except (ValueError, KeyError, TypeError) as e: raise Fault(f"the program image is not a valid {self.format}: {e}", "compute") from None
