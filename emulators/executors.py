@@ -16,6 +16,7 @@ from refgrad.dtype import PtrDType
 from refgrad.hw import image as container
 from refgrad.renderer.serialize import SerializeError, parse_program
 from refgrad.runtime.simt import ExecutionError, Memory, OutOfBoundsError, Program, UndefinedBehaviourError
+from refgrad.target import local_bytes
 from refgrad.uop.ops import Ops
 from refgrad.uop.spec import SpecError
 
@@ -38,10 +39,7 @@ class LinearKernel:
     self.nglobals = len(p.globals)
     self.nvars = len(p.vars)
     self.arg_bytes = 8 * self.nglobals + 4 * self.nvars          # constant buffer 0: u64 VA per buffer, then i32 per variable
-    self.shared_bytes = 0   # DEFINE_LOCALs laid out in program order, each aligned to its scalar size (as refgrad.target counts them)
-    for _, d in sorted(p.locals.items()):
-      al = d.base.scalar().itemsize
-      self.shared_bytes = -(-self.shared_bytes // al) * al + d.size * d.base.itemsize
+    self.shared_bytes = local_bytes(d for _, d in sorted(p.locals.items()))   # refgrad.target's layout rule
     loads = {u.src[0].arg for u in p.uops if u.op is Ops.LOAD and u.src[0].op is Ops.DEFINE_GLOBAL}
     # per buffer: (declared bytes or None, reads, writes)
     self.params: list[tuple[int | None, bool, bool]] = []

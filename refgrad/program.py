@@ -10,6 +10,7 @@ from refgrad import knobs
 from refgrad.codegen import to_linear
 from refgrad.device import Buffer, Device
 from refgrad.dtype import PtrDType
+from refgrad.target import launch_sizes
 from refgrad.uop.ops import Ops, UOp
 
 DEBUG = knobs.get("DEBUG")  # 2: print each launch and its time; 4: also each kernel's source
@@ -31,14 +32,9 @@ class ProgramSpec:
 
   @staticmethod
   def from_uops(name: str, uops: list[UOp], device: str, src: str = "") -> ProgramSpec:
-    gsz, lsz = [1, 1, 1], [1, 1, 1]
-    for u in uops:
-      if u.op is not Ops.SPECIAL: continue
-      kind, dim = u.arg[0].rstrip("0123456789"), int(u.arg[0][-1])
-      if kind == "lidx": lsz[dim] = u.arg[1]
-      else: gsz[dim] = u.arg[1]
+    gsz, lsz = launch_sizes(uops)
     glb = sorted((u.arg, u.dtype) for u in uops if u.op is Ops.DEFINE_GLOBAL)
-    return ProgramSpec(name, src, device, tuple(uops), (gsz[0], gsz[1], gsz[2]), (lsz[0], lsz[1], lsz[2]), tuple(glb),
+    return ProgramSpec(name, src, device, tuple(uops), gsz, lsz, tuple(glb),
                        tuple(u for u in uops if u.op is Ops.DEFINE_VAR))
   @property
   def threads(self) -> int: return math.prod(self.global_size) * math.prod(self.local_size)

@@ -24,6 +24,7 @@ l % 16 of B, and rows 2e + l // 16 of column l % 16 of C/D).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,8 +140,29 @@ def emulated() -> Target | None:
 
 # ---- limits: what a program must fit to run on a target's hardware --------------------------------------------------
 
+def local_end(offset: int, dt: DType) -> int:
+  """The local-memory layout rule, the one every device, launcher and mock uses: DEFINE_LOCALs are laid out in program
+  order, each aligned to its scalar size. Where a local of (pointer) dtype `dt` placed after `offset` bytes ends."""
+  al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
+  return -(-offset // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
+
+def local_bytes(dts: Iterable[DType]) -> int:
+  """Bytes of local memory of DEFINE_LOCALs of dtypes `dts`, in program order (`local_end`)."""
+  end = 0
+  for dt in dts: end = local_end(end, dt)
+  return end
+
+
 IDX_BLOCK_SIZE = 256   # work-items per workgroup along x when a GPU runs an idxD launch (a program without workgroups)
 Geometry = tuple[tuple[int, int, int], tuple[int, int, int], dict[str, tuple[int, int]]]
+
+def launch_sizes(uops: Iterable[UOp]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+  """(global size, local size) of a linear program as a runtime launches it, from its SPECIALs: lidxD sizes the workgroup
+  along D, gidxD and idxD the grid (an idxD launch is split into blocks by `launch_geometry` where the device needs it)."""
+  gsz, lsz = [1, 1, 1], [1, 1, 1]
+  for u in uops:
+    if u.op is Ops.SPECIAL: (lsz if u.arg[0].startswith("lidx") else gsz)[int(u.arg[0][-1])] = u.arg[1]
+  return (gsz[0], gsz[1], gsz[2]), (lsz[0], lsz[1], lsz[2])
 
 def launch_geometry(uops: list[UOp], target: Target, idx_block_size: int = IDX_BLOCK_SIZE) -> Geometry:
   """(grid in workgroups, block in work-items, {SPECIAL name: (uop position, size)}) of the launch that runs `uops` on a GPU
@@ -183,8 +205,7 @@ def launch_geometry(uops: list[UOp], target: Target, idx_block_size: int = IDX_B
   shared = 0
   for i, u in enumerate(uops):
     if u.op is not Ops.DEFINE_LOCAL: continue
-    al = u.dtype.base.scalar().itemsize  # type: ignore[attr-defined]
-    shared = -(-shared // al) * al + u.dtype.size * u.dtype.base.itemsize  # type: ignore[attr-defined]
+    shared = local_end(shared, u.dtype)
     if shared > target.shared_memory_per_block:
       raise ValueError(f"uop {i} (DEFINE_LOCAL {u.arg}, {u.dtype!r}): local memory of the program reaches {shared} bytes, "
                        f"over {t}'s {target.shared_memory_per_block} bytes per workgroup")

@@ -24,6 +24,7 @@ from refgrad.hw import amd as A
 from refgrad.hw import bits as B
 from refgrad.hw.amd import PM4
 from refgrad.runtime.simt import checked_default
+from refgrad.target import launch_sizes
 
 DONE, BLOCKED = 1, 2
 HDR, DW1, DW2, WAIT = A.PM4_HEADER, A.RELEASE_MEM_DW1, A.RELEASE_MEM_DW2, A.WAIT_REG_MEM_DW1
@@ -92,11 +93,8 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
     raise bad(f"RSRC2.USER_SGPR is {n}, but the kernel takes exactly its kernel-argument pointer in s[0:1] (2 user SGPRs)")
   lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
   if lds < k.shared_bytes: raise bad(f"RSRC2.LDS_SIZE gives {lds} bytes of LDS but the kernel's DEFINE_LOCALs need {k.shared_bytes}")
-  need = [1, 1, 1]
-  for u in k.program.specials:
-    nm, size = u.arg
-    if nm.startswith("lidx"): need[int(nm[-1])] = size
-  if tuple(need) != block: raise bad(f"NUM_THREAD_X/Y/Z = {block} but the kernel's work-group is {tuple(need)}")
+  _, need = launch_sizes(k.program.specials)
+  if need != block: raise bad(f"NUM_THREAD_X/Y/Z = {block} but the kernel's work-group is {need}")
   used = max((i for i in range(3) if block[i] > 1), default=0)
   if R.get("COMPUTE_PGM_RSRC2", rsrc2, "TIDIG_COMP_CNT") < used:
     raise bad(f"RSRC2.TIDIG_COMP_CNT is {R.get('COMPUTE_PGM_RSRC2', rsrc2, 'TIDIG_COMP_CNT')} but work-items vary along {'XYZ'[used]}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from refgrad.device import Compiler
 from refgrad.hw import image as container
 from refgrad.renderer.serialize import PythonRenderer, SerializeError, decode_dtype, parse_program, serialize
-from refgrad.target import Target, check_limits, emulated
+from refgrad.target import Target, check_limits, emulated, local_bytes
 
 IMAGE_MAGIC = container.LINEAR
 
@@ -41,12 +41,7 @@ def image_info(lib: bytes) -> ImageInfo:
   if not all(isinstance(r, list) and len(r) == 4 for r in rows): raise ValueError("program image: a uop row is not [op, dtype, srcs, arg]")
   nbufs = sum(1 for r in rows if r[0] == "DEFINE_GLOBAL")
   nvars = sum(1 for r in rows if r[0] == "DEFINE_VAR")
-  shared = 0
-  for r in rows:   # DEFINE_LOCALs laid out in order, each aligned to its scalar size (as refgrad.target.launch_geometry counts)
-    if r[0] != "DEFINE_LOCAL": continue
-    dt = decode_dtype(r[1])
-    al = dt.base.scalar().itemsize  # type: ignore[attr-defined]
-    shared = -(-shared // al) * al + dt.size * dt.base.itemsize  # type: ignore[attr-defined]
+  shared = local_bytes(decode_dtype(r[1]) for r in rows if r[0] == "DEFINE_LOCAL")
   def buffers(op: str) -> frozenset[int]:   # the DEFINE_GLOBALs that are the first source of an `op` row
     return frozenset(rows[r[2][0]][3] for r in rows if r[0] == op and isinstance(r[2], list) and r[2] and isinstance(r[2][0], int)
                      and 0 <= r[2][0] < len(rows) and rows[r[2][0]][0] == "DEFINE_GLOBAL")

@@ -51,7 +51,7 @@ from refgrad.runtime.driver import open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, Signal, device_index
 from refgrad.runtime.image import ImageCompiler, ImageRenderer, image_info
 from refgrad.runtime.ops_llvm import compile_object, init_llvm, optimized_module
-from refgrad.target import AMD, check_limits, emulated, launch_geometry
+from refgrad.target import AMD, check_limits, emulated, launch_geometry, launch_sizes
 from refgrad.uop.ops import Ops, UOp
 
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
@@ -283,11 +283,9 @@ CODE_MAGIC = container.CODE_OBJECT   # refgrad's container of a compiled AMD ker
 def _meta(name: str, uops: list[UOp], grid: tuple[int, ...], block: tuple[int, ...]) -> dict[str, Any]:
   """What the launcher needs besides the ELF: argument counts, the buffers stored/loaded, the launch geometry."""
   def bufs(op: Ops) -> list[int]: return sorted({u.src[0].arg for u in uops if u.op is op and u.src[0].op is Ops.DEFINE_GLOBAL})
-  gsz, lsz = [1, 1, 1], [1, 1, 1]
-  for u in uops:
-    if u.op is Ops.SPECIAL: (lsz if u.arg[0].startswith("lidx") else gsz)[int(u.arg[0][-1])] = u.arg[1]
+  gsz, lsz = launch_sizes(uops)
   return {"name": name, "nbufs": sum(u.op is Ops.DEFINE_GLOBAL for u in uops), "nvars": sum(u.op is Ops.DEFINE_VAR for u in uops),
-          "stored": bufs(Ops.STORE), "loaded": bufs(Ops.LOAD), "sizes": [gsz, lsz], "grid": list(grid), "block": list(block)}
+          "stored": bufs(Ops.STORE), "loaded": bufs(Ops.LOAD), "sizes": [list(gsz), list(lsz)], "grid": list(grid), "block": list(block)}
 
 META_PREFIX = "; refgrad-amd "
 
