@@ -14,7 +14,6 @@ feeding the PM4 (compute) or SDMA (copy) decoder.
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ import numpy as np
 from emulators.amd import pm4, sdma
 from emulators.amd.pm4 import BLOCKED, DONE
 from emulators.fault import Fault
-from emulators.inflight import InFlight
+from emulators.queue import MockQueue
 from refgrad.hw import amd as A
 from refgrad.hw import bits
 from refgrad.runtime.driver import GPUFault
@@ -31,23 +30,19 @@ RING_ENTRY_BYTES, CONTROL_BYTES = 4, 64
 RPTR, WPTR, DOORBELL = A.CONTROL["RPTR"], A.CONTROL["WPTR"], A.CONTROL["DOORBELL"]   # u64 slots of the control page
 
 
-class Queue:
+class Queue(MockQueue):
   def __init__(self, dev: Any, handle: Any, ring: Any, ctl: Any, pid: int):
-    self.dev, self.handle, self.name, self.pid = dev, handle, handle.name, pid
+    super().__init__(dev, handle, pid)
     self.pm4 = handle.engine == "compute"
     self.unit = A.POINTER_UNIT[handle.engine]   # bytes per pointer unit
     self.engine = pm4.ComputeEngine(self) if self.pm4 else sdma.CopyEngine(self)
     self.ring32 = ring.mem.data.view(np.uint32)
     self.n = len(self.ring32)
     self.ctl64 = ctl.mem.data.view(np.uint64)
-    self.rptr = self.wptr = 0
-    self.doorbells: deque[tuple[int, list[int]]] = deque()   # (write pointer before the doorbell, host clock)
+    self.rptr = self.wptr = 0   # the doorbell marks are write pointers
     self.ib: list[Any] | None = None    # [va, words, position, dwords of the INDIRECT_BUFFER packet in the ring]
     self.cur: list[int] = []            # the dwords of the packet being run (fault reports)
-    self.blocked: tuple[int, int, str] | None = None
-    self.fault: GPUFault | None = None
-    self.interrupts: list[int] = []
-    self.flight = InFlight(dev, pid)    # dispatches started and not yet retired by an ordering command
+    self.blocked: tuple[int, int, str] | None = None   # (address, bytes, condition) of a failed wait
 
   # ---- where we are ---------------------------------------------------------------------------------------------------
   def _ring_off(self) -> int: return (self.rptr * self.unit // 4) % self.n
@@ -72,30 +67,26 @@ class Queue:
       self._fault(Fault(bad, "host"))
       return
     if v > self.wptr:
-      self.doorbells.append((self.wptr, self.dev.hz.doorbell()))
+      self._rang(self.wptr)
       self.wptr = v
 
   # ---- running --------------------------------------------------------------------------------------------------------
-  def step(self) -> bool:
+  def _step(self) -> bool:
     """Run packets until one trigger (dispatch, signal, copy, satisfied wait) has run, the queue runs dry or blocks."""
     moved = False
-    try:
-      while True:
-        if self.ib is None:
-          if self.rptr >= self.wptr:
-            if not self.flight.pending: return moved
-            self.flight.complete()   # ran dry: the kernels in flight run (the checker still sees them in flight)
-            return True
-          r = self._ring_packet()
-        else: r = self._ib_packet()
-        if r == BLOCKED:
-          self.flight.complete()   # waiting: the kernels in flight run meanwhile
-          return moved
-        moved = True
-        if r == DONE: return True
-    except Fault as f:
-      self._fault(f)
-      return True
+    while True:
+      if self.ib is None:
+        if self.rptr >= self.wptr:
+          if not self.flight.pending: return moved
+          self.flight.complete()   # ran dry: the kernels in flight run (the checker still sees them in flight)
+          return True
+        r = self._ring_packet()
+      else: r = self._ib_packet()
+      if r == BLOCKED:
+        self.flight.complete()   # waiting: the kernels in flight run meanwhile
+        return moved
+      moved = True
+      if r == DONE: return True
 
   def _decode(self, get: Any, avail: int, origin: str) -> tuple[Any, int]:
     """(row, dwords) of the packet whose dword i is get(i); `avail` dwords may be read."""
@@ -116,7 +107,7 @@ class Queue:
     return row, size
 
   def _ring_packet(self) -> int | None:
-    while self.doorbells and self.doorbells[0][0] <= self.rptr: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    self._reached(self.rptr)
     d = self._ring_off()
     ring, n = self.ring32, self.n
     avail = (self.wptr - self.rptr) * self.unit // 4
@@ -162,36 +153,32 @@ class Queue:
     self.dev.counters["indirect_buffer"] += 1
     self.ib = [va, words, 0, 0]
 
-  # ---- faults and state -----------------------------------------------------------------------------------------------
-  def _fault(self, f: Fault) -> None:
+  # ---- faults and state (MockQueue) -------------------------------------------------------------------------------
+  def _gpu_fault(self, f: Fault, **where: Any) -> GPUFault:
     words = f.words or tuple(self.cur[:12])
     off = None if not self.has_work() and f.engine == "host" else self._ring_off()
-    self.fault = GPUFault(device=self.dev.device, engine=f.engine, queue=self.name, gp_entry=None, dword_offset=off, words=words,
-                          address=f.address, kernel=f.kernel, uop=f.uop, what=f"{f.what} (at {self._at()})")
-    self.dev.report(self.fault)
+    return GPUFault(device=self.dev.device, engine=f.engine, queue=self.name, gp_entry=None, dword_offset=off, words=words,
+                    address=f.address, kernel=f.kernel, uop=f.uop, what=f"{f.what} (at {self._at()})")
 
-  def recover(self) -> None:
-    """Drop the remaining work (rptr = wptr = the last doorbell value) and any half-run indirect buffer."""
-    self.fault, self.ib, self.blocked = None, None, None
-    self.flight.drop()
+  def _drop_work(self) -> None:
+    """rptr = wptr = the last doorbell value, and no half-run indirect buffer."""
+    self.ib = None
     self.wptr = self.rptr = max(self.wptr, int(self.ctl64[DOORBELL]))
     self.ctl64[RPTR] = self.rptr
-    while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
-    self.dev.hz.settle(self.pid)   # what it did before the fault happens before whatever the host submits next
-    self.engine.reset()
 
-  def describe(self) -> str:
-    u = "dwords" if self.pm4 else "bytes"
-    s = f"{self.name}: rptr {self.rptr}, wptr {self.wptr} ({u})"
-    if (db := int(self.ctl64[DOORBELL])) != self.wptr: s += f" (doorbell register holds {db})"
-    if self.fault is not None: return s + f"; stopped by a fault: {self.fault}"
-    if self.ib is not None: s += f"; in the indirect buffer at 0x{self.ib[0]:x}, dword {self.ib[2]} of {len(self.ib[1])}"
-    if self.blocked is not None:
-      addr, nbytes, cond = self.blocked
-      try: cur = f"0x{self.dev.vm.read_uint(addr, nbytes, 'host', 'semaphore'):x}"
-      except Fault: cur = "unreadable (unmapped)"
-      return s + f"; blocked at {self._at()}: {cond} at 0x{addr:x}, current value {cur}"
-    return s + ("; idle" if not self.has_work() else "; ready")
+  def _reset_engines(self) -> None: self.engine.reset()
+
+  def _pointers(self) -> str:
+    s = f"{self.name}: rptr {self.rptr}, wptr {self.wptr} ({'dwords' if self.pm4 else 'bytes'})"
+    return s + (f" (doorbell register holds {db})" if (db := int(self.ctl64[DOORBELL])) != self.wptr else "")
+
+  def _position(self) -> str:
+    return f"; in the indirect buffer at 0x{self.ib[0]:x}, dword {self.ib[2]} of {len(self.ib[1])}" if self.ib is not None else ""
+
+  def _blocked_text(self, current: str) -> str:
+    assert self.blocked is not None
+    addr, _, cond = self.blocked
+    return f"; blocked at {self._at()}: {cond} at 0x{addr:x}, current value {current}"
 
 
 def make_channel(dev: Any, handle: Any, ring: Any, ctl: Any, pid: int) -> Queue: return Queue(dev, handle, ring, ctl, pid)

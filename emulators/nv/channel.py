@@ -10,17 +10,16 @@
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
 
 from emulators.fault import Fault
-from emulators.inflight import InFlight
 from emulators.nv.compute import ComputeEngine
 from emulators.nv.copy import CopyEngine
 from emulators.nv.host import HostEngine
 from emulators.nv.methods import BLOCKED, DONE
+from emulators.queue import MockQueue
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import SecOp
@@ -38,15 +37,14 @@ CLASSES: dict[int, tuple[type, tuple[str, ...]]] = {
   **{c: (ComputeEngine, ("compute",)) for c in NV.COMPUTE_CLASSES}, **{c: (CopyEngine, ("compute", "copy")) for c in NV.COPY_CLASSES}}
 
 
-class Channel:
+class Channel(MockQueue):
   def __init__(self, dev: Any, handle: Any, ring: Any, userd: Any, pid: int):
-    self.dev, self.handle, self.name, self.pid = dev, handle, handle.name, pid
+    super().__init__(dev, handle, pid)
     self.ring32 = ring.mem.data.view(np.uint32)
     self.userd32 = userd.mem.data.view(np.uint32)
     self.entries = ring.size // RING_ENTRY_BYTES
     self.get = self.put = 0
-    self.submitted = self.fetched = 0
-    self.doorbells: deque[tuple[int, list[int]]] = deque()   # (first entry of the submission, host clock)
+    self.submitted = self.fetched = 0   # GP entries announced by doorbells / fetched (the doorbell marks count entries)
     self.host = HostEngine(self)
     self.sub: list[Any] = [None] * 8
     self.subch = 0
@@ -56,9 +54,6 @@ class Channel:
     self.entry = -1
     self.entry_words: tuple[int, int] = (0, 0)
     self.blocked: tuple[int, int, str, int] | None = None    # (address, bytes, condition, payload) of a failed acquire
-    self.fault: GPUFault | None = None
-    self.interrupts: list[int] = []      # NON_STALL_INTERRUPT handles, in order
-    self.flight = InFlight(dev, pid)     # launches started and not yet retired by an ordering command
     self.last_kind: type | None = None   # the class kind (compute / copy) of the last class method: a switch waits for idle
 
   def where(self) -> str: return f"{self.name} GP entry {self.entry}"
@@ -73,38 +68,34 @@ class Channel:
       return
     new = (put - self.put) % self.entries
     if new:
-      self.doorbells.append((self.submitted, self.dev.hz.doorbell()))
+      self._rang(self.submitted)
       self.submitted += new
     self.put = put
 
   # ---- running ----------------------------------------------------------------------------------
-  def step(self) -> bool:
+  def _step(self) -> bool:
     """Run up to one trigger method; True if anything was done."""
     moved = False
-    try:
-      while True:
-        if self.seg is None:
-          if self.get == self.put: return moved
-          self._fetch()
-          moved = True
-          continue
-        before = (self.pos, self.k)
-        r = self._run()
-        if r == BLOCKED:
-          self.flight.complete()   # waiting: the kernels in flight run meanwhile
-          return moved or (self.pos, self.k) != before
+    while True:
+      if self.seg is None:
+        if self.get == self.put: return moved
+        self._fetch()
         moved = True
-        if r == DONE: return True
-        self._finish_entry()
-    except Fault as f:
-      self._fault(f, entry=self.entry)
-      return True
+        continue
+      before = (self.pos, self.k)
+      r = self._run()
+      if r == BLOCKED:
+        self.flight.complete()   # waiting: the kernels in flight run meanwhile
+        return moved or (self.pos, self.k) != before
+      moved = True
+      if r == DONE: return True
+      self._finish_entry()
 
   def _fetch(self) -> None:
     g = self.get
     w0, w1 = int(self.ring32[2 * g]), int(self.ring32[2 * g + 1])
     self.entry, self.entry_words = g, (w0, w1)
-    while self.doorbells and self.doorbells[0][0] <= self.fetched: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
+    self._reached(self.fetched)
     self.fetched += 1
     self.dev.counters["gp_entry"] += 1
     e = w0 | (w1 << 32)
@@ -199,48 +190,47 @@ class Channel:
     cur = self.sub[subch]
     if cur is None or cur.cls != cls: self.sub[subch] = kind(self, cls)
 
-  # ---- faults and state -------------------------------------------------------------------------
-  def _fault(self, f: Fault, entry: int | None) -> None:
+  # ---- faults and state (MockQueue) -------------------------------------------------------------------------------
+  def _gpu_fault(self, f: Fault, **where: Any) -> GPUFault:
+    entry = where.get("entry", self.entry)   # None: a fault of the doorbell, before any entry
     words = f.words
     dword = None
     if entry is not None and self.seg is not None:
       dword = self.pos
       if not words: words = tuple(self.lst[self.pos:self.pos + 1 + min(8, max(0, self.n - self.pos - 1))])
     elif entry is not None and not words: words = self.entry_words
-    self.fault = GPUFault(device=self.dev.device, engine=f.engine, queue=self.name, gp_entry=entry, dword_offset=dword, words=words,
-                          address=f.address, kernel=f.kernel, uop=f.uop, what=f.what)
-    self.dev.report(self.fault)
+    return GPUFault(device=self.dev.device, engine=f.engine, queue=self.name, gp_entry=entry, dword_offset=dword, words=words,
+                    address=f.address, kernel=f.kernel, uop=f.uop, what=f.what)
 
-  def recover(self) -> None:
-    """Drop the remaining work (GPGet = GPPut) and any half-done method state; the channel runs again."""
-    self.fault, self.seg, self.blocked = None, None, None
-    self.flight.drop()
+  def _drop_work(self) -> None:
+    """GPGet = GPPut, and no half-done method state."""
+    self.seg = None
     put = int(self.userd32[GP_PUT])
     self.get = self.put = put if put < self.entries else 0
     self.userd32[GP_GET] = self.get
-    while self.doorbells: self.dev.hz.join(self.pid, self.doorbells.popleft()[1])
     self.fetched = self.submitted
-    self.dev.hz.settle(self.pid)   # what it did before the fault happens before whatever the host submits next
+
+  def _reset_engines(self) -> None:
     for e in self.sub:
       if e is not None: e.reset()
 
-  def describe(self) -> str:
+  def _pointers(self) -> str:
     userd_put = int(self.userd32[GP_PUT])
     s = f"{self.name}: GPGet {self.get}, GPPut {self.put}"
-    if userd_put != self.put: s += f" (USERD GPPut is {userd_put}: written but no doorbell rung since)"
-    if self.fault is not None: return s + f"; stopped by a fault: {self.fault}"
-    if self.seg is not None:
-      if self.pos < self.n:
-        h = self.lst[self.pos]
-        d = self.pos if h >> _OP_SH == IMMD else self.pos + 1 + self.k   # the data dword it stands at (IMMD: the header)
-        s += f"; at GP entry {self.entry} dword {d} of {self.n} (header 0x{h:08x} at dword {self.pos})"
-      else: s += f"; at the end of GP entry {self.entry}"
-    if self.blocked is not None:
-      addr, nbytes, cond, payload = self.blocked
-      try: cur = f"{self.dev.vm.read_uint(addr, nbytes, 'host', 'semaphore'):#x}"
-      except Fault: cur = "unreadable (unmapped)"
-      return s + f"; blocked: acquire {cond} on the semaphore at 0x{addr:x} waits for 0x{payload:x}, current value {cur}"
-    return s + ("; idle" if not self.has_work() else "; ready")
+    return s + (f" (USERD GPPut is {userd_put}: written but no doorbell rung since)" if userd_put != self.put else "")
+
+  def _position(self) -> str:
+    if self.seg is None: return ""
+    if self.pos < self.n:
+      h = self.lst[self.pos]
+      d = self.pos if h >> _OP_SH == IMMD else self.pos + 1 + self.k   # the data dword it stands at (IMMD: the header)
+      return f"; at GP entry {self.entry} dword {d} of {self.n} (header 0x{h:08x} at dword {self.pos})"
+    return f"; at the end of GP entry {self.entry}"
+
+  def _blocked_text(self, current: str) -> str:
+    assert self.blocked is not None
+    addr, _, cond, payload = self.blocked
+    return f"; blocked: acquire {cond} on the semaphore at 0x{addr:x} waits for 0x{payload:x}, current value {current}"
 
 
 def make_channel(dev: Any, handle: Any, ring: Any, userd: Any, pid: int) -> Channel: return Channel(dev, handle, ring, userd, pid)
