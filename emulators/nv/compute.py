@@ -10,7 +10,7 @@ from emulators import dispatch
 from emulators.fault import Fault
 from emulators.nv import qmd as Q
 from emulators.nv import semaphore
-from emulators.nv.methods import DONE, Method, table
+from emulators.nv.methods import DONE, Engine, Method, table
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COMPUTE
@@ -23,13 +23,11 @@ ILD = NV.INLINE_LAUNCH_DMA
 MAX_DEPENDENT = 64
 
 
-class ComputeEngine:
+class ComputeEngine(Engine):
   engine = "compute"
 
   def __init__(self, ch: Any, cls: int):
-    self.ch, self.cls = ch, cls
-    self.label = f"{cls:04X} ({NV.CLASS_NAMES[cls]})"
-    self.regs: dict[int, int] = {}
+    super().__init__(ch, cls)
     self.table = TABLE
     self.upload: list[Any] | None = None          # [dst VA, bytes, uint32 buffer, dwords received]
     self.inline_qmd = [0] * NV.QMD_DWORDS

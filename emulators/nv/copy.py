@@ -9,7 +9,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from emulators.fault import Fault
 from emulators.nv import semaphore
-from emulators.nv.methods import DONE, Method, table
+from emulators.nv.methods import DONE, Engine, Method, table
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COPY
@@ -22,16 +22,12 @@ MAX_BYTES = 1 << 32   # one LAUNCH_DMA moves at most this much (a zero pitch cou
 L = NV.CE_LAUNCH_DMA
 
 
-class CopyEngine:
+class CopyEngine(Engine):
   engine = "copy"
 
   def __init__(self, ch: Any, cls: int):
-    self.ch, self.cls = ch, cls
-    self.label = f"{cls:04X} ({NV.CLASS_NAMES[cls]})"
-    self.regs: dict[int, int] = {}
+    super().__init__(ch, cls)
     self.table = TABLE
-
-  def reset(self) -> None: pass
 
 
 def _addr(r: dict[int, int], upper: int, lower: int) -> int: return (bits.get(r.get(upper, 0), NV.ADDRESS_UPPER["UPPER"]) << 32) | r.get(lower, 0)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from refgrad.hw.nv import CLASS_NAMES
+
 DONE, BLOCKED = 1, 2
 
 
@@ -24,3 +26,15 @@ def table(label: str, rows: Iterable[Method]) -> dict[int, Method]:
     out[r.offset] = r
   return out
 
+
+class Engine:
+  """A class bound to a subchannel: its latched method state (`regs`, by offset) and method table."""
+  engine = ""
+  table: dict[int, Method]   # set by the subclass
+
+  def __init__(self, ch: Any, cls: int):
+    self.ch, self.cls = ch, cls
+    self.label = f"{cls:04X} ({CLASS_NAMES[cls]})"
+    self.regs: dict[int, int] = {}
+
+  def reset(self) -> None: pass

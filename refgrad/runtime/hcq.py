@@ -209,6 +209,11 @@ class Channel:
     self.dev, self.handle = dev, handle
     self.tags: dict[int, tuple[str, ...]] = {}    # ring position -> kernels launched there (fault reports)
   def submit(self, words: Sequence[int], kernels: tuple[str, ...]) -> int: raise NotImplementedError
+  def _rung(self, pos: int, kernels: tuple[str, ...]) -> int:
+    """The end of every `submit`, once the ring and its write pointer hold the work: note what runs at `pos`, ring the doorbell."""
+    self.tags[pos] = kernels
+    self.dev.drv.ring_doorbell(self.handle.token)
+    return pos
   def idle(self) -> bool: raise NotImplementedError
   def position(self) -> int: raise NotImplementedError
 

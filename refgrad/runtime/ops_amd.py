@@ -206,11 +206,9 @@ class AMDChannel(Channel):
       else: self._room(nbytes)
     pos = self.wptr
     self._write(pkt)
-    self.tags[pos] = kernels
     self.ctl[WPTR] = self.wptr
     self.ctl[DOORBELL] = self.wptr
-    self.dev.drv.ring_doorbell(self.handle.token)
-    return pos
+    return self._rung(pos, kernels)
 
 
 class AMDDevice(HCQDevice):

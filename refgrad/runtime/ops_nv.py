@@ -161,12 +161,10 @@ class NVChannel(Channel):
     self.pb_words[self.pb_pos:self.pb_pos + n] = words
     pos = self.put
     self.gp[pos] = gp_entry(self.pb.va + 4 * self.pb_pos, n)
-    self.tags[pos] = kernels
     self.pb_pos += n
     self.put = (pos + 1) % self.entries
     self.userd[USERD_GP_PUT // 4] = self.put
-    self.dev.drv.ring_doorbell(self.handle.token)
-    return pos
+    return self._rung(pos, kernels)
 
 
 class NVDevice(HCQDevice):
