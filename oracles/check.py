@@ -8,7 +8,7 @@ CPU compiles all of them in ONE compiler call (one shared object, a function per
 zones of sentinel bytes; other devices go through their own Runner. Every device must equal PYTHON bit for bit on
 the same linear program.
 
-Cross-Opt tolerance (float results of non-exact cases; ARCHITECTURE.md allows reordered float reductions): within
+Cross-Opt tolerance (float results of non-exact cases; docs/architecture.md allows reordered float reductions): within
 `rtol(dtype) * max(1, largest finite |unoptimized result|)`, rtol 1e-5 for float32/float64 and 8 ulps at 1.0 for
 float16/bfloat16 -- the rule of tests/refgrad/test_opt.py and refgrad/search.py. Everything else is bit for bit.
 """

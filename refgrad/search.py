@@ -9,7 +9,7 @@ timed by their best run. The search stops when a round does not beat the best ke
 
 A candidate may win only if it computes what the starting kernel computes, on the same inputs, in every buffer
 (so a candidate that clobbers an input loses too): ints and bools bit for bit (`semantics.same_bits`), floats
-within a tolerance (`_rtol`; Opts may reorder a float reduction, ARCHITECTURE.md). A candidate that cannot be
+within a tolerance (`_rtol`; Opts may reorder a float reduction, docs/architecture.md). A candidate that cannot be
 lowered, compiled or run (target limits, LinearizeError, CompileError, undefined behaviour on PYTHON) is skipped.
 DEBUG>=2 prints each round and every skipped or wrong candidate.
 

@@ -1,4 +1,4 @@
-"""The mock AMD GPU (gfx11 / RDNA3, wave32; facts: shared/hw/AMD.md): PM4 compute queues and SDMA copy queues.
+"""The mock AMD GPU (gfx11 / RDNA3, wave32; facts: docs/hw/AMD.md): PM4 compute queues and SDMA copy queues.
 
 - `regs`: the compute (SH) registers a dispatch reads, one row per register, and the field layouts of the registers
   the dispatch checks.

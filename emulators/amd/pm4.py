@@ -1,4 +1,4 @@
-"""The compute queue's PM4 type-3 packets (AMD.md §1-§4): one row per opcode (name, body-size rule, action).
+"""The compute queue's PM4 type-3 packets (docs/hw/AMD.md §1-§4): one row per opcode (name, body-size rule, action).
 
 A packet is a header (TYPE 31:30 = 3, COUNT 29:16 = body dwords - 1, IT_OPCODE 15:8, SHADER_TYPE 1, PREDICATE 0) and
 COUNT + 1 body dwords; NOP with COUNT 0x3FFF is a one-dword filler. Actions get the whole packet (header first) and return
@@ -102,13 +102,13 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
     if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
   kernarg = eng.reg("COMPUTE_USER_DATA_0") | (eng.reg("COMPUTE_USER_DATA_1") << 32)
   dev.counters["dispatch"] += 1
-  # in flight until an ordering command (ORDERING); the initiator's flags order nothing the fact sheet states
+  # in flight until an ordering command (ORDERING); the initiator's flags order nothing docs/hw/AMD.md states
   dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block, ch.flight)
   return DONE
 
 
 def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
-  """A program that is no known image: RDNA3 machine code, run with the state the SH registers give (AMD.md §4.2;
+  """A program that is no known image: RDNA3 machine code, run with the state the SH registers give (docs/hw/AMD.md §4.2;
   docs/hw/amd_code_object.md): USER_DATA_0.. in s0.., workgroup ids after them per RSRC2.TGID_*_EN, LDS per RSRC2."""
   ch = eng.ch
   rsrc1, rsrc2 = eng.reg("COMPUTE_PGM_RSRC1"), eng.reg("COMPUTE_PGM_RSRC2")
@@ -205,13 +205,13 @@ PARTIAL_FLUSH = (0x07, A.EVENT_INDEX["CS_PARTIAL_FLUSH"])   # (EVENT_TYPE, EVENT
 # The queue ordering model (README "Ordering inside a queue"): a dispatch stays in flight, overlapping later dispatches,
 # until one of these retires it. One row per command: (what it orders, the source in docs/hw/AMD.md).
 ORDERING: dict[str, tuple[str, str]] = {
-  "EVENT_WRITE CS_PARTIAL_FLUSH (index 4)": ("every dispatch before it finishes first", "AMD.md §4.2 step 7, §3.7"),
-  "RELEASE_MEM (end-of-pipe / shader_done event)": ("every dispatch before it finishes before the write", "AMD.md §3.3, §4.2 step 8"),
-  "ACQUIRE_MEM": ("nothing: cache invalidate / write-back only", "AMD.md §3.5"),
-  "WAIT_REG_MEM / WAIT_REG_MEM64": ("nothing: later packets wait, earlier dispatches go on", "AMD.md §3.4"),
-  "DISPATCH_DIRECT initiator flags": ("nothing the fact sheet states", "AMD.md §4.1"),
-  "other EVENT_WRITE events": ("nothing the fact sheet states", "AMD.md §3.7"),
-  "SDMA packets (copy queue)": ("in order: the fact sheet states no overlap of SDMA packets", "AMD.md §5"),
+  "EVENT_WRITE CS_PARTIAL_FLUSH (index 4)": ("every dispatch before it finishes first", "docs/hw/AMD.md §4.2 step 7, §3.7"),
+  "RELEASE_MEM (end-of-pipe / shader_done event)": ("every dispatch before it finishes before the write", "docs/hw/AMD.md §3.3, §4.2 step 8"),
+  "ACQUIRE_MEM": ("nothing: cache invalidate / write-back only", "docs/hw/AMD.md §3.5"),
+  "WAIT_REG_MEM / WAIT_REG_MEM64": ("nothing: later packets wait, earlier dispatches go on", "docs/hw/AMD.md §3.4"),
+  "DISPATCH_DIRECT initiator flags": ("nothing the fact sheet states", "docs/hw/AMD.md §4.1"),
+  "other EVENT_WRITE events": ("nothing the fact sheet states", "docs/hw/AMD.md §3.7"),
+  "SDMA packets (copy queue)": ("in order: the fact sheet states no overlap of SDMA packets", "docs/hw/AMD.md §5"),
 }
 
 def event_write(eng: ComputeEngine, w: list[int]) -> None:

@@ -1,4 +1,4 @@
-"""An AMD user-mode queue (AMD.md §6): a ring buffer, read/write pointers and a doorbell, in the units of the queue kind,
+"""An AMD user-mode queue (docs/hw/AMD.md §6): a ring buffer, read/write pointers and a doorbell, in the units of the queue kind,
 feeding the PM4 (compute) or SDMA (copy) decoder.
 
 - Ring: `entries` dwords of host-visible memory (RING_ENTRY_BYTES = 4). Pointers are 64-bit counts that only grow;

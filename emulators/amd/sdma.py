@@ -1,8 +1,8 @@
-"""The copy queue's SDMA packets (AMD.md §5, SDMA v5.2/v6): one row per (OP, SUB_OP): name, size rule, action.
+"""The copy queue's SDMA packets (docs/hw/AMD.md §5, SDMA v5.2/v6): one row per (OP, SUB_OP): name, size rule, action.
 
 Every packet starts with a header dword (OP 7:0, SUB_OP 15:8). Sizes in dwords: NOP 1 + COUNT 29:16 (so a zero dword is a
 one-dword NOP: the runtime pads the end of the ring with zeros), COPY_LINEAR 7, WRITE linear 5 + COUNT, FENCE 4, TRAP 2,
-POLL_REGMEM 6, TIMESTAMP 3, CONSTANT_FILL 5, GCR_REQ 5. CONSTANT_FILL's layout is not in the fact sheet: dw1/dw2
+POLL_REGMEM 6, TIMESTAMP 3, CONSTANT_FILL 5, GCR_REQ 5. CONSTANT_FILL's layout is not in docs/hw/AMD.md: dw1/dw2
 destination, dw3 the 32-bit pattern, dw4 COUNT = bytes - 1, FILLSIZE 31:30 in the header (as Linux's emit_fill_buffer
 writes it; 0 and 2 fill with the dword pattern here). Actions return None / DONE / BLOCKED as in `pm4`.
 """

@@ -1,4 +1,4 @@
-"""A GPFIFO channel (NV.md §2, §3): GP entries -> pushbuffer segments -> method headers -> the bound classes' methods.
+"""A GPFIFO channel (docs/hw/NV.md §2, §3): GP entries -> pushbuffer segments -> method headers -> the bound classes' methods.
 
 - The doorbell snapshots GPPut from USERD (0x8C); the channel processes entries while GPGet != that snapshot and
   writes GPGet (0x88) after each entry.
@@ -143,7 +143,7 @@ class Channel(MockQueue):
             eng = self.host if m < NV.HOST_METHODS_END else self.sub[subch]
             if eng is None: raise Fault(f"method 0x{m:x} on subchannel {subch}, which has no class bound (SET_OBJECT first)", "host")
             if eng is not self.host and type(eng) is not self.last_kind:
-              if self.last_kind is not None: self.flight.retire()   # compute <-> copy in one channel: wait for idle (NV.md §1)
+              if self.last_kind is not None: self.flight.retire()   # compute <-> copy in one channel: wait for idle (docs/hw/NV.md §1)
               self.last_kind = type(eng)
             row = eng.table.get(m)
             if row is None: raise Fault(f"unknown method 0x{m:x} for class {eng.label} on subchannel {subch}", eng.engine)

@@ -1,4 +1,4 @@
-"""Compute class C6C0 / C7C0 (NV.md §5): inline upload, QMD launch (SEND_PCAS_A + SEND_SIGNALING_PCAS2_B, or the inline
+"""Compute class C6C0 / C7C0 (docs/hw/NV.md §5): inline upload, QMD launch (SEND_PCAS_A + SEND_SIGNALING_PCAS2_B, or the inline
 QMD path), QMD release semaphores and dependent QMDs; other state methods are latched."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Copy engine class C6B5 / C7B5 (NV.md §7): pitch-linear copies (one line, or MULTI_LINE with pitches) and the
+"""Copy engine class C6B5 / C7B5 (docs/hw/NV.md §7): pitch-linear copies (one line, or MULTI_LINE with pitches) and the
 semaphore release / reduction of LAUNCH_DMA."""
 from __future__ import annotations
 

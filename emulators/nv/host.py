@@ -1,4 +1,4 @@
-"""Host (PBDMA) methods of class C56F: every method below 0x100, whatever the subchannel (NV.md §4)."""
+"""Host (PBDMA) methods of class C56F: every method below 0x100, whatever the subchannel (docs/hw/NV.md §4)."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,13 +19,13 @@ MEM_OPS = NV.MEM_OPS   # MEM_OP_D operations: the mock's memory is coherent, so 
 # The queue ordering model (README "Ordering inside a queue"): a QMD launch stays in flight, overlapping later launches of
 # the channel, until one of these retires it. One row per command: (what it orders, the source in docs/hw/NV.md).
 ORDERING: dict[str, tuple[str, str]] = {
-  "WFI (0x078)": ("every launch before it finishes first", "NV.md §4 (WFI)"),
-  "SEM_EXECUTE release / reduction with RELEASE_WFI=1": ("every launch before it finishes before the write", "NV.md §4.1 bit 20"),
-  "switching between the copy subchannel and compute": ("a wait for idle", "NV.md §1 (dev_ram.ref)"),
-  "QMD RELEASEn semaphores": ("their own grid only (written after the grid finishes)", "NV.md §6"),
-  "SEM_EXECUTE release without RELEASE_WFI": ("nothing in flight", "NV.md §4.1 bit 20"),
-  "compute WAIT_FOR_IDLE (0x110)": ("nothing: ignored", "NV.md §5"),
-  "copy engine LAUNCH_DMA": ("in order: the fact sheet states no overlap of copies", "NV.md §7"),
+  "WFI (0x078)": ("every launch before it finishes first", "docs/hw/NV.md §4 (WFI)"),
+  "SEM_EXECUTE release / reduction with RELEASE_WFI=1": ("every launch before it finishes before the write", "docs/hw/NV.md §4.1 bit 20"),
+  "switching between the copy subchannel and compute": ("a wait for idle", "docs/hw/NV.md §1 (dev_ram.ref)"),
+  "QMD RELEASEn semaphores": ("their own grid only (written after the grid finishes)", "docs/hw/NV.md §6"),
+  "SEM_EXECUTE release without RELEASE_WFI": ("nothing in flight", "docs/hw/NV.md §4.1 bit 20"),
+  "compute WAIT_FOR_IDLE (0x110)": ("nothing: ignored", "docs/hw/NV.md §5"),
+  "copy engine LAUNCH_DMA": ("in order: the fact sheet states no overlap of copies", "docs/hw/NV.md §7"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Semaphore memory operations shared by host SEM_EXECUTE, the copy engine and QMD releases (NV.md §4.1, §6, §7).
+"""Semaphore memory operations shared by host SEM_EXECUTE, the copy engine and QMD releases (docs/hw/NV.md §4.1, §6, §7).
 
 Layout of a 16-byte semaphore: payload at +0 (bytes 4-7 are 0 for a 32-bit payload), 64-bit ns timestamp at +8,
 written before the payload. Alignment: 4 bytes, 8 for a 64-bit payload, 16 with a timestamp.

@@ -6,7 +6,7 @@ scope: with `MOCKGPU=1`, `open_driver` loads the mock driver of `emulators/` (th
 runtime code above this interface is the code a real GPU would run.
 
 The mock is lazy: a doorbell only marks a channel pending and the GPU runs inside `poll()`, so the runtime's host
-wait polls until its signal arrives, reporting a deadlock when nothing can move (see NV_CONTRACT.md).
+wait polls until its signal arrives, reporting a deadlock when nothing can move (README: The NV and AMD runtimes and the mock GPUs).
 """
 from __future__ import annotations
 

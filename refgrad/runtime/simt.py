@@ -1,6 +1,6 @@
 """The SIMT executor: runs a linear program over every lane of a launch at once, in numpy.
 
-This is the reference execution model (ARCHITECTURE.md, "The PYTHON device"), shared by the
+This is the reference execution model (docs/architecture.md, "The PYTHON device"), shared by the
 PYTHON device and the mock GPUs, so it knows nothing of any allocator: buffers come in as
 `Memory` (bytes plus which bytes were written).
 

@@ -1,4 +1,4 @@
-"""Hand encoders for the mock AMD GPU tests, written from shared/hw/AMD.md (independent of refgrad/runtime/ops_amd.py),
+"""Hand encoders for the mock AMD GPU tests, written from docs/hw/AMD.md (independent of refgrad/runtime/ops_amd.py),
 and a ring helper that writes packets at the write pointer (modulo the ring), stores wptr and rings the doorbell."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Test-local encoders for NV command streams, written from the fact sheet (hw/NV.md) — independent of the runtime."""
+"""Test-local encoders for NV command streams, written from the fact sheet (docs/hw/NV.md) — independent of the runtime."""
 from __future__ import annotations
 
 import struct
@@ -18,7 +18,7 @@ def non_inc(subch: int, method: int, *data: int) -> list[int]: return [hdr(NON_I
 def one_inc(subch: int, method: int, *data: int) -> list[int]: return [hdr(ONE_INC, len(data), subch, method), *data]
 def immd(subch: int, method: int, value: int) -> list[int]: return [hdr(IMMD, value, subch, method)]
 
-# host SEM_EXECUTE values (NV.md §4.1)
+# host SEM_EXECUTE values (docs/hw/NV.md §4.1)
 REL64_TS, REL32, REL64, ACQ_CIRC64 = 0x03100001, 0x00100001, 0x01100001, 0x01000003
 
 def sem(addr: int, payload: int, execute: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""Hand-written PM4 and SDMA streams (from shared/hw/AMD.md) decode to the expected actions on the mock AMD GPU:
+"""Hand-written PM4 and SDMA streams (from docs/hw/AMD.md) decode to the expected actions on the mock AMD GPU:
 one test per opcode row, every WAIT_REG_MEM compare function with its mask, kernels through the dispatch registers."""
 from __future__ import annotations
 

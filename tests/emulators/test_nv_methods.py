@@ -1,4 +1,4 @@
-"""The mock NV GPU decodes hand-written command streams (encoded here from hw/NV.md) to the expected actions."""
+"""The mock NV GPU decodes hand-written command streams (encoded here from docs/hw/NV.md) to the expected actions."""
 from __future__ import annotations
 
 import numpy as np

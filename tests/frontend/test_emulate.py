@@ -33,7 +33,7 @@ def test_tensor_cores_when_emulated(monkeypatch: pytest.MonkeyPatch):
   got, ran = _run(Tensor(a).matmul(Tensor(b), dtype=dtypes.float32))
   monkeypatch.setenv("NOOPT", "1")
   plain, _ = _run(Tensor(a).matmul(Tensor(b), dtype=dtypes.float32))
-  # float tolerance across Opts (ARCHITECTURE.md): the CPU heuristics unroll k, which reorders the sum; 1e-5 of the largest |out|
+  # float tolerance across Opts (docs/architecture.md): the CPU heuristics unroll k, which reorders the sum; 1e-5 of the largest |out|
   np.testing.assert_allclose(got, plain, rtol=0, atol=1e-5 * np.abs(plain).max())
   if _gpu_target() is not None:
     assert OptOps.TC in _ops(ran) and Ops.WMMA in _uops(ran), [r.opts for r in ran]
@@ -47,7 +47,7 @@ def test_grouped_reduction_through_local_memory_when__gpu_target():
   assert np.array_equal(got, x.sum(1))
   fx = np.random.default_rng(6).standard_normal((4, 2048)).astype(np.float32)
   fgot, fran = _run(Tensor(fx).sum(1))
-  # GROUP reorders the float sum (ARCHITECTURE.md allows it across Opts): within 1e-5 of the largest partial magnitude
+  # GROUP reorders the float sum (docs/architecture.md allows it across Opts): within 1e-5 of the largest partial magnitude
   np.testing.assert_allclose(fgot, fx.astype(np.float64).sum(1), rtol=0, atol=1e-5 * np.abs(fx).sum(1).max())
   for r in (ran, fran):
     if _gpu_target() is not None:

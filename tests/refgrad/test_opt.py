@@ -22,7 +22,7 @@ from refgrad.target import AMD, CPU, CUDA, Target
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops, UOp
 
-# float tolerance across Opts: UNROLL, GROUP/GROUPTOP and PADTO may reorder a float reduction (ARCHITECTURE.md allows
+# float tolerance across Opts: UNROLL, GROUP/GROUPTOP and PADTO may reorder a float reduction (docs/architecture.md allows
 # it); results must agree within rtol 1e-5 of the largest magnitude in the output (inputs are O(1), sums <= 256 terms).
 # TC keeps the order of k, so tensor-core kernels must match the unoptimized kernel bit for bit.
 RTOL = 1e-5

@@ -1,4 +1,4 @@
-"""The NV runtime's encoders against the recipes of shared/hw/NV.md, dword for dword (no GPU or mock needed)."""
+"""The NV runtime's encoders against the recipes of docs/hw/NV.md, dword for dword (no GPU or mock needed)."""
 from __future__ import annotations
 
 import struct
@@ -17,7 +17,7 @@ class _Sig:   # the queue builders read only .va
 
 
 def test_method_header_recipe():
-  # NV.md §3: 5 incrementing dwords to host SEM_ADDR_LO (0x5C) on subchannel 0
+  # docs/hw/NV.md §3: 5 incrementing dwords to host SEM_ADDR_LO (0x5C) on subchannel 0
   assert nv.header(nv.SecOp.INC, 0, 0x5C, 5) == 0x20050017
   assert nv.header(nv.SecOp.NON_INC, 1, 0x1B4, 3) == (3 << 29) | (3 << 16) | (1 << 13) | (0x1B4 >> 2)
   assert nv.header(nv.SecOp.IMMD, 4, 0x300, 0x182) >> 29 == 4
@@ -26,7 +26,7 @@ def test_method_header_recipe():
 
 
 def test_sem_execute_and_launch_dma_values():
-  # NV.md §4.1 and §7: the encoded values of the field tables
+  # docs/hw/NV.md §4.1 and §7: the encoded values of the field tables
   assert nv.SEM_RELEASE == 0x03100001 and nv.SEM_ACQUIRE == 0x01000003
   assert nv.CE_COPY == 0x182 and nv.CE_RELEASE == 0x14
 
@@ -82,7 +82,7 @@ def test_memory_barrier_words():
 
 
 def test_qmd_field_positions():
-  # byte offsets and bits from NV.md §6
+  # byte offsets and bits from docs/hw/NV.md §6
   w = np.zeros(nv.QMD_DWORDS, np.uint32)
   for name, val in (("CTA_RASTER_WIDTH", 0x12345678), ("CTA_RASTER_HEIGHT", 0xABCD), ("CTA_RASTER_DEPTH", 3), ("CTA_THREAD_DIMENSION0", 1024),
                     ("CTA_THREAD_DIMENSION1", 2), ("CTA_THREAD_DIMENSION2", 64), ("QMD_MAJOR_VERSION", 3), ("SHARED_MEMORY_SIZE", 0x3FFFF),
