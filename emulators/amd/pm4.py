@@ -200,7 +200,7 @@ def release_mem(eng: ComputeEngine, w: list[int]) -> int:
   return DONE
 
 EVENTS = A.EVENTS
-PARTIAL_FLUSH = (0x07, A.EVENT_INDEX["CS_PARTIAL_FLUSH"])   # (EVENT_TYPE, EVENT_INDEX) of CS_PARTIAL_FLUSH
+PARTIAL_FLUSH = (A.EVENT["CS_PARTIAL_FLUSH"], A.EVENT_INDEX["CS_PARTIAL_FLUSH"])   # (EVENT_TYPE, EVENT_INDEX) of CS_PARTIAL_FLUSH
 
 # The queue ordering model (README "Ordering inside a queue"): a dispatch stays in flight, overlapping later dispatches,
 # until one of these retires it. One row per command: (what it orders, the source in docs/hw/AMD.md).

@@ -72,13 +72,13 @@ def send_pcas2_b(eng: ComputeEngine, v: int) -> int | None:
   if (a := NV.PCAS_ACTIONS.get(action)) is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: unknown PCAS_ACTION {action}", "compute")
   if a[1] is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: PCAS_ACTION {a[0]} (queue-mode QMDs) is not emulated", "compute")
   if not a[1]: return None
-  launch(eng, eng.regs.get(SEND_PCAS_A, 0) << 8)
+  launch(eng, eng.regs.get(SEND_PCAS_A, 0) << NV.QMD_ADDRESS_SHIFT)
   return DONE
 
 def send_pcas_b(eng: ComputeEngine, v: int) -> int | None:
   """Pre-Ampere kick: bit 1 SCHEDULE."""
   if not bits.get(v, NV.SEND_SIGNALING_PCAS_B["SCHEDULE"]): return None
-  launch(eng, eng.regs.get(SEND_PCAS_A, 0) << 8)
+  launch(eng, eng.regs.get(SEND_PCAS_A, 0) << NV.QMD_ADDRESS_SHIFT)
   return DONE
 
 def inline_qmd(i: int) -> Method:
@@ -86,7 +86,7 @@ def inline_qmd(i: int) -> Method:
     eng.inline_qmd[i] = v
     if i < NV.QMD_DWORDS - 1: return None
     r = eng.regs
-    va = ((r.get(SET_INLINE_QMD_ADDRESS_A, 0) << 32) | r.get(SET_INLINE_QMD_ADDRESS_B, 0)) << 8
+    va = ((r.get(SET_INLINE_QMD_ADDRESS_A, 0) << 32) | r.get(SET_INLINE_QMD_ADDRESS_B, 0)) << NV.QMD_ADDRESS_SHIFT
     eng.ch.dev.vm.write(va, np.array(eng.inline_qmd, np.uint32).view(np.uint8), "compute", "inline QMD")
     launch(eng, va)
     return DONE
@@ -133,7 +133,7 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = 
     act = q["DEPENDENT_QMD0_ACTION"]
     if act not in (1, 3): raise Fault(f"{where}: DEPENDENT_QMD0_ACTION {act} is not emulated (only SCHEDULE)", "compute", qmd_va)
     if depth >= MAX_DEPENDENT: raise Fault(f"{where}: more than {MAX_DEPENDENT} dependent QMDs in a chain (a cycle?)", "compute", qmd_va)
-    launch(eng, q["DEPENDENT_QMD0_POINTER"] << 8, depth + 1, seq)
+    launch(eng, q["DEPENDENT_QMD0_POINTER"] << NV.QMD_ADDRESS_SHIFT, depth + 1, seq)
 
 def release(ch: Any, q: dict[str, int], i: int, done: int | None = None) -> None:
   """QMD release i, written when the grid (epoch `done` for the hazard checker) finishes; it does not wait for others."""

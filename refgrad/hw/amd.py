@@ -24,7 +24,8 @@ COMPARE = {"ALWAYS": 0, "LT": 1, "LE": 2, "EQ": 3, "NE": 4, "GE": 5, "GT": 6}   
 EVENT_DW1: dict[str, Field] = {"EVENT_TYPE": (5, 0), "EVENT_INDEX": (11, 8)}   # EVENT_WRITE dw1 (and RELEASE_MEM's low bits)
 EVENTS = {0x07: "CS_PARTIAL_FLUSH", 0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x16: "CACHE_FLUSH_AND_INV_EVENT", 0x28: "BOTTOM_OF_PIPE_TS",
           0x2F: "CS_DONE", 0x35: "THREAD_TRACE_MARKER", 0x37: "THREAD_TRACE_FINISH"}
-EOP_EVENTS = {e: EVENTS[e] for e in (0x14, 0x28, 0x2F)}
+EVENT = {n: e for e, n in EVENTS.items()}
+EOP_EVENTS = {e: EVENTS[e] for e in (0x14, 0x28, 0x2F)}   # the end-of-pipe events RELEASE_MEM takes
 EVENT_INDEX = {"CS_PARTIAL_FLUSH": 4, "END_OF_PIPE": 5, "SHADER_DONE": 6}
 GCR_CNTL: dict[str, Field] = {"GLI_INV": (1, 0), "GLK_INV": (7, 7), "GLV_INV": (8, 8), "GL1_INV": (9, 9), "GL2_INV": (14, 14), "GL2_WB": (15, 15),
                               "RANGE_IS_PA": (18, 18)}

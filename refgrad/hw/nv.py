@@ -80,6 +80,7 @@ PCAS_ACTIONS: dict[int, tuple[str, bool | None]] = {
   7: ("DECREMENT_DEPENDENCE", None), 8: ("PREFETCH", False), 9: ("PREFETCH_SCHEDULE", True), 0xA: ("INVALIDATE_PREFETCH_COPY_SCHEDULE", True),
   0xB: ("INVALIDATE_PREFETCH_COPY_FORCE_REQUIRE_SCHEDULING", True)}
 PCAS_PREFETCH_SCHEDULE = 9
+QMD_ADDRESS_SHIFT = 8   # SEND_PCAS_A, SET_INLINE_QMD_ADDRESS_A/B and DEPENDENT_QMDn_POINTER hold a QMD address >> 8 (256-byte aligned)
 SET_REPORT_SEMAPHORE_D: dict[str, Field] = {"OPERATION": (1, 0), "STRUCTURE_SIZE": (28, 28)}
 ADDRESS_UPPER: dict[str, Field] = {"UPPER": (16, 0)}   # the *_UPPER / *_A halves of 49-bit addresses (bits 48:32)
 

@@ -107,7 +107,7 @@ class NVComputeQueue(HWQueue):
     assert isinstance(prg, NVProgram)
     qva, qhost = self.scratch(prg.dev, QMD_DWORDS * 4, 256)
     qhost.view(np.uint32)[:] = prg.qmd(gs, ls, args)
-    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> 8) + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], NV.PCAS_PREFETCH_SCHEDULE),
+    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> NV.QMD_ADDRESS_SHIFT) + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], NV.PCAS_PREFETCH_SCHEDULE),
             {"qmd": (1, "u32")})
 
 
