@@ -177,7 +177,8 @@ def launch_geometry(uops: list[UOp], target: Target, idx_block_size: int = IDX_B
   def where(nm: str) -> str: return f"uop {specials[nm][0]} (SPECIAL {nm}, size {specials[nm][1]})"
   dim, t = "xyz", target.name
   idxs = [n for n in specials if n.startswith("idx")]
-  grid, block = [1, 1, 1], [1, 1, 1]
+  gsz, lsz = launch_sizes(uops)
+  grid, block = list(gsz), list(lsz)
   if idxs:
     if other := [n for n in specials if not n.startswith("idx")]:
       raise ValueError(f"{where(idxs[0])}: an idxD launch has no workgroups, so it cannot be mixed with {other[0]}")
@@ -190,11 +191,8 @@ def launch_geometry(uops: list[UOp], target: Target, idx_block_size: int = IDX_B
       grid[d] = -(-size // block[d])
   for nm, (_, size) in specials.items():
     d = int(nm[-1])
-    if nm.startswith("gidx"): grid[d] = size
-    elif nm.startswith("lidx"):
-      block[d] = size
-      if size > target.max_block_dims[d]:
-        raise ValueError(f"{where(nm)}: {size} work-items in dimension {dim[d]} exceed {t}'s {target.max_block_dims[d]}")
+    if nm.startswith("lidx") and size > target.max_block_dims[d]:
+      raise ValueError(f"{where(nm)}: {size} work-items in dimension {dim[d]} exceed {t}'s {target.max_block_dims[d]}")
   for d in range(3):
     if grid[d] > target.max_grid_dims[d]:
       nm = next(n for n in specials if int(n[-1]) == d and not n.startswith("lidx"))
