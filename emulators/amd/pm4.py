@@ -182,7 +182,8 @@ def release_mem(eng: ComputeEngine, w: list[int]) -> int:
   ev, idx = B.get(w[1], DW1["EVENT_TYPE"]), B.get(w[1], DW1["EVENT_INDEX"])
   if ev not in A.EOP_EVENTS: raise Fault(f"RELEASE_MEM EVENT_TYPE 0x{ev:x} is not an end-of-pipe event the mock knows "
                                          f"({', '.join(f'0x{e:x} {n}' for e, n in A.EOP_EVENTS.items())})", "compute")
-  if idx not in (A.EVENT_INDEX["END_OF_PIPE"], A.EVENT_INDEX["SHADER_DONE"]): raise Fault(f"RELEASE_MEM EVENT_INDEX {idx} (5 end_of_pipe, 6 shader_done)", "compute")
+  if idx not in (A.EVENT_INDEX["END_OF_PIPE"], A.EVENT_INDEX["SHADER_DONE"]):
+    raise Fault(f"RELEASE_MEM EVENT_INDEX {idx} (5 end_of_pipe, 6 shader_done)", "compute")
   dsel, isel = B.get(w[2], DW2["DATA_SEL"]), B.get(w[2], DW2["INT_SEL"])
   if dsel not in DATA_SELS: raise Fault(f"RELEASE_MEM DATA_SEL {dsel} is not emulated (0-4)", "compute")
   if isel not in (0, 1, 2, 3): raise Fault(f"RELEASE_MEM INT_SEL {isel} is not emulated (0-3)", "compute")
@@ -257,7 +258,8 @@ TABLE = _rows([
 
 def packet_dwords(h: int) -> int:
   """Total dwords of the packet whose header is h (header included); a Fault names a header the queue cannot run."""
-  if (t := B.get(h, HDR["TYPE"])) != A.PM4_TYPE3: raise Fault(f"header 0x{h:08x} is a type-{t} packet; the compute queue runs type-3 packets only", "compute")
+  if (t := B.get(h, HDR["TYPE"])) != A.PM4_TYPE3:
+    raise Fault(f"header 0x{h:08x} is a type-{t} packet; the compute queue runs type-3 packets only", "compute")
   op, count = B.get(h, HDR["IT_OPCODE"]), B.get(h, HDR["COUNT"])
   row = TABLE.get(op)
   if row is None: raise Fault(f"unknown PM4 opcode 0x{op:02x} in header 0x{h:08x} (known: "

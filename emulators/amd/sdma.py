@@ -41,7 +41,8 @@ def copy_linear(eng: CopyEngine, w: list[int]) -> int:
   vm = ch.dev.vm
   for nm, f in A.SDMA_COPY_LINEAR_DW0.items():
     if B.get(w[0], f): raise Fault(f"COPY_LINEAR header 0x{w[0]:08x}: {nm} is not emulated", "copy")
-  if any(B.get(w[2], f) for f in A.SDMA_COPY_LINEAR_DW2.values()): raise Fault(f"COPY_LINEAR dword 2 0x{w[2]:08x}: byte swaps are not emulated", "copy")
+  if any(B.get(w[2], f) for f in A.SDMA_COPY_LINEAR_DW2.values()):
+    raise Fault(f"COPY_LINEAR dword 2 0x{w[2]:08x}: byte swaps are not emulated", "copy")
   n = B.get(w[1], A.SDMA_COPY_LINEAR_DW1["COUNT"]) + 1
   src, dst = _addr(w, 3), _addr(w, 5)
   sr, so = vm.resolve(src, n, "copy", f"COPY_LINEAR source ({n} bytes)")

@@ -16,7 +16,7 @@ from refgrad.hw import nv as NV
 from refgrad.hw.nv import COMPUTE
 
 LINE_LENGTH_IN, LINE_COUNT, OFFSET_OUT_UPPER, OFFSET_OUT = (COMPUTE[k] for k in ("LINE_LENGTH_IN", "LINE_COUNT", "OFFSET_OUT_UPPER", "OFFSET_OUT"))
-SEND_PCAS_A, SET_INLINE_QMD_ADDRESS_A, SET_INLINE_QMD_ADDRESS_B = COMPUTE["SEND_PCAS_A"], COMPUTE["SET_INLINE_QMD_ADDRESS_A"], COMPUTE["SET_INLINE_QMD_ADDRESS_B"]
+SEND_PCAS_A, SET_INLINE_QMD_ADDRESS_A, SET_INLINE_QMD_ADDRESS_B = (COMPUTE[k] for k in ("SEND_PCAS_A", "SET_INLINE_QMD_ADDRESS_A", "SET_INLINE_QMD_ADDRESS_B"))
 SET_REPORT_SEMAPHORE_A, SET_REPORT_SEMAPHORE_B, SET_REPORT_SEMAPHORE_C = (COMPUTE[f"SET_REPORT_SEMAPHORE_{c}"] for c in "ABC")
 UPPER = NV.ADDRESS_UPPER["UPPER"]
 ILD = NV.INLINE_LAUNCH_DMA
@@ -37,9 +37,11 @@ class ComputeEngine(Engine):
 
 # ---- inline upload ----------------------------------------------------------------------------
 def launch_dma(eng: ComputeEngine, v: int) -> int | None:
-  if bits.get(v, ILD["DST_MEMORY_LAYOUT"]) != NV.CE_LAYOUT_PITCH: raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: BLOCKLINEAR destinations are not emulated (set DST_MEMORY_LAYOUT=PITCH)", "compute")
+  if bits.get(v, ILD["DST_MEMORY_LAYOUT"]) != NV.CE_LAYOUT_PITCH:
+    raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: BLOCKLINEAR destinations are not emulated (set DST_MEMORY_LAYOUT=PITCH)", "compute")
   if bits.get(v, ILD["REDUCTION_ENABLE"]): raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: REDUCTION_ENABLE is not emulated", "compute")
-  if bits.get(v, ILD["COMPLETION_TYPE"]) == 2: raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: COMPLETION_TYPE RELEASE_SEMAPHORE is not emulated", "compute")
+  if bits.get(v, ILD["COMPLETION_TYPE"]) == NV.INLINE_COMPLETION["RELEASE_SEMAPHORE"]:
+    raise Fault(f"inline-upload LAUNCH_DMA 0x{v:x}: COMPLETION_TYPE RELEASE_SEMAPHORE is not emulated", "compute")
   r = eng.regs
   dst = (bits.get(r.get(OFFSET_OUT_UPPER, 0), UPPER) << 32) | r.get(OFFSET_OUT, 0)
   nbytes = r.get(LINE_LENGTH_IN, 0) * r.get(LINE_COUNT, 1)
@@ -94,7 +96,8 @@ def inline_qmd(i: int) -> Method:
 
 def report_semaphore_d(eng: ComputeEngine, v: int) -> int | None:
   r, ch = eng.regs, eng.ch
-  if bits.get(v, NV.SET_REPORT_SEMAPHORE_D["OPERATION"]) != 0: raise Fault(f"SET_REPORT_SEMAPHORE_D 0x{v:x}: only OPERATION RELEASE is emulated", "compute")
+  if bits.get(v, NV.SET_REPORT_SEMAPHORE_D["OPERATION"]) != 0:
+    raise Fault(f"SET_REPORT_SEMAPHORE_D 0x{v:x}: only OPERATION RELEASE is emulated", "compute")
   addr = (bits.get(r.get(SET_REPORT_SEMAPHORE_A, 0), NV.SEM_ADDR_HI["ADDRESS_HI"]) << 32) | r.get(SET_REPORT_SEMAPHORE_B, 0)
   four = not bits.get(v, NV.SET_REPORT_SEMAPHORE_D["STRUCTURE_SIZE"])
   semaphore.check_align(addr, 16 if four else 4, "compute", "SET_REPORT_SEMAPHORE release")
@@ -141,14 +144,16 @@ def release(ch: Any, q: dict[str, int], i: int, done: int | None = None) -> None
   if not q[p + "ENABLE"]: return
   addr = Q.address(q, p + "ADDRESS_LOWER", p + "ADDRESS_UPPER")
   size = q[p + "STRUCTURE_SIZE"]
-  if size not in NV.QMD_STRUCTURE_SIZES: raise Fault(f"QMD {p}STRUCTURE_SIZE 3 is not a structure size (0 FOUR_WORDS, 1 ONE_WORD, 2 TWO_WORDS)", "compute", addr)
+  if size not in NV.QMD_STRUCTURE_SIZES:
+    raise Fault(f"QMD {p}STRUCTURE_SIZE 3 is not a structure size (0 FOUR_WORDS, 1 ONE_WORD, 2 TWO_WORDS)", "compute", addr)
   is64 = bool(q[p + "PAYLOAD64B"]) and size != 1
   nbytes = 8 if is64 else 4
   payload = q[p + "PAYLOAD_LOWER"] | ((q[p + "PAYLOAD_UPPER"] << 32) if is64 else 0)
   what = f"QMD {p[:-1]} semaphore"
   semaphore.check_align(addr, 16 if size == 0 else nbytes, "compute", what)
   if q[p + "REDUCTION_ENABLE"]:
-    semaphore.reduce(ch.dev, ch.pid, addr, NV.QMD_REDUCTIONS[q[p + "REDUCTION_OP"]], payload, nbytes, q[p + "REDUCTION_FORMAT"] == 1, "compute", what, done)
+    red = NV.QMD_REDUCTIONS[q[p + "REDUCTION_OP"]]
+    semaphore.reduce(ch.dev, ch.pid, addr, red, payload, nbytes, q[p + "REDUCTION_FORMAT"] == 1, "compute", what, done)
   else: semaphore.release(ch.dev, ch.pid, addr, payload, nbytes, size == 0, "compute", what, done)
 
 

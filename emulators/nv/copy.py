@@ -40,7 +40,8 @@ def launch_dma(eng: CopyEngine, v: int) -> int:
     ch.dev.counters["ce_release"] += 1
     addr = _addr(r, SET_SEMAPHORE_A, SET_SEMAPHORE_B)
     payload = r.get(SET_SEMAPHORE_PAYLOAD, 0)
-    four = sem == NV.CE_SEMAPHORE["RELEASE_FOUR_WORD"]   # 1 ONE_WORD, 2 FOUR_WORD (payload, 0, ns timer), 3 RELEASE_CONDITIONAL_INTR (a one-word release + interrupt)
+    # ONE_WORD, FOUR_WORD (payload, 0, ns timer), RELEASE_CONDITIONAL_INTR (a one-word release + interrupt)
+    four = sem == NV.CE_SEMAPHORE["RELEASE_FOUR_WORD"]
     what = f"copy-engine LAUNCH_DMA 0x{v:x} {'four' if four else 'one'}-word semaphore"
     semaphore.check_align(addr, 16 if four else 4, "copy", what)
     if bits.get(v, L["SEMAPHORE_REDUCTION_ENABLE"]):
@@ -53,7 +54,8 @@ def launch_dma(eng: CopyEngine, v: int) -> int:
 def copy(eng: CopyEngine, v: int) -> None:
   if not (bits.get(v, L["SRC_MEMORY_LAYOUT"]) == bits.get(v, L["DST_MEMORY_LAYOUT"]) == NV.CE_LAYOUT_PITCH):
     raise Fault(f"copy-engine LAUNCH_DMA 0x{v:x}: BLOCKLINEAR layouts are not emulated (set SRC_ and DST_MEMORY_LAYOUT=PITCH)", "copy")
-  if bits.get(v, L["SRC_TYPE"]) or bits.get(v, L["DST_TYPE"]): raise Fault(f"copy-engine LAUNCH_DMA 0x{v:x}: PHYSICAL addressing is not emulated", "copy")
+  if bits.get(v, L["SRC_TYPE"]) or bits.get(v, L["DST_TYPE"]):
+    raise Fault(f"copy-engine LAUNCH_DMA 0x{v:x}: PHYSICAL addressing is not emulated", "copy")
   r, ch = eng.regs, eng.ch
   vm = ch.dev.vm
   src, dst = _addr(r, OFFSET_IN_UPPER, OFFSET_IN_LOWER), _addr(r, OFFSET_OUT_UPPER, OFFSET_OUT_LOWER)

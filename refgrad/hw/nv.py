@@ -71,6 +71,7 @@ COMPUTE: dict[str, int] = {
 }
 INLINE_LAUNCH_DMA: dict[str, Field] = {"DST_MEMORY_LAYOUT": (0, 0), "REDUCTION_ENABLE": (1, 1), "REDUCTION_FORMAT": (3, 2),
                                        "COMPLETION_TYPE": (5, 4), "SYSMEMBAR_DISABLE": (6, 6)}   # §5.1
+INLINE_COMPLETION = {"FLUSH_DISABLE": 0, "FLUSH_ONLY": 1, "RELEASE_SEMAPHORE": 2}
 INVALIDATE_NO_WFI: dict[str, Field] = {"INSTRUCTION": (0, 0), "GLOBAL_DATA": (4, 4), "CONSTANT": (12, 12)}
 SEND_SIGNALING_PCAS_B: dict[str, Field] = {"INVALIDATE": (0, 0), "SCHEDULE": (1, 1)}
 SEND_SIGNALING_PCAS2_B: dict[str, Field] = {"PCAS_ACTION": (3, 0)}

@@ -3,8 +3,8 @@
 `load_code_object(elf, name)` reads the section headers, the symbol table and the RELA relocations, lays the allocated
 sections out as one program image (non-executable sections first, each at its alignment, then `.text` at a 256-byte
 boundary: docs/hw/amd_code_object.md), and returns a `CodeObject` that `link(va)` turns into the bytes to upload at
-GPU address `va` (relocations applied). The kernel descriptor (`<name>.kd`, 64 bytes; docs/hw/AMD.md §8; the layout is refgrad/hw/amd.py's KD_FIELDS) is checked
-for what refgrad's runtime can honour. Anything this reader does not handle is a `CodeObjectError` naming it.
+GPU address `va` (relocations applied). The kernel descriptor (`<name>.kd`, 64 bytes; docs/hw/AMD.md §8; the layout is
+refgrad/hw/amd.py's KD_FIELDS) is checked for what refgrad's runtime can honour. Anything this reader does not handle is a `CodeObjectError` naming it.
 """
 from __future__ import annotations
 
@@ -299,7 +299,8 @@ def check_descriptor(obj: CodeObject) -> None:
                           f"the kernel symbol is at {obj.entry}")
   if obj.entry % CODE_ALIGN: raise CodeObjectError(f"{n}: the code entry (image offset {obj.entry}) is not {CODE_ALIGN}-byte aligned (COMPUTE_PGM_LO takes address >> 8)")
   if bool(kd.private_segment) != bool(bits.get(kd.rsrc2, A.RSRC2["SCRATCH_EN"])):   # scratch is provided for the fixed size only: no dynamic stack
-    raise CodeObjectError(f"{n}.kd: private_segment_fixed_size {kd.private_segment} with ENABLE_PRIVATE_SEGMENT {bits.get(kd.rsrc2, A.RSRC2['SCRATCH_EN'])}: "
+    raise CodeObjectError(f"{n}.kd: private_segment_fixed_size {kd.private_segment} with ENABLE_PRIVATE_SEGMENT "
+                          f"{bits.get(kd.rsrc2, A.RSRC2['SCRATCH_EN'])}: "
                           "scratch is provided only for a fixed size the descriptor enables")
   for bit, (pname, _) in PROPERTIES.items():
     if kd.properties >> bit & 1 and not SUPPORTED >> bit & 1:

@@ -1,5 +1,5 @@
-"""The AMD device: the HCQ runtime (refgrad/runtime/hcq.py) writing real AMD command formats (facts: docs/hw/AMD.md; the formats are the tables of refgrad/hw/amd.py),
-gfx11 / RDNA3, wave32.
+"""The AMD device: the HCQ runtime (refgrad/runtime/hcq.py) writing real AMD command formats, gfx11 / RDNA3, wave32 (facts:
+docs/hw/AMD.md; the formats are the tables of refgrad/hw/amd.py).
 
 - Compute queue: PM4 type-3 packets (§1-§4). Each submission is written to an indirect buffer (host-visible memory of
   the channel) and the ring gets one INDIRECT_BUFFER packet, so a persistent queue (TinyJit's graph) replays as one
@@ -68,10 +68,11 @@ def set_sh_reg(reg: str, *vals: int) -> list[int]: return pkt3("SET_SH_REG", SH[
 
 RSRC1, RSRC2, DW1, DW2 = A.RSRC1, A.RSRC2, A.RELEASE_MEM_DW1, A.RELEASE_MEM_DW2
 DISPATCH_INITIATOR = bits.pack(A.FIELDS["COMPUTE_DISPATCH_INITIATOR"], COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=1)   # 0x8005
-EOP = bits.pack(DW1, EVENT_TYPE=A.EVENT["CACHE_FLUSH_AND_INV_TS_EVENT"], EVENT_INDEX=A.EVENT_INDEX["END_OF_PIPE"], GLM_WB=1, GLM_INV=1, GLV_INV=1, GL1_INV=1, GL2_WB=1)   # CACHE_FLUSH_AND_INV_TS
+EOP = bits.pack(DW1, EVENT_TYPE=A.EVENT["CACHE_FLUSH_AND_INV_TS_EVENT"], EVENT_INDEX=A.EVENT_INDEX["END_OF_PIPE"],
+                GLM_WB=1, GLM_INV=1, GLV_INV=1, GL1_INV=1, GL2_WB=1)
 DATA64, CLOCK64 = bits.pack(DW2, DATA_SEL=A.DATA_SEL["DATA64"]), bits.pack(DW2, DATA_SEL=A.DATA_SEL["GPU_CLOCK"])
 WAIT_GEQ_MEM = bits.pack(A.WAIT_REG_MEM_DW1, FUNCTION=A.COMPARE["GE"], MEM_SPACE=1)                                             # 0x15
-CS_PARTIAL_FLUSH = bits.pack(A.EVENT_DW1, EVENT_TYPE=A.EVENT["CS_PARTIAL_FLUSH"], EVENT_INDEX=A.EVENT_INDEX["CS_PARTIAL_FLUSH"])                       # 0x407
+CS_PARTIAL_FLUSH = bits.pack(A.EVENT_DW1, EVENT_TYPE=A.EVENT["CS_PARTIAL_FLUSH"], EVENT_INDEX=A.EVENT_INDEX["CS_PARTIAL_FLUSH"])   # 0x407
 GCR_INVALIDATE = bits.pack(A.GCR_CNTL, GLI_INV=1, GLK_INV=1, GLV_INV=1, GL1_INV=1, GL2_INV=1, GL2_WB=1)
 
 def release_mem(addr: int, sel: int, value: int = 0) -> list[int]:
@@ -80,7 +81,8 @@ def release_mem(addr: int, sel: int, value: int = 0) -> list[int]:
   return pkt3("RELEASE_MEM", EOP, sel, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32, 0)
 
 def indirect_buffer(va: int, ndwords: int) -> list[int]:
-  if va % 4 or not 0 < ndwords <= A.MAX_IB_DWORDS: raise ValueError(f"indirect buffer at 0x{va:x} of {ndwords} dwords (4-byte aligned, 1..2**20-1 dwords)")
+  if va % 4 or not 0 < ndwords <= A.MAX_IB_DWORDS:
+    raise ValueError(f"indirect buffer at 0x{va:x} of {ndwords} dwords (4-byte aligned, 1..2**20-1 dwords)")
   return pkt3("INDIRECT_BUFFER", va & 0xFFFFFFFC, va >> 32, bits.pack(A.INDIRECT_BUFFER_DW3, IB_SIZE=ndwords, VALID=1))
 
 # ---- SDMA (§5) --------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The NV device: the HCQ runtime (refgrad/runtime/hcq.py) writing real NVIDIA command formats (facts: docs/hw/NV.md; the formats are the tables of refgrad/hw/nv.py).
+"""The NV device: the HCQ runtime (refgrad/runtime/hcq.py) writing real NVIDIA command formats (facts: docs/hw/NV.md; the
+formats are the tables of refgrad/hw/nv.py).
 
 - GPFIFO (class C56F): GP entries (address bits 39:2, LENGTH in dwords at bits 62:42) to pushbuffer segments, GPPut in
   the control page, the channel's token rung at the doorbell.
@@ -107,7 +108,8 @@ class NVComputeQueue(HWQueue):
     assert isinstance(prg, NVProgram)
     qva, qhost = self.scratch(prg.dev, QMD_DWORDS * 4, 256)
     qhost.view(np.uint32)[:] = prg.qmd(gs, ls, args)
-    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> NV.QMD_ADDRESS_SHIFT) + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], NV.PCAS_PREFETCH_SCHEDULE),
+    return (method(SUBCH_COMPUTE, COMPUTE["SEND_PCAS_A"], qva >> NV.QMD_ADDRESS_SHIFT)
+            + method(SUBCH_COMPUTE, COMPUTE["SEND_SIGNALING_PCAS2_B"], NV.PCAS_PREFETCH_SCHEDULE),
             {"qmd": (1, "u32")})
 
 
@@ -192,7 +194,8 @@ class NVProgram(HCQProgram):
     for k, v in {"QMD_GROUP_ID": 0x3F, "SM_GLOBAL_CACHING_ENABLE": 1, "INVALIDATE_TEXTURE_HEADER_CACHE": 1,
                  "INVALIDATE_TEXTURE_SAMPLER_CACHE": 1, "INVALIDATE_TEXTURE_DATA_CACHE": 1, "INVALIDATE_SHADER_DATA_CACHE": 1,
                  "INVALIDATE_INSTRUCTION_CACHE": 1, "INVALIDATE_SHADER_CONSTANT_CACHE": 1, "CWD_MEMBAR_TYPE": 1,
-                 "API_VISIBLE_CALL_LIMIT": 1, "SAMPLER_INDEX": 1, "QMD_MAJOR_VERSION": NV.QMD_MAJOR_VERSION, "QMD_VERSION": NV.QMD_VERSION, "BARRIER_COUNT": 1,
+                 "API_VISIBLE_CALL_LIMIT": 1, "SAMPLER_INDEX": 1, "QMD_MAJOR_VERSION": NV.QMD_MAJOR_VERSION, "QMD_VERSION": NV.QMD_VERSION,
+                 "BARRIER_COUNT": 1,
                  "SHARED_MEMORY_SIZE": info.shared, "MIN_SM_CONFIG_SHARED_MEM_SIZE": sm_config(info.shared),
                  "MAX_SM_CONFIG_SHARED_MEM_SIZE": sm_config(100 * 1024), "TARGET_SM_CONFIG_SHARED_MEM_SIZE": sm_config(info.shared),
                  "REGISTER_COUNT_V": 32, "CONSTANT_BUFFER_VALID(0)": 1,
