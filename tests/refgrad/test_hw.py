@@ -48,7 +48,7 @@ def test_method_offsets_and_registers_are_unique_dword_addresses():
 def test_bit_field_helper():
   t = {"LO": (3, 0), "HI": (31, 28)}
   assert bits.pack(t, LO=0xA, HI=0x5) == 0x5000000A and bits.unpack(0x5000000A, t) == {"LO": 0xA, "HI": 0x5}
-  with pytest.raises(ValueError, match="RSRC2.LDS_SIZE is 9 bits: 512 does not fit"): bits.pack(A.RSRC2, "RSRC2.", LDS_SIZE=512)
+  with pytest.raises(ValueError, match=r"RSRC2\.LDS_SIZE is 9 bits: 512 does not fit"): bits.pack(A.RSRC2, "RSRC2.", LDS_SIZE=512)
   words = [0] * 4
   bits.set_words(words, "X", (47, 40), 0xAB)
   assert words == [0, 0xAB00, 0, 0] and bits.get_words(words, (47, 40)) == 0xAB
