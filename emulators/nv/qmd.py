@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from emulators.fault import Fault
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
+from refgrad.target import CUDA
 
 QMD_BYTES = NV.QMD_BYTES
 # (name, dword, hi, lo) of every field: the table in the dword/bit convention of the decoder
 FIELDS: tuple[tuple[str, int, int, int], ...] = tuple((name, lo // 32, hi % 32, lo % 32) for name, (hi, lo) in NV.QMD.items())
 _DECODE = bits.dword_rows(NV.QMD)
 
-MAX_BLOCK, MAX_BLOCK_THREADS, MAX_GRID = (1024, 1024, 64), 1024, (2**31 - 1, 65535, 65535)
+# what a launch may ask for: the CUDA target's limits (compute capability 8.x), written once in refgrad/target.py
+MAX_BLOCK, MAX_BLOCK_THREADS, MAX_GRID = CUDA.max_block_dims, CUDA.max_threads_per_block, CUDA.max_grid_dims
 
 
 def decode(words: Sequence[int], fields: tuple[tuple[str, int, int, int], ...] = _DECODE) -> dict[str, int]:
