@@ -135,9 +135,10 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
 
 
 # ---- memory: signals, waits ------------------------------------------------------------------------------------------
+C = A.COMPARE
 FUNCTIONS: dict[int, tuple[str, Callable[[int, int], bool]]] = {
-  0: ("always", lambda v, r: True), 1: ("<", lambda v, r: v < r), 2: ("<=", lambda v, r: v <= r), 3: ("==", lambda v, r: v == r),
-  4: ("!=", lambda v, r: v != r), 5: (">=", lambda v, r: v >= r), 6: (">", lambda v, r: v > r),
+  C["ALWAYS"]: ("always", lambda v, r: True), C["LT"]: ("<", lambda v, r: v < r), C["LE"]: ("<=", lambda v, r: v <= r),
+  C["EQ"]: ("==", lambda v, r: v == r), C["NE"]: ("!=", lambda v, r: v != r), C["GE"]: (">=", lambda v, r: v >= r), C["GT"]: (">", lambda v, r: v > r),
 }
 
 def poll_memory(ch: Any, engine: str, addr: int, nbytes: int, func: int, ref: int, mask: int, what: str) -> int | None:
@@ -169,12 +170,13 @@ def wait_reg_mem(eng: ComputeEngine, w: list[int], wide: bool = False) -> int | 
   return r if r is not None else DONE
 
 # RELEASE_MEM DATA_SEL -> (bytes written, value(engine, packet))
+DS = A.DATA_SEL
 DATA_SELS: dict[int, tuple[str, int, Callable[[Any, list[int]], int]] | None] = {
-  0: None,
-  1: ("32-bit data", 4, lambda ch, w: w[5]),
-  2: ("64-bit data", 8, lambda ch, w: w[5] | (w[6] << 32)),
-  3: ("GPU clock counter", 8, lambda ch, w: ch.dev.read_timer()),
-  4: ("system clock counter", 8, lambda ch, w: ch.dev.read_timer()),
+  DS["NONE"]: None,
+  DS["DATA32"]: ("32-bit data", 4, lambda ch, w: w[5]),
+  DS["DATA64"]: ("64-bit data", 8, lambda ch, w: w[5] | (w[6] << 32)),
+  DS["GPU_CLOCK"]: ("GPU clock counter", 8, lambda ch, w: ch.dev.read_timer()),
+  DS["SYSTEM_CLOCK"]: ("system clock counter", 8, lambda ch, w: ch.dev.read_timer()),
 }
 
 def release_mem(eng: ComputeEngine, w: list[int]) -> int:
@@ -197,7 +199,7 @@ def release_mem(eng: ComputeEngine, w: list[int]) -> int:
   v = value(ch, w)
   ch.dev.vm.write_uint(addr, nbytes, v, "compute", f"RELEASE_MEM {what}")
   ch.dev.counters["release_mem"] += 1
-  if dsel in (A.DATA_SEL["DATA32"], A.DATA_SEL["DATA64"]): ch.dev.hz.release(ch.pid, addr, v, nbytes)
+  if dsel in (DS["DATA32"], DS["DATA64"]): ch.dev.hz.release(ch.pid, addr, v, nbytes)
   return DONE
 
 EVENTS = A.EVENTS
