@@ -57,12 +57,15 @@ from refgrad.uop.ops import Ops, UOp
 Encoded = tuple[list[int], dict[str, tuple[int, str]]]
 
 # ---- encoders over the AMD tables (refgrad/hw/amd.py: docs/hw/AMD.md §1-§5) -------------------------------------------
+# the header's field positions, taken from the table once (this runs for every packet)
+_TYPE3, _COUNT, _OPCODE = bits.pack(A.PM4_HEADER, TYPE=A.PM4_TYPE3), A.PM4_HEADER["COUNT"][1], A.PM4_HEADER["IT_OPCODE"][1]
+
 def pkt3(op: str, *body: int) -> list[int]:
   """A type-3 packet (§1): the header (TYPE 3, COUNT = body dwords - 1, IT_OPCODE), then the body."""
   if not body or len(body) > 1 << 14: raise ValueError(f"PM4 {op}: a body of {len(body)} dwords (1..16384)")
   for d in body:
     if not 0 <= d < 2**32: raise ValueError(f"PM4 {op}: body dword {d:#x} is not a 32-bit word")
-  return [bits.pack(A.PM4_HEADER, TYPE=A.PM4_TYPE3, COUNT=len(body) - 1, IT_OPCODE=PM4[op]), *body]
+  return [_TYPE3 | ((len(body) - 1) << _COUNT) | (PM4[op] << _OPCODE), *body]
 
 def set_sh_reg(reg: str, *vals: int) -> list[int]: return pkt3("SET_SH_REG", SH[reg], *vals)
 

@@ -44,13 +44,18 @@ from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, H
 from refgrad.runtime.image import IMAGE_MAGIC, ImageCompiler, ImageInfo, ImageRenderer, image_info
 from refgrad.target import CUDA
 
-
 # ---- encoders over the NV tables (refgrad/hw/nv.py: docs/hw/NV.md §1-§7) -------------------------------------------------
+# the header's and GP entry's field positions, taken from the tables once (these run for every command)
+_SEC_OP, _COUNT, _SUBCH = NV.HEADER["SEC_OP"][1], NV.HEADER["COUNT"][1], NV.HEADER["SUBCHANNEL"][1]
+_COUNT_BITS, _SUBCH_BITS, _ADDRESS_BITS = bits.width(NV.HEADER["COUNT"]), bits.width(NV.HEADER["SUBCHANNEL"]), bits.width(NV.HEADER["ADDRESS"])
+_GP_LENGTH, _GP_LENGTH_BITS, _GP_ADDRESS = NV.GP_ENTRY["LENGTH"][1], bits.width(NV.GP_ENTRY["LENGTH"]), NV.GP_ENTRY["ADDRESS"]
+
 def header(op: SecOp, subch: int, method: int, count: int) -> int:
   """A method header (§3): SEC_OP, COUNT, subchannel and the method's dword address."""
-  if method % 4 or not 0 <= method < 0x4000: raise ValueError(f"method 0x{method:x} is not a dword address below 0x4000")
-  if not 0 <= count < 1 << 13: raise ValueError(f"method count {count} does not fit 13 bits")
-  return bits.pack(NV.HEADER, SEC_OP=int(op), COUNT=count, SUBCHANNEL=subch, ADDRESS=method >> 2)
+  if method % 4 or not 0 <= method < 4 << _ADDRESS_BITS: raise ValueError(f"method 0x{method:x} is not a dword address below 0x4000")
+  if not 0 <= count < 1 << _COUNT_BITS: raise ValueError(f"method count {count} does not fit {_COUNT_BITS} bits")
+  if not 0 <= subch < 1 << _SUBCH_BITS: raise ValueError(f"subchannel {subch} does not fit {_SUBCH_BITS} bits")
+  return (int(op) << _SEC_OP) | (count << _COUNT) | (subch << _SUBCH) | (method >> 2)
 
 def method(subch: int, addr: int, *data: int) -> list[int]:
   """An incrementing method: the header, then one data dword per consecutive method address."""
@@ -60,9 +65,10 @@ def method(subch: int, addr: int, *data: int) -> list[int]:
 
 def gp_entry(addr: int, ndwords: int) -> int:
   """A GP entry (§2.1): pushbuffer address bits 39:2, LEVEL MAIN, LENGTH in dwords, SYNC off."""
-  if addr % 4 or not 0 <= addr < 1 << 40: raise ValueError(f"pushbuffer address 0x{addr:x} must be 4-byte aligned and below 2**40")
-  if not 0 < ndwords < 1 << 21: raise ValueError(f"a pushbuffer segment of {ndwords} dwords (1..2**21-1)")
-  return bits.pack(NV.GP_ENTRY, ADDRESS=addr >> 2, LENGTH=ndwords)
+  if addr % 4 or not 0 <= addr < 1 << (_GP_ADDRESS[0] + 1):
+    raise ValueError(f"pushbuffer address 0x{addr:x} must be 4-byte aligned and below 2**40")
+  if not 0 < ndwords < 1 << _GP_LENGTH_BITS: raise ValueError(f"a pushbuffer segment of {ndwords} dwords (1..2**21-1)")
+  return addr | (ndwords << _GP_LENGTH)   # ADDRESS is bits 39:2 of the address, in place
 
 SEM_RELEASE = bits.pack(NV.SEM_EXECUTE, OPERATION=NV.SEM_OP["RELEASE"], RELEASE_WFI=1, PAYLOAD_SIZE=1, RELEASE_TIMESTAMP=1)   # 0x03100001
 SEM_ACQUIRE = bits.pack(NV.SEM_EXECUTE, OPERATION=NV.SEM_OP["ACQ_CIRC_GEQ"], PAYLOAD_SIZE=1)                                  # 0x01000003
