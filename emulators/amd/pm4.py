@@ -28,6 +28,8 @@ from refgrad.target import launch_sizes
 
 DONE, BLOCKED = 1, 2
 HDR, DW1, DW2, WAIT = A.PM4_HEADER, A.RELEASE_MEM_DW1, A.RELEASE_MEM_DW2, A.WAIT_REG_MEM_DW1
+# the header fields as (shift, mask) for the per-packet decode
+(_TYPE_SH, _TYPE_M), (_OP_SH, _OP_M), (_CNT_SH, _CNT_M) = (B.shift_mask(HDR[k]) for k in ("TYPE", "IT_OPCODE", "COUNT"))
 
 
 class Packet(NamedTuple):
@@ -258,16 +260,18 @@ TABLE = _rows([
 ])
 
 
+_NOP, _SET_SH_REG = PM4["NOP"], PM4["SET_SH_REG"]
+
 def packet_dwords(h: int) -> int:
   """Total dwords of the packet whose header is h (header included); a Fault names a header the queue cannot run."""
-  if (t := B.get(h, HDR["TYPE"])) != A.PM4_TYPE3:
+  if (t := (h >> _TYPE_SH) & _TYPE_M) != A.PM4_TYPE3:
     raise Fault(f"header 0x{h:08x} is a type-{t} packet; the compute queue runs type-3 packets only", "compute")
-  op, count = B.get(h, HDR["IT_OPCODE"]), B.get(h, HDR["COUNT"])
+  op, count = (h >> _OP_SH) & _OP_M, (h >> _CNT_SH) & _CNT_M
   row = TABLE.get(op)
   if row is None: raise Fault(f"unknown PM4 opcode 0x{op:02x} in header 0x{h:08x} (known: "
                               f"{', '.join(f'0x{o:02x} {r.name}' for o, r in TABLE.items())})", "compute")
-  if op == PM4["NOP"] and count == A.PM4_NOP_FILLER_COUNT: return 1
+  if op == _NOP and count == A.PM4_NOP_FILLER_COUNT: return 1
   if row.counts is not None and count not in row.counts:
     raise Fault(f"{row.name} header 0x{h:08x} has COUNT {count}; the packet has COUNT {' or '.join(map(str, row.counts))}", "compute")
-  if op == PM4["SET_SH_REG"] and count < 1: raise Fault(f"SET_SH_REG header 0x{h:08x} has COUNT 0: no register value follows the offset", "compute")
+  if op == _SET_SH_REG and count < 1: raise Fault(f"SET_SH_REG header 0x{h:08x} has COUNT 0: no register value follows the offset", "compute")
   return count + 2

@@ -28,6 +28,7 @@ from refgrad.runtime.driver import GPUFault
 
 RING_ENTRY_BYTES, CONTROL_BYTES = 4, 64
 RPTR, WPTR, DOORBELL = A.CONTROL["RPTR"], A.CONTROL["WPTR"], A.CONTROL["DOORBELL"]   # u64 slots of the control page
+_OP_SH, _OP_M = bits.shift_mask(A.PM4_HEADER["IT_OPCODE"])
 
 
 class Queue(MockQueue):
@@ -94,7 +95,7 @@ class Queue(MockQueue):
     try:
       if self.pm4:
         size = pm4.packet_dwords(h)
-        row = pm4.TABLE[bits.get(h, A.PM4_HEADER["IT_OPCODE"])]
+        row = pm4.TABLE[(h >> _OP_SH) & _OP_M]
       else:
         row = sdma.row(h)
         size = 5 if row.name == "WRITE_LINEAR" and avail < 4 else sdma.packet_dwords(h, get)

@@ -125,8 +125,10 @@ TABLE: dict[tuple[int, int], Packet] = {SDMA[r.name]: r for r in (
 )}
 
 
+(_OP_SH, _OP_M), (_SUB_SH, _SUB_M) = B.shift_mask(A.SDMA_HEADER["OP"]), B.shift_mask(A.SDMA_HEADER["SUB_OP"])
+
 def row(h: int) -> Packet:
-  op, sub = B.get(h, A.SDMA_HEADER["OP"]), B.get(h, A.SDMA_HEADER["SUB_OP"])
+  op, sub = (h >> _OP_SH) & _OP_M, (h >> _SUB_SH) & _SUB_M
   if (r := TABLE.get((op, sub))) is None:
     raise Fault(f"unknown SDMA packet OP {op} SUB_OP {sub} in header 0x{h:08x} (known: "
                 f"{', '.join(f'{o}/{s} {p.name}' for (o, s), p in TABLE.items())})", "copy")

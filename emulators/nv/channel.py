@@ -30,7 +30,7 @@ GP_GET, GP_PUT = NV.USERD["GP_GET"] // 4, NV.USERD["GP_PUT"] // 4
 SEC_OPS = NV.SEC_OP_NAMES
 # header fields as (shift, mask) for the decoder's inner loop (the table: refgrad.hw.nv.HEADER)
 (_OP_SH, _), (_CNT_SH, _CNT_M), (_SUB_SH, _SUB_M), (_, _ADDR_M), (_TERT_SH, _TERT_M) = (
-  (NV.HEADER[k][1], (1 << bits.width(NV.HEADER[k])) - 1) for k in ("SEC_OP", "COUNT", "SUBCHANNEL", "ADDRESS", "TERT_OP"))
+  bits.shift_mask(NV.HEADER[k]) for k in ("SEC_OP", "COUNT", "SUBCHANNEL", "ADDRESS", "TERT_OP"))
 INC, NON_INC, IMMD, ONE_INC, END = int(SecOp.INC), int(SecOp.NON_INC), int(SecOp.IMMD), int(SecOp.ONE_INC), int(SecOp.END_PB_SEGMENT)
 # class -> (engine, channel engines that may bind it): a GR (compute) channel has compute and, on subchannel 4, GRCOPY
 CLASSES: dict[int, tuple[type, tuple[str, ...]]] = {

@@ -10,6 +10,10 @@ Field = tuple[int, int]   # (hi, lo)
 
 def width(f: Field) -> int: return f[0] - f[1] + 1
 
+def shift_mask(f: Field) -> tuple[int, int]:
+  """(lo, mask) of a field, for decoders' inner loops: the field of v is (v >> lo) & mask."""
+  return f[1], (1 << (f[0] - f[1] + 1)) - 1
+
 def get(value: int, f: Field) -> int:
   """Field `f` of the integer `value`."""
   return (value >> f[1]) & ((1 << (f[0] - f[1] + 1)) - 1)

@@ -83,10 +83,12 @@ def release_mem(addr: int, sel: int, value: int = 0) -> list[int]:
   if not 0 <= value < 2**64: raise ValueError(f"signal value {value} is not a u64")
   return pkt3("RELEASE_MEM", EOP, sel, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF, value >> 32, 0)
 
+_IB_VALID = bits.pack(A.INDIRECT_BUFFER_DW3, VALID=1)
+
 def indirect_buffer(va: int, ndwords: int) -> list[int]:
   if va % 4 or not 0 < ndwords <= A.MAX_IB_DWORDS:
     raise ValueError(f"indirect buffer at 0x{va:x} of {ndwords} dwords (4-byte aligned, 1..2**20-1 dwords)")
-  return pkt3("INDIRECT_BUFFER", va & 0xFFFFFFFC, va >> 32, bits.pack(A.INDIRECT_BUFFER_DW3, IB_SIZE=ndwords, VALID=1))
+  return pkt3("INDIRECT_BUFFER", va & 0xFFFFFFFC, va >> 32, (ndwords << A.INDIRECT_BUFFER_DW3["IB_SIZE"][1]) | _IB_VALID)
 
 # ---- SDMA (§5) --------------------------------------------------------------------------------------------------------
 def sdma_header(name: str, dw0: dict[str, tuple[int, int]] | None = None, **fields: int) -> int:
