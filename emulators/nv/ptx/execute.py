@@ -378,6 +378,11 @@ class Launch:
     k = w if w in (1, 2, 4, 8) else 0
     if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
     off = off.view(np.intp)   # take/put with intp indices (uint64 ones are converted on every call); offsets < 2**63
+    if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not int(np.bitwise_or.reduce(off)) & 7:
+      # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): w / 8 eight-byte elements per lane
+      v = mem.get(8)
+      if v is None: v = mem[8] = r.mem.data[:r.mem.data.size // 8 * 8].view(np.uint64)
+      return v[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
     if k:
       v = mem.get(k)
       if v is None: v = mem[k] = r.mem.data[:r.mem.data.size // k * k].view(S.UINT[k])

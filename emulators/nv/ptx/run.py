@@ -7,6 +7,7 @@ import numpy as np
 
 from emulators.nv.ptx import execute as X
 from emulators.nv.ptx import fast as FAST
+from emulators.nv.ptx import loops as LOOPS
 from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.fast import compile_entry
 from emulators.nv.ptx.ops import CONTROL, TABLE
@@ -38,13 +39,17 @@ def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
   if e.steps is None or e.steps[0] != FAST.enabled:
     fns = compile_entry(e)
-    # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode)
+    tops = LOOPS.plans(e) if FAST.enabled else {}
+    # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode), up to the
+    # top of a loop with a fast path (the scheduler offers the whole loop to it there)
     ends = list(range(len(fns) + 1))
     for i in range(len(fns) - 1, -1, -1):
-      if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1]
+      if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1] if i + 1 not in tops else i + 1
     e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)),
-               _uses_named_barriers(e))
-  _, fns, preds, ends, pairs, named = e.steps
+               _uses_named_barriers(e), tops)
+  _, fns, preds, ends, pairs, named, loops = e.steps
+  loops = loops if LOOPS.enabled else {}
+  failed: set[int] = set()   # loops whose fast path did not apply in this launch: stepped from now on
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
   steps = 0
@@ -57,6 +62,13 @@ def _run(L: Launch) -> None:
       cur = uni
       if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
       L.clock, L.sel = steps, everyone
+      if cur in loops and cur not in failed:
+        if (k := LOOPS.run(L, loops[cur], pairs, X.MAX_STEPS - steps)) is not None:
+          steps += k
+          uni = loops[cur].back + 1
+          continue
+        failed.add(cur)
+        L.sel = everyone
       if (end := ends[cur]) > cur:
         for ins, f in pairs[cur:end]:
           L.ins, L._d = ins, None
