@@ -206,10 +206,12 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
   d, s = ins.args
   if t == "pred" or d.kind != "reg" or e.regs.get(d.value) in (None, "pred") or TYPES.get(t, 16) > 8 or TYPES[e.regs[d.value]] != TYPES[t]: return None
   name, w = d.value, TYPES[t]
-  if s.kind == "fimm":
-    f = _fimm_bits(s, t) if S.is_float(t) else None
-    if f is None: return None
-    c = f(None)[0]   # type: ignore[arg-type]
+  if s.kind == "fimm":   # a float literal: converted to a float type, its own bits for a .b type of its width
+    if t[0] == "b" and s.value[1] == w: c = np.uint64(s.value[0])
+    else:
+      f = _fimm_bits(s, t) if S.is_float(t) else None
+      if f is None: return None
+      c = f(None)[0]   # type: ignore[arg-type]
     return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
   if s.kind == "imm":
     c = np.uint64(s.value & ((1 << (8 * w)) - 1))
@@ -307,8 +309,25 @@ def _selp(ins: Instr, e: Entry) -> Step | None:
   return step
 
 
+def _mul_wide(ins: Instr, e: Entry) -> Step | None:
+  """mul.wide.{s,u}{16,32}: the full product in the doubled width (a register or immediate second operand)."""
+  if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[1].kind != "reg" or set(ins.mods) != {"wide", ins.types[0]}: return None
+  t = ins.types[0]
+  if t not in ("s16", "u16", "s32", "u32"): return None
+  wt = t[0] + str(2 * int(t[1:]))
+  fa, fb, put = _typed_fetch(ins.args[1], t), _typed_fetch(ins.args[2], t), _dest(ins, e, ins.args[0], wt)
+  if fa is None or fb is None or put is None: return None
+  dt = S.NP[wt]
+  def step(L: Launch) -> None:
+    a, da = fa(L)
+    b, db = fb(L)
+    put(L, a.astype(dt) * b.astype(dt), _and(da, db))
+  return step
+
+
 def _int_or_f32(op: str) -> Callable[[Instr, Entry], Step | None]:
   i, f = _int_binary({"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}[op]), _f32(op)
+  if op == "mul": return lambda ins, e: f(ins, e) if ins.types == ("f32",) else _mul_wide(ins, e) if ins.has("wide") else i(ins, e)
   return lambda ins, e: f(ins, e) if ins.types == ("f32",) else i(ins, e)
 
 

@@ -120,6 +120,7 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
       prev, cur = d[0], nxt[0]
     used |= set(links)
     f32 = all(e.regs.get(x) in ("f32", "b32", "u32", "s32") for x in (r, *dests)) and all(_f32_link(instrs[i], prev_) for i, prev_ in zip(links, [r, *dests]))
+    f32 = f32 and any(instrs[i].op == "add" for i in links)
     P.accs.append(Acc(r, links, dests, xs, f32))
   chain = {d for a in P.accs for d in (a.carried, *a.dests)}
   if any(x in chain for a in P.accs for xl in a.xs for x in xl): return None
@@ -206,6 +207,20 @@ class _FirstLane(dict):
     return default if r is None else r[:1]
 
 
+def _fold_add(c: np.ndarray, X: np.ndarray, m: int) -> list[np.ndarray]:
+  """c + X[0] + X[1] + ... in row order, one float32 rounding per add (as np.add does it): the value before the last m
+  rows and after each of them."""
+  R = X.shape[0]
+  if X.shape[1] < 32:   # few lanes: one contiguous accumulate per lane
+    acc = np.add.accumulate(np.concatenate([c[:, None], np.ascontiguousarray(X.T)], axis=1), axis=1)
+    return [acc[:, i] for i in range(R - m, R + 1)]
+  acc = c.copy()
+  for r in X[:R - m]: np.add(acc, r, out=acc)
+  out = [acc]
+  for r in X[R - m:]: out.append(out[-1] + r)
+  return out
+
+
 def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
   """Run the loop at P.top for every lane (the uniform scheduler's state); returns the instruction steps it stands for,
   or None (nothing changed) when the fast path does not apply."""
@@ -266,9 +281,9 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         c = L.regs[a.carried].astype(np.uint32).view(np.float32)
         cols = [taken[i][a.xs[j][0]].astype(np.uint32).view(np.float32).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
         adds = [j for j in range(len(a.links)) if a.xs[j]]
-        acc = np.add.accumulate(np.concatenate([c[None, :], np.concatenate(cols, axis=1).reshape(-1, n)]), axis=0)
-        last = acc[1 + (k - 1) * len(adds):]   # the chain's values in the last iteration, after each add
-        v, m = acc[(k - 1) * len(adds)], 0   # a leading mov copies the chain's value before the last iteration
+        tail = _fold_add(c, np.concatenate(cols, axis=1).reshape(-1, n), len(adds))
+        v, m = tail[0], 0   # a leading mov copies the chain's value before the last iteration
+        last = tail[1:]
         for j, d in enumerate(a.dests):
           if a.xs[j]: v, m = last[m], m + 1
           final[d] = v

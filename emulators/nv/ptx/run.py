@@ -98,6 +98,9 @@ def _run(L: Launch) -> None:
       if ins.op == "bra":
         uni = labels[ins.args[0].value]
         continue
+      if ins.op in ("ret", "exit"):   # every live lane leaves together: nobody waits at a barrier in uniform mode
+        pc[everyone] = -1
+        break
       pc[everyone], uni = cur, None   # ret / exit / barriers / trap: the per-lane scheduler
       steps -= 1
     run_ok = (pc >= 0) & ~waiting
