@@ -101,7 +101,7 @@ class TaintRow:
 
 def pointer_access(rows: list[TaintRow], pointers: list[str], follow_loads: bool) -> dict[str, tuple[bool, bool]]:
   """Parameter name -> (read through, written through) for the pointer parameters `pointers` that a global or generic
-  ld / ldu / st / atom / red addresses (atom and red both read and write).
+  ld / ldu / st / atom / red / wmma.load / wmma.store addresses (atom and red both read and write).
 
   A static, flow-insensitive taint analysis to a fixpoint (loops carry pointers around): `ld.param` of parameter p taints
   its destination with {p} (through a register address: every pointer parameter); every other instruction's destinations
@@ -117,7 +117,7 @@ def pointer_access(rows: list[TaintRow], pointers: list[str], follow_loads: bool
     for x in rows:
       if not x.dsts: continue
       if x.op in ("ld", "ldu") and "param" in x.mods: t = (frozenset([x.addr_sym]) & ptrs) if x.addr_sym is not None else ptrs
-      elif x.op in ("ld", "ldu", "atom"): t = of(x.addr) if follow_loads else frozenset()
+      elif x.op in ("ld", "ldu", "atom") or (x.op == "wmma" and "load" in x.mods): t = of(x.addr) if follow_loads else frozenset()
       else: t = of(x.srcs + x.addr)
       if not t: continue
       for r in x.dsts:
@@ -126,8 +126,8 @@ def pointer_access(rows: list[TaintRow], pointers: list[str], follow_loads: bool
           changed = True
   out: dict[str, tuple[bool, bool]] = {}
   for x in rows:
-    if x.op not in _MEM or x.mods & _NOT_GLOBAL or not x.addr: continue
-    reads, writes = x.op != "st", x.op in ("st", "atom", "red")
+    if (x.op not in _MEM and x.op != "wmma") or x.mods & _NOT_GLOBAL or not x.addr: continue
+    reads, writes = x.op != "st" and "store" not in x.mods, x.op in ("st", "atom", "red") or "store" in x.mods
     for p in of(x.addr):
       r0, w0 = out.get(p, (False, False))
       out[p] = (r0 or reads, w0 or writes)

@@ -294,8 +294,9 @@ class Launch:
     lanes = np.repeat(self.sel, w)
     b = ix.reshape(-1)
     wr, rd = writer[b], reader[b]
-    bad = (wr >= 0) & (wr != lanes)
-    if write: bad |= (rd != -1) & (rd != lanes)
+    mine = -10 - lanes // 32   # a byte a warp synced (bar.warp.sync) with its own accesses: ordered for that warp's lanes
+    bad = ((wr >= 0) & (wr != lanes)) | ((wr <= -10) & (wr != mine))
+    if write: bad |= (rd != -1) & (rd != lanes) & (rd != mine)
     order = np.argsort(b, kind="stable")
     bs, ls = b[order], lanes[order]
     dup = (bs[1:] == bs[:-1]) & (ls[1:] != ls[:-1])
@@ -305,15 +306,26 @@ class Launch:
                      f"{int(bs[k]) % self.shared.shape[1]} in the same instruction", self.ins)
     if bad.any():
       k = int(np.flatnonzero(bad)[0])
-      other = int(wr[k]) if wr[k] >= 0 and wr[k] != lanes[k] else int(rd[k])
-      who = self.lane_name(other) if other >= 0 else "other threads"
+      wrote = bool(wr[k] >= 0 and wr[k] != lanes[k]) or bool(wr[k] <= -10 and wr[k] != mine[k])
+      other = int(wr[k]) if wrote else int(rd[k])
+      who = self.lane_name(other) if other >= 0 else f"the threads of warp {-other - 10} (synced among themselves)" if other <= -10 else "other threads"
       raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
-                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wr[k] >= 0 and wr[k] != lanes[k] else 'read'} since the last barrier",
-                     self.ins)
+                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wrote else 'read'} since the last barrier", self.ins)
     if write: writer[b] = lanes
     else:
-      reader[b] = np.where(rd == -1, lanes, np.where(rd == lanes, rd, -2))
+      reader[b] = np.where((rd == -1) | (rd == mine), lanes, np.where(rd == lanes, rd, -2))
       if dup.any(): reader[bs[1:][dup]] = -2
+
+  def warp_synced(self, lanes: np.ndarray) -> None:
+    """bar.warp.sync of `lanes`: the shared bytes they last wrote or read become their warp's (-10 - warp)."""
+    if self.race is None or not lanes.size: return
+    n = self.shared.shape[1]
+    for w in np.unique(lanes // 32):
+      members = lanes[lanes // 32 == w]
+      c = int(self.cta[members[0]])
+      for a in self.race:
+        part = a[c * n:(c + 1) * n]
+        part[np.isin(part, members)] = -10 - w
 
   def race_reset(self, cta: int) -> None:
     if self.race is None: return

@@ -9,8 +9,9 @@ import numpy as np
 from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
+from emulators.nv.ptx.wmma import wmma
 from refgrad.dtype import dtypes
-from refgrad.uop.semantics import wmma
+from refgrad.uop.semantics import wmma as wmma_arith
 
 ROUNDS = ("rn", "rz", "rm", "rp")
 IROUNDS = ("rni", "rzi", "rmi", "rpi")
@@ -681,7 +682,7 @@ def _mma(L: Launch, ins: Instr) -> None:
   for i in range(4): C[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)] = cv[:, :, i]
   Av = A.view(np.float16) if ab == "f16" else A
   Bv = B.view(np.float16) if ab == "f16" else B
-  D = wmma(Av, Bv, C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
+  D = wmma_arith(Av, Bv, C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
   for i, o in enumerate(d.value): L.put(o, "f32", D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
 
 
@@ -713,7 +714,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
-  "mma": _mma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "wmma": wmma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

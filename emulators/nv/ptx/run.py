@@ -10,7 +10,7 @@ from emulators.nv.ptx import fast as FAST
 from emulators.nv.ptx import loops as LOOPS
 from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.fast import compile_entry
-from emulators.nv.ptx.ops import CONTROL, TABLE
+from emulators.nv.ptx.ops import CONTROL, TABLE, _warp_check
 from emulators.nv.ptx.parse import Entry, Operand, PTXError
 
 
@@ -128,6 +128,9 @@ def _run(L: Launch) -> None:
       tgt = ins.args[0].value
       pc[sel] = e.labels[tgt]
     elif op in ("ret", "exit"): pc[sel] = -1
+    elif op in ("bar", "barrier") and ins.has("warp"):   # bar.warp.sync membermask: lanes of one warp, in step here
+      _warp_sync(L, ins, sel)
+      pc[sel] = cur + 1
     elif op in ("bar", "barrier") and named:
       _named_barrier(L, ins, sel, cur)
     elif op in ("bar", "barrier"):
@@ -178,6 +181,15 @@ def _release(L: Launch, cur: int | None) -> None:
     L.race_reset(int(c))
 
 
+def _warp_sync(L: Launch, ins: Any, sel: np.ndarray) -> None:
+  """bar.warp.sync membermask (PTX ISA §9.7.13.3): the lanes executing it here are in step; in checked mode the mask must
+  name the executing lane and only lanes executing this instruction now (a member still elsewhere, or exited, would make
+  the others wait for it: reported). Shared-memory accesses of the members before it are ordered before theirs after it."""
+  mask = L.get(ins.args[0], "u32") if ins.args else np.full(sel.size, 0xFFFFFFFF, np.uint32)
+  _warp_check(L, ins, mask)
+  L.warp_synced(sel)
+
+
 NBAR = 16   # barriers per CTA (PTX ISA §9.7.13.1: bar{.cta} ids 0..15)
 
 
@@ -185,7 +197,7 @@ def _uses_named_barriers(e: Entry) -> bool:
   """bar.arrive, a thread count or a barrier id other than the constant 0: the counting model below; else every barrier
   is the whole CTA's (the model of _release, which also reports barriers reached by lanes at different instructions)."""
   for ins in e.instrs:
-    if ins.op not in ("bar", "barrier") or ins.has("red"): continue
+    if ins.op not in ("bar", "barrier") or ins.has("red") or ins.has("warp"): continue
     if ins.has("arrive") or len(ins.args) > 1 or not ins.args or ins.args[0].kind != "imm" or ins.args[0].value != 0: return True
   return False
 

@@ -270,6 +270,30 @@ def test_shared_memory_race_between_barriers():
     run(kernel(body.replace("{sync}", ""), ".shared .align 4 .b8 sh[256];"), 64)
 
 
+def test_warp_sync_orders_a_warps_shared_accesses():
+  """bar.warp.sync (__syncwarp) orders the shared accesses of its warp's lanes, not those of other warps."""
+  body = """
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  bar.warp.sync {mask};
+  xor.b32 %r4, %r2, {other};
+  add.u32 %r4, %r1, %r4;
+  ld.shared.u32 %r5, [%r4];
+  bar.warp.sync {mask};
+  st.shared.u32 [%r3], %r5;
+  st.global.u32 [%rd2], %r5;
+  ret;"""
+  sh = ".shared .align 4 .b8 sh[256];"
+  ok = run(kernel(body.replace("{mask}", "-1").replace("{other}", "4"), sh), 64)   # lane t reads lane t^1's word, then (synced again) overwrites its own
+  assert ok.tolist() == [t ^ 1 for t in range(64)]
+  with pytest.raises(GPUFault, match=r"shared-memory race: thread \(0, 0, 0\).*reads shared byte 128, which the threads of warp 1 \(synced among themselves\) wrote"):
+    run(kernel(body.replace("{mask}", "-1").replace("{other}", "128"), sh), 64)   # lane t reads lane t^32's: another warp
+  with pytest.raises(GPUFault, match=r"bar member mask 0x0000ffff does not match the active lanes 0xffffffff"):
+    run(kernel(body.replace("{mask}", "0xFFFF").replace("{other}", "4"), sh), 64)
+
+
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
 def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
   src = kernel(_SHARED_TID + """

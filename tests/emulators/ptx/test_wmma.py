@@ -1,0 +1,53 @@
+"""wmma.load / wmma.mma / wmma.store: nvcc's PTX of the nvcuda::wmma API (wmma.cu, kept as wmma.ptx) runs with the bits of
+the reference arithmetic (refgrad's semantics.wmma: in-order k, exact products, one float32 rounding per add)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refgrad.device import Device
+from refgrad.uop.semantics import bf16_to_f32, f32_to_bf16
+
+PTX = (Path(__file__).parent / "wmma.ptx").read_text()
+RNG = np.random.default_rng(8)
+
+
+def _inorder(a32: np.ndarray, b32: np.ndarray, c: np.ndarray) -> np.ndarray:
+  d = c.astype(np.float32).copy()
+  with np.errstate(all="ignore"):
+    for k in range(a32.shape[1]): d = d + a32[:, k, None] * b32[None, k, :]
+  return d
+
+
+@pytest.mark.parametrize("M, N, K", [(16, 16, 16), (32, 48, 80)])
+def test_hgemm_tiles_loop_and_elementwise_fragment_ops(M, N, K):
+  A = RNG.standard_normal((M, K)).astype(np.float16)
+  B = RNG.standard_normal((K, N)).astype(np.float16)
+  A[0, 0], B[1, 1] = np.float16(np.inf), np.float16(-0.0)
+  alpha = np.float32(0.75)
+  warps = (M // 16) * (N // 16)
+  C = Device["NV"].run_ptx(PTX, "hgemm", [A, B, np.zeros((M, N), np.float32), np.int32(M), np.int32(N), np.int32(K), alpha],
+                           grid=(-(-warps // 2), 1, 1), block=(64, 1, 1))[2]
+  want = (_inorder(A.astype(np.float32), B.astype(np.float32), np.zeros((M, N), np.float32)) * alpha).astype(np.float32)
+  assert C.tobytes() == want.tobytes()
+
+
+def test_bf16_col_major_through_shared_memory():
+  A = f32_to_bf16(RNG.standard_normal((16, 16)).astype(np.float32))
+  B = f32_to_bf16(RNG.standard_normal((16, 16)).astype(np.float32))
+  C = RNG.standard_normal((16, 16)).astype(np.float32)
+  # col-major storage: element (r, c) at c * 16 + r, i.e. the transpose's row-major bytes
+  D = Device["NV"].run_ptx(PTX, "bgemm_shared", [A.T.copy(), B.T.copy(), C.T.copy(), np.zeros((16, 16), np.float32)],
+                           grid=(1, 1, 1), block=(32, 1, 1))[3]
+  want = _inorder(bf16_to_f32(A), bf16_to_f32(B), C)
+  assert D.T.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def test_wmma_needs_whole_warps():
+  from refgrad.runtime.driver import GPUFault
+  A = np.zeros((16, 16), np.float16)
+  with pytest.raises(GPUFault, match="needs whole warps"):
+    Device["NV"].run_ptx(PTX, "hgemm", [A, A, np.zeros((16, 16), np.float32), np.int32(16), np.int32(16), np.int32(16), np.float32(1)],
+                         grid=(1, 1, 1), block=(16, 1, 1))
