@@ -38,11 +38,25 @@ def entry_signature(src: str, entry: str) -> tuple[list[Param], int]:
   body = text[m.end():]
   end = _body_end(body)
   shared = 0
-  for sm in re.finditer(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.[a-z]+(\d+)\s+[$\w]+((?:\[\d+\])*)", body[:end]):
+  # the entry's own .shared variables, then the module's (outside every function body; extern arrays have no size)
+  for sm in re.finditer(r"\.shared\s+(?:\.align\s+(\d+)\s+)?\.[a-z]+(\d+)\s+[$\w]+(?![$\w])((?:\[\d+\])*)(?![\d\[])", body[:end] + "\n" + _module_scope(text)):
     es, al = int(sm.group(2)) // 8, int(sm.group(1) or int(sm.group(2)) // 8)
     cnt = int(np.prod([int(d) for d in re.findall(r"\d+", sm.group(3))] or [1]))
     shared = -(-shared // al) * al + es * cnt
+  for em in re.finditer(r"\.extern\s+\.shared\s+(?:\.align\s+(\d+)\s+)?\.[a-z]+(\d+)", _module_scope(text) + "\n" + body[:end]):
+    al = int(em.group(1) or int(em.group(2)) // 8)   # the dynamic part starts at the extern array's alignment
+    shared = -(-shared // al) * al
   return params, shared
+
+
+def _module_scope(text: str) -> str:
+  """The text outside every brace block (module-scope declarations)."""
+  out, depth = [], 0
+  for ch in text:
+    if ch == "{": depth += 1
+    elif ch == "}": depth -= 1
+    elif depth == 0: out.append(ch)
+  return "".join(out)
 
 
 def _body_end(body: str) -> int:

@@ -333,6 +333,7 @@ def parse(src: str) -> Module:
   version = target = ""
   entries: dict[str, Entry] = {}
   gvars: dict[str, Var] = {}
+  mshared: list[Var] = []
   i = 0
   cur: Entry | None = None
   depth = 0
@@ -366,6 +367,10 @@ def parse(src: str) -> Module:
       if head in (".global", ".const", ".shared") or (head in (".visible", ".extern") and len(s.split()) > 1):
         d = s.split(None, 1)[1] if head in (".visible", ".extern") else s
         space, typ, align, es, names, init = _decl(d, ln)
+        if space == "shared":   # module-scope (e.g. extern __shared__ arrays): in the shared space of every entry
+          if init is not None: raise PTXError(ln, text(ln), "initialized .shared variables are not supported")
+          for n, cnt in names: mshared.append(Var(n, "shared", typ, es * cnt, align))
+          continue
         if space not in ("global", "const"): raise PTXError(ln, text(ln), f"a module-scope .{space} variable is not supported")
         data = None
         if init is not None:
@@ -447,6 +452,12 @@ def parse(src: str) -> Module:
     if e.is_entry and any(i.op == "call" for i in e.instrs): _inline_calls(e, entries, [e.name])   # a .func only where called
   for e in entries.values():
     _param_to_local(e)
+    for v in sorted(mshared, key=lambda v: v.size == 0):   # after the function's own; extern arrays (no size) last: dynamic shared memory
+      if v.name in e.shared: continue
+      e.shared_bytes = -(-e.shared_bytes // v.align) * v.align
+      e.shared[v.name] = Var(v.name, "shared", v.type, v.size, v.align, e.shared_bytes)
+      e.shared_bytes += v.size
+      if v.size == 0: e.dynamic_shared = True
     e.globals, e.globals_bytes = gvars, off
     e.warp_ops = any(i.op in WARP_OPS or any(a.kind == "reg" and str(a.value).startswith(("%laneid", "%lanemask", "%warpid")) for a in i.args)
                      for i in e.instrs)
