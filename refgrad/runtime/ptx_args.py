@@ -140,6 +140,9 @@ def pointer_access(rows: list[TaintRow], pointers: list[str], follow_loads: bool
           changed = True
   out: dict[str, tuple[bool, bool]] = {}
   for x in rows:
+    if x.op == "cp" and "global" in x.mods:   # cp.async: the row's address is its global source
+      for p in of(x.addr): out[p] = (True, out.get(p, (False, False))[1])
+      continue
     if (x.op not in _MEM and x.op != "wmma") or x.mods & _NOT_GLOBAL or not x.addr: continue
     reads, writes = x.op != "st" and "store" not in x.mods, x.op in ("st", "atom", "red") or "store" in x.mods
     for p in of(x.addr):
@@ -160,10 +163,11 @@ def text_rows(src: str, entry: str) -> list[TaintRow]:
     if (im := _INSTR.match(ln.strip() + ";")) is None or im.group(1).startswith("."): continue
     fam, *mods = im.group(1).split(".")
     ops = [o.strip() for o in re.split(r",(?![^{]*\})", im.group(2))] if im.group(2) else []   # commas outside vector braces
-    ai = next((i for i, o in enumerate(ops) if o.startswith("[")), None)
+    ais = [i for i, o in enumerate(ops) if o.startswith("[")]
+    ai = ais[-1] if fam == "cp" and ais else ais[0] if ais else None   # cp.async [shared dst], [global src]: the source
     addr = ops[ai] if ai is not None else ""
     sym = re.match(r"\[\s*([A-Za-z_$][\w$]*)", addr)
-    dst = () if fam in _NO_DEST or not ops or ai == 0 else tuple(_REG.findall(ops[0]))
+    dst = () if fam in _NO_DEST or fam == "cp" or not ops or ai == 0 else tuple(_REG.findall(ops[0]))
     srcs = tuple(r for i, o in enumerate(ops) if i != ai and (i > 0 or not dst) for r in _REG.findall(o))
     rows.append(TaintRow(fam, frozenset(mods), dst, srcs, tuple(_REG.findall(addr)), sym.group(1) if sym else None))
   return rows

@@ -21,8 +21,9 @@ def _regs(o: Operand) -> tuple[str, ...]:
 def row(ins: Instr) -> TaintRow:
   """A decoded instruction as refgrad's analysis reads it."""
   args = ins.args
-  ai = next((i for i, o in enumerate(args) if o.kind == "addr"), None)
-  dst = () if ins.op in _NO_DEST or not args or ai == 0 else _regs(args[0])
+  ais = [i for i, o in enumerate(args) if o.kind == "addr"]
+  ai = ais[-1] if ins.op == "cp" and ais else ais[0] if ais else None   # cp.async [shared dst], [global src]: the source
+  dst = () if ins.op in _NO_DEST or ins.op == "cp" or not args or ai == 0 else _regs(args[0])
   srcs = tuple(r for i, o in enumerate(args) if i != ai and (i > 0 or not dst) for r in _regs(o))
   a = args[ai] if ai is not None else None
   sym = str(a.value.value) if a is not None and a.value.kind == "sym" else None  # type: ignore[union-attr]

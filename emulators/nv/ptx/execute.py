@@ -88,6 +88,7 @@ class Launch:
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
     self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
+    self.cp_async: Any = None   # cp.async copies not completed yet (emulators/nv/ptx/cpasync.py)
 
   # ---- operands ---------------------------------------------------------------------------------------------------
   def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:

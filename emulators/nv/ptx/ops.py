@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from emulators.nv.ptx import semantics as S
+from emulators.nv.ptx.cpasync import cp
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
 from emulators.nv.ptx.wmma import wmma
@@ -714,7 +715,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
-  "mma": _mma, "wmma": wmma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "wmma": wmma, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")
