@@ -1,12 +1,13 @@
 """wmma.load / wmma.mma / wmma.store (PTX ISA 9.0 §9.7.14.4), the instructions nvcc emits for CUDA's nvcuda::wmma API:
-m16n16k16 with .f16 or .bf16 A and B and .f32 C and D.
+m16n16k16 with .f16 or .bf16 A and B and .f32 C and D, or .s8 / .u8 A and B and .s32 C and D.
 
 The ISA leaves the mapping of matrix elements to the fragment registers of a warp unspecified: only wmma.load, wmma.mma
 and wmma.store agree on it. This emulator's mapping: a fragment of S values per thread holds the matrix row-major, lane
-l's slot s being element (16 * l + s) mod 256 for A and B (S = 16 for .f16, each element held twice; S = 8 for .bf16)
-and 8 * l + s for C and D (slot s of a .b32 register pair = its low half first). Code that relies on another mapping
-(reading fragment elements by position) relies on undefined behaviour. The arithmetic is refgrad's semantics.wmma
-(in-order k, exact products, one rounding per add), as for mma.sync; real tensor cores round differently."""
+l's slot s being element (S * l + s) mod 256 for A and B (S = 16 for .f16, each element held twice; S = 8 for .bf16,
+.s8 and .u8) and 8 * l + s for C and D (the slots of a .b32 register: its low half or byte first). Code that relies on
+another mapping (reading fragment elements by position) relies on undefined behaviour. Float arithmetic is refgrad's
+semantics.wmma (in-order k, exact products, one rounding per add), as for mma.sync; real tensor cores round
+differently. Integer arithmetic is exact, then wraps to 32 bits (.satfinite: clamps to the s32 range)."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,50 +48,52 @@ def _load(L: Launch, ins: Instr) -> None:
   _shape(ins)
   which = next((m for m in ins.mods if m in ("a", "b", "c")), None)
   t = ins.types[-1] if ins.types else None
-  if which is None or t not in (("f16", "bf16") if which in "ab" else ("f32",)):
-    raise PTXFault("compute", f"wmma.load.{'.'.join(ins.mods)} is not supported (A/B .f16 or .bf16, C .f32)", ins)
+  if which is None or t not in (("f16", "bf16", "s8", "u8") if which in "ab" else ("f32", "s32")):
+    raise PTXFault("compute", f"wmma.load.{'.'.join(ins.mods)} is not supported (A/B .f16 .bf16 .s8 .u8, C .f32 .s32)", ins)
   nw = _warps(L, ins)
-  es = 4 if t == "f32" else 2
+  es = 4 if t in ("f32", "s32") else 1 if t in ("s8", "u8") else 2
   regs = ins.args[0].value
   space, addr, lanes = _elements(L, ins, ins.args[1], ins.args[2] if len(ins.args) > 2 else None, nw, ins.has("col"), es)
   sel = L.sel
   L.sel = lanes
   try: raw, dd = L.load(space, addr, es)
   finally: L.sel = sel
-  flat = np.ascontiguousarray(raw).view(np.uint32 if es == 4 else np.uint16).reshape(nw, 256)
+  flat = np.ascontiguousarray(raw).view({4: np.uint32, 2: np.uint16, 1: np.uint8}[es]).reshape(nw, 256)
   ok = np.ones((nw, 256), np.bool_) if dd is None else dd.reshape(nw, 256)
   if es == 4:   # C: lane l, register s = element 8l + s
     slots, sok = flat.reshape(nw, 32, 8), ok.reshape(nw, 32, 8)
     for s, o in enumerate(regs): L.put(o, "b32", slots[:, :, s].reshape(-1), sok[:, :, s].reshape(-1))  # type: ignore[index]
     return
-  S = 2 * len(regs)   # 16-bit values per thread
+  per = 4 // es           # values per register
+  S = per * len(regs)     # values per thread
   idx = (np.arange(32)[:, None] * S + np.arange(S)) % 256
   vals, vok = flat[:, idx], ok[:, idx]   # (nw, 32, S)
   for k, o in enumerate(regs):  # type: ignore[arg-type]
-    v = vals[:, :, 2 * k].astype(np.uint32) | (vals[:, :, 2 * k + 1].astype(np.uint32) << np.uint32(16))
-    L.put(o, "b32", v.reshape(-1), (vok[:, :, 2 * k] & vok[:, :, 2 * k + 1]).reshape(-1))
+    v = sum(vals[:, :, per * k + j].astype(np.uint32) << np.uint32(8 * es * j) for j in range(per))
+    L.put(o, "b32", v.reshape(-1), vok[:, :, per * k:per * (k + 1)].all(axis=-1).reshape(-1))
 
 
-def _frag16(L: Launch, regs, nw: int) -> np.ndarray:
-  """A or B (nw, 16, 16) uint16 from its registers (the copy in lanes 0..)."""
-  halves = []
+def _frag(L: Launch, regs, nw: int, es: int) -> np.ndarray:
+  """A or B (nw, 16, 16) of es-byte unsigned values from its registers (the copy in lanes 0..)."""
+  parts, ut, m = [], {2: np.uint16, 1: np.uint8}[es], np.uint32((1 << (8 * es)) - 1)
   for o in regs:
     v = L.get(o, "b32").reshape(nw, 32)
-    halves += [(v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)]
-  h = np.stack(halves, -1)   # (nw, 32, S): element (S * l + s) mod 256
+    parts += [((v >> np.uint32(8 * es * j)) & m).astype(ut) for j in range(4 // es)]
+  h = np.stack(parts, -1)   # (nw, 32, S): element (S * l + s) mod 256
   return h.reshape(nw, -1)[:, :256].reshape(nw, 16, 16)
 
 
 def _mma(L: Launch, ins: Instr) -> None:
   """wmma.mma.sync.aligned.{row,col}.{row,col}.m16n16k16.f32.f32 (f16 A, B) or .f32.bf16.bf16.f32 d, a, b, c"""
   _shape(ins)
+  if ins.types and ins.types[0] == "s32": return _imma(L, ins)
   ab = "bf16" if "bf16" in ins.types else "f16"
   if ins.types[0] != "f32" or ins.types[-1] != "f32" or any(t not in ("f32", "f16", "bf16") for t in ins.types) or ins.has("satfinite"):
-    raise PTXFault("compute", f"wmma.mma.{'.'.join(ins.mods)} is not supported (f32 += f16/bf16 x f16/bf16)", ins)
+    raise PTXFault("compute", f"wmma.mma.{'.'.join(ins.mods)} is not supported (f32 += f16/bf16 x f16/bf16, s32 += s8/u8 x s8/u8)", ins)
   nw = _warps(L, ins)
   L._d = None
   d, a, b, c = ins.args[:4]
-  A, B = _frag16(L, a.value, nw), _frag16(L, b.value, nw)
+  A, B = _frag(L, a.value, nw, 2), _frag(L, b.value, nw, 2)
   C = np.stack([L.get(o, "f32").reshape(nw, 32) for o in c.value], -1).reshape(nw, 16, 16)  # type: ignore[union-attr]
   dw = None if L._d is None else np.repeat(L._d.reshape(nw, 32).all(axis=1), 32)   # D depends on every lane's fragments
   if ab == "f16": A, B = A.view(np.float16), B.view(np.float16)
@@ -98,10 +101,30 @@ def _mma(L: Launch, ins: Instr) -> None:
   for s, o in enumerate(d.value): L.put(o, "f32", D[:, :, s].reshape(-1), dw)  # type: ignore[arg-type]
 
 
+def _imma(L: Launch, ins: Instr) -> None:
+  """wmma.mma.sync.aligned.{row,col}.{row,col}.m16n16k16.s32.{s8,u8}.{s8,u8}.s32{.satfinite}: exact sums, then 32 bits."""
+  ta, tb = ins.types[1], ins.types[2] if len(ins.types) > 3 else None
+  if len(ins.types) != 4 or ins.types[3] != "s32" or ta not in ("s8", "u8") or tb not in ("s8", "u8"):
+    raise PTXFault("compute", f"wmma.mma.{'.'.join(ins.mods)} is not supported (s32 += s8/u8 x s8/u8)", ins)
+  nw = _warps(L, ins)
+  L._d = None
+  d, a, b, c = ins.args[:4]
+  A, B = _frag(L, a.value, nw, 1), _frag(L, b.value, nw, 1)
+  A = (A.view(np.int8) if ta == "s8" else A).astype(np.int64)
+  B = (B.view(np.int8) if tb == "s8" else B).astype(np.int64)
+  C = np.stack([L.get(o, "s32").reshape(nw, 32) for o in c.value], -1).reshape(nw, 16, 16).astype(np.int64)  # type: ignore[union-attr]
+  dw = None if L._d is None else np.repeat(L._d.reshape(nw, 32).all(axis=1), 32)
+  D = C + np.einsum("wik,wkj->wij", A, B)   # |products| < 2**16, 16 terms: exact in int64
+  D = np.clip(D, -2**31, 2**31 - 1) if ins.has("satfinite") else (D & 0xFFFFFFFF)
+  D = D.astype(np.int64).astype(np.uint32).view(np.int32).reshape(nw, 32, 8)
+  for s, o in enumerate(d.value): L.put(o, "s32", D[:, :, s].reshape(-1), dw)  # type: ignore[arg-type]
+
+
 def _store(L: Launch, ins: Instr) -> None:
   """wmma.store.d.sync.aligned.{row,col}.m16n16k16{.space}.f32 [addr], {regs}{, stride}"""
   _shape(ins)
-  if not ins.types or ins.types[-1] != "f32": raise PTXFault("compute", f"wmma.store.{'.'.join(ins.mods)} is not supported (D .f32)", ins)
+  if not ins.types or ins.types[-1] not in ("f32", "s32"):
+    raise PTXFault("compute", f"wmma.store.{'.'.join(ins.mods)} is not supported (D .f32 or .s32)", ins)
   nw = _warps(L, ins)
   regs = ins.args[1].value
   L._d = None

@@ -51,3 +51,17 @@ def test_wmma_needs_whole_warps():
   with pytest.raises(GPUFault, match="needs whole warps"):
     Device["NV"].run_ptx(PTX, "hgemm", [A, A, np.zeros((16, 16), np.float32), np.int32(16), np.int32(16), np.int32(16), np.float32(1)],
                          grid=(1, 1, 1), block=(16, 1, 1))
+
+
+def test_int8_wraps_and_satfinite_clamps():
+  A = RNG.integers(-128, 128, (16, 16)).astype(np.int8)
+  B = RNG.integers(-128, 128, (16, 16)).astype(np.int8)
+  C = RNG.integers(-2**31, 2**31, (16, 16)).astype(np.int32)
+  D = Device["NV"].run_ptx(PTX, "igemm", [A, B.T.copy(), C.copy()], grid=(1, 1, 1), block=(32, 1, 1))[2]
+  exact = C.astype(np.int64) + A.astype(np.int64) @ B.astype(np.int64)
+  assert D.tolist() == ((exact & 0xFFFFFFFF).astype(np.uint32).view(np.int32)).tolist()
+  Au, Bu = RNG.integers(0, 256, (16, 16)).astype(np.uint8), RNG.integers(0, 256, (16, 16)).astype(np.uint8)
+  Cu = np.where(RNG.random((16, 16)) < 0.5, 2**31 - 1000, -5).astype(np.int32)   # half the sums overflow: clamped
+  D = Device["NV"].run_ptx(PTX, "ugemm_sat", [Au.T.copy(), Bu, Cu.T.copy()], grid=(1, 1, 1), block=(32, 1, 1))[2].T
+  exact = Cu.astype(np.int64) + Au.astype(np.int64) @ Bu.astype(np.int64)
+  assert (exact > 2**31 - 1).any() and D.tolist() == np.clip(exact, -2**31, 2**31 - 1).tolist()

@@ -38,3 +38,25 @@ extern "C" __global__ void bgemm_shared(const __nv_bfloat16* A, const __nv_bfloa
   wmma::mma_sync(c, a, b, c);
   wmma::store_matrix_sync(D, c, 16, wmma::mem_col_major);
 }
+
+// int8 tensor cores: D = A x B + C in s32, wrapping (igemm) or saturating (.satfinite, ugemm)
+extern "C" __global__ void igemm(const signed char* a, const signed char* b, int* c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> fc;
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+extern "C" __global__ void ugemm_sat(const unsigned char* a, const unsigned char* b, int* c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, unsigned char, wmma::col_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, unsigned char, wmma::row_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> fc;
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_col_major);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(fc, fa, fb, fc, true);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_col_major);
+}
