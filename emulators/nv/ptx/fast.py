@@ -252,11 +252,12 @@ def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
     if put is None or any(f is None for f in fs) or ins.args[1].kind != "reg": return None
     if name == "fma":
       def op(v: list[np.ndarray]) -> np.ndarray: return S.ffma(*np.broadcast_arrays(*v), "rn")
-    else: op = {"add": lambda v: v[0] + v[1], "sub": lambda v: v[0] - v[1], "mul": lambda v: v[0] * v[1],
+    # sub is a + (-b), as the family handler computes it: the same NaN (a NaN b comes out with its sign flipped)
+    else: op = {"add": lambda v: v[0] + v[1], "sub": lambda v: v[0] + -v[1], "mul": lambda v: v[0] * v[1],
                 "neg": lambda v: -v[0], "abs": lambda v: np.abs(v[0])}[name]
     if nsrc == 2 and e.regs[ins.args[0].value] in ("f32", "b32", "u32", "s32"):   # the common shape, with fewer calls
       fa, fb, name_ = fs[0], fs[1], ins.args[0].value
-      op2 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[name]
+      op2 = {"add": np.add, "sub": lambda a, b: a + -b, "mul": np.multiply}[name]
       def step2(L: Launch) -> None:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]

@@ -42,6 +42,15 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
 ]
 
 
+def _f32_b_nan(n: int = 48) -> np.ndarray:   # NaNs (both signs) where _f32's a is a number: which NaN comes out shows
+  x = _f32(n)
+  x[::3] = np.array([0x7FC00000, 0xFFC00001, 0x7F800001], np.uint32).view(np.float32)[np.arange(len(x[::3])) % 3]
+  return x
+
+
+CASES += [(f"{op}.rn.f32 %d, %a, %b", [_f32, _f32_b_nan], ["f32", "f32"], np.uint32, "f32") for op in ("add", "sub", "mul")]
+
+
 @pytest.mark.parametrize("instr, makers, ityp, out, otyp", CASES, ids=[c[0] for c in CASES])
 def test_predecoded_step_matches_family_handler(instr, makers, ityp, out, otyp, monkeypatch):
   ins = [m() for m in makers]
