@@ -514,3 +514,18 @@ def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
 def from_bytes(b: np.ndarray, t: str) -> np.ndarray:
   return np.ascontiguousarray(b).view(S.NP[t] if t != "bf16" else np.uint16).reshape(-1)
 
+
+def warp_check(L: Launch, ins: Instr, mask: np.ndarray) -> None:
+  """In checked mode the member mask must name exactly the active lanes of each warp executing it... at least include
+  the executing lane, and every named lane must be executing."""
+  if not L.checked: return
+  lane = L.sel % 32
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, L.sel // 32, np.uint64(1) << lane.astype(np.uint64))
+  m = mask.astype(np.uint64)
+  bad = ((m >> lane.astype(np.uint64)) & np.uint64(1)) == 0
+  bad |= (m & ~act[L.sel // 32]) != 0
+  if bad.any():
+    i = int(np.flatnonzero(bad)[0])
+    raise PTXFault("compute", f"{ins.op} member mask 0x{int(m[i]):08x} does not match the active lanes 0x{int(act[L.sel[i] // 32]):08x} of "
+                   f"{L.thread(i)}'s warp", ins)

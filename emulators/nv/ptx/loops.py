@@ -28,7 +28,7 @@ from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
 enabled = True   # False: loops are stepped (tests compare both)
-_NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "cp", "membar", "fence", "bar", "barrier",
+_NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "ldmatrix", "cp", "membar", "fence", "bar", "barrier",
                        "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu"})
 _CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
          "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}

@@ -9,8 +9,9 @@ import numpy as np
 from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.cpasync import cp
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
+from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
-from emulators.nv.ptx.wmma import wmma
+from emulators.nv.ptx.wmma import ldmatrix, wmma
 from refgrad.dtype import dtypes
 from refgrad.uop.semantics import wmma as wmma_arith
 
@@ -535,22 +536,6 @@ def _atom(L: Launch, ins: Instr) -> None:
 
 
 # ---- warp-level ----------------------------------------------------------------------------------------------------
-def _warp_check(L: Launch, ins: Instr, mask: np.ndarray) -> None:
-  """In checked mode the member mask must name exactly the active lanes of each warp executing it... at least include
-  the executing lane, and every named lane must be executing."""
-  if not L.checked: return
-  lane = L.sel % 32
-  act = np.zeros(L.n // 32, np.uint64)
-  np.bitwise_or.at(act, L.sel // 32, np.uint64(1) << lane.astype(np.uint64))
-  m = mask.astype(np.uint64)
-  bad = ((m >> lane.astype(np.uint64)) & np.uint64(1)) == 0
-  bad |= (m & ~act[L.sel // 32]) != 0
-  if bad.any():
-    i = int(np.flatnonzero(bad)[0])
-    raise PTXFault("compute", f"{ins.op} member mask 0x{int(m[i]):08x} does not match the active lanes 0x{int(act[L.sel[i] // 32]):08x} of "
-                   f"{L.thread(i)}'s warp", ins)
-
-
 def _shfl(L: Launch, ins: Instr) -> None:
   mode = next(m for m in ins.mods if m in ("up", "down", "bfly", "idx"))
   dst = ins.args[0]
@@ -741,7 +726,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
-  "mma": _mma, "wmma": wmma, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 TYPES = {"s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "b8": 1, "b16": 2, "b32": 4, "b64": 8, "b128": 16,
          "f16": 2, "f16x2": 4, "bf16": 2, "bf16x2": 4, "f32": 4, "f64": 8, "pred": 1, "tf32": 4, "e4m3x2": 2, "e5m2x2": 2}
 LINE_DIRECTIVES = (".version", ".target", ".address_size", ".loc", ".file")
-WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "wmma", "bar", "barrier")
+WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "wmma", "ldmatrix", "bar", "barrier")
 SPACES = ("global", "shared", "local", "param", "const")
 IGNORED_DIRECTIVES = (".loc", ".file", ".section", ".pragma", ".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".noreturn",
                       ".explicitcluster", ".maxclusterrank", ".reqnctapercluster")

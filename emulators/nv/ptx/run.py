@@ -9,8 +9,9 @@ from emulators.nv.ptx import execute as X
 from emulators.nv.ptx import fast as FAST
 from emulators.nv.ptx import loops as LOOPS
 from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.fast import compile_entry
-from emulators.nv.ptx.ops import CONTROL, TABLE, _warp_check
+from emulators.nv.ptx.ops import CONTROL, TABLE
 from emulators.nv.ptx.parse import Entry, Operand, PTXError
 
 

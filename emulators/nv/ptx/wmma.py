@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.execute import Launch, PTXFault, warp_check
 from emulators.nv.ptx.parse import Instr
 from refgrad.dtype import dtypes
 from refgrad.uop.semantics import wmma as wmma_arith
@@ -143,3 +143,31 @@ def wmma(L: Launch, ins: Instr) -> None:
   f = {"load": _load, "mma": _mma, "store": _store}.get(kind)
   if f is None: raise PTXFault("compute", f"wmma.{kind} is not supported", ins)
   f(L, ins)
+
+
+def ldmatrix(L: Launch, ins: Instr) -> None:
+  """ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}{.shared{::cta}}.b16 d, [addr] (PTX ISA 9.0 §9.7.14.5.15): matrix j
+  (j < 1, 2, 4) is 8 rows of 8 b16 values; thread 8j + r gives row r's address (16 bytes). Thread l receives in d_j the
+  pair at row l / 4, columns 2 (l % 4) .. +1 (.trans: the transposed matrix's), the lower column in the low half."""
+  n = 4 if ins.has("x4") else 2 if ins.has("x2") else 1
+  if not ins.has("m8n8") or ins.types[-1:] != ("b16",) or not ins.has("sync"):
+    raise PTXFault("compute", f"ldmatrix.{'.'.join(ins.mods)} is not supported (only .m8n8 .x1/.x2/.x4 .b16)", ins)
+  nw = _warps(L, ins)
+  warp_check(L, ins, np.full(L.sel.size, 0xFFFFFFFF, np.uint32))
+  dst = ins.args[0].value if ins.args[0].kind == "vec" else (ins.args[0],)
+  if len(dst) != n: raise PTXFault("compute", f"ldmatrix .x{n} needs {n} destination registers", ins)  # type: ignore[arg-type]
+  addr = L.address(ins.args[1]).reshape(nw, 32)[:, :8 * n].reshape(-1)   # the row addresses of threads 0 .. 8n-1
+  space = L.space_of(ins)
+  sel = L.sel
+  L.sel = sel.reshape(nw, 32)[:, :8 * n].reshape(-1)
+  try: raw, dd = L.load(space, addr, 16)
+  finally: L.sel = sel
+  M = np.ascontiguousarray(raw).view(np.uint16).reshape(nw, n, 8, 8)   # (warp, matrix, row, column)
+  ok = np.ones((nw, n, 8), np.bool_) if dd is None else dd.reshape(nw, n, 8)
+  if ins.has("trans"): M = M.transpose(0, 1, 3, 2)
+  lane = np.arange(32)
+  r, c = lane // 4, 2 * (lane % 4)
+  for j, o in enumerate(dst):  # type: ignore[arg-type]
+    v = M[:, j, r, c].astype(np.uint32) | (M[:, j, r, c + 1].astype(np.uint32) << np.uint32(16))
+    d = ok[:, j, :].all(axis=1)   # a row's definedness, conservatively the whole matrix's
+    L.put(o, "b32", v.reshape(-1), np.repeat(d, 32))

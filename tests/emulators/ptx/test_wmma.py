@@ -65,3 +65,50 @@ def test_int8_wraps_and_satfinite_clamps():
   D = Device["NV"].run_ptx(PTX, "ugemm_sat", [Au.T.copy(), Bu, Cu.T.copy()], grid=(1, 1, 1), block=(32, 1, 1))[2].T
   exact = Cu.astype(np.int64) + Au.astype(np.int64) @ Bu.astype(np.int64)
   assert (exact > 2**31 - 1).any() and D.tolist() == np.clip(exact, -2**31, 2**31 - 1).tolist()
+
+
+LDMATRIX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 src, .param .u64 out)
+{
+  .reg .b32 %r<16>; .reg .b64 %rd<8>;
+  .shared .align 16 .b8 sh[512];
+  ld.param.u64 %rd0, [src]; ld.param.u64 %rd1, [out];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 16; add.s64 %rd3, %rd0, %rd2;
+  ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd3];
+  mov.u32 %r5, sh; shl.b32 %r6, %r0, 4; add.u32 %r7, %r5, %r6;
+  st.shared.v4.u32 [%r7], {%r1, %r2, %r3, %r4};
+  bar.sync 0;
+  xor.b32 %r8, %r6, 16; add.u32 %r8, %r5, %r8;   // thread t gives the address of row t ^ 1
+  ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {%r9, %r10, %r11, %r12}, [%r8];
+  mul.wide.u32 %rd4, %r0, 16; add.s64 %rd5, %rd1, %rd4;
+  st.global.v4.u32 [%rd5], {%r9, %r10, %r11, %r12};
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_ldmatrix_x4(trans):
+  rows = RNG.integers(0, 2**16, (32, 8)).astype(np.uint16)   # 32 rows of 8 b16: row q at sh[16q]
+  src = LDMATRIX.replace("{trans}", ".trans" if trans else "")
+  got = Device["NV"].run_ptx(src, "k", [rows, np.zeros((32, 4), np.uint32)], grid=(1, 1, 1), block=(32, 1, 1))[1]
+  lane = np.arange(32)
+  want = np.zeros((32, 4), np.uint32)
+  for j in range(4):
+    M = rows[[(8 * j + r) ^ 1 for r in range(8)]]   # matrix j: rows from threads 8j..8j+7
+    if trans: M = M.T
+    r, c = lane // 4, 2 * (lane % 4)
+    want[:, j] = M[r, c].astype(np.uint32) | (M[r, c + 1].astype(np.uint32) << 16)
+  assert got.tolist() == want.tolist()
+
+
+@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
+def test_ldmatrix_ptx_is_valid_for_ptxas(tmp_path):
+  import subprocess
+  for t in ("", ".trans"):
+    (tmp_path / "k.ptx").write_text(LDMATRIX.replace("{trans}", t))
+    r = subprocess.run(["ptxas", "-arch=sm_80", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
