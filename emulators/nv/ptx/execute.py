@@ -391,8 +391,12 @@ class Launch:
     k = w if w in (1, 2, 4, 8) else 0
     if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
     off = off.view(np.intp)   # take/put with intp indices (uint64 ones are converted on every call); offsets < 2**63
-    if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not int(np.bitwise_or.reduce(off)) & 7:
-      # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): w / 8 eight-byte elements per lane
+    if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not (al := int(np.bitwise_or.reduce(off))) & 7:
+      # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): one 16-byte row per lane, else w / 8 eight-byte elements
+      if w == 16 and not al & 15:
+        v = mem.get(16)
+        if v is None: v = mem[16] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2)
+        return v.take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
       v = mem.get(8)
       if v is None: v = mem[8] = r.mem.data[:r.mem.data.size // 8 * 8].view(np.uint64)
       return v[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
@@ -407,6 +411,10 @@ class Launch:
       return out, (None if ok.all() else ok)
     data, d = st
     if k: v[e] = np.ascontiguousarray(data).view(S.UINT[k]).reshape(-1)
+    elif w == 16 and not int(np.bitwise_or.reduce(off)) & 15:   # an aligned st.v4 of 32-bit values: one 16-byte row per lane
+      v = mem.get(16)
+      if v is None: v = mem[16] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2)
+      v[off >> 4] = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
       if not k: e, k1 = (off[:, None] + np.arange(w)).reshape(-1), 1

@@ -86,7 +86,10 @@ def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndar
   else:
     ut = S.UINT[w]
     def tob(v: np.ndarray) -> np.ndarray: return v.view(ut).astype(np.uint64)
-  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None: L.put_bits(name, tob(v), d)
+  if rw != w: return lambda L, v, d: L.put_bits(name, tob(v), d)
+  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None:   # the typed values too: the next reader of that type skips a conversion
+    if v.dtype.itemsize == w and v.size == L.n: L.put_typed(name, tob(v), v, d)
+    else: L.put_bits(name, tob(v), d)
   return put
 
 
