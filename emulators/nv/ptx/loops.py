@@ -5,8 +5,10 @@ A loop `top: body; @p bra top` qualifies (`plan`) when its body is straight-line
 global/param loads (no store, atomic, barrier, warp instruction, shared/local/generic access or special register) and
 every register the body carries from one iteration to the next is
 - an induction variable: written once, by `add`/`sub` of itself and an immediate (same width as the register), or
-- an accumulator: read by one instruction p only and written by p itself, or by `mov c, d` where d is p's result and
-  read by nothing else. Its other operands then never depend on an accumulator.
+- an accumulator chain: read by one instruction only, whose result is read by one instruction only, ... up to the one
+  writing it back (the other operands of the chain never depend on a chain), or else
+- part of the carried region: the instructions depending on a carried register, when they alone write what they write
+  and load nothing; they are stepped once per iteration on one row (the rest of the body still runs as arrays).
 and p (the loop condition) is a setp of induction variables, loop-invariant registers and immediates.
 
 Then, for every lane at once: the trip count comes from the induction variables alone (the same for every lane, else
@@ -67,6 +69,7 @@ class LoopPlan:
   back: int                                  # the `@p bra top`
   inductions: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # reg -> (position, step, bytes)
   accs: list[Acc] = field(default_factory=list)
+  region: list[tuple[int, list[str]]] = field(default_factory=list)   # else: (position, other operands) stepped per iteration
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
@@ -95,16 +98,59 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   P = LoopPlan(top, back)
   P.written, P.invariant = list(writes), [r for r in reads if r not in writes]
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
-  used: set[int] = set()
   for r in carried:
-    w, rd = writes[r], reads[r]
+    w = writes[r]
     ins = instrs[w[0]]
     t = ins.types[0] if len(ins.types) == 1 else None
     if (len(w) == 1 and ins.op in ("add", "sub") and t is not None and t[0] in "sub" and TYPES[t] in (4, 8) and ins.mods == (t,)
         and TYPES[e.regs[r]] == TYPES[t] and ins.args[1].kind == "reg" and ins.args[1].value == r and ins.args[2].kind == "imm"):
       step = ins.args[2].value if ins.op == "add" else -ins.args[2].value
       P.inductions[r] = (w[0], step, TYPES[t])
-      continue
+  accs = _chains(e, [r for r in carried if r not in P.inductions], writes, reads)
+  if accs is not None: P.accs = accs
+  elif (region := _region(e, [r for r in carried if r not in P.inductions], writes, reads, body)) is not None: P.region = region
+  else: return None
+  # the condition: p written once, by a setp of inductions / invariants / immediates
+  pw = writes.get(br.pred, [])
+  if len(pw) != 1 or any(pw[0] == i for i, _ in P.region): return None
+  s = instrs[pw[0]]
+  if s.op != "setp" or len(s.types) != 1 or len(s.args) != 3 or s.types[0][0] not in "sub" or TYPES[s.types[0]] not in (4, 8): return None
+  cmp = [m for m in s.mods if m != s.types[0]]
+  if len(cmp) != 1 or cmp[0] not in _CMPS: return None
+  for o in s.args[1:]:
+    if o.kind == "reg" and o.value in writes and o.value not in P.inductions: return None
+    if o.kind not in ("reg", "imm"): return None
+  P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
+  return P
+
+
+def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]], body: range) -> list[tuple[int, list[str]]] | None:
+  """The instructions that depend on a carried register (transitively, in the iteration), with their other register
+  operands, when every write of a carried register is among them and none is a load: folded once per iteration."""
+  inside: set[int] = set()
+  todo = list(carried)
+  seen: set[str] = set()
+  while todo:
+    r = todo.pop()
+    if r in seen: continue
+    seen.add(r)
+    for i in reads.get(r, []):
+      if i not in inside:
+        inside.add(i)
+        todo += _dsts(e.instrs[i])
+  out_regs = {r for i in inside for r in _dsts(e.instrs[i])}
+  # every write of a register the region writes (the carried ones included) is in it; no loads (addresses from carried values)
+  if any(w not in inside for r in out_regs | set(carried) for w in writes.get(r, [])) or any(e.instrs[i].op in ("ld", "ldu") for i in inside): return None
+  return [(i, [x for x in _srcs(e.instrs[i]) if x not in out_regs]) for i in sorted(inside)]
+
+
+def _chains(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]]) -> list[Acc] | None:
+  """Each carried register as an accumulator chain (see Acc), or None when one is not."""
+  instrs = e.instrs
+  used: set[int] = set()
+  accs: list[Acc] = []
+  for r in carried:
+    w, rd = writes[r], reads[r]
     if len(w) != 1 or len(set(rd)) != 1: return None
     links, dests, xs, cur, prev = [], [], [], rd[0], r
     while True:
@@ -121,21 +167,10 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     used |= set(links)
     f32 = all(e.regs.get(x) in ("f32", "b32", "u32", "s32") for x in (r, *dests)) and all(_f32_link(instrs[i], prev_) for i, prev_ in zip(links, [r, *dests]))
     f32 = f32 and any(instrs[i].op == "add" for i in links)
-    P.accs.append(Acc(r, links, dests, xs, f32))
-  chain = {d for a in P.accs for d in (a.carried, *a.dests)}
-  if any(x in chain for a in P.accs for xl in a.xs for x in xl): return None
-  # the condition: p written once, by a setp of inductions / invariants / immediates
-  pw = writes.get(br.pred, [])
-  if len(pw) != 1: return None
-  s = instrs[pw[0]]
-  if s.op != "setp" or len(s.types) != 1 or len(s.args) != 3 or s.types[0][0] not in "sub" or TYPES[s.types[0]] not in (4, 8): return None
-  cmp = [m for m in s.mods if m != s.types[0]]
-  if len(cmp) != 1 or cmp[0] not in _CMPS: return None
-  for o in s.args[1:]:
-    if o.kind == "reg" and o.value in writes and o.value not in P.inductions: return None
-    if o.kind not in ("reg", "imm"): return None
-  P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
-  return P
+    accs.append(Acc(r, links, dests, xs, f32))
+  chain = {d for a in accs for d in (a.carried, *a.dests)}
+  if any(x in chain for a in accs for xl in a.xs for x in xl): return None
+  return accs
 
 
 def _f32_link(ins: Instr, prev: str) -> bool:
@@ -252,6 +287,8 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
+  region = dict(P.region)
+  region_out = {r for i in region for r in _dsts(pairs[i][0])}
   base = {r: L.regs[r] for r in P.inductions}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
@@ -266,10 +303,10 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
       W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
     taken: dict[int, dict[str, np.ndarray]] = {}
     for i in range(P.top, P.back):
-      if i in skip:
-        a, j = skip[i]
-        taken[i] = {x: W.regs[x] for x in a.xs[j] if x in W.regs}
-        if len(taken[i]) != len(a.xs[j]): return False
+      if i in skip or i in region:
+        xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
+        taken[i] = {x: W.regs[x] for x in xs if x in W.regs}
+        if len(taken[i]) != len(xs): return False
         continue
       ins, f = pairs[i]
       W.ins, W._d = ins, None
@@ -300,9 +337,20 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
           f(L)
           if L.checked and L.defined.get(a.dests[li]) is not None: return False
       for d in a.dests: final[d] = L.regs[d]
+    for j in range(k if region else 0):   # the carried region, once per iteration in order, on one row of its other operands
+      for i in region:
+        ins, f = pairs[i]
+        for s_, v in taken[i].items():
+          L.regs[s_] = v[j * n:(j + 1) * n]
+          L.typed.pop(s_, None)
+          if L.checked: L.defined[s_] = None
+        L.ins, L._d = ins, None
+        f(L)
+        if L.checked and any(L.defined.get(d) is not None for d in _dsts(ins)): return False
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
+    if r in region_out: continue   # already in L
     if r in chain:
       b = final[r]
       L.put_bits(r, (b if b.dtype == np.uint64 else b.view(np.uint32).astype(np.uint64)).copy(), None)

@@ -189,5 +189,38 @@ L_top:
   @%p1 bra L_top;
   st.global.u32 [%rd3], %r4;
 """)
-  for src in (store, carried): assert loops.plans(parse(src).entries["k"]) == {}
-  assert list(loops.plans(parse(SUM_CHAIN).entries["k"])) != []
+  assert loops.plans(parse(store).entries["k"]) == {}
+  assert [p.accs != [] for p in loops.plans(parse(SUM_CHAIN).entries["k"]).values()] == [True]
+  (fib,) = loops.plans(parse(carried).entries["k"]).values()   # Fibonacci: two carried registers, one region
+  assert fib.accs == [] and len(fib.region) == 3
+
+
+def test_carried_region_matches_stepped(monkeypatch):
+  """softmax's max with NaN rules: the carried value feeds several instructions (a region stepped once per iteration)."""
+  src = kernel("""
+  mul.lo.s32 %r1, %r0, %r9;
+  mul.wide.s32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  mov.f32 %f1, 0fFF800000;
+  mov.u32 %r2, 0;
+L_top:
+  ld.global.f32 %f2, [%rd5];
+  max.f32 %f3, %f1, %f2;
+  setp.eq.f32 %p2, %f1, %f2;
+  and.b32 %f4, %f1, %f2;
+  selp.f32 %f3, %f4, %f3, %p2;
+  setp.nan.f32 %p3, %f1, %f2;
+  add.rn.f32 %f5, %f1, %f2;
+  selp.f32 %f1, %f5, %f3, %p3;
+  add.s64 %rd5, %rd5, 4;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.f32 [%rd3], %f1;
+""")
+  data = np.resize(np.concatenate([SPECIAL, RNG.standard_normal(100).astype(np.float32)]), 16 * 30)
+  RNG.shuffle(data)
+  a, b, taken = both(monkeypatch, src, 16, data, 30)
+  assert taken == 1 and a.tobytes() == b.tobytes()
+  x = data.reshape(16, 30)
+  assert np.isnan(a[np.isnan(x).any(axis=1)]).all() and np.array_equal(a[~np.isnan(x).any(axis=1)], x[~np.isnan(x).any(axis=1)].max(axis=1))
