@@ -3,10 +3,13 @@
 1. The tensor programs of bench/bench_tensor.py on PYTHON (CPU target), PYTHON with EMULATE=CUDA (the very programs NV
    runs: NV's target is CUDA) and NV: everything a user pays per call, scheduling, launches through GPFIFO + QMD, copies
    through the copy engine, the copy back to numpy. The mock's overhead is NV over PYTHON-EMULATE=CUDA.
-   The PTX column (NV only, when nvcc is on PATH): the same programs on a second mock NV ("NV:1") built with NV_CODE=nvcc, i.e.
-   the CUDA renderer's source compiled by nvcc to PTX and run by the mock's PTX executor; nvcc's compile time is its own line.
-   "PTX generic" runs the same with the executor's pre-decoded steps off (every instruction through its family handler of
-   the table, emulators/nv/ptx/fast.py `enabled`): the executor before and after pre-decoding, side by side.
+   For NV the "NV" column is the default code path (NV_CODE=ptx: refgrad's PTX renderer run by the mock's PTX executor).
+   The nvcc columns (when nvcc is on PATH): the same programs on a second mock NV ("NV:1") built with NV_CODE=nvcc, i.e.
+   the CUDA renderer's source compiled by nvcc to PTX and run by the PTX executor; nvcc's compile time is its own line.
+   "nvcc generic" runs the same with the executor's pre-decoded steps (and the loops run as arrays) off: every instruction
+   through its family handler of the table (emulators/nv/ptx/fast.py `enabled`), side by side.
+   --cpu-time measures CPU time of the process (all threads) instead of wall time: on a loaded shared machine wall times
+   swing with the load, CPU time much less.
 2. Launches per second of a tiny kernel through the full command path: kernel arguments, a QMD, a pushbuffer segment, a
    GP entry and a doorbell per launch, then the mock decoding and running them (enqueue rate and end to end).
 """
@@ -77,7 +80,9 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   ap = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
   ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
+  ap.add_argument("--cpu-time", action="store_true", help="CPU time of the process (all threads) instead of wall time")
   args = ap.parse_args()
+  if args.cpu_time: time.perf_counter = time.process_time   # type: ignore[assignment]   (bench_tensor.bench and the launch loop read it)
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
   from rich.table import Table
@@ -85,7 +90,7 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
   ptx = gpu == "NV" and shutil.which("nvcc") is not None
   cols = ["program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"]
-  if ptx: cols += ["PTX generic ms", "generic / PYTHON-CUDA", "PTX ms", "PTX / PYTHON-CUDA"]
+  if ptx: cols += ["nvcc generic ms", "generic / PYTHON-CUDA", "nvcc ms", "nvcc / PYTHON-CUDA"]
   for c in cols: t.add_column(c, justify="right" if c != "program" else "left")
   for name, (prog, shapes) in PROGRAMS.items():
     with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, gpu, args.reps)
@@ -108,9 +113,9 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
     t.add_row(dev, f"{enq:,.0f}", f"{tot:,.0f}")
   if ptx:
     with nv_code("nvcc"), predecoded(False): enq, tot = launches_per_second("NV:1", args.launches)
-    t.add_row("NV PTX generic (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
+    t.add_row("NV nvcc generic (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
     with nv_code("nvcc"): enq, tot = launches_per_second("NV:1", args.launches)
-    t.add_row("NV PTX (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
+    t.add_row("NV nvcc (NV:1, NV_CODE=nvcc)", f"{enq:,.0f}", f"{tot:,.0f}")
   con.print(t)
 
 

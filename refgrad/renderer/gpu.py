@@ -52,6 +52,7 @@ from refgrad.renderer import Renderer
 from refgrad.renderer.cstyle import CStyleProgram
 from refgrad.target import AMD, CUDA, IDX_BLOCK_SIZE, TensorCore, launch_geometry
 from refgrad.uop.ops import Ops, UOp
+from refgrad.uop.spec import load_parts
 
 _DIM = "xyz"
 
@@ -153,8 +154,53 @@ class _GPUProgram(CStyleProgram):
     raise ValueError(f"uop {i} (WMMA {tc.name}): {self.dialect} has no tensor-core instruction for it")
 
 
+def _multiple(u: UOp, memo: dict[UOp, int]) -> int:
+  """A power of two the int value u is provably a multiple of (1 when nothing is known; wrap-around keeps it)."""
+  if u in memo: return memo[u]
+  m = 1
+  if u.op is Ops.CONST and isinstance(u.arg, int): m = (u.arg & -u.arg) if u.arg else 1 << 30
+  elif u.op is Ops.MUL: m = _multiple(u.src[0], memo) * _multiple(u.src[1], memo)
+  elif u.op is Ops.ADD: m = min(_multiple(u.src[0], memo), _multiple(u.src[1], memo))
+  elif u.op is Ops.SHL and u.src[1].op is Ops.CONST and isinstance(u.src[1].arg, int) and 0 <= u.src[1].arg < 31:
+    m = _multiple(u.src[0], memo) << u.src[1].arg
+  memo[u] = m = min(m, 1 << 30)
+  return m
+
+
+_WORD = {16: "uint4", 8: "uint2", 4: "unsigned int"}   # CUDA's aligned vector types by size: one ld/st.global.v4/.v2 of .b32
+
+
 class _CUDAProgram(_GPUProgram):
+  """Vector LOAD/STORE of a global buffer at an index provably a multiple of the lane count (the buffers' bases are
+  aligned, as refgrad's PTX renderer also assumes) copy through an aligned word type (uint4 / uint2 / unsigned int):
+  nvcc then emits one vector access instead of a byte per byte memcpy (4 ld.u8 + 3 prmt per float). Any other index keeps
+  the memcpy, which assumes no alignment. The bits are the same either way."""
   types = {**CStyleProgram.types, "bool": "bool", "half": "__half"}
+
+  def aligned_word(self, buf: UOp, idx: UOp, dt: DType) -> str | None:
+    """The word type for a vector access of dt at buf[idx], or None where alignment is not proved."""
+    base: DType = buf.dtype.base   # type: ignore[attr-defined]
+    word = _WORD.get(dt.itemsize)
+    if word is None or dt.count < 2 or base.count != 1 or buf.op is not Ops.DEFINE_GLOBAL: return None
+    if not hasattr(self, "_mult"): self._mult: dict[UOp, int] = {}
+    return word if _multiple(idx, self._mult) % dt.count == 0 else None
+
+  def load(self, i: int, u: UOp) -> str:
+    buf, idx, g, a = load_parts(u)
+    word = self.aligned_word(buf, idx, u.dtype)
+    if word is None: return super().load(i, u)
+    lhs = self.decl(u, f"ld{i}", self.ctype(u.dtype))
+    name = self.r[u]
+    copy = f"{{ {word} w_ = *(const {word}*)({self.address(buf, idx)}); memcpy(&{name}, &w_, sizeof({name})); }}"
+    if g is not None and a is not None: return f"{lhs} = {self.r[a]}; if ({self.r[g]}) {copy}"
+    return copy if u in self.kept else f"{lhs}; {copy}"
+
+  def store(self, u: UOp) -> str:
+    buf, idx, val = u.src[:3]
+    word = self.aligned_word(buf, idx, val.dtype)
+    if word is None: return super().store(u)
+    gate = f"if ({self.r[u.src[3]]}) " if len(u.src) == 4 else ""
+    return f"{gate}{{ {word} w_; memcpy(&w_, &{self.r[val]}, sizeof(w_)); *({word}*)({self.address(buf, idx)}) = w_; }}"
   memcpy = "memcpy"
   subst = _subst("__half", "__half2float", "__float2half_rn", memcpy, "__dadd_rn(a, b)", "__dsub_rn(a, b)", "__dmul_rn(a, b)")
   def includes(self) -> list[str]: return ["#include <cuda_fp16.h>"] if self.uses_half else []   # only __half needs a header

@@ -239,12 +239,16 @@ class _RawArgs:
 
 
 class NVCompiled(HCQCompiled):
-  def run_ptx(self, src: str, entry: str, args: Sequence, grid: Sequence[int] = (1, 1, 1), block: Sequence[int] = (1, 1, 1)) -> list:
+  def run_ptx(self, src: str, entry: str, args: Sequence, grid: Sequence[int] = (1, 1, 1), block: Sequence[int] = (1, 1, 1),
+              shared: int = 0) -> list:
     """Run `.entry entry` of a PTX module: arrays are copied to device buffers and passed as .u64 pointers, numpy scalars
-    packed per the .param types; returns the arrays after the launch (scalars unchanged), in order. Faults are GPUFaults."""
+    packed per the .param types; returns the arrays after the launch (scalars unchanged), in order. Faults are GPUFaults.
+    `shared`: dynamic shared memory bytes per block (extern __shared__ arrays), as the third <<<>>> argument."""
     dev = self.hcq
     assert dev is not None
-    params, shared = ptx_args.entry_signature(src, entry)
+    params, static = ptx_args.entry_signature(src, entry)
+    if shared < 0: raise ValueError(f"run_ptx: dynamic shared memory of {shared} bytes")
+    shared += static
     gs, ls = tuple(int(x) for x in grid), tuple(int(x) for x in block)
     if len(gs) != 3 or len(ls) != 3: raise ValueError(f"run_ptx: grid {grid} and block {block} must have 3 dimensions")
     alloc = HCQAllocator(dev)

@@ -401,9 +401,27 @@ def test_gated_loads_and_stores(ren: GPURenderer):
   lines = body(ren.render("gated", gated_program()))
   assert any(re.fullmatch(r"int ld\d+ = alu\d+ \? data0\[alu\d+\] : \(-5\);", ln) for ln in lines), lines
   assert any(re.fullmatch(r"if \(alu\d+\) data2\[idx0\] = alu\d+;", ln) for ln in lines), lines
-  mc = "memcpy" if isinstance(ren, CUDARenderer) else "__builtin_memcpy"
+  if isinstance(ren, CUDARenderer):   # index idx * 4 (+ 256): aligned, so one uint4 access
+    assert any(re.fullmatch(r"rg_floatx4 ld(\d+) = vec\d+; if \(alu\d+\) \{ uint4 w_ = \*\(const uint4\*\)\(data3 \+ alu\d+\); "
+                            r"memcpy\(&ld\1, &w_, sizeof\(ld\1\)\); \}", ln) for ln in lines), lines
+    assert any(re.fullmatch(r"if \(alu\d+\) \{ uint4 w_; memcpy\(&w_, &ld\d+, sizeof\(w_\)\); \*\(uint4\*\)\(data4 \+ alu\d+\) = w_; \}", ln)
+               for ln in lines), lines
+    return
+  mc = "__builtin_memcpy"
   assert any(re.fullmatch(rf"rg_floatx4 ld(\d+) = vec\d+; if \(alu\d+\) {mc}\(&ld\1, data3 \+ alu\d+, sizeof\(ld\1\)\);", ln) for ln in lines), lines
   assert any(re.fullmatch(rf"if \(alu\d+\) {mc}\(data4 \+ alu\d+, &ld\d+, sizeof\(ld\d+\)\);", ln) for ln in lines), lines
+
+
+def test_cuda_vector_access_without_proven_alignment_keeps_memcpy():
+  """An index not provably a multiple of the lane count (idx * 4 + 2) may be unaligned: the byte-wise memcpy stays."""
+  f4 = F.vec(4)
+  idx = UOp.special("idx0", 16)
+  gv, gout = UOp.define_global(0, F, 4 * 16 + 2), UOp.define_global(1, F)
+  v = gv.load(idx * 4 + 2, dtype=f4)
+  lines = body(CUDARenderer().render("unal", lin(gout.store(idx * 4 + 2, v), gout.store(idx * 4 + 128, v))))
+  assert any(re.fullmatch(r"rg_floatx4 ld(\d+); memcpy\(&ld\1, data0 \+ alu\d+, sizeof\(ld\1\)\);", ln) for ln in lines), lines
+  assert any(re.fullmatch(r"memcpy\(data1 \+ alu\d+, &ld\d+, sizeof\(ld\d+\)\);", ln) for ln in lines), lines
+  assert any(re.fullmatch(r"\{ uint4 w_; memcpy\(&w_, &ld\d+, sizeof\(w_\)\); \*\(uint4\*\)\(data1 \+ alu\d+\) = w_; \}", ln) for ln in lines), lines
 
 @pytest.mark.parametrize("ren", RENDERERS, ids=RIDS)
 def test_vectors_are_structs_of_arrays(ren: GPURenderer):
@@ -413,7 +431,9 @@ def test_vectors_are_structs_of_arrays(ren: GPURenderer):
   assert re.search(r"float gep\d+ = alu\d+\.v\[2\];", src)
   assert re.search(r"rg_floatx4 alu\d+ = rg_floatx4\{\{fmaf\(ld\d+\.v\[0\], ld\d+\.v\[0\], vec\d+\.v\[0\]\), ", src)
   assert re.search(r"(memcpy|__builtin_memcpy)\(data14 \+ \(long long\)idx0 \* 4, &alu\d+, sizeof\(alu\d+\)\);", src), "float4 elements"
-  assert re.search(r"(memcpy|__builtin_memcpy)\(&ld\d+, data0 \+ alu\d+, sizeof\(ld\d+\)\);", src), "4 floats of a float buffer"
+  if isinstance(ren, CUDARenderer):   # at a multiple of 4: one aligned uint4 load
+    assert re.search(r"\{ uint4 w_ = \*\(const uint4\*\)\(data0 \+ alu\d+\); memcpy\(&ld\d+, &w_, sizeof\(ld\d+\)\); \}", src), "4 floats"
+  else: assert re.search(r"__builtin_memcpy\(&ld\d+, data0 \+ alu\d+, sizeof\(ld\d+\)\);", src), "4 floats of a float buffer"
   src2 = ren.render("vacc", vector_acc_program())
   assert re.search(r"rg_floatx4 acc\d+ = vec\d+;", src2) and re.search(r"memcpy\(data1 \+ \(long long\)0 \* 4, &acc\d+, sizeof\(acc\d+\)\);", src2)
 
@@ -533,6 +553,8 @@ _SHIM = r"""
 struct rg_dim3 { unsigned int x, y, z; };
 static rg_dim3 blockIdx, threadIdx, blockDim, gridDim;
 typedef _Float16 __half;
+struct alignas(16) uint4 { unsigned int x, y, z, w; };   // CUDA's aligned vector types (the renderer's aligned vector access)
+struct alignas(8) uint2 { unsigned int x, y; };
 template <typename T, typename F> static inline T rg_pun(F f) { T t; std::memcpy(&t, &f, sizeof(T)); return t; }
 static inline unsigned int __float_as_uint(float f) { return rg_pun<unsigned int>(f); }
 static inline float __uint_as_float(unsigned int u) { return rg_pun<float>(u); }

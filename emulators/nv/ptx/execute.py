@@ -88,6 +88,7 @@ class Launch:
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
     self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
+    self.cp_async: Any = None   # cp.async copies not completed yet (emulators/nv/ptx/cpasync.py)
 
   # ---- operands ---------------------------------------------------------------------------------------------------
   def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
@@ -294,8 +295,9 @@ class Launch:
     lanes = np.repeat(self.sel, w)
     b = ix.reshape(-1)
     wr, rd = writer[b], reader[b]
-    bad = (wr >= 0) & (wr != lanes)
-    if write: bad |= (rd != -1) & (rd != lanes)
+    mine = -10 - lanes // 32   # a byte a warp synced (bar.warp.sync) with its own accesses: ordered for that warp's lanes
+    bad = ((wr >= 0) & (wr != lanes)) | ((wr <= -10) & (wr != mine))
+    if write: bad |= (rd != -1) & (rd != lanes) & (rd != mine)
     order = np.argsort(b, kind="stable")
     bs, ls = b[order], lanes[order]
     dup = (bs[1:] == bs[:-1]) & (ls[1:] != ls[:-1])
@@ -305,15 +307,26 @@ class Launch:
                      f"{int(bs[k]) % self.shared.shape[1]} in the same instruction", self.ins)
     if bad.any():
       k = int(np.flatnonzero(bad)[0])
-      other = int(wr[k]) if wr[k] >= 0 and wr[k] != lanes[k] else int(rd[k])
-      who = self.lane_name(other) if other >= 0 else "other threads"
+      wrote = bool(wr[k] >= 0 and wr[k] != lanes[k]) or bool(wr[k] <= -10 and wr[k] != mine[k])
+      other = int(wr[k]) if wrote else int(rd[k])
+      who = self.lane_name(other) if other >= 0 else f"the threads of warp {-other - 10} (synced among themselves)" if other <= -10 else "other threads"
       raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
-                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wr[k] >= 0 and wr[k] != lanes[k] else 'read'} since the last barrier",
-                     self.ins)
+                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wrote else 'read'} since the last barrier", self.ins)
     if write: writer[b] = lanes
     else:
-      reader[b] = np.where(rd == -1, lanes, np.where(rd == lanes, rd, -2))
+      reader[b] = np.where((rd == -1) | (rd == mine), lanes, np.where(rd == lanes, rd, -2))
       if dup.any(): reader[bs[1:][dup]] = -2
+
+  def warp_synced(self, lanes: np.ndarray) -> None:
+    """bar.warp.sync of `lanes`: the shared bytes they last wrote or read become their warp's (-10 - warp)."""
+    if self.race is None or not lanes.size: return
+    n = self.shared.shape[1]
+    for w in np.unique(lanes // 32):
+      members = lanes[lanes // 32 == w]
+      c = int(self.cta[members[0]])
+      for a in self.race:
+        part = a[c * n:(c + 1) * n]
+        part[np.isin(part, members)] = -10 - w
 
   def race_reset(self, cta: int) -> None:
     if self.race is None: return
@@ -378,6 +391,15 @@ class Launch:
     k = w if w in (1, 2, 4, 8) else 0
     if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
     off = off.view(np.intp)   # take/put with intp indices (uint64 ones are converted on every call); offsets < 2**63
+    if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not (al := int(np.bitwise_or.reduce(off))) & 7:
+      # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): one 16-byte row per lane, else w / 8 eight-byte elements
+      if w == 16 and not al & 15:
+        v = mem.get(16)
+        if v is None: v = mem[16] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2)
+        return v.take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
+      v = mem.get(8)
+      if v is None: v = mem[8] = r.mem.data[:r.mem.data.size // 8 * 8].view(np.uint64)
+      return v[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
     if k:
       v = mem.get(k)
       if v is None: v = mem[k] = r.mem.data[:r.mem.data.size // k * k].view(S.UINT[k])
@@ -389,6 +411,10 @@ class Launch:
       return out, (None if ok.all() else ok)
     data, d = st
     if k: v[e] = np.ascontiguousarray(data).view(S.UINT[k]).reshape(-1)
+    elif w == 16 and not int(np.bitwise_or.reduce(off)) & 15:   # an aligned st.v4 of 32-bit values: one 16-byte row per lane
+      v = mem.get(16)
+      if v is None: v = mem[16] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2)
+      v[off >> 4] = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
       if not k: e, k1 = (off[:, None] + np.arange(w)).reshape(-1), 1
@@ -496,3 +522,18 @@ def to_bytes(v: np.ndarray, w: int) -> np.ndarray:
 def from_bytes(b: np.ndarray, t: str) -> np.ndarray:
   return np.ascontiguousarray(b).view(S.NP[t] if t != "bf16" else np.uint16).reshape(-1)
 
+
+def warp_check(L: Launch, ins: Instr, mask: np.ndarray) -> None:
+  """In checked mode the member mask must name exactly the active lanes of each warp executing it... at least include
+  the executing lane, and every named lane must be executing."""
+  if not L.checked: return
+  lane = L.sel % 32
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, L.sel // 32, np.uint64(1) << lane.astype(np.uint64))
+  m = mask.astype(np.uint64)
+  bad = ((m >> lane.astype(np.uint64)) & np.uint64(1)) == 0
+  bad |= (m & ~act[L.sel // 32]) != 0
+  if bad.any():
+    i = int(np.flatnonzero(bad)[0])
+    raise PTXFault("compute", f"{ins.op} member mask 0x{int(m[i]):08x} does not match the active lanes 0x{int(act[L.sel[i] // 32]):08x} of "
+                   f"{L.thread(i)}'s warp", ins)

@@ -86,7 +86,10 @@ def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndar
   else:
     ut = S.UINT[w]
     def tob(v: np.ndarray) -> np.ndarray: return v.view(ut).astype(np.uint64)
-  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None: L.put_bits(name, tob(v), d)
+  if rw != w: return lambda L, v, d: L.put_bits(name, tob(v), d)
+  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None:   # the typed values too: the next reader of that type skips a conversion
+    if v.dtype.itemsize == w and v.size == L.n: L.put_typed(name, tob(v), v, d)
+    else: L.put_bits(name, tob(v), d)
   return put
 
 
@@ -206,10 +209,12 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
   d, s = ins.args
   if t == "pred" or d.kind != "reg" or e.regs.get(d.value) in (None, "pred") or TYPES.get(t, 16) > 8 or TYPES[e.regs[d.value]] != TYPES[t]: return None
   name, w = d.value, TYPES[t]
-  if s.kind == "fimm":
-    f = _fimm_bits(s, t) if S.is_float(t) else None
-    if f is None: return None
-    c = f(None)[0]   # type: ignore[arg-type]
+  if s.kind == "fimm":   # a float literal: converted to a float type, its own bits for a .b type of its width
+    if t[0] == "b" and s.value[1] == w: c = np.uint64(s.value[0])
+    else:
+      f = _fimm_bits(s, t) if S.is_float(t) else None
+      if f is None: return None
+      c = f(None)[0]   # type: ignore[arg-type]
     return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
   if s.kind == "imm":
     c = np.uint64(s.value & ((1 << (8 * w)) - 1))
@@ -250,11 +255,12 @@ def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
     if put is None or any(f is None for f in fs) or ins.args[1].kind != "reg": return None
     if name == "fma":
       def op(v: list[np.ndarray]) -> np.ndarray: return S.ffma(*np.broadcast_arrays(*v), "rn")
-    else: op = {"add": lambda v: v[0] + v[1], "sub": lambda v: v[0] - v[1], "mul": lambda v: v[0] * v[1],
+    # sub is a + (-b), as the family handler computes it: the same NaN (a NaN b comes out with its sign flipped)
+    else: op = {"add": lambda v: v[0] + v[1], "sub": lambda v: v[0] + -v[1], "mul": lambda v: v[0] * v[1],
                 "neg": lambda v: -v[0], "abs": lambda v: np.abs(v[0])}[name]
     if nsrc == 2 and e.regs[ins.args[0].value] in ("f32", "b32", "u32", "s32"):   # the common shape, with fewer calls
       fa, fb, name_ = fs[0], fs[1], ins.args[0].value
-      op2 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[name]
+      op2 = {"add": np.add, "sub": lambda a, b: a + -b, "mul": np.multiply}[name]
       def step2(L: Launch) -> None:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]
@@ -307,8 +313,25 @@ def _selp(ins: Instr, e: Entry) -> Step | None:
   return step
 
 
+def _mul_wide(ins: Instr, e: Entry) -> Step | None:
+  """mul.wide.{s,u}{16,32}: the full product in the doubled width (a register or immediate second operand)."""
+  if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[1].kind != "reg" or set(ins.mods) != {"wide", ins.types[0]}: return None
+  t = ins.types[0]
+  if t not in ("s16", "u16", "s32", "u32"): return None
+  wt = t[0] + str(2 * int(t[1:]))
+  fa, fb, put = _typed_fetch(ins.args[1], t), _typed_fetch(ins.args[2], t), _dest(ins, e, ins.args[0], wt)
+  if fa is None or fb is None or put is None: return None
+  dt = S.NP[wt]
+  def step(L: Launch) -> None:
+    a, da = fa(L)
+    b, db = fb(L)
+    put(L, a.astype(dt) * b.astype(dt), _and(da, db))
+  return step
+
+
 def _int_or_f32(op: str) -> Callable[[Instr, Entry], Step | None]:
   i, f = _int_binary({"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}[op]), _f32(op)
+  if op == "mul": return lambda ins, e: f(ins, e) if ins.types == ("f32",) else _mul_wide(ins, e) if ins.has("wide") else i(ins, e)
   return lambda ins, e: f(ins, e) if ins.types == ("f32",) else i(ins, e)
 
 

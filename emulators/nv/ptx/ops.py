@@ -7,10 +7,13 @@ from collections.abc import Callable
 import numpy as np
 
 from emulators.nv.ptx import semantics as S
+from emulators.nv.ptx.cpasync import cp
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
+from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
+from emulators.nv.ptx.wmma import ldmatrix, wmma
 from refgrad.dtype import dtypes
-from refgrad.uop.semantics import wmma
+from refgrad.uop.semantics import wmma as wmma_arith
 
 ROUNDS = ("rn", "rz", "rm", "rp")
 IROUNDS = ("rni", "rzi", "rmi", "rpi")
@@ -533,22 +536,6 @@ def _atom(L: Launch, ins: Instr) -> None:
 
 
 # ---- warp-level ----------------------------------------------------------------------------------------------------
-def _warp_check(L: Launch, ins: Instr, mask: np.ndarray) -> None:
-  """In checked mode the member mask must name exactly the active lanes of each warp executing it... at least include
-  the executing lane, and every named lane must be executing."""
-  if not L.checked: return
-  lane = L.sel % 32
-  act = np.zeros(L.n // 32, np.uint64)
-  np.bitwise_or.at(act, L.sel // 32, np.uint64(1) << lane.astype(np.uint64))
-  m = mask.astype(np.uint64)
-  bad = ((m >> lane.astype(np.uint64)) & np.uint64(1)) == 0
-  bad |= (m & ~act[L.sel // 32]) != 0
-  if bad.any():
-    i = int(np.flatnonzero(bad)[0])
-    raise PTXFault("compute", f"{ins.op} member mask 0x{int(m[i]):08x} does not match the active lanes 0x{int(act[L.sel[i] // 32]):08x} of "
-                   f"{L.thread(i)}'s warp", ins)
-
-
 def _shfl(L: Launch, ins: Instr) -> None:
   mode = next(m for m in ins.mods if m in ("up", "down", "bfly", "idx"))
   dst = ins.args[0]
@@ -644,16 +631,34 @@ def _redux(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], "u32", (acc[warp] & 0xFFFFFFFF).astype(np.uint32))
 
 
+def _mma_layout(shape: str, w: int) -> tuple[int, int, Callable, Callable] | None:
+  """(K, elements per 32-bit register, A (i) -> (row, col) arrays over the lanes, B (i) -> (row, col)) of mma.sync shape
+  with w-byte A/B elements (PTX ISA 9.0 §9.7.14.5.8 fragment layouts; groupID g = laneid >> 2, t = laneid % 4)."""
+  g, t = np.arange(32) >> 2, np.arange(32) % 4
+  if w == 2 and shape == "m16n8k16":
+    return 16, 2, (lambda i: (g + 8 * (i in (2, 3, 6, 7)), 2 * t + (i & 1) + 8 * (i >= 4))), (lambda i: (2 * t + (i & 1) + 8 * (i >= 2), g))
+  if w == 2 and shape == "m16n8k8":
+    return 8, 2, (lambda i: (g + 8 * (i >= 2), 2 * t + (i & 1))), (lambda i: (2 * t + i, g))
+  if w == 1 and shape == "m16n8k16":
+    return 16, 4, (lambda i: (g + 8 * (i >= 4), 4 * t + (i & 3))), (lambda i: (4 * t + i, g))
+  if w == 1 and shape == "m16n8k32":
+    return 32, 4, (lambda i: (g + 8 * ((i // 4) % 2), 4 * t + (i & 3) + 16 * (i >= 8))), (lambda i: (4 * t + (i & 3) + 16 * (i >= 4), g))
+  return None
+
+
 def _mma(L: Launch, ins: Instr) -> None:
-  """mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (PTX ISA 9.0 §9.7.14.5.8 fragment layouts): per warp,
-  A 16x16 from 4 .b32 registers, B 16x8 from 2, C/D 16x8 f32 from 4. groupID = laneid >> 2, t = laneid % 4:
-  a0..a7 = A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b0..b3 = B[2t..2t+1][g], B[2t+8..2t+9][g];
-  c0..c3 = C[g][2t..2t+1], C[g+8][2t..2t+1]. Arithmetic: refgrad's semantics.wmma (in-order k, exact products, one
-  rounding per add); real tensor cores round differently."""
-  shape = next((m for m in ins.mods if m.startswith("m")), "")
-  if shape != "m16n8k16" or not ins.has("row") or ins.types[0] != "f32" or ins.types[-1] != "f32" or ins.types[1] not in ("f16", "bf16"):
-    raise PTXFault("compute", f"mma.{'.'.join(ins.mods)} is not supported (only m16n8k16.row.col f32 += f16/bf16)", ins)
-  ab = ins.types[1]
+  """mma.sync.aligned.{m16n8k16, m16n8k8}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 and .{m16n8k16, m16n8k32}.row.col.s32.{s8,u8}.{s8,u8}.s32
+  {.satfinite} (PTX ISA 9.0 §9.7.14.5.8 fragment layouts, table _mma_layout): per warp, A 16xK, B Kx8 and C/D 16x8 with
+  c0..c3 = C[g][2t..2t+1], C[g+8][2t..2t+1]. Float arithmetic: refgrad's semantics.wmma (in-order k, exact products,
+  one rounding per add; real tensor cores round differently); integer: exact, then 32 bits (wrapping; .satfinite clamps)."""
+  shape = next((m for m in ins.mods if m.startswith("m") and "n" in m), "")
+  ta = ins.types[1] if len(ins.types) == 4 else ""
+  w = {"f16": 2, "bf16": 2, "s8": 1, "u8": 1}.get(ta, 0)
+  lay = _mma_layout(shape, w) if w and ins.has("row") and ins.has("col") and ins.types[0] == ins.types[3] == ("f32" if w == 2 else "s32") else None
+  if lay is None or (w == 1 and ins.types[2] not in ("s8", "u8")) or (w == 2 and ins.types[2] != ta) or (ins.has("satfinite") and w == 2):
+    raise PTXFault("compute", f"mma.{'.'.join(ins.mods)} is not supported (m16n8k16/m16n8k8 .row.col f32 += f16/bf16; "
+                   "m16n8k16/m16n8k32 .row.col s32 += s8/u8)", ins)
+  K, per, a_at, b_at = lay
   d, a, b, c = ins.args[:4]
   mask = np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
   _warp_check(L, ins, mask)
@@ -662,27 +667,35 @@ def _mma(L: Launch, ins: Instr) -> None:
   lane = (L.sel % 32).reshape(nw, 32)
   if not (lane == np.arange(32)).all(): raise PTXFault("compute", "mma.sync needs whole warps in lane order", ins)
   g, t = np.arange(32) >> 2, np.arange(32) % 4
-  def halves(regs) -> np.ndarray:   # (nw, 32, 2 * len(regs)) of 16-bit values
+  ut = np.uint16 if w == 2 else np.uint8
+  def elems(regs) -> np.ndarray:   # (nw, 32, per * len(regs)) of w-byte values, the low part of each register first
     out = []
     for o in regs:
       v = L.get(o, "b32").reshape(nw, 32)
-      out += [(v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)]
+      out += [((v >> np.uint32(8 * w * j)) & np.uint32((1 << (8 * w)) - 1)).astype(ut) for j in range(per)]
     return np.stack(out, -1)
-  ah, bh = halves(a.value), halves(b.value)
-  cv = np.stack([L.get(o, "f32").reshape(nw, 32) for o in c.value], -1)
-  A = np.zeros((nw, 16, 16), np.uint16)
-  B = np.zeros((nw, 16, 8), np.uint16)
-  C = np.zeros((nw, 16, 8), np.float32)
-  for i in range(8):
-    row = g + (8 if i in (2, 3, 6, 7) else 0)
-    col = 2 * t + (i & 1) + (8 if i >= 4 else 0)
-    A[:, row, col] = ah[:, :, i]
-  for i in range(4): B[:, 2 * t + (i & 1) + (8 if i >= 2 else 0), g] = bh[:, :, i]
+  ae, be = elems(a.value), elems(b.value)
+  A, B = np.zeros((nw, 16, K), ut), np.zeros((nw, K, 8), ut)
+  for i in range(ae.shape[-1]):
+    r, cc = a_at(i)
+    A[:, r, cc] = ae[:, :, i]
+  for i in range(be.shape[-1]):
+    r, cc = b_at(i)
+    B[:, r, cc] = be[:, :, i]
+  ct = "f32" if w == 2 else "s32"
+  cv = np.stack([L.get(o, ct).reshape(nw, 32) for o in c.value], -1)
+  C = np.zeros((nw, 16, 8), cv.dtype)
   for i in range(4): C[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)] = cv[:, :, i]
-  Av = A.view(np.float16) if ab == "f16" else A
-  Bv = B.view(np.float16) if ab == "f16" else B
-  D = wmma(Av, Bv, C, dtypes.float16 if ab == "f16" else dtypes.bfloat16)
-  for i, o in enumerate(d.value): L.put(o, "f32", D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
+  if w == 2:
+    Av, Bv = (A.view(np.float16), B.view(np.float16)) if ta == "f16" else (A, B)
+    D = wmma_arith(Av, Bv, C, dtypes.float16 if ta == "f16" else dtypes.bfloat16)
+  else:
+    Ai = (A.view(np.int8) if ta == "s8" else A).astype(np.int64)
+    Bi = (B.view(np.int8) if ins.types[2] == "s8" else B).astype(np.int64)
+    D64 = C.astype(np.int64) + np.einsum("wik,wkj->wij", Ai, Bi)   # |products| <= 2**16, at most 32 terms: exact
+    D64 = np.clip(D64, -2**31, 2**31 - 1) if ins.has("satfinite") else D64 & 0xFFFFFFFF
+    D = D64.astype(np.uint32).view(np.int32)
+  for i, o in enumerate(d.value): L.put(o, ct, D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
 
 
 def _dp(L: Launch, ins: Instr) -> None:
@@ -713,7 +726,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
-  "mma": _mma, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 TYPES = {"s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "b8": 1, "b16": 2, "b32": 4, "b64": 8, "b128": 16,
          "f16": 2, "f16x2": 4, "bf16": 2, "bf16x2": 4, "f32": 4, "f64": 8, "pred": 1, "tf32": 4, "e4m3x2": 2, "e5m2x2": 2}
 LINE_DIRECTIVES = (".version", ".target", ".address_size", ".loc", ".file")
-WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "bar", "barrier")
+WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "wmma", "ldmatrix", "bar", "barrier")
 SPACES = ("global", "shared", "local", "param", "const")
 IGNORED_DIRECTIVES = (".loc", ".file", ".section", ".pragma", ".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".noreturn",
                       ".explicitcluster", ".maxclusterrank", ".reqnctapercluster")
@@ -76,6 +76,8 @@ class Entry:
   globals: dict[str, Var] = field(default_factory=dict)   # the module's .global/.const variables (GLOBAL_WINDOW + offset)
   globals_bytes: int = 0
   warp_ops: bool = False     # uses warp-level instructions (shfl vote activemask match redux mma) or %laneid/%lanemask
+  rets: list[Var] = field(default_factory=list)   # a .func's return parameters
+  call_params: set[str] = field(default_factory=set)   # .param variables declared in the body (call arguments / results): per-thread .local
   steps: tuple | None = None  # the pre-decoded closures (emulators/nv/ptx/fast.py) and scheduler tables, built on the first launch
 
 
@@ -167,7 +169,7 @@ def _operand(s: str, ln: int, text: str) -> Operand:
 
 
 def _rename(o: Operand, ren: dict[str, str]) -> Operand:
-  if o.kind == "reg": return Operand("reg", ren.get(o.value, o.value), o.offset)  # type: ignore[arg-type]
+  if o.kind in ("reg", "sym"): return Operand(o.kind, ren.get(o.value, o.value), o.offset)  # type: ignore[arg-type]
   if o.kind in ("vec", "pair"): return Operand(o.kind, tuple(_rename(x, ren) for x in o.value), o.offset)  # type: ignore[union-attr]
   if o.kind in ("addr", "not"): return Operand(o.kind, _rename(o.value, ren), o.offset)  # type: ignore[arg-type]
   return o
@@ -242,6 +244,86 @@ def _instr(stmt: str, ln: int, raw: str) -> Instr:
   return Instr(op, mods, types, args, pred, neg, ln, raw)
 
 
+_CALL = re.compile(r"call(?:\.uni)?\s+(?:\(\s*([^()]*?)\s*\)\s*,\s*)?([$\w]+)\s*(?:,\s*\(\s*([^()]*?)\s*\))?\s*$", re.S)
+
+
+def _call(stmt: str, ln: int, raw: str) -> Instr:
+  """call{.uni} (results), func, (arguments): args = (func name, results vec, arguments vec), each a .param variable."""
+  pred, neg = None, False
+  if stmt.startswith("@"):
+    m = re.match(r"@(!?)(%[\w]+)\s+", stmt)
+    if not m: raise PTXError(ln, raw, "a malformed guard predicate")
+    neg, pred, stmt = m.group(1) == "!", m.group(2), stmt[m.end():]
+  m = _CALL.fullmatch(stmt.strip())
+  if not m: raise PTXError(ln, raw, "call form not supported (only direct calls `call (results), func, (params)`; no function pointers or prototypes)")
+  def names(x: str | None) -> tuple[Operand, ...]:
+    out = tuple(_operand(a, ln, raw) for a in (x or "").split(",") if a.strip())
+    if any(o.kind != "sym" for o in out): raise PTXError(ln, raw, "call arguments must be .param variables")
+    return out
+  mods = tuple(stmt.split(None, 1)[0].split(".")[1:])
+  return Instr("call", mods, (), (Operand("sym", m.group(2)), Operand("vec", names(m.group(1))), Operand("vec", names(m.group(3)))), pred, neg, ln, raw)
+
+
+def _inline_calls(e: Entry, entries: dict[str, Entry], stack: list[str]) -> None:
+  """Replace every `call` of e by the callee's body (PTX ISA §9.7.12.2: by-value .param arguments and results): the
+  callee's registers, labels and .local/.param variables get names of their own per call site; its parameters and
+  results name the caller's argument and result variables; `ret` jumps to the instruction after the call."""
+  out: list[Instr] = []
+  labels_at: dict[int, list[str]] = {}
+  for lab, at in e.labels.items(): labels_at.setdefault(at, []).append(lab)
+  new_labels: dict[str, int] = {}
+  for idx, ins in enumerate(e.instrs):
+    for lab in labels_at.get(idx, []): new_labels[lab] = len(out)
+    if ins.op != "call":
+      out.append(ins)
+      continue
+    name = str(ins.args[0].value)
+    f = entries.get(name)
+    if f is None or f.is_entry: raise PTXError(ins.line, ins.text, f"call of {name}, which is not a .func of this module")
+    if not f.instrs: raise PTXError(ins.line, ins.text, f"call of {name}, which has no body here (extern functions are not emulated)")
+    if name in stack: raise PTXError(ins.line, ins.text, f"recursive call of {name} ({' -> '.join(stack)}) is not supported")
+    if ins.pred is not None: raise PTXError(ins.line, ins.text, "a guarded call is not supported")
+    if any(i.op == "call" for i in f.instrs): _inline_calls(f, entries, [*stack, name])
+    rets, argv = ins.args[1].value, ins.args[2].value
+    if len(argv) != len(f.params) or len(rets) != len(f.rets):  # type: ignore[arg-type]
+      raise PTXError(ins.line, ins.text, f"call of {name} with {len(argv)} arguments and {len(rets)} results; it takes "  # type: ignore[arg-type]
+                     f"{len(f.params)} and {len(f.rets)}")
+    tag = f"@{ins.line}.{idx}"
+    ren = {r: r + tag for r in f.regs}
+    for r, t in f.regs.items(): e.regs[r + tag] = t
+    for v in f.local.values():   # the callee's own .local / call variables, after the caller's
+      e.local_bytes = -(-e.local_bytes // v.align) * v.align
+      e.local[v.name + tag] = Var(v.name + tag, "local", v.type, v.size, v.align, e.local_bytes)
+      e.local_bytes += v.size
+      ren[v.name] = v.name + tag
+      if v.name in f.call_params: e.call_params.add(v.name + tag)
+    if f.shared: raise PTXError(ins.line, ins.text, f"{name} declares .shared variables: not supported in a called function")
+    for p, a in zip([*f.params, *f.rets], [*argv, *rets]): ren[p.name] = str(a.value)  # type: ignore[union-attr]
+    end = f"$ret{tag}"
+    flab = {lab: lab + tag for lab in f.labels}
+    flabels_at: dict[int, list[str]] = {}
+    for lab, at in f.labels.items(): flabels_at.setdefault(at, []).append(lab)
+    for j, x in enumerate(f.instrs):
+      for lab in flabels_at.get(j, []): new_labels[flab[lab]] = len(out)
+      args = tuple(_rename(a, {**ren, **flab}) for a in x.args)
+      pred = ren.get(x.pred, x.pred) if x.pred is not None else None
+      if x.op == "ret": out.append(Instr("bra", ("uni",), (), (Operand("sym", end),), pred, x.pred_neg, x.line, x.text))
+      else: out.append(Instr(x.op, x.mods, x.types, args, pred, x.pred_neg, x.line, x.text))
+    for lab in flabels_at.get(len(f.instrs), []): new_labels[flab[lab]] = len(out)
+    new_labels[end] = len(out)
+  for lab in labels_at.get(len(e.instrs), []): new_labels[lab] = len(out)
+  e.instrs, e.labels = out, new_labels
+
+
+def _param_to_local(e: Entry) -> None:
+  """ld.param / st.param of call variables (and a .func's own parameters, when it runs inlined) address .local storage."""
+  for k, ins in enumerate(e.instrs):
+    if ins.op in ("ld", "st") and "param" in ins.mods:
+      a = ins.args[0] if ins.op == "st" else ins.args[1] if len(ins.args) > 1 else None
+      if a is not None and a.kind == "addr" and a.value.kind == "sym" and a.value.value in e.call_params:  # type: ignore[union-attr]
+        e.instrs[k] = Instr(ins.op, tuple("local" if m == "param" else m for m in ins.mods), ins.types, ins.args, ins.pred, ins.pred_neg, ins.line, ins.text)
+
+
 @functools.lru_cache(maxsize=256)
 def parse(src: str) -> Module:
   """The module of a PTX text; PTXError names the first line it cannot take."""
@@ -251,6 +333,7 @@ def parse(src: str) -> Module:
   version = target = ""
   entries: dict[str, Entry] = {}
   gvars: dict[str, Var] = {}
+  mshared: list[Var] = []
   i = 0
   cur: Entry | None = None
   depth = 0
@@ -270,9 +353,11 @@ def parse(src: str) -> Module:
       if head in IGNORED_DIRECTIVES: continue
       m = re.match(r"((?:\.visible|\.extern|\.weak)\s+)*\.(entry|func)\s+(?:\((.*?)\)\s*)?([$\w]+)\s*(?:\((.*)\))?\s*(.*)$", s, re.S)
       if m:
-        if m.group(3): raise PTXError(ln, text(ln), ".func with return values is not supported (calls are not emulated)")
         params = _parse_params(m.group(5) or "", ln, text(ln))
         e = Entry(m.group(4), params, {}, is_entry=m.group(2) == "entry")
+        if m.group(3):
+          if e.is_entry: raise PTXError(ln, text(ln), "an .entry cannot return values")
+          e.rets = _parse_params(m.group(3), ln, text(ln))
         e.param_bytes = max((p.offset + p.size for p in params), default=0)
         if i < len(stmts) and stmts[i][1] == "{":
           i += 1; cur, depth, scopes = e, 1, [{}]
@@ -282,6 +367,10 @@ def parse(src: str) -> Module:
       if head in (".global", ".const", ".shared") or (head in (".visible", ".extern") and len(s.split()) > 1):
         d = s.split(None, 1)[1] if head in (".visible", ".extern") else s
         space, typ, align, es, names, init = _decl(d, ln)
+        if space == "shared":   # module-scope (e.g. extern __shared__ arrays): in the shared space of every entry
+          if init is not None: raise PTXError(ln, text(ln), "initialized .shared variables are not supported")
+          for n, cnt in names: mshared.append(Var(n, "shared", typ, es * cnt, align))
+          continue
         if space not in ("global", "const"): raise PTXError(ln, text(ln), f"a module-scope .{space} variable is not supported")
         data = None
         if init is not None:
@@ -319,6 +408,18 @@ def parse(src: str) -> Module:
             r = scopes[-1][r]
           cur.regs[r] = typ
       continue
+    if head == ".param":   # a call's argument or result variable: per-thread storage (.local), scoped like registers
+      _, typ, align, es, names, _ = _decl(s, ln)
+      for n, cnt in names:
+        name = n
+        if depth > 1:
+          scopes[-1][n] = f"{n}#{ln}"
+          name = scopes[-1][n]
+        cur.local_bytes = -(-cur.local_bytes // align) * align
+        cur.local[name] = Var(name, "local", typ, es * max(cnt, 1), align, cur.local_bytes)
+        cur.local_bytes += es * max(cnt, 1)
+        cur.call_params.add(name)
+      continue
     if head in (".shared", ".local", ".extern") or (head == ".global"):
       d = s.split(None, 1)[1] if head == ".extern" else s
       space, typ, align, es, names, init = _decl(d, ln)
@@ -336,7 +437,7 @@ def parse(src: str) -> Module:
           cur.local_bytes += es * cnt
       continue
     if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
-    ins = _instr(s, ln, text(ln))
+    ins = _call(s, ln, text(ln)) if re.match(r"(@!?%\w+\s+)?call\b", s) else _instr(s, ln, text(ln))
     if depth > 1 and any(scopes[1:]):
       ren = {k: v for sc in scopes[1:] for k, v in sc.items()}
       ins.args = tuple(_rename(a, ren) for a in ins.args)
@@ -348,6 +449,15 @@ def parse(src: str) -> Module:
     off = -(-off // v.align) * v.align
     v.offset, off = off, off + v.size
   for e in entries.values():
+    if e.is_entry and any(i.op == "call" for i in e.instrs): _inline_calls(e, entries, [e.name])   # a .func only where called
+  for e in entries.values():
+    _param_to_local(e)
+    for v in sorted(mshared, key=lambda v: v.size == 0):   # after the function's own; extern arrays (no size) last: dynamic shared memory
+      if v.name in e.shared: continue
+      e.shared_bytes = -(-e.shared_bytes // v.align) * v.align
+      e.shared[v.name] = Var(v.name, "shared", v.type, v.size, v.align, e.shared_bytes)
+      e.shared_bytes += v.size
+      if v.size == 0: e.dynamic_shared = True
     e.globals, e.globals_bytes = gvars, off
     e.warp_ops = any(i.op in WARP_OPS or any(a.kind == "reg" and str(a.value).startswith(("%laneid", "%lanemask", "%warpid")) for a in i.args)
                      for i in e.instrs)

@@ -7,7 +7,9 @@ import numpy as np
 
 from emulators.nv.ptx import execute as X
 from emulators.nv.ptx import fast as FAST
+from emulators.nv.ptx import loops as LOOPS
 from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.fast import compile_entry
 from emulators.nv.ptx.ops import CONTROL, TABLE
 from emulators.nv.ptx.parse import Entry, Operand, PTXError
@@ -18,7 +20,6 @@ def check_supported(e: Entry) -> None:
   for ins in e.instrs:
     if ins.op not in TABLE and ins.op not in CONTROL:
       raise PTXError(ins.line, ins.text, f"instruction {ins.op!r} is not supported by the PTX emulator")
-    if ins.op == "call": raise PTXError(ins.line, ins.text, "call is not supported (function calls are not emulated)")
 
 
 def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any, shared_bytes: int, checked: bool) -> None:
@@ -38,13 +39,17 @@ def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
   if e.steps is None or e.steps[0] != FAST.enabled:
     fns = compile_entry(e)
-    # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode)
+    tops = LOOPS.plans(e) if FAST.enabled else {}
+    # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode), up to the
+    # top of a loop with a fast path (the scheduler offers the whole loop to it there)
     ends = list(range(len(fns) + 1))
     for i in range(len(fns) - 1, -1, -1):
-      if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1]
+      if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1] if i + 1 not in tops else i + 1
     e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)),
-               _uses_named_barriers(e))
-  _, fns, preds, ends, pairs, named = e.steps
+               _uses_named_barriers(e), tops)
+  _, fns, preds, ends, pairs, named, loops = e.steps
+  loops = loops if LOOPS.enabled else {}
+  failed: set[int] = set()   # loops whose fast path did not apply in this launch: stepped from now on
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
   pc, waiting = L.pc, L.waiting
   steps = 0
@@ -57,6 +62,13 @@ def _run(L: Launch) -> None:
       cur = uni
       if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
       L.clock, L.sel = steps, everyone
+      if cur in loops and cur not in failed:
+        if (k := LOOPS.run(L, loops[cur], pairs, X.MAX_STEPS - steps)) is not None:
+          steps += k
+          uni = loops[cur].back + 1
+          continue
+        failed.add(cur)
+        L.sel = everyone
       if (end := ends[cur]) > cur:
         for ins, f in pairs[cur:end]:
           L.ins, L._d = ins, None
@@ -86,6 +98,9 @@ def _run(L: Launch) -> None:
       if ins.op == "bra":
         uni = labels[ins.args[0].value]
         continue
+      if ins.op in ("ret", "exit"):   # every live lane leaves together: nobody waits at a barrier in uniform mode
+        pc[everyone] = -1
+        break
       pc[everyone], uni = cur, None   # ret / exit / barriers / trap: the per-lane scheduler
       steps -= 1
     run_ok = (pc >= 0) & ~waiting
@@ -114,6 +129,9 @@ def _run(L: Launch) -> None:
       tgt = ins.args[0].value
       pc[sel] = e.labels[tgt]
     elif op in ("ret", "exit"): pc[sel] = -1
+    elif op in ("bar", "barrier") and ins.has("warp"):   # bar.warp.sync membermask: lanes of one warp, in step here
+      _warp_sync(L, ins, sel)
+      pc[sel] = cur + 1
     elif op in ("bar", "barrier") and named:
       _named_barrier(L, ins, sel, cur)
     elif op in ("bar", "barrier"):
@@ -164,6 +182,15 @@ def _release(L: Launch, cur: int | None) -> None:
     L.race_reset(int(c))
 
 
+def _warp_sync(L: Launch, ins: Any, sel: np.ndarray) -> None:
+  """bar.warp.sync membermask (PTX ISA §9.7.13.3): the lanes executing it here are in step; in checked mode the mask must
+  name the executing lane and only lanes executing this instruction now (a member still elsewhere, or exited, would make
+  the others wait for it: reported). Shared-memory accesses of the members before it are ordered before theirs after it."""
+  mask = L.get(ins.args[0], "u32") if ins.args else np.full(sel.size, 0xFFFFFFFF, np.uint32)
+  _warp_check(L, ins, mask)
+  L.warp_synced(sel)
+
+
 NBAR = 16   # barriers per CTA (PTX ISA §9.7.13.1: bar{.cta} ids 0..15)
 
 
@@ -171,7 +198,7 @@ def _uses_named_barriers(e: Entry) -> bool:
   """bar.arrive, a thread count or a barrier id other than the constant 0: the counting model below; else every barrier
   is the whole CTA's (the model of _release, which also reports barriers reached by lanes at different instructions)."""
   for ins in e.instrs:
-    if ins.op not in ("bar", "barrier") or ins.has("red"): continue
+    if ins.op not in ("bar", "barrier") or ins.has("red") or ins.has("warp"): continue
     if ins.has("arrive") or len(ins.args) > 1 or not ins.args or ins.args[0].kind != "imm" or ins.args[0].value != 0: return True
   return False
 

@@ -79,8 +79,42 @@ def ffma(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str) -> np.ndarray:
     if a.dtype == np.float16:
       p = a.astype(np.float64) * b.astype(np.float64)
       return round_dir(add_round_to_odd(p, c.astype(np.float64)), mode, np.float16)
-    if mode != "rn": raise NotImplementedError("fma.f64 with directed rounding")
-    return fma_f64(a, b, c)
+    s = fma_f64(a, b, c)
+    if mode == "rn": return s
+    return _fma_f64_dir(a, b, c, s, mode)
+
+
+def _sum_sign(terms: list[np.ndarray]) -> np.ndarray:
+  """The sign (-1, 0, 1) of the exact sum of float64 terms: Shewchuk's grow-expansion (TwoSum, exact without overflow) makes
+  non-overlapping components; the sum has the sign of the largest nonzero one (the last nonzero, in increasing order)."""
+  comps: list[np.ndarray] = []
+  for t in terms:
+    q, nxt = t, []
+    for e in comps:
+      q, h = two_sum(q, e)
+      nxt.append(h)
+    comps = [*nxt, q]
+  sign = np.zeros(terms[0].shape)
+  for c in comps: sign = np.where(c != 0, np.sign(c), sign)   # later components are larger
+  return sign
+
+
+def _fma_f64_dir(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: np.ndarray, mode: str) -> np.ndarray:
+  """fma.{rz,rm,rp}.f64 from s = RN(a*b + c): the sign of the exact residual a*b + c - s = (p - s) + pe + c, with
+  p + pe = a*b exactly (TwoProduct), says whether s moves one ulp toward the mode's direction. Exact zero results take
+  IEEE-754's signs (§6.3: +0 but for roundTowardNegative's -0, unless both addends are zeros of one sign)."""
+  finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(s)
+  p = a * b
+  live = finite & (p != 0)
+  _check_f64_range("fma", mode, *(np.where(live, x, 0.0) for x in (a, b, c, p, s)))
+  p, pe = two_prod(a, b)
+  sign = np.where(live, _sum_sign([np.where(live, x, 0.0) for x in (-s, p, pe, c)]), 0.0)
+  r = round_f64_dir(s, sign, mode)
+  if mode == "rm":
+    pz = np.where(np.signbit(a) != np.signbit(b), -0.0, 0.0)   # the sign of a zero product
+    both_pos = ((p == 0) & ~np.signbit(pz)) & ((c == 0) & ~np.signbit(c))
+    r = np.where(finite & (r == 0) & (sign == 0), np.where(both_pos, 0.0, -0.0), r)
+  return r
 
 
 def _to_odd(q: np.ndarray, toward: np.ndarray) -> np.ndarray:

@@ -220,6 +220,76 @@ def test_mma_m16n8k16_fragment_layout(ab):
   assert r.tobytes() == expect.tobytes()
 
 
+# (shape, A/B type, A (i) -> (row, col), B (i) -> (row, col), K, A regs, B regs): the fragment tables of PTX ISA 9.0 §9.7.14.5.8
+_MMA = {
+  ("m16n8k8", "f16"): (lambda g, t, i: (g + 8 * (i >= 2), 2 * t + (i & 1)), lambda g, t, i: (2 * t + i, g), 8, 2, 1),
+  ("m16n8k16", "s8"): (lambda g, t, i: (g + 8 * (i >= 4), 4 * t + (i & 3)), lambda g, t, i: (4 * t + i, g), 16, 2, 1),
+  ("m16n8k32", "s8"): (lambda g, t, i: (g + 8 * (i in (4, 5, 6, 7, 12, 13, 14, 15)), 4 * t + (i & 3) + 16 * (i >= 8)),
+                       lambda g, t, i: (4 * t + (i & 3) + 16 * (i >= 4), g), 32, 4, 2),
+  ("m16n8k32", "u8"): (lambda g, t, i: (g + 8 * (i in (4, 5, 6, 7, 12, 13, 14, 15)), 4 * t + (i & 3) + 16 * (i >= 8)),
+                       lambda g, t, i: (4 * t + (i & 3) + 16 * (i >= 4), g), 32, 4, 2),
+}
+
+
+@pytest.mark.parametrize("shape, ab, sat", [("m16n8k8", "f16", False), ("m16n8k16", "s8", False), ("m16n8k32", "s8", False), ("m16n8k32", "u8", True)])
+def test_mma_other_shapes_fragment_layouts(shape, ab, sat):
+  """m16n8k8 f16 -> f32 and the int8 shapes -> s32: fragments packed per the ISA's tables, D from numpy (int: exact, then
+  wrapped or with .satfinite clamped) or semantics.wmma (float)."""
+  from refgrad.dtype import dtypes
+  from refgrad.uop.semantics import wmma
+  a_at, b_at, K, na, nb = _MMA[(shape, ab)]
+  rng = np.random.default_rng(6)
+  lane = np.arange(32)
+  g, t = lane >> 2, lane % 4
+  w = 2 if ab == "f16" else 1
+  if ab == "f16":
+    A, B = rng.integers(-4, 5, (16, K)).astype(np.float16), rng.integers(-4, 5, (K, 8)).astype(np.float16)
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    ua, ub = A.view(np.uint16).astype(np.uint32), B.view(np.uint16).astype(np.uint32)
+  else:
+    lo, hi = (-128, 128) if ab == "s8" else (0, 256)
+    A, B = rng.integers(lo, hi, (16, K)), rng.integers(lo, hi, (K, 8))
+    C = np.where(rng.random((16, 8)) < 0.5, 2**31 - 3000, rng.integers(-2**31, 2**31, (16, 8))).astype(np.int32)
+    ua, ub = (A & 0xFF).astype(np.uint32), (B & 0xFF).astype(np.uint32)
+  per = 4 // w
+  def pack(m, at, nregs):
+    vals = [m[at(g, t, i)] for i in range(nregs * per)]
+    return np.stack([sum(vals[r * per + j] << (8 * w * j) for j in range(per)) for r in range(nregs)], 1).astype(np.uint32)
+  af, bf = pack(ua, a_at, na), pack(ub, b_at, nb)
+  cf = np.stack([C[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1)
+  ct, dt = ("f32", np.float32) if ab == "f16" else ("s32", np.int32)
+  ra = ", ".join(f"%r{1 + i}" for i in range(na))
+  rb = ", ".join(f"%r{5 + i}" for i in range(nb))
+  types = f"f32.{ab}.{ab}.f32" if ab == "f16" else f"s32.{ab}.{ab}.s32"
+  lda = f"ld.global.v{na}.b32 {{{ra}}}, [%rd5];" if na > 1 else f"ld.global.b32 {ra}, [%rd5];"
+  ldb = f"ld.global.v{nb}.b32 {{{rb}}}, [%rd6];" if nb > 1 else f"ld.global.b32 {rb}, [%rd6];"
+  src = HEAD + f""".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+{{
+  .reg .b32 %r<16>; .reg .{ct} %c<12>; .reg .b64 %rd<12>;
+  ld.param.u64 %rd0, [pa]; ld.param.u64 %rd1, [pb]; ld.param.u64 %rd2, [pc]; ld.param.u64 %rd3, [pd];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd4, %r0, {4 * na}; add.s64 %rd5, %rd0, %rd4;
+  mul.wide.u32 %rd4, %r0, {4 * nb}; add.s64 %rd6, %rd1, %rd4;
+  mul.wide.u32 %rd4, %r0, 16; add.s64 %rd7, %rd2, %rd4; add.s64 %rd8, %rd3, %rd4;
+  {lda}
+  {ldb}
+  ld.global.v4.{ct} {{%c1, %c2, %c3, %c4}}, [%rd7];
+  mma.sync.aligned.{shape}.row.col{'.satfinite' if sat else ''}.{types} {{%c5, %c6, %c7, %c8}}, {{{ra}}}, {{{rb}}}, {{%c1, %c2, %c3, %c4}};
+  st.global.v4.{ct} [%rd8], {{%c5, %c6, %c7, %c8}};
+  ret;
+}}
+"""
+  r = Device["NV"].run_ptx(src, "k", [af, bf, cf, np.zeros((32, 4), dt)], grid=(1, 1, 1), block=(32, 1, 1))[3]
+  if ab == "f16": D = wmma(A, B, C, dtypes.float16)
+  else:
+    exact = C.astype(np.int64) + A.astype(np.int64) @ B.astype(np.int64)
+    D = np.clip(exact, -2**31, 2**31 - 1) if sat else exact & 0xFFFFFFFF
+    D = D.astype(np.uint32).view(np.int32)
+    assert sat or (exact > 2**31 - 1).any()   # the wrap is exercised
+  expect = np.stack([D[g + (8 if i >= 2 else 0), 2 * t + (i & 1)] for i in range(4)], 1).astype(dt)
+  assert r.tobytes() == expect.tobytes()
+
+
 def test_endless_loop_is_a_fault_not_a_hang(monkeypatch):
   from emulators.nv.ptx import execute
   monkeypatch.setattr(execute, "MAX_STEPS", 2000)
@@ -268,6 +338,30 @@ def test_shared_memory_race_between_barriers():
   assert ok.tolist() == [t ^ 1 for t in range(64)]
   with pytest.raises(GPUFault, match=r"shared-memory race: thread \(0, 0, 0\).*reads shared byte 4, which thread \(1, 0, 0\).*wrote since the last barrier at PTX line 22"):
     run(kernel(body.replace("{sync}", ""), ".shared .align 4 .b8 sh[256];"), 64)
+
+
+def test_warp_sync_orders_a_warps_shared_accesses():
+  """bar.warp.sync (__syncwarp) orders the shared accesses of its warp's lanes, not those of other warps."""
+  body = """
+  mov.u32 %r1, sh;
+  shl.b32 %r2, %r0, 2;
+  add.u32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %r0;
+  bar.warp.sync {mask};
+  xor.b32 %r4, %r2, {other};
+  add.u32 %r4, %r1, %r4;
+  ld.shared.u32 %r5, [%r4];
+  bar.warp.sync {mask};
+  st.shared.u32 [%r3], %r5;
+  st.global.u32 [%rd2], %r5;
+  ret;"""
+  sh = ".shared .align 4 .b8 sh[256];"
+  ok = run(kernel(body.replace("{mask}", "-1").replace("{other}", "4"), sh), 64)   # lane t reads lane t^1's word, then (synced again) overwrites its own
+  assert ok.tolist() == [t ^ 1 for t in range(64)]
+  with pytest.raises(GPUFault, match=r"shared-memory race: thread \(0, 0, 0\).*reads shared byte 128, which the threads of warp 1 \(synced among themselves\) wrote"):
+    run(kernel(body.replace("{mask}", "-1").replace("{other}", "128"), sh), 64)   # lane t reads lane t^32's: another warp
+  with pytest.raises(GPUFault, match=r"bar member mask 0x0000ffff does not match the active lanes 0xffffffff"):
+    run(kernel(body.replace("{mask}", "0xFFFF").replace("{other}", "4"), sh), 64)
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")

@@ -7,8 +7,9 @@ import pytest
 
 from emulators.mock_driver import make_driver
 from emulators.nv.ptx import PARAM_BASE, make_ptx_image, parse
-from emulators.nv.ptx.access import param_access
+from emulators.nv.ptx.access import param_access, row
 from refgrad.runtime.driver import GPUHazard
+from refgrad.runtime.ptx_args import entry_signature, pointer_access, text_rows
 
 from ..kernels import compute_stream
 from ..nvenc import ACQ_CIRC64, COPY, Stream, ce_copy, ce_sem, launch, qmd_words, sem, set_object
@@ -44,6 +45,29 @@ def test_param_access_follows_pointers_through_moves_and_adds():
 def test_atomics_read_and_write_and_loaded_values_are_not_pointers():
   src = ADD.replace("st.global.f32 [%rd10], %f3;", "atom.global.add.f32 %f3, [%rd10], %f3; ld.global.u64 %rd11, [%rd8]; st.global.f32 [%rd11], %f3;")
   assert param_access(parse(src).entries["add"]) == {"out": (True, True), "a": (True, False), "b": (True, False)}
+
+
+LOADED_PTR = ADD.replace("st.global.f32 [%rd10], %f3;", "atom.global.add.f32 %f3, [%rd10], %f3; ld.global.u64 %rd11, [%rd8]; st.global.f32 [%rd11], %f3;")
+LOOP = ADD.replace("ld.global.f32 %f1, [%rd8];", "$L: { .reg .b64 %t; add.s64 %rd8, %rd8, 16; } ld.global.v2.f32 {%f1, %f0}, [%rd8+8]; "
+                   "setp.lt.u64 %p0, %rd8, %rd9; @%p0 bra $L; red.global.add.f32 [%rd9], %f1;").replace(".reg .b32 %r<3>;", ".reg .b32 %r<3>; .reg .pred %p<1>;")
+
+
+@pytest.mark.parametrize("src", [ADD, LOADED_PTR, LOOP], ids=["add", "loaded-pointer", "loop-red"])
+def test_launcher_and_emulator_run_one_analysis(src):
+  """refgrad's launcher (PTX text) and the emulator (decoded instructions) feed the same rows to one pointer analysis."""
+  ptrs = [p.name for p in entry_signature(src, "add")[0] if p.size == 8]
+  text, decoded = text_rows(src, "add"), [row(i) for i in parse(src).entries["add"].instrs]
+  for follow in (False, True): assert pointer_access(text, ptrs, follow) == pointer_access(decoded, ptrs, follow)
+  assert param_access(parse(src).entries["add"]) == pointer_access(text, ptrs, False)
+
+
+def test_following_loaded_pointers_is_a_parameter():
+  ptrs = ["out", "a", "b"]
+  rows = text_rows(LOADED_PTR, "add")
+  assert pointer_access(rows, ptrs, follow_loads=False)["a"] == (True, False)   # the emulator: a loaded value is data
+  assert pointer_access(rows, ptrs, follow_loads=True)["a"] == (True, True)     # the launcher: the store through it may hit a's buffer
+  loop = pointer_access(text_rows(LOOP, "add"), ptrs, follow_loads=False)
+  assert loop["a"] == (True, False) and loop["b"] == (True, True)   # a pointer carried around a loop; red reads and writes
 
 
 def _copy_then_ptx(drv, wait: bool):

@@ -184,3 +184,37 @@ def test_dp4a_dp2a():
   hi = one("dp2a.hi.u32.u32 %d, %a, %b, %c", [np.array([0x00030002], np.uint32), np.array([0x0A0B0405], np.uint32), np.array([1], np.uint32)],
            np.uint32, ["b32"] * 3, "u32")
   assert lo.tolist() == [1 + 2 * 5 + 3 * 4] and hi.tolist() == [1 + 2 * 0x0B + 3 * 0x0A]
+
+
+def _fma_ref(a: float, b: float, c: float, mode: str) -> float:
+  """a*b + c rounded once by mode, from exact rationals (Python's float(Fraction) rounds to nearest even)."""
+  import math
+  from fractions import Fraction
+  if not all(map(math.isfinite, (a, b, c))): return math.fma(a, b, c) if hasattr(math, "fma") else a * b + c
+  x = Fraction(a) * Fraction(b) + Fraction(c)
+  if x == 0:
+    p_neg = math.copysign(1, a) * math.copysign(1, b) < 0 if a * b == 0 else None
+    if p_neg is not None and c == 0: same = p_neg == (math.copysign(1, c) < 0)
+    else: same = False
+    if same: return -0.0 if math.copysign(1, c) < 0 else 0.0
+    return -0.0 if mode == "rm" else 0.0
+  s = float(x)
+  if Fraction(s) == x: return s
+  if mode == "rz" and abs(Fraction(s)) > abs(x): s = math.nextafter(s, 0.0)
+  if mode == "rm" and Fraction(s) > x: s = math.nextafter(s, -math.inf)
+  if mode == "rp" and Fraction(s) < x: s = math.nextafter(s, math.inf)
+  return s
+
+
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp", "rn"])
+def test_fma_f64_directed_rounding(mode):
+  rng = np.random.default_rng(3)
+  a = rng.standard_normal(160) * 2.0 ** rng.integers(-300, 300, 160)
+  b = rng.standard_normal(160) * 2.0 ** rng.integers(-300, 300, 160)
+  c = np.where(rng.random(160) < 0.3, -(a * b), rng.standard_normal(160) * 2.0 ** rng.integers(-600, 600, 160))   # cancellations
+  c[:8] = [0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 2.0 ** -52, 3.0]
+  a[:8] = [0.0, 0.0, -0.0, 2.0, 1.0 + 2.0 ** -52, 1.0 - 2.0 ** -53, 1.0, 1.5]
+  b[:8] = [-0.0, 5.0, 0.0, 0.0, 1.0 - 2.0 ** -52, 1.0 + 2.0 ** -52, 2.0 ** -53, 2.0 ** -54]   # exact zeros, ties, sticky bits
+  got = one(f"fma.{mode}.f64 %d, %a, %b, %c", [a, b, c], np.float64, ["f64", "f64", "f64"], "f64")
+  want = np.array([_fma_ref(float(x), float(y), float(z), mode) for x, y, z in zip(a, b, c)])
+  assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()

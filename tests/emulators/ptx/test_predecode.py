@@ -25,6 +25,7 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   ("fma.rn.f32 %d, %a, %b, %c", [_f32, _f32, _f32], ["f32"] * 3, np.float32, "f32"),
   ("neg.f32 %d, %a", [_f32], ["f32"], np.float32, "f32"), ("abs.f32 %d, %a", [_f32], ["f32"], np.float32, "f32"),
   *[(f"{op}.s32 %d, %a, %b", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("add", "sub", "mul.lo")],
+  *[(f"mul.wide.{t} %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint64, "b64") for t in ("s32", "u32") for v in ("%b", "4", "-3")],
   ("add.s32 %d, %a, -7", [_u32], ["b32"], np.uint32, "b32"), ("add.s64 %d, %a, %b", [_u64, _u64], ["b64", "b64"], np.uint64, "b64"),
   *[(f"setp.{c}.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.bool_, "pred") for c in ("eq", "ne", "lt", "ge", "gtu", "nan", "num")],
   *[(f"setp.{c}.{t} %d, %a, %b", [_u32, _u32], ["b32", "b32"], np.bool_, "pred") for c in ("lt", "ne", "ge") for t in ("s32", "u32")],
@@ -33,11 +34,21 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   ("setp.lt.u32 %p, %a, %b; selp.b32 %d, %a, %b, %p", [_u32, _u32], ["b32", "b32"], np.uint32, "b32"),
   *[(f"prmt.b32 %d, %a, %b, {c}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for c in (30212, 4180, 0x3210, 0x5432, 0x0123, 0x8888)],
   ("mov.b32 %d, %a", [_f32], ["f32"], np.uint32, "b32"), ("mov.f32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"),
+  ("mov.b32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"), ("mov.b64 %d, 0d3FF0000000000001", [_u64], ["b64"], np.uint64, "b64"),
   *[(f"{op}.{t} %d, %a, {n}", [_u32], ["b32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32", "u32") for n in (0, 1, 23, 31)],
   *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
   ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
   *[(f"{op}.b32 %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("and", "or", "xor") for v in ("%b", "-4096")],
 ]
+
+
+def _f32_b_nan(n: int = 48) -> np.ndarray:   # NaNs (both signs) where _f32's a is a number: which NaN comes out shows
+  x = _f32(n)
+  x[::3] = np.array([0x7FC00000, 0xFFC00001, 0x7F800001], np.uint32).view(np.float32)[np.arange(len(x[::3])) % 3]
+  return x
+
+
+CASES += [(f"{op}.rn.f32 %d, %a, %b", [_f32, _f32_b_nan], ["f32", "f32"], np.uint32, "f32") for op in ("add", "sub", "mul")]
 
 
 @pytest.mark.parametrize("instr, makers, ityp, out, otyp", CASES, ids=[c[0] for c in CASES])

@@ -1,0 +1,361 @@
+"""Counted loops run as whole arrays: the uniform scheduler's fast path for a loop whose iterations are independent but
+for their accumulators (the PTX counterpart of refgrad/runtime/simt_loops.py).
+
+A loop `top: body; @p bra top` qualifies (`plan`) when its body is straight-line code of pure register instructions and
+global/param loads (no store, atomic, barrier, warp instruction, shared/local/generic access or special register) and
+every register the body carries from one iteration to the next is
+- an induction variable: written once, by `add`/`sub` of itself and an immediate (same width as the register), or
+- an accumulator chain: read by one instruction only, whose result is read by one instruction only, ... up to the one
+  writing it back (the other operands of the chain never depend on a chain), or else
+- part of the carried region: the instructions depending on a carried register, when they alone write what they write
+  and load nothing; they are stepped once per iteration on one row (the rest of the body still runs as arrays).
+and p (the loop condition) is a setp of induction variables, loop-invariant registers and immediates.
+
+Then, for every lane at once: the trip count comes from the induction variables alone (the same for every lane, else
+no fast path); a chunk of iterations runs each body instruction once on (iterations x lanes) arrays through the very
+step closures of fast.py; each accumulator is folded in iteration order, one rounding per step: `np.add.accumulate`
+for `add.rn.f32 d, c, x` (the ufunc the f32 step itself calls, accumulator first), else its own step once per iteration
+on one row. The body writes nothing but registers, so a run is speculative: a fault, an undefined value or a shape not
+handled restores every register the loop writes and returns None, and the scheduler steps the loop as always (reporting
+exactly what it reports)."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
+
+CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
+enabled = True   # False: loops are stepped (tests compare both)
+_NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "ldmatrix", "cp", "membar", "fence", "bar", "barrier",
+                       "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu"})
+_CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+         "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
+_INT = {1: (np.uint8, np.int8), 2: (np.uint16, np.int16), 4: (np.uint32, np.int32), 8: (np.uint64, np.int64)}
+
+
+def _regs(o: Operand) -> list[str]:
+  if o.kind == "reg": return [str(o.value)]
+  if o.kind in ("vec", "pair"): return [r for x in o.value for r in _regs(x)]  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return _regs(o.value)  # type: ignore[arg-type]
+  return []
+
+
+def _dsts(ins: Instr) -> list[str]:
+  return [] if not ins.args else _regs(ins.args[0])
+
+
+def _srcs(ins: Instr) -> list[str]:
+  return [r for o in ins.args[1:] for r in _regs(o)]
+
+
+@dataclass
+class Acc:
+  """An accumulator chain: the carried register c is read by links[0] only; each link's result is read by the next link
+  only; the last link writes c. Every other operand of a link is independent of every chain."""
+  carried: str
+  links: list[int]                  # positions, in order
+  dests: list[str]                  # each link's result register (the last is `carried`)
+  xs: list[list[str]]               # each link's other register operands (snapshotted per iteration)
+  f32_add: bool                     # every link is add.rn.f32 d, prev, x or a 32-bit mov d, prev: np.add.accumulate
+
+
+@dataclass
+class LoopPlan:
+  top: int
+  back: int                                  # the `@p bra top`
+  inductions: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # reg -> (position, step, bytes)
+  accs: list[Acc] = field(default_factory=list)
+  region: list[tuple[int, list[str]]] = field(default_factory=list)   # else: (position, other operands) stepped per iteration
+  cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
+  written: list[str] = field(default_factory=list)   # every register the body writes
+  invariant: list[str] = field(default_factory=list)  # registers read but not written
+
+
+def _pure(ins: Instr, e: Entry) -> bool:
+  if ins.op in _NOT_PURE or ins.pred is not None: return False
+  if ins.op in ("ld", "ldu") and not (ins.has("global") or ins.has("param")): return False
+  if ins.op == "cvta" and not ins.has("global"): return False
+  return all(r in e.regs for o in ins.args for r in _regs(o))   # no special registers (per-lane ids, clocks)
+
+
+def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
+  """The plan of the loop instrs[top:back] closed by the branch at `back`, or None when it does not qualify."""
+  instrs = e.instrs
+  br = instrs[back]
+  if br.pred is None or back <= top: return None
+  body = range(top, back)
+  if not all(_pure(instrs[i], e) for i in body): return None
+  writes: dict[str, list[int]] = {}
+  reads: dict[str, list[int]] = {}
+  for i in body:
+    for r in _dsts(instrs[i]): writes.setdefault(r, []).append(i)
+    for r in _srcs(instrs[i]): reads.setdefault(r, []).append(i)
+  if any(len(set(w)) != len(w) for w in writes.values()): return None   # a register twice in one destination list
+  P = LoopPlan(top, back)
+  P.written, P.invariant = list(writes), [r for r in reads if r not in writes]
+  carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
+  for r in carried:
+    w = writes[r]
+    ins = instrs[w[0]]
+    t = ins.types[0] if len(ins.types) == 1 else None
+    if (len(w) == 1 and ins.op in ("add", "sub") and t is not None and t[0] in "sub" and TYPES[t] in (4, 8) and ins.mods == (t,)
+        and TYPES[e.regs[r]] == TYPES[t] and ins.args[1].kind == "reg" and ins.args[1].value == r and ins.args[2].kind == "imm"):
+      step = ins.args[2].value if ins.op == "add" else -ins.args[2].value
+      P.inductions[r] = (w[0], step, TYPES[t])
+  accs = _chains(e, [r for r in carried if r not in P.inductions], writes, reads)
+  if accs is not None: P.accs = accs
+  elif (region := _region(e, [r for r in carried if r not in P.inductions], writes, reads, body)) is not None: P.region = region
+  else: return None
+  # the condition: p written once, by a setp of inductions / invariants / immediates
+  pw = writes.get(br.pred, [])
+  if len(pw) != 1 or any(pw[0] == i for i, _ in P.region): return None
+  s = instrs[pw[0]]
+  if s.op != "setp" or len(s.types) != 1 or len(s.args) != 3 or s.types[0][0] not in "sub" or TYPES[s.types[0]] not in (4, 8): return None
+  cmp = [m for m in s.mods if m != s.types[0]]
+  if len(cmp) != 1 or cmp[0] not in _CMPS: return None
+  for o in s.args[1:]:
+    if o.kind == "reg" and o.value in writes and o.value not in P.inductions: return None
+    if o.kind not in ("reg", "imm"): return None
+  P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
+  return P
+
+
+def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]], body: range) -> list[tuple[int, list[str]]] | None:
+  """The instructions that depend on a carried register (transitively, in the iteration), with their other register
+  operands, when every write of a carried register is among them and none is a load: folded once per iteration."""
+  inside: set[int] = set()
+  todo = list(carried)
+  seen: set[str] = set()
+  while todo:
+    r = todo.pop()
+    if r in seen: continue
+    seen.add(r)
+    for i in reads.get(r, []):
+      if i not in inside:
+        inside.add(i)
+        todo += _dsts(e.instrs[i])
+  out_regs = {r for i in inside for r in _dsts(e.instrs[i])}
+  # every write of a register the region writes (the carried ones included) is in it; no loads (addresses from carried values)
+  if any(w not in inside for r in out_regs | set(carried) for w in writes.get(r, [])) or any(e.instrs[i].op in ("ld", "ldu") for i in inside): return None
+  return [(i, [x for x in _srcs(e.instrs[i]) if x not in out_regs]) for i in sorted(inside)]
+
+
+def _chains(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]]) -> list[Acc] | None:
+  """Each carried register as an accumulator chain (see Acc), or None when one is not."""
+  instrs = e.instrs
+  used: set[int] = set()
+  accs: list[Acc] = []
+  for r in carried:
+    w, rd = writes[r], reads[r]
+    if len(w) != 1 or len(set(rd)) != 1: return None
+    links, dests, xs, cur, prev = [], [], [], rd[0], r
+    while True:
+      li = instrs[cur]
+      d = _dsts(li)
+      if cur in used or len(d) != 1 or _srcs(li).count(prev) != 1 or writes.get(d[0]) != [cur]: return None
+      links.append(cur)
+      dests.append(d[0])
+      xs.append([x for x in _srcs(li) if x != prev])
+      if d[0] == r: break
+      nxt = reads.get(d[0], [])
+      if len(nxt) != 1 or nxt[0] <= cur: return None
+      prev, cur = d[0], nxt[0]
+    used |= set(links)
+    f32 = all(e.regs.get(x) in ("f32", "b32", "u32", "s32") for x in (r, *dests)) and all(_f32_link(instrs[i], prev_) for i, prev_ in zip(links, [r, *dests]))
+    f32 = f32 and any(instrs[i].op == "add" for i in links)
+    accs.append(Acc(r, links, dests, xs, f32))
+  chain = {d for a in accs for d in (a.carried, *a.dests)}
+  if any(x in chain for a in accs for xl in a.xs for x in xl): return None
+  return accs
+
+
+def _f32_link(ins: Instr, prev: str) -> bool:
+  """add.rn.f32 d, prev, x (x a register: the f32 step's np.add with the chain first) or mov.b32/.f32 d, prev."""
+  if ins.op == "mov": return ins.types in (("b32",), ("f32",), ("u32",)) and ins.args[1].kind == "reg"
+  return (ins.op == "add" and ins.types == ("f32",) and set(ins.mods) <= {"f32", "rn"} and len(ins.args) == 3 and ins.args[1].kind == "reg"
+          and ins.args[1].value == prev and ins.args[2].kind == "reg")
+
+
+def plans(e: Entry) -> dict[int, LoopPlan]:
+  """Loop top -> plan, for every backward conditional branch whose loop qualifies."""
+  out: dict[int, LoopPlan] = {}
+  for i, ins in enumerate(e.instrs):
+    if ins.op == "bra" and ins.pred is not None and ins.args and ins.args[0].kind in ("label", "sym", "reg"):
+      t = e.labels.get(str(ins.args[0].value))
+      if t is not None and t <= i and t not in out and (p := plan(e, t, i)) is not None: out[t] = p
+  return out
+
+
+def _value(L: Launch, P: LoopPlan, o: Operand, pos: int, ks: np.ndarray, w: int, signed: bool) -> np.ndarray | None:
+  """Operand o of the instruction at `pos` in iterations ks (rows) for every lane, typed; None when undefined."""
+  if o.kind == "imm":
+    return np.array([o.value & ((1 << (8 * w)) - 1)], _INT[w][0]).view(_INT[w][1] if signed else _INT[w][0]).reshape(1, 1)
+  name = str(o.value)
+  b = L.regs.get(name)
+  if b is None or (L.checked and L.defined.get(name) is not None): return None
+  if name in P.inductions:
+    ip, step, _ = P.inductions[name]
+    k = ks + (1 if ip < pos else 0)
+    b = b[None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * k.astype(np.uint64))[:, None]
+  else: b = b[None, :]
+  u = (b & np.uint64((1 << (8 * w)) - 1)).astype(_INT[w][0]) if w < 8 else b
+  return u.view(_INT[w][1]) if signed else u
+
+
+def trip_count(L: Launch, P: LoopPlan, limit: int) -> int | None:
+  """Iterations the loop runs from here (the first included), the same for every lane; None otherwise or above limit."""
+  pos, cmp, signed, w, (a, b) = P.cond
+  neg = L.e.instrs[P.back].pred_neg
+  if all(o.kind == "imm" or ((r := L.regs.get(str(o.value))) is not None and r.size and r.min() == r.max()) for o in (a, b)):
+    L = _OneLane(L)   # every lane holds the same operands (the usual counted loop): one lane decides for all
+  k0, size = 0, 16
+  while k0 < limit:
+    ks = np.arange(k0, min(k0 + size, limit), dtype=np.int64)
+    x, y = _value(L, P, a, pos, ks, w, signed), _value(L, P, b, pos, ks, w, signed)
+    if x is None or y is None: return None
+    go = _CMPS[cmp](x, y) != neg   # (iterations, lanes): the branch back is taken after iteration k
+    stop = ~go
+    if stop.any():
+      first = np.where(stop.any(axis=0), stop.argmax(axis=0), -1)
+      if (first < 0).any() or (first != first[0]).any(): return None
+      return int(k0 + first[0]) + 1
+    k0, size = k0 + size, size * 4
+  return None
+
+
+class _OneLane:
+  """The registers and flags of a Launch seen through its first lane (trip_count's operands only)."""
+  def __init__(self, L: Launch):
+    self.regs, self.checked, self.defined, self.e = _FirstLane(L.regs), L.checked, L.defined, L.e
+
+
+class _FirstLane(dict):
+  def __init__(self, regs: dict):
+    super().__init__()
+    self.src = regs
+  def get(self, k: str, default: object = None) -> object:
+    r = self.src.get(k)
+    return default if r is None else r[:1]
+
+
+def _fold_add(c: np.ndarray, X: np.ndarray, m: int) -> list[np.ndarray]:
+  """c + X[0] + X[1] + ... in row order, one float32 rounding per add (as np.add does it): the value before the last m
+  rows and after each of them."""
+  R = X.shape[0]
+  if X.shape[1] < 32:   # few lanes: one contiguous accumulate per lane
+    acc = np.add.accumulate(np.concatenate([c[:, None], np.ascontiguousarray(X.T)], axis=1), axis=1)
+    return [acc[:, i] for i in range(R - m, R + 1)]
+  acc = c.copy()
+  for r in X[:R - m]: np.add(acc, r, out=acc)
+  out = [acc]
+  for r in X[R - m:]: out.append(out[-1] + r)
+  return out
+
+
+def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
+  """Run the loop at P.top for every lane (the uniform scheduler's state); returns the instruction steps it stands for,
+  or None (nothing changed) when the fast path does not apply."""
+  n = L.n
+  if L.sel.size != n or not n or any(r not in L.regs for r in (*P.inductions, *(a.carried for a in P.accs))): return None
+  if L.checked and any(L.defined.get(r) is not None for r in (*P.invariant, *P.inductions, *(a.carried for a in P.accs))): return None
+  nbody = P.back - P.top + 1
+  T = trip_count(L, P, max(budget // nbody, 0))
+  if T is None: return None
+  saved = {r: (L.regs.get(r), L.defined.get(r)) for r in P.written}
+  try:
+    if not _chunks(L, P, pairs, T): raise _Abort
+  except (PTXFault, _Abort, FloatingPointError):
+    for r, (b, d) in saved.items():
+      L.typed.pop(r, None)
+      if b is None: L.regs.pop(r, None)
+      else: L.regs[r] = b
+      if L.checked: L.defined[r] = d
+    L.sel, L.ins = L.everyone, None
+    return None
+  return T * nbody
+
+
+class _Abort(Exception):
+  pass
+
+
+def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
+  n, everyone = L.n, L.everyone
+  K = max(1, min(T, CHUNK_ELEMS // n))
+  skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
+  region = dict(P.region)
+  region_out = {r for i in region for r in _dsts(pairs[i][0])}
+  base = {r: L.regs[r] for r in P.inductions}
+  W = None
+  final: dict[str, np.ndarray] = {}   # chain results of the last iteration
+  for k0 in range(0, T, K):
+    k = min(K, T - k0)
+    W = copy.copy(L)
+    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), {}, {}, {}, {}, np.arange(k * n)
+    for r in P.invariant:
+      if r in L.regs: W.regs[r] = np.tile(L.regs[r], k)
+    ks = np.arange(k0, k0 + k, dtype=np.uint64)
+    for r, (_, step, w) in P.inductions.items():
+      W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
+    taken: dict[int, dict[str, np.ndarray]] = {}
+    for i in range(P.top, P.back):
+      if i in skip or i in region:
+        xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
+        taken[i] = {x: W.regs[x] for x in xs if x in W.regs}
+        if len(taken[i]) != len(xs): return False
+        continue
+      ins, f = pairs[i]
+      W.ins, W._d = ins, None
+      f(W)
+    if L.checked and any(d is not None for d in W.defined.values()): return False
+    L.sel = everyone
+    for a in P.accs:
+      if a.f32_add:
+        c = L.regs[a.carried].astype(np.uint32).view(np.float32)
+        cols = [taken[i][a.xs[j][0]].astype(np.uint32).view(np.float32).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
+        adds = [j for j in range(len(a.links)) if a.xs[j]]
+        tail = _fold_add(c, np.concatenate(cols, axis=1).reshape(-1, n), len(adds))
+        v, m = tail[0], 0   # a leading mov copies the chain's value before the last iteration
+        last = tail[1:]
+        for j, d in enumerate(a.dests):
+          if a.xs[j]: v, m = last[m], m + 1
+          final[d] = v
+        L.put_bits(a.carried, final[a.carried].view(np.uint32).astype(np.uint64), None)
+        continue
+      for j in range(k):
+        for li, i in enumerate(a.links):
+          ins, f = pairs[i]
+          for s, v in taken[i].items():
+            L.regs[s] = v[j * n:(j + 1) * n]
+            L.typed.pop(s, None)
+            if L.checked: L.defined[s] = None
+          L.ins, L._d = ins, None
+          f(L)
+          if L.checked and L.defined.get(a.dests[li]) is not None: return False
+      for d in a.dests: final[d] = L.regs[d]
+    for j in range(k if region else 0):   # the carried region, once per iteration in order, on one row of its other operands
+      for i in region:
+        ins, f = pairs[i]
+        for s_, v in taken[i].items():
+          L.regs[s_] = v[j * n:(j + 1) * n]
+          L.typed.pop(s_, None)
+          if L.checked: L.defined[s_] = None
+        L.ins, L._d = ins, None
+        f(L)
+        if L.checked and any(L.defined.get(d) is not None for d in _dsts(ins)): return False
+  assert W is not None
+  chain = {d for a in P.accs for d in a.dests}
+  for r in P.written:
+    if r in region_out: continue   # already in L
+    if r in chain:
+      b = final[r]
+      L.put_bits(r, (b if b.dtype == np.uint64 else b.view(np.uint32).astype(np.uint64)).copy(), None)
+      continue
+    b = W.regs.get(r)
+    if b is None: return False
+    L.put_bits(r, b[-n:].copy(), None)
+  return True

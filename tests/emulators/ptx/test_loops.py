@@ -1,0 +1,226 @@
+"""Counted loops run as whole arrays (emulators/nv/ptx/loops.py) give the bits of the loop stepped one instruction at a
+time, take the fast path where they qualify, and leave faults to the stepped loop (same report)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from emulators.nv.ptx import loops
+from refgrad.device import Device
+from refgrad.runtime.driver import GPUFault
+
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+RNG = np.random.default_rng(5)
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 3.4e38, -3.4e38, 1.0, 2.0**-24, -0.5], np.float32)
+
+
+def kernel(body: str, regs: str = "") -> str:
+  """out[tid] = f(in, tid, n): params out, in, n (u32)."""
+  return HEAD + f""".visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n)
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<16>;
+  .reg .f32 %f<16>;
+  .reg .b64 %rd<16>;
+  {regs}
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [inp];
+  ld.param.u32 %r9, [n];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.s64 %rd3, %rd0, %rd2;
+{body}
+  ret;
+}}
+"""
+
+
+# per thread t: acc = 0; for i in 0..n-1: acc = ((acc + in[t*n + 2i]) + in[t*n + 2i + 1]) through a mov (the nvcc / refgrad shapes)
+SUM_CHAIN = kernel("""
+  mul.lo.s32 %r1, %r0, %r9;
+  mul.lo.s32 %r1, %r1, 2;
+  mul.wide.s32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  mov.f32 %f1, 0f80000000;
+  mov.u32 %r2, 0;
+L_top:
+  ld.global.v2.f32 {%f2, %f3}, [%rd5];
+  add.rn.f32 %f4, %f1, %f2;
+  add.rn.f32 %f5, %f4, %f3;
+  mov.b32 %f1, %f5;
+  add.s64 %rd5, %rd5, 8;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.f32 [%rd3], %f1;
+""")
+
+# acc = fma(in[2i], in[2i+1], acc) counting down (the generic fold: the chain is the third operand)
+FMA_DOWN = kernel("""
+  mul.lo.s32 %r1, %r0, %r9;
+  mul.lo.s32 %r1, %r1, 2;
+  mul.wide.s32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  mov.f32 %f1, 0f3F800000;
+  mov.u32 %r2, %r9;
+L_top:
+  ld.global.f32 %f2, [%rd5];
+  ld.global.f32 %f3, [%rd5+4];
+  fma.rn.f32 %f1, %f2, %f3, %f1;
+  add.s64 %rd5, %rd5, 8;
+  add.s32 %r2, %r2, -1;
+  setp.ne.s32 %p1, %r2, 0;
+  @%p1 bra L_top;
+  st.global.f32 [%rd3], %f1;
+""")
+
+# an integer hash carried through xor/mul (generic fold of a two-link chain); the bound differs per thread when `skew`
+INT_CHAIN = kernel("""
+  mov.u32 %r3, 0x9E3779B9;
+  mov.u32 %r2, 0;
+  add.u32 %r8, %r9, %r0;
+L_top:
+  xor.b32 %r4, %r3, %r2;
+  mul.lo.s32 %r3, %r4, 16777619;
+  add.s32 %r2, %r2, 1;
+  setp.lt.u32 %p1, %r2, %r10;
+  @%p1 bra L_top;
+  st.global.u32 [%rd3], %r3;
+""")
+
+
+def run(src: str, nthreads: int, data: np.ndarray, n: int, out: type = np.float32) -> np.ndarray:
+  return Device["NV"].run_ptx(src, "k", [np.zeros(nthreads, out), data, np.uint32(n)], grid=(1, 1, 1), block=(nthreads, 1, 1))[0]
+
+
+def both(monkeypatch, src: str, *args, **kw) -> tuple[np.ndarray, np.ndarray, int]:
+  """(with the fast path, stepped, fast-path runs taken)."""
+  taken = []
+  orig = loops.run
+  def counting(*a, **k):
+    r = orig(*a, **k)
+    taken.append(r is not None)
+    return r
+  monkeypatch.setattr(loops, "run", counting)
+  monkeypatch.setattr(loops, "enabled", True)
+  a = run(src, *args, **kw)
+  monkeypatch.setattr(loops, "enabled", False)
+  b = run(src, *args, **kw)
+  return a, b, sum(taken)
+
+
+@pytest.mark.parametrize("nthreads, n", [(1, 1000), (7, 3), (64, 40), (3, 1)])
+def test_f32_add_chain_matches_stepped_and_numpy(monkeypatch, nthreads, n):
+  data = np.concatenate([SPECIAL, RNG.standard_normal(nthreads * n * 2).astype(np.float32) * 1e4])[:nthreads * n * 2]
+  RNG.shuffle(data)
+  a, b, taken = both(monkeypatch, SUM_CHAIN, nthreads, data, n)
+  assert taken == 1
+  assert a.tobytes() == b.tobytes()
+  with np.errstate(all="ignore"): ref = np.add.accumulate(np.concatenate([np.full((nthreads, 1), -0.0, np.float32), data.reshape(nthreads, -1)], axis=1), axis=1)[:, -1]
+  assert a.tobytes() == ref.astype(np.float32).tobytes()
+
+
+def test_f32_chain_spans_chunks(monkeypatch):
+  monkeypatch.setattr(loops, "CHUNK_ELEMS", 64)   # 5 lanes x 12 iterations per chunk: several chunks
+  data = RNG.standard_normal(5 * 70 * 2).astype(np.float32)
+  a, b, taken = both(monkeypatch, SUM_CHAIN, 5, data, 70)
+  assert taken == 1 and a.tobytes() == b.tobytes()
+
+
+def test_fma_chain_counting_down_matches_stepped(monkeypatch):
+  data = np.concatenate([SPECIAL, RNG.standard_normal(200).astype(np.float32)])[:32 * 6 * 2]
+  data = np.resize(data, 32 * 6 * 2)
+  a, b, taken = both(monkeypatch, FMA_DOWN, 32, data, 6)
+  assert taken == 1 and a.tobytes() == b.tobytes()
+
+
+def test_integer_chain_matches_stepped(monkeypatch):
+  src = INT_CHAIN.replace("%r10", "%r9")
+  a, b, taken = both(monkeypatch, src, 40, np.zeros(1, np.float32), 300, out=np.uint32)
+  assert taken == 1 and a.tobytes() == b.tobytes()
+  h = 0x9E3779B9
+  for i in range(300): h = ((h ^ i) * 16777619) & 0xFFFFFFFF
+  assert (a == h).all()
+
+
+def test_lanes_with_different_trip_counts_are_stepped(monkeypatch):
+  src = INT_CHAIN.replace("%r10", "%r8")   # bound n + tid: a different trip count per lane
+  a, b, taken = both(monkeypatch, src, 9, np.zeros(1, np.float32), 5, out=np.uint32)
+  assert taken == 0 and a.tobytes() == b.tobytes()
+  for t in range(9):
+    h = 0x9E3779B9
+    for i in range(5 + t): h = ((h ^ i) * 16777619) & 0xFFFFFFFF
+    assert a[t] == h
+
+
+def test_fault_inside_a_loop_is_reported_as_stepped(monkeypatch):
+  data = np.zeros(2 * 4 * 3, np.float32)   # thread 3 reads past the end (4 threads x 5 iterations x 2 floats needed)
+  msgs = []
+  for on in (True, False):
+    monkeypatch.setattr(loops, "enabled", on)
+    with pytest.raises(GPUFault) as ex: run(SUM_CHAIN, 4, data, 5)
+    msgs.append(re.sub(r"0x[0-9a-f]+|GP entry \d+", "#", str(ex.value)))   # buffer addresses and queue positions differ between runs
+  assert msgs[0] == msgs[1]
+  assert "by thread (3, 0, 0) of block (0, 0, 0) at PTX line 25 (ld.global.v2.f32" in msgs[0]
+
+
+def test_plans_reject_loops_with_stores_and_carried_temporaries():
+  from emulators.nv.ptx.parse import parse
+  store = kernel("""
+  mov.u32 %r2, 0;
+L_top:
+  st.global.u32 [%rd3], %r2;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+""")
+  carried = kernel("""
+  mov.u32 %r2, 0;
+  mov.u32 %r3, 0;
+  mov.u32 %r4, 1;
+L_top:
+  add.s32 %r5, %r3, %r4;
+  mov.u32 %r3, %r4;
+  mov.u32 %r4, %r5;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.u32 [%rd3], %r4;
+""")
+  assert loops.plans(parse(store).entries["k"]) == {}
+  assert [p.accs != [] for p in loops.plans(parse(SUM_CHAIN).entries["k"]).values()] == [True]
+  (fib,) = loops.plans(parse(carried).entries["k"]).values()   # Fibonacci: two carried registers, one region
+  assert fib.accs == [] and len(fib.region) == 3
+
+
+def test_carried_region_matches_stepped(monkeypatch):
+  """softmax's max with NaN rules: the carried value feeds several instructions (a region stepped once per iteration)."""
+  src = kernel("""
+  mul.lo.s32 %r1, %r0, %r9;
+  mul.wide.s32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  mov.f32 %f1, 0fFF800000;
+  mov.u32 %r2, 0;
+L_top:
+  ld.global.f32 %f2, [%rd5];
+  max.f32 %f3, %f1, %f2;
+  setp.eq.f32 %p2, %f1, %f2;
+  and.b32 %f4, %f1, %f2;
+  selp.f32 %f3, %f4, %f3, %p2;
+  setp.nan.f32 %p3, %f1, %f2;
+  add.rn.f32 %f5, %f1, %f2;
+  selp.f32 %f1, %f5, %f3, %p3;
+  add.s64 %rd5, %rd5, 4;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.f32 [%rd3], %f1;
+""")
+  data = np.resize(np.concatenate([SPECIAL, RNG.standard_normal(100).astype(np.float32)]), 16 * 30)
+  RNG.shuffle(data)
+  a, b, taken = both(monkeypatch, src, 16, data, 30)
+  assert taken == 1 and a.tobytes() == b.tobytes()
+  x = data.reshape(16, 30)
+  assert np.isnan(a[np.isnan(x).any(axis=1)]).all() and np.array_equal(a[~np.isnan(x).any(axis=1)], x[~np.isnan(x).any(axis=1)].max(axis=1))
