@@ -63,11 +63,58 @@ def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type) -> np.ndarr
 
 
 def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-  from fractions import Fraction  # exact per-lane fallback: f64 fma is rare in refgrad's kernels
-  out = np.empty(np.broadcast(a, b, c).shape, np.float64)
-  A, B, C = np.broadcast_arrays(a, b, c)
+  """f64 fma rounded once, vectorized: Boldo and Melquiond's emulated FMA ("Emulation of FMA and correctly-rounded sums:
+  proved algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008, Algorithm 5): the exact product uh + ul
+  (Veltkamp/Dekker), th + tl = c + uh exactly (TwoSum), v = round-to-odd(tl + ul), result = round-to-nearest(th + v).
+  Proved for binary64 without underflow or overflow, so lanes near the range ends (and zero/inf/NaN operands, and
+  results near the denormal range) take the exact per-lane path (`_fma64_exact`)."""
+  A, B, C = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
+  with np.errstate(all="ignore"):
+    aa, ab, ac = np.abs(A), np.abs(B), np.abs(C)
+    lo, hi = 2.0 ** -450, 2.0 ** 450
+    ok = (aa >= lo) & (aa <= hi) & (ab >= lo) & (ab <= hi) & ((ac == 0) | ((ac >= 2.0 ** -900) & (ac <= 2.0 ** 900)))
+    x, y, z = np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0)
+    uh, ul = _two_prod(x, y)
+    th, tl = _two_sum(z, uh)
+    r = th + _add_odd(tl, ul)
+    ok &= np.isfinite(r) & ((r == 0) | (np.abs(r) >= 2.0 ** -960))
+  if not ok.all(): r[~ok] = _fma64_exact(A[~ok], B[~ok], C[~ok])
+  return r
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow)."""
+  p = a * b
+  def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = 134217729.0 * x
+    h = t - (t - x)
+    return h, x - h
+  ah, al = split(a)
+  bh, bl = split(b)
+  return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """s + e == a + b exactly (Knuth's TwoSum)."""
+  s = a + b
+  bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+
+
+def _add_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """a + b rounded to odd: the nearest sum, moved one ulp toward the exact sum when inexact with an even last bit."""
+  s, e = _two_sum(a, b)
+  bits = s.view(np.uint64)
+  fix = (e != 0) & ((bits & np.uint64(1)) == 0)
+  away = (e > 0) == (s > 0)   # the exact sum is larger in magnitude than s
+  return np.where(fix, np.where(away, bits + np.uint64(1), bits - np.uint64(1)), bits).view(np.float64)
+
+
+def _fma64_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  from fractions import Fraction  # exact per-lane path: operands near the range ends, zeros, inf/NaN (rare)
+  out = np.empty(a.shape, np.float64)
   for ix in np.ndindex(out.shape):
-    x, y, z = float(A[ix]), float(B[ix]), float(C[ix])
+    x, y, z = float(a[ix]), float(b[ix]), float(c[ix])
     if not all(np.isfinite(v) for v in (x, y, z)) or x == 0 or y == 0:
       with np.errstate(all="ignore"): out[ix] = np.float64(x) * np.float64(y) + np.float64(z)
       continue

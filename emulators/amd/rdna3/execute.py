@@ -516,14 +516,15 @@ def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarr
 
 def _to_bytes(v: np.ndarray, nbytes: int) -> np.ndarray:
   """[n, 32] of uint64/uint32 -> [n, 32, nbytes] little-endian bytes."""
-  v = v.astype(U64)
-  return np.stack([((v >> U64(8 * k)) & U64(0xFF)).astype(np.uint8) for k in range(nbytes)], axis=2)
+  v = np.ascontiguousarray(v, "<u8")
+  return v.reshape(v.shape + (1,)).view(np.uint8)[:, :, :nbytes]
 
 
 def _from_bytes(b: np.ndarray) -> np.ndarray:
-  out = np.zeros(b.shape[:2], U64)
-  for k in range(b.shape[2]): out |= b[:, :, k].astype(U64) << U64(8 * k)
-  return out
+  """[n, 32, nbytes <= 8] little-endian bytes -> [n, 32] uint64."""
+  pad = np.zeros(b.shape[:2] + (8,), np.uint8)
+  pad[:, :, :b.shape[2]] = b
+  return pad.view("<u8")[:, :, 0]
 
 
 def _vdata(m: Any, idx: np.ndarray, r: int, nbytes: int, lanes: np.ndarray) -> np.ndarray:
@@ -537,7 +538,8 @@ def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.n
   nd = -(-data.shape[2] // 4)
   pad = np.zeros(data.shape[:2] + (4 * nd,), np.uint8)
   pad[:, :, :data.shape[2]] = data
-  for k in range(nd): m.vwrite(idx, r + k, "b32", _from_bytes(pad[:, :, 4 * k:4 * k + 4]).astype(U32), lanes)
+  words = pad.view("<u4")
+  for k in range(nd): m.vwrite(idx, r + k, "b32", words[:, :, k], lanes)
 
 
 def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
