@@ -91,6 +91,11 @@ class Machine:
     self._ix: Any = None
     self._lanes: np.ndarray | None = None   # the step's EXEC lanes (exec_mask's last answer) and whether all are on
     self._lanes_all = False
+    # global memory this dispatch touched, for the hazard checker: mapping VA -> [lowest read, end of reads, lowest
+    # write, end of writes] (the kernarg segment's mapping left out, as the serialized-image path leaves it out)
+    self.touched: dict[int, list[int]] = {}
+    ka = vm.find(user[0] | user[1] << 32) if nuser >= 2 else None
+    self._kernarg_va = ka.va if ka is not None else None
 
   # ---- the scheduler ----
   def run(self) -> None:
@@ -265,6 +270,7 @@ class Machine:
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x}"
       raise WaveFault(f"MMU fault: {what} of {nbytes} bytes at 0x{addr:x} {why}", "mmu", addr)
     off = addr - r.va
+    self._touch(r.va, addr, addr + nbytes, False)
     if self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
       raise WaveFault(f"{what} of {nbytes} bytes at 0x{addr:x} reads memory that was never written", "compute", addr)
     return r.mem.data[off:off + nbytes].copy()
@@ -288,12 +294,23 @@ class Machine:
     if (k := int(used.min())) == int(used.max()): return [(self.vm.regions[k], lanes)]   # one mapping (the common case)
     return [(self.vm.regions[int(k)], lanes & (ri == k)) for k in np.unique(used)]
 
+  def _touch(self, va: int, lo: int, hi: int, write: bool) -> None:
+    if va == self._kernarg_va: return
+    t = self.touched.setdefault(va, [1 << 64, 0, 1 << 64, 0])
+    k = 2 if write else 0
+    t[k], t[k + 1] = min(t[k], lo), max(t[k + 1], hi)
+
+  def accesses(self) -> list[tuple[int, list[tuple[int, int, bool]]]]:
+    """What the dispatch read and wrote: (mapping VA, [(lo, hi, write)]) per mapping, for Hazards.access."""
+    return [(va, [(lo, hi, w) for lo, hi, w in ((t[0], t[1], False), (t[2], t[3], True)) if hi > lo]) for va, t in self.touched.items()]
+
   def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
     out = np.zeros(addr.shape + (nbytes,), np.uint8)
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global load"):
       every = sel is lanes and self.all_on(lanes)   # every lane of every wave: no boolean selection needed
       off = (addr.reshape(-1) if every else addr[sel]) - U64(r.va)
       off = off.astype(np.int64)
+      self._touch(r.va, r.va + int(off.min()), r.va + int(off.max()) + nbytes, False)
       if (fast := nbytes in (1, 2, 4, 8, 16) and r.va % nbytes == 0 and not (off & (nbytes - 1)).any()):
         # naturally aligned 1/2/4/8/16 bytes: one element of a word view each; their definedness bits within one byte
         # (up to 8) or whole bytes of the bit map
@@ -321,6 +338,7 @@ class Machine:
     nbytes = data.shape[2]
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global store"):
       ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
+      self._touch(r.va, r.va + int(ix[:, 0].min()), r.va + int(ix[:, -1].max()) + 1, True)
       r.mem.data[ix] = data[sel]   # lanes in order: a later lane's store to the same byte wins, as one wave's store resolves
       if r.mem.bits is not None:
         r.mem.mark_elems(ix.reshape(-1), 1, True)
