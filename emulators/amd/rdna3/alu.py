@@ -78,7 +78,12 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     th, tl = _two_sum(z, uh)
     r = th + _add_odd(tl, ul)
     ok &= np.isfinite(r) & ((r == 0) | (np.abs(r) >= 2.0 ** -960))
-  if not ok.all(): r[~ok] = _fma64_exact(A[~ok], B[~ok], C[~ok])
+    # a zero factor (the product is an exact +-0) or a non-finite operand: a*b + c rounds once, as fma does
+    plain = (A == 0) | (B == 0) | ~(np.isfinite(A) & np.isfinite(B) & np.isfinite(C))
+    r = np.where(plain, A * B + C, r)
+  if not (ok | plain).all():
+    rest = ~(ok | plain)
+    r[rest] = _fma64_exact(A[rest], B[rest], C[rest])
   return r
 
 

@@ -311,7 +311,10 @@ LOW_FROM_LOW = frozenset({"v_lshlrev_b64", "v_mad_u64_u32", "v_mad_i64_i32"})
 def _definedness(n: str, reads: list[list[np.ndarray]] | None, nw: int) -> list[np.ndarray] | None:
   """Per result dword, the lanes whose value is defined: every source dword defined (the low dword of LOW_FROM_LOW ops:
   the sources' low dwords). None: not tracked (all defined)."""
-  if reads is None: return None
+  if not reads: return None   # not tracked, or no VGPR source: the written lanes are defined
+  if n not in LOW_FROM_LOW:
+    ds = [d for r in reads for d in r]
+    return [ds[0] if len(ds) == 1 else np.logical_and.reduce(ds)]
   ones = np.ones((nw, LANES), np.bool_)
   every = ones.copy()
   for r in reads:

@@ -19,7 +19,8 @@ from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
 from emulators.amd.rdna3.execute import HANDLERS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
-MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
+MAX_STEPS = 4_000_000
+DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
 
 
 def float_consts(t: str) -> dict[int, int]:
@@ -43,7 +44,11 @@ class Machine:
     r = vm.find(pgm)
     if r is None: raise WaveFault(f"the program at 0x{pgm:x} is not mapped", "mmu", pgm)
     self.code = r.mem.data[pgm - r.va:].tobytes()
-    self.insts: dict[int, Inst] = {}
+    # decoded instructions by PC, shared by every dispatch of the same code bytes (decoding is pure)
+    if (insts := DECODED.get(self.code)) is None:
+      if len(DECODED) >= 256: DECODED.pop(next(iter(DECODED)))
+      insts = DECODED[self.code] = {}
+    self.insts: dict[int, Inst] = insts
     G = grid[0] * grid[1] * grid[2]
     per = block[0] * block[1] * block[2]
     wpg = -(-per // LANES)
@@ -99,17 +104,19 @@ class Machine:
 
   # ---- the scheduler ----
   def run(self) -> None:
+    every = np.arange(self.W)   # the step's waves when all are at one PC (the same object each time: see `ix`)
+    far = np.iinfo(np.int64).max
     while True:
-      live = ~self.done
-      if not live.any(): return
-      can = live & ~self.bar
+      can = ~(self.done | self.bar)
       if not can.any():
+        if self.done.all(): return
         self._release()
         continue
-      pcs = self.pc[can]
+      pcs = np.where(can, self.pc, far)
       pc0 = int(pcs.min())
-      idx = np.flatnonzero(can & (self.pc == pc0))
-      self._idx, self._ix, self._lanes = idx, slice(None) if len(idx) == self.W else idx, None
+      at = pcs == pc0
+      idx = every if at.all() else np.flatnonzero(at)
+      self._idx, self._ix, self._lanes = idx, slice(None) if idx is every else idx, None
       self.steps += 1
       if self.steps > MAX_STEPS: raise WaveFault(f"kernel {self.name}: more than {MAX_STEPS} instruction steps (a hang?) at PC 0x{pc0:x}")
       i = self.inst(pc0)
@@ -229,7 +236,7 @@ class Machine:
     w = WIDTH.get(t, 1)
     if t in T16 and hi is None: r, hi = r & 0x7F, r >> 7
     if r + w > self.nv: raise WaveFault(f"writes v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
-    val = np.broadcast_to(val, (len(idx), LANES))
+    if np.shape(val) != (len(idx), LANES): val = np.broadcast_to(val, (len(idx), LANES))
     ix, full = self.ix(idx), self.all_on(lanes)
     if t in T16:
       old = self.v[ix, r, :]
