@@ -196,7 +196,16 @@ def _read(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, code: int, t: str
   return m.vsrc(idx, code, t, i.literal, hi, lanes)
 
 
+# VALU opcodes with their own code below; every other opcode is a row of ops.VALU (`_valu_row`, decided once per Inst)
+VALU_OWN = ("v_cmp", "v_cndmask_b", "v_add_co_", "v_sub_co_", "v_subrev_co_", "v_mad_u64_u32", "v_mad_i64_i32", "v_div_scale_",
+            "v_div_fmas_", "v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32", "v_mbcnt_", "v_swap_b32", "v_nop")
+
+
 def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
+  if (row := i.extra.get("valu")) is None:
+    n = i.op.name
+    row = i.extra["valu"] = (_srcs(None, i, idx, None), X.VALU.get(n)) if not n.startswith(VALU_OWN) and n in X.VALU else ()
+  if row: return _valu_row(m, i, idx, *row)
   o, f = i.op, i.f
   n = o.name
   lanes = m.exec_mask(idx)
@@ -300,6 +309,23 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   if o.dst[0] == "f": r = _finish_float(i, np.asarray(r).astype(A.NP[o.dst]), o.dst)
   elif i.fmt == "VOP3" and f.get("clamp"): r = np.clip(np.asarray(r), *(lambda t: (t.min, t.max))(np.iinfo(A.NP[o.dst])))
   m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, dhi, dfn)
+  m.advance(i, idx)
+
+
+def _valu_row(m: Any, i: Inst, idx: np.ndarray, srcs: list[tuple[int, str, int | None]], fn: Any) -> None:
+  """A VALU op that is one row of ops.VALU: read the sources (definedness tracked), apply modifiers, the row, clamp/omod, write."""
+  o, f = i.op, i.f
+  lanes = m.exec_mask(idx)
+  if m.vinit is not None: m.track = []
+  try: raw = [_read(m, i, idx, lanes, c, t, h) for c, t, h in srcs]
+  finally: reads, m.track = m.track, None
+  dfn = _definedness(o.name, reads, len(idx))
+  vals = [raw[k] if t == "m" else _mods(i, M.typed(raw[k], t), k, t) for k, (c, t, h) in enumerate(srcs)]
+  with np.errstate(all="ignore"): r = fn(*vals)
+  if o.dst[0] == "f": r = _finish_float(i, np.asarray(r).astype(A.NP[o.dst]), o.dst)
+  elif i.fmt == "VOP3" and f.get("clamp"): r = np.clip(np.asarray(r), *(lambda t: (t.min, t.max))(np.iinfo(A.NP[o.dst])))
+  dhi = (f["op_sel"] >> 3) & 1 if i.fmt == "VOP3" and o.dst in T16 else None
+  m.vwrite(idx, f.get("vdst", 0), o.dst, M.untyped(r, o.dst), lanes, dhi, dfn)
   m.advance(i, idx)
 
 
