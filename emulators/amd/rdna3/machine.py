@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
-from emulators.amd.rdna3.execute import HANDLERS
+from emulators.amd.rdna3.execute import HANDLERS, NOPS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
 MAX_STEPS = 4_000_000
@@ -268,7 +268,16 @@ class Machine:
     if h is None: raise WaveFault(f"{i.fmt} instructions are not emulated")
     h(self, i, idx)
 
-  def advance(self, i: Inst, idx: np.ndarray) -> None: self.pc[self.ix(idx)] += i.size
+  def advance(self, i: Inst, idx: np.ndarray) -> None:
+    """To the next instruction, past any that do nothing here (s_waitcnt, s_delay_alu, s_nop, ...: execute.NOPS), which
+    would otherwise each cost a scheduler step."""
+    if (nxt := i.extra.get("next")) is None:
+      nxt = i.pc + i.size
+      try:
+        while (j := self.inst(nxt)).fmt == "SOPP" and j.op.name in NOPS: nxt += j.size
+      except WaveFault: pass   # undecodable: the fault is raised when a wave gets there
+      i.extra["next"] = nxt
+    self.pc[self.ix(idx)] = nxt
 
   # ---- memory through the VM ----
   def mem_read(self, addr: int, nbytes: int, what: str) -> np.ndarray:
