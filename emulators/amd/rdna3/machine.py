@@ -19,8 +19,8 @@ from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
 from emulators.amd.rdna3.execute import HANDLERS, NOPS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
-MAX_STEPS = 4_000_000
-DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
+MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
+DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)
 
 
 def float_consts(t: str) -> dict[int, int]:
