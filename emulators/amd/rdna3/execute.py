@@ -36,7 +36,8 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
     return None
   if n == "s_barrier":
     m.bar[idx] = True
-    return m.advance(i, idx)
+    m.pc[idx] += i.size   # the next instruction itself (not past no-ops): a divergent-barrier report names PC - 4
+    return None
   if n in BRANCH_COND:
     take = BRANCH_COND[n](m, idx)
     m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
