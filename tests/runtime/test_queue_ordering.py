@@ -31,7 +31,8 @@ def _setup(arch: str, index: int, monkeypatch: pytest.MonkeyPatch):
   dev_t, prg_t, emulate, drv, code = ARCHS[arch]
   monkeypatch.setenv("EMULATE", emulate)
   if code: monkeypatch.setenv("AMD_CODE", code)
-  r, _, _ = add_one(arch, N)
+  # AMD (ir) compiles on a device opened now, so AMD_CODE=ir holds whatever code path the session's AMD device took
+  r, _, _ = add_one(f"AMD:{40 + index}" if arch == "AMD" else arch, N)
   dev = dev_t(f"{drv}:{index}", open_driver(drv, index))
   prg = prg_t(dev, r.prg.name, r.lib)
   bufs = [dev.drv.alloc(4 * N, host_visible=True) for _ in range(4)]
