@@ -499,6 +499,11 @@ def _vopd_half(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, name: str, d
 # ---- LDS ------------------------------------------------------------------------------------------------------------
 DS_LOAD = {"ds_load_b32": (4, False), "ds_load_b64": (8, False), "ds_load_b96": (12, False), "ds_load_b128": (16, False),
            "ds_load_u8": (1, False), "ds_load_i8": (1, True), "ds_load_u16": (2, False), "ds_load_i16": (2, True)}
+# D16 forms: 8/16 bits (sign- or zero-extended to 16) into the low (1) or high (2) half of VDST, the other half kept;
+# the _d16_hi stores write the high half of DATA0 (ISA guide, "LDS instructions": DS_LOAD_U8_D16 .. DS_STORE_B16_D16_HI)
+DS_LOAD_D16 = {"ds_load_u8_d16": (1, False, 1), "ds_load_u8_d16_hi": (1, False, 2), "ds_load_i8_d16": (1, True, 1),
+               "ds_load_i8_d16_hi": (1, True, 2), "ds_load_u16_d16": (2, False, 1), "ds_load_u16_d16_hi": (2, False, 2)}
+DS_STORE_D16_HI = {"ds_store_b8_d16_hi": 1, "ds_store_b16_d16_hi": 2}
 DS_STORE = {"ds_store_b32": 4, "ds_store_b64": 8, "ds_store_b96": 12, "ds_store_b128": 16, "ds_store_b8": 1, "ds_store_b16": 2}
 DS_2ADDR = {"ds_load_2addr_b32": (4, 1), "ds_load_2addr_stride64_b32": (4, 64), "ds_load_2addr_b64": (8, 1),
             "ds_load_2addr_stride64_b64": (8, 64), "ds_store_2addr_b32": (4, 1), "ds_store_2addr_stride64_b32": (4, 64),
@@ -590,6 +595,12 @@ def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
   elif n in DS_STORE:
     nb = DS_STORE[n]
     _lds_write(m, i, idx, addr + off, _vdata(m, idx, f["data0"], nb, lanes), lanes)
+  elif n in DS_LOAD_D16:
+    nb, sgn, d16 = DS_LOAD_D16[n]
+    _write_loaded(m, idx, f["vdst"], _lds_read(m, i, idx, addr + off, nb, lanes), nb, sgn, d16, lanes)
+  elif n in DS_STORE_D16_HI:
+    nb = DS_STORE_D16_HI[n]
+    _lds_write(m, i, idx, addr + off, _store_data(m, idx, f["data0"], nb, 1, lanes), lanes)
   elif n in DS_2ADDR:
     nb, stride = DS_2ADDR[n]
     a0, a1 = addr + f["offset0"] * nb * stride, addr + f["offset1"] * nb * stride
