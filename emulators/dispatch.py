@@ -68,9 +68,10 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
 
 
 def start(body: Any, flight: InFlight | None) -> int:
-  """Start a launch whose kernel resolves its own memory accesses (RDNA3 machine code): in flight like `run`'s. Its number."""
+  """Start a launch whose kernel resolves its own memory accesses (RDNA3 machine code): in flight like `run`'s;
+  `body(seq)` gets the launch number (to record its accesses under). Its number."""
   seq = flight.start() if flight is not None else -1
-  _start(body, flight, False)
+  _start(lambda: body(seq), flight, False)
   return seq
 
 

@@ -132,7 +132,16 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
   lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
   ch.dev.counters["dispatch"] += 1
   checked = checked_default()
-  dispatch.start(lambda: rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private), ch.flight)
+  hz, label = ch.dev.hz, ch.where()
+  def body(seq: int) -> None:
+    # the hazard checker gets the byte ranges the loads and stores touched, per mapping, recorded under the launch's
+    # number when the kernel runs (at its start, or when the launches in flight complete under a seeded order: before
+    # the ordering command that retires them, so launches in flight together still conflict)
+    def record(name: str, accesses: list) -> None:
+      if hz.enabled:
+        for base, ranges in accesses: hz.access(ch.pid, base, ranges, f"{label}: kernel {name}", seq)
+    rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private, record)
+  dispatch.start(body, ch.flight)
   return DONE
 
 

@@ -11,7 +11,10 @@ from refgrad.runtime.driver import GPUHazard, open_driver
 
 from .programs import add_one
 
-ARCHS = {"NV": (ops_nv.NVDevice, ops_nv.NVProgram, "CUDA"), "AMD": (ops_amd.AMDDevice, ops_amd.AMDProgram, "AMD")}
+# test name -> (device, program class, EMULATE, driver, AMD_CODE): AMD_ISA is the AMD mock running RDNA3 machine code,
+# whose launches record the byte ranges their loads and stores touched
+ARCHS = {"NV": (ops_nv.NVDevice, ops_nv.NVProgram, "CUDA", "NV", None), "AMD": (ops_amd.AMDDevice, ops_amd.AMDProgram, "AMD", "AMD", "ir"),
+         "AMD_ISA": (ops_amd.AMDDevice, ops_amd.AMDISAProgram, "AMD", "AMD", "isa")}
 N = 16
 
 
@@ -25,10 +28,12 @@ def mockgpu(monkeypatch: pytest.MonkeyPatch) -> None:
 def _setup(arch: str, index: int, monkeypatch: pytest.MonkeyPatch):
   """A fresh device (the knobs are read when its driver opens), the `a + 1` program on it (the default code path: PTX on
   NV, whose launches record their buffer accesses for the hazard checker) and four buffers."""
-  dev_t, prg_t, emulate = ARCHS[arch]
+  dev_t, prg_t, emulate, drv, code = ARCHS[arch]
   monkeypatch.setenv("EMULATE", emulate)
-  r, _, _ = add_one(arch, N)
-  dev = dev_t(f"{arch}:{index}", open_driver(arch, index))
+  if code: monkeypatch.setenv("AMD_CODE", code)
+  # AMD (ir) compiles on a device opened now, so AMD_CODE=ir holds whatever code path the session's AMD device took
+  r, _, _ = add_one(f"AMD:{40 + index}" if arch == "AMD" else arch, N)
+  dev = dev_t(f"{drv}:{index}", open_driver(drv, index))
   prg = prg_t(dev, r.prg.name, r.lib)
   bufs = [dev.drv.alloc(4 * N, host_visible=True) for _ in range(4)]
   bufs[0].host.view(np.float32)[:] = np.arange(N, dtype=np.float32)
@@ -53,8 +58,9 @@ def test_dependent_launches_without_barrier_are_a_hazard_naming_both(arch, monke
   with pytest.raises(GPUHazard) as e:
     _launches(dev, prg, r, [(b, a), (c, b)], barrier=False)   # b = a + 1, then c = b + 1 reads b: no barrier
   msg = str(e.value)
-  assert msg.count(f"kernel {r.prg.name} ") == 2 and f"in the buffer at 0x{b.va:x}" in msg
-  assert f"both in flight on {arch}:21 compute (its launches 0 and 1)" in msg
+  name = f"{r.prg.name} " if arch != "AMD_ISA" else "<RDNA3 code at 0x"   # machine code carries no kernel name to the mock
+  assert msg.count(f"kernel {name}") == 2 and f"in the buffer at 0x{b.va:x}" in msg
+  assert f"both in flight on {ARCHS[arch][3]}:21 compute (its launches 0 and 1)" in msg
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("order", [None, "seed:1", "seed:2"])

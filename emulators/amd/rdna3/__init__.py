@@ -3,6 +3,7 @@ LLVM-style disassembly (decode.py), the operation tables (ops.py, alu.py) and th
 execute.py). `launch` is what the PM4 DISPATCH_DIRECT of a program that is not a serialized image runs."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from emulators.amd.rdna3.machine import Machine, WaveFault
@@ -21,8 +22,15 @@ def check_modes(rsrc1: int, where: str) -> None:
 
 
 def launch(vm: Any, pgm: int, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int], block: tuple[int, int, int],
-           lds_bytes: int, checked: bool, private_bytes: int = 0) -> None:
-  """Run RDNA3 machine code at GPU address `pgm` for a dispatch; a WaveFault becomes a Fault naming the program."""
+           lds_bytes: int, checked: bool, private_bytes: int = 0,
+           record: Callable[[str, list[tuple[int, list[tuple[int, int, bool]]]]], None] | None = None) -> None:
+  """Run RDNA3 machine code at GPU address `pgm` for a dispatch; a WaveFault becomes a Fault naming the program.
+  `record(name, accesses)` gets the global memory the dispatch read and wrote (Machine.accesses), also after a fault."""
   name = f"<RDNA3 code at 0x{pgm:x}>"
-  try: Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked, private_bytes).run()
+  m = None
+  try:
+    m = Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked, private_bytes)
+    m.run()
   except WaveFault as f: raise Fault(f.what, f.kind, f.address, name) from None
+  finally:
+    if record is not None and m is not None: record(name, m.accesses())

@@ -40,7 +40,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   return _fma_exact(a.astype(np.float64), b.astype(np.float64), c.astype(np.float64), t)
 
 
-def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type) -> np.ndarray:
+def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type, wide: bool = False) -> np.ndarray:
   """round_t(a*b + c) for a, b, c exactly representable in t (f16/f32): a*b is exact in f64; the f64 sum s may be
   inexact, and rounding s to t then double-rounds. Round-to-odd on the f64 sum (using the exact error of the sum)
   makes the second rounding correct (f64 has > 2p+1 bits for p = 24)."""
@@ -59,15 +59,67 @@ def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type) -> np.ndarr
     adj = np.where(toward == 1, sb + np.uint64(1), sb - np.uint64(1))
     s2 = np.where(fix, adj, sb).view(np.float64)
     s2 = np.where(s == 0, s, s2)
-    return s2.astype(t)
+    return s2 if wide else s2.astype(t)   # wide: the round-to-odd f64 sum itself
 
 
 def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-  from fractions import Fraction  # exact per-lane fallback: f64 fma is rare in refgrad's kernels
-  out = np.empty(np.broadcast(a, b, c).shape, np.float64)
-  A, B, C = np.broadcast_arrays(a, b, c)
+  """f64 fma rounded once, vectorized: Boldo and Melquiond's emulated FMA ("Emulation of FMA and correctly-rounded sums:
+  proved algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008, Algorithm 5): the exact product uh + ul
+  (Veltkamp/Dekker), th + tl = c + uh exactly (TwoSum), v = round-to-odd(tl + ul), result = round-to-nearest(th + v).
+  Proved for binary64 without underflow or overflow, so lanes near the range ends (and zero/inf/NaN operands, and
+  results near the denormal range) take the exact per-lane path (`_fma64_exact`)."""
+  A, B, C = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
+  with np.errstate(all="ignore"):
+    aa, ab, ac = np.abs(A), np.abs(B), np.abs(C)
+    lo, hi = 2.0 ** -450, 2.0 ** 450
+    ok = (aa >= lo) & (aa <= hi) & (ab >= lo) & (ab <= hi) & ((ac == 0) | ((ac >= 2.0 ** -900) & (ac <= 2.0 ** 900)))
+    x, y, z = np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0)
+    uh, ul = _two_prod(x, y)
+    th, tl = _two_sum(z, uh)
+    r = th + _add_odd(tl, ul)
+    ok &= np.isfinite(r) & ((r == 0) | (np.abs(r) >= 2.0 ** -960))
+    # a zero factor (the product is an exact +-0) or a non-finite operand: a*b + c rounds once, as fma does
+    plain = (A == 0) | (B == 0) | ~(np.isfinite(A) & np.isfinite(B) & np.isfinite(C))
+    r = np.where(plain, A * B + C, r)
+  if not (ok | plain).all():
+    rest = ~(ok | plain)
+    r[rest] = _fma64_exact(A[rest], B[rest], C[rest])
+  return r
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow)."""
+  p = a * b
+  def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = 134217729.0 * x
+    h = t - (t - x)
+    return h, x - h
+  ah, al = split(a)
+  bh, bl = split(b)
+  return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """s + e == a + b exactly (Knuth's TwoSum)."""
+  s = a + b
+  bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+
+
+def _add_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """a + b rounded to odd: the nearest sum, moved one ulp toward the exact sum when inexact with an even last bit."""
+  s, e = _two_sum(a, b)
+  bits = s.view(np.uint64)
+  fix = (e != 0) & ((bits & np.uint64(1)) == 0)
+  away = (e > 0) == (s > 0)   # the exact sum is larger in magnitude than s
+  return np.where(fix, np.where(away, bits + np.uint64(1), bits - np.uint64(1)), bits).view(np.float64)
+
+
+def _fma64_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  from fractions import Fraction  # exact per-lane path: operands near the range ends, zeros, inf/NaN (rare)
+  out = np.empty(a.shape, np.float64)
   for ix in np.ndindex(out.shape):
-    x, y, z = float(A[ix]), float(B[ix]), float(C[ix])
+    x, y, z = float(a[ix]), float(b[ix]), float(c[ix])
     if not all(np.isfinite(v) for v in (x, y, z)) or x == 0 or y == 0:
       with np.errstate(all="ignore"): out[ix] = np.float64(x) * np.float64(y) + np.float64(z)
       continue
@@ -152,37 +204,97 @@ def cls_class(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
   return out
 
 
+SCALE = {np.float32: (64, 96, 23, 8), np.float64: (128, 768, 53, 11)}   # v_div_scale: 2^k, exponent gap, tiny numerator, exponent bits
+
+
+def _biased_exp(x: np.ndarray) -> np.ndarray:
+  """The exponent field of x as stored (0 for zeros and denormals, all ones for inf/NaN): the guide's exponent()."""
+  t = x.dtype.type
+  mant, ebits = {np.float32: 23, np.float64: 52}[t], SCALE[t][3]
+  raw = x.view({np.float32: np.uint32, np.float64: np.uint64}[t]).astype(np.uint64)
+  return ((raw >> np.uint64(mant)) & np.uint64((1 << ebits) - 1)).astype(np.int64)
+
+
+def _denorm(x: np.ndarray) -> np.ndarray: return (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)
+
+
 def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """V_DIV_SCALE_F32/F64 (S0 = the value to scale, S1 = denominator, S2 = numerator): the result and VCC. The cases where
-  the hardware scales (an operand denormal or near the range ends, exponent gaps of the guide's pseudocode) are refused
-  (ValueError) rather than guessed; every other input passes S0 through with VCC clear, which is what the pseudocode does
-  for them. Zero/inf/NaN operands give NaN: V_DIV_FIXUP decides those results."""
-  t = s0.dtype
-  fi = np.finfo(t)
-  bias = {np.float32: 127, np.float64: 1023}[t.type]
-  mant = {np.float32: 23, np.float64: 52}[t.type]
-  special = ~np.isfinite(s1) | ~np.isfinite(s2) | (s1 == 0) | (s2 == 0)
-  e1 = np.frexp(np.where(special, 1, s1).astype(np.float64))[1] - 1
-  e2 = np.frexp(np.where(special, 1, s2).astype(np.float64))[1] - 1
-  scaling = ~special & ((np.abs(s1) < fi.tiny) | (np.abs(s2) < fi.tiny) | (e2 - e1 >= bias - 31) | (e1 >= bias - 1) | (e1 <= -bias + 2)
-                        | (e2 <= -bias + mant + 1) | (e2 - e1 <= -bias + 3))   # the last: a quotient near the denormal range
-  if scaling.any(): raise ValueError("v_div_scale operands in the range where the hardware rescales (not emulated)")
-  return np.where(special, t.type(np.nan), s0).astype(t), np.zeros(s0.shape, np.bool_)
+  """V_DIV_SCALE_F32/F64 (S0 = the value to scale, S1 = denominator, S2 = numerator): the result and VCC, the guide's
+  pseudocode case by case (RDNA3 ISA guide, VOP3 opcodes 480/481; docs/hw/rdna3.md "Division"). k = 64 (f32) / 128 (f64):
+  zero numerator or denominator -> NaN; exponent(S2) - exponent(S1) >= 96/768 (quotient near the top) -> VCC, S0 * 2^k
+  if S0 is the denominator; a denormal denominator -> S0 * 2^k; 1/S1 denormal (f64: |S1| > 2^1022) with a denormal
+  quotient -> VCC, S0 * 2^k if S0 is the denominator; 1/S1 denormal -> S0 * 2^-k; a denormal quotient S2/S1 -> VCC,
+  S0 * 2^k if S0 is the numerator; exponent(S2) <= 23/53 (tiny numerator) -> S0 * 2^k; otherwise S0 unchanged."""
+  t = s0.dtype.type
+  k, gap, tiny, _ = SCALE[t]
+  with np.errstate(all="ignore"):
+    e1, e2 = _biased_exp(s1), _biased_exp(s2)
+    rcp_den = _denorm((t(1.0) / s1).astype(t))   # 1/S1 denormal in S1's type (see the docstring)
+    q_den = _denorm((s2 / s1).astype(t))
+    up, down = ldexp(s0, np.full(s0.shape, k)), ldexp(s0, np.full(s0.shape, -k))
+    rest = np.ones(np.broadcast(s0, s1, s2).shape, np.bool_)
+    def case(c: np.ndarray) -> np.ndarray:
+      nonlocal rest
+      c = rest & c
+      rest = rest & ~c
+      return c
+    zero = case((s2 == 0) | (s1 == 0))
+    big = case(e2 - e1 >= gap)
+    den_dn = case(_denorm(s1))
+    both = case(rcp_den & q_den)
+    rcp_dn = case(rcp_den)
+    quo_dn = case(q_den)
+    small = case(e2 <= tiny)
+    d = np.where(big & (s0 == s1), up, s0)
+    d = np.where(both & (s0 == s1), down, d)
+    d = np.where(den_dn | small | (quo_dn & (s0 == s2)), up, d)
+    d = np.where(rcp_dn, down, d)
+    d = np.where(zero, t(np.nan), d)
+  return d.astype(s0.dtype), big | both | quo_dn
 
 
 def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np.ndarray:
-  if vcc.any(): raise ValueError("v_div_fmas with VCC set (a rescaled division) is not emulated")
-  return fma(a, b, c)
+  """V_DIV_FMAS_F32/F64: fma(a, b, c), and in VCC lanes the post-scale that undoes V_DIV_SCALE's: 2^k when |c| >= 2 (the
+  denominator was scaled up: the quotient is 2^-k too small), else 2^-k (the numerator was scaled up), k = 64 (f32) /
+  128 (f64), applied to the exact fma before its one rounding. The guide's pseudocode (opcodes 482/483) writes the
+  factor as 2^32 / 2^64 without a direction; that would not invert V_DIV_SCALE's 2^64 / 2^128 (see docs/hw/rdna3.md)."""
+  r = fma(a, b, c)
+  if not vcc.any(): return r
+  t = a.dtype.type
+  k = SCALE[t][0]
+  A, B, C, V = (np.broadcast_to(x, r.shape) for x in (a, b, c, vcc))
+  sh = np.where(np.abs(C) >= 2, k, -k)
+  if t == np.float32:
+    with np.errstate(all="ignore"):
+      x, y, z = A.astype(np.float64), B.astype(np.float64), C.astype(np.float64)
+      wide = _fma_exact(x, y, z, np.float64, wide=True)   # round-to-odd in f64: scaling it is exact, one rounding to f32 after
+      scaled = np.ldexp(wide, sh.astype(np.int32)).astype(np.float32)
+    return np.where(V, scaled, r).astype(np.float32)
+  out = r.copy()
+  from fractions import Fraction  # VCC lanes of f64 (a division at the ends of the range: rare): exact, one rounding
+  for ix in zip(*np.nonzero(V)):
+    x, y, z = float(A[ix]), float(B[ix]), float(C[ix])
+    if not all(np.isfinite(v) for v in (x, y, z)):
+      with np.errstate(all="ignore"): out[ix] = np.ldexp(np.float64(x) * np.float64(y) + np.float64(z), int(sh[ix]))
+      continue
+    out[ix] = _round_f64((Fraction(x) * Fraction(y) + Fraction(z)) * Fraction(2) ** int(sh[ix]), z)
+  return out
 
 
 def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
-  """V_DIV_FIXUP (S0 = quotient estimate, S1 = denominator, S2 = numerator): the IEEE special cases of n / d."""
+  """V_DIV_FIXUP (S0 = quotient estimate, S1 = denominator, S2 = numerator): the IEEE special cases of n / d (RDNA3 ISA
+  guide, opcodes 351/479 and the f16 form): NaN operands, 0/0 and inf/inf, x/0 and inf/y, x/inf and 0/y, and (f32/f64)
+  exponent(S2) - exponent(S1) < -150 / -1075: a quotient below half the smallest denormal, +-0. Then a NaN estimate
+  left by an overflowing quotient (the scaled Newton-Raphson steps compute inf - inf) gives +-inf, as GCN's
+  V_DIV_FIXUP describes (docs/hw/rdna3.md "Division"); otherwise the estimate with the quotient's sign."""
   t = q.dtype.type
   sign = np.signbit(d) ^ np.signbit(n)
   with np.errstate(all="ignore"):
     inf = np.where(sign, t(-np.inf), t(np.inf))
     zero = np.where(sign, t(-0.0), t(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))
+    r = np.where(np.isnan(q), inf, r)
+    if t in SCALE: r = np.where(_biased_exp(n) - _biased_exp(d) < {np.float32: -150, np.float64: -1075}[t], zero, r)
     r = np.where(np.isinf(d) | (n == 0), zero, r)
     r = np.where((d == 0) | np.isinf(n), inf, r)
     r = np.where(((d == 0) & (n == 0)) | (np.isinf(d) & np.isinf(n)), t(np.nan), r)

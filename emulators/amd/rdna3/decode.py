@@ -50,6 +50,9 @@ class Inst:
   def text(self) -> str: return disasm(self)
 
 
+_SHIFTS: dict[str, list[tuple[str, int, int]]] = {}   # format -> (field, low bit, mask), from formats.py's (hi, lo) rows
+
+
 def _u32(code: bytes, pc: int) -> int: return struct.unpack_from("<I", code, pc)[0]
 
 
@@ -65,9 +68,11 @@ def decode_one(code: bytes, pc: int, where: str = "") -> Inst:
   if fmt is None: raise DecodeError(f"{where}PC 0x{pc:x}: word 0x{w0:08x} is no RDNA3 instruction encoding", "compute", words=(w0,))
   if pc + 4 * fmt.dwords > len(code):
     raise DecodeError(f"{where}PC 0x{pc:x}: {fmt.name} instruction (word 0x{w0:08x}) runs past the end of the code", "compute", words=(w0,))
-  words = [_u32(code, pc + 4 * i) for i in range(fmt.dwords)]
-  base = sum(w << (32 * i) for i, w in enumerate(words))
-  f = {k: F.field(base, hl) for k, hl in fmt.fields.items()}
+  words = list(struct.unpack_from(f"<{fmt.dwords}I", code, pc))
+  base = int.from_bytes(code[pc:pc + 4 * fmt.dwords], "little")
+  if (shifts := _SHIFTS.get(fmt.name)) is None:
+    shifts = _SHIFTS[fmt.name] = [(k, lo, (1 << (hi - lo + 1)) - 1) for k, (hi, lo) in fmt.fields.items()]
+  f = {k: (base >> lo) & mask for k, lo, mask in shifts}
   def unknown(what: str) -> DecodeError:
     ws = " ".join(f"0x{w:08x}" for w in words)
     return DecodeError(f"{where}PC 0x{pc:x}: {what} (format {fmt.name}, words {ws})", "compute", words=tuple(words))

@@ -36,7 +36,8 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
     return None
   if n == "s_barrier":
     m.bar[idx] = True
-    return m.advance(i, idx)
+    m.pc[idx] += i.size   # the next instruction itself (not past no-ops): a divergent-barrier report names PC - 4
+    return None
   if n in BRANCH_COND:
     take = BRANCH_COND[n](m, idx)
     m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
@@ -196,7 +197,16 @@ def _read(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, code: int, t: str
   return m.vsrc(idx, code, t, i.literal, hi, lanes)
 
 
+# VALU opcodes with their own code below; every other opcode is a row of ops.VALU (`_valu_row`, decided once per Inst)
+VALU_OWN = ("v_cmp", "v_cndmask_b", "v_add_co_", "v_sub_co_", "v_subrev_co_", "v_mad_u64_u32", "v_mad_i64_i32", "v_div_scale_",
+            "v_div_fmas_", "v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32", "v_mbcnt_", "v_swap_b32", "v_nop")
+
+
 def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
+  if (row := i.extra.get("valu")) is None:
+    n = i.op.name
+    row = i.extra["valu"] = (_srcs(None, i, idx, None), X.VALU.get(n)) if not n.startswith(VALU_OWN) and n in X.VALU else ()
+  if row: return _valu_row(m, i, idx, *row)
   o, f = i.op, i.f
   n = o.name
   lanes = m.exec_mask(idx)
@@ -303,6 +313,23 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   m.advance(i, idx)
 
 
+def _valu_row(m: Any, i: Inst, idx: np.ndarray, srcs: list[tuple[int, str, int | None]], fn: Any) -> None:
+  """A VALU op that is one row of ops.VALU: read the sources (definedness tracked), apply modifiers, the row, clamp/omod, write."""
+  o, f = i.op, i.f
+  lanes = m.exec_mask(idx)
+  if m.vinit is not None: m.track = []
+  try: raw = [_read(m, i, idx, lanes, c, t, h) for c, t, h in srcs]
+  finally: reads, m.track = m.track, None
+  dfn = _definedness(o.name, reads, len(idx))
+  vals = [raw[k] if t == "m" else _mods(i, M.typed(raw[k], t), k, t) for k, (c, t, h) in enumerate(srcs)]
+  with np.errstate(all="ignore"): r = fn(*vals)
+  if o.dst[0] == "f": r = _finish_float(i, np.asarray(r).astype(A.NP[o.dst]), o.dst)
+  elif i.fmt == "VOP3" and f.get("clamp"): r = np.clip(np.asarray(r), *(lambda t: (t.min, t.max))(np.iinfo(A.NP[o.dst])))
+  dhi = (f["op_sel"] >> 3) & 1 if i.fmt == "VOP3" and o.dst in T16 else None
+  m.vwrite(idx, f.get("vdst", 0), o.dst, M.untyped(r, o.dst), lanes, dhi, dfn)
+  m.advance(i, idx)
+
+
 # 64-bit results whose low dword depends only on the sources' low dwords (carries run upward): an undefined high half of
 # a source leaves the low half of the result defined (LLVM feeds undefined high halves to v_mad_u64_u32 for 32-bit math)
 LOW_FROM_LOW = frozenset({"v_lshlrev_b64", "v_mad_u64_u32", "v_mad_i64_i32"})
@@ -311,7 +338,10 @@ LOW_FROM_LOW = frozenset({"v_lshlrev_b64", "v_mad_u64_u32", "v_mad_i64_i32"})
 def _definedness(n: str, reads: list[list[np.ndarray]] | None, nw: int) -> list[np.ndarray] | None:
   """Per result dword, the lanes whose value is defined: every source dword defined (the low dword of LOW_FROM_LOW ops:
   the sources' low dwords). None: not tracked (all defined)."""
-  if reads is None: return None
+  if not reads: return None   # not tracked, or no VGPR source: the written lanes are defined
+  if n not in LOW_FROM_LOW:
+    ds = [d for r in reads for d in r]
+    return [ds[0] if len(ds) == 1 else np.logical_and.reduce(ds)]
   ones = np.ones((nw, LANES), np.bool_)
   every = ones.copy()
   for r in reads:
@@ -469,6 +499,11 @@ def _vopd_half(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, name: str, d
 # ---- LDS ------------------------------------------------------------------------------------------------------------
 DS_LOAD = {"ds_load_b32": (4, False), "ds_load_b64": (8, False), "ds_load_b96": (12, False), "ds_load_b128": (16, False),
            "ds_load_u8": (1, False), "ds_load_i8": (1, True), "ds_load_u16": (2, False), "ds_load_i16": (2, True)}
+# D16 forms: 8/16 bits (sign- or zero-extended to 16) into the low (1) or high (2) half of VDST, the other half kept;
+# the _d16_hi stores write the high half of DATA0 (ISA guide, "LDS instructions": DS_LOAD_U8_D16 .. DS_STORE_B16_D16_HI)
+DS_LOAD_D16 = {"ds_load_u8_d16": (1, False, 1), "ds_load_u8_d16_hi": (1, False, 2), "ds_load_i8_d16": (1, True, 1),
+               "ds_load_i8_d16_hi": (1, True, 2), "ds_load_u16_d16": (2, False, 1), "ds_load_u16_d16_hi": (2, False, 2)}
+DS_STORE_D16_HI = {"ds_store_b8_d16_hi": 1, "ds_store_b16_d16_hi": 2}
 DS_STORE = {"ds_store_b32": 4, "ds_store_b64": 8, "ds_store_b96": 12, "ds_store_b128": 16, "ds_store_b8": 1, "ds_store_b16": 2}
 DS_2ADDR = {"ds_load_2addr_b32": (4, 1), "ds_load_2addr_stride64_b32": (4, 64), "ds_load_2addr_b64": (8, 1),
             "ds_load_2addr_stride64_b64": (8, 64), "ds_store_2addr_b32": (4, 1), "ds_store_2addr_stride64_b32": (4, 64),
@@ -516,14 +551,15 @@ def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarr
 
 def _to_bytes(v: np.ndarray, nbytes: int) -> np.ndarray:
   """[n, 32] of uint64/uint32 -> [n, 32, nbytes] little-endian bytes."""
-  v = v.astype(U64)
-  return np.stack([((v >> U64(8 * k)) & U64(0xFF)).astype(np.uint8) for k in range(nbytes)], axis=2)
+  v = np.ascontiguousarray(v, "<u8")
+  return v.reshape(v.shape + (1,)).view(np.uint8)[:, :, :nbytes]
 
 
 def _from_bytes(b: np.ndarray) -> np.ndarray:
-  out = np.zeros(b.shape[:2], U64)
-  for k in range(b.shape[2]): out |= b[:, :, k].astype(U64) << U64(8 * k)
-  return out
+  """[n, 32, nbytes <= 8] little-endian bytes -> [n, 32] uint64."""
+  pad = np.zeros(b.shape[:2] + (8,), np.uint8)
+  pad[:, :, :b.shape[2]] = b
+  return pad.view("<u8")[:, :, 0]
 
 
 def _vdata(m: Any, idx: np.ndarray, r: int, nbytes: int, lanes: np.ndarray) -> np.ndarray:
@@ -537,7 +573,8 @@ def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.n
   nd = -(-data.shape[2] // 4)
   pad = np.zeros(data.shape[:2] + (4 * nd,), np.uint8)
   pad[:, :, :data.shape[2]] = data
-  for k in range(nd): m.vwrite(idx, r + k, "b32", _from_bytes(pad[:, :, 4 * k:4 * k + 4]).astype(U32), lanes)
+  words = pad.view("<u4")
+  for k in range(nd): m.vwrite(idx, r + k, "b32", words[:, :, k], lanes)
 
 
 def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -558,6 +595,12 @@ def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
   elif n in DS_STORE:
     nb = DS_STORE[n]
     _lds_write(m, i, idx, addr + off, _vdata(m, idx, f["data0"], nb, lanes), lanes)
+  elif n in DS_LOAD_D16:
+    nb, sgn, d16 = DS_LOAD_D16[n]
+    _write_loaded(m, idx, f["vdst"], _lds_read(m, i, idx, addr + off, nb, lanes), nb, sgn, d16, lanes)
+  elif n in DS_STORE_D16_HI:
+    nb = DS_STORE_D16_HI[n]
+    _lds_write(m, i, idx, addr + off, _store_data(m, idx, f["data0"], nb, 1, lanes), lanes)
   elif n in DS_2ADDR:
     nb, stride = DS_2ADDR[n]
     a0, a1 = addr + f["offset0"] * nb * stride, addr + f["offset1"] * nb * stride

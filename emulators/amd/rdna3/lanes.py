@@ -26,8 +26,8 @@ def is_float(t: str) -> bool: return t[0] == "f"
 def typed(raw: np.ndarray, t: str) -> np.ndarray:
   if t in ("p16", "x16"): return raw.astype(U32)
   nt = A.NP[t]
-  size = np.dtype(nt).itemsize
-  return np.ascontiguousarray(raw).astype(A.RAW[size]).view(nt)
+  rt = A.RAW[np.dtype(nt).itemsize]
+  return raw.view(nt) if raw.dtype == rt else raw.astype(rt).view(nt)   # a view of the raw bits when their width matches
 
 
 def untyped(val: Any, t: str) -> np.ndarray:

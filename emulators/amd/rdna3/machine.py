@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
-from emulators.amd.rdna3.execute import HANDLERS
+from emulators.amd.rdna3.execute import HANDLERS, NOPS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
 MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
+DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)
 
 
 def float_consts(t: str) -> dict[int, int]:
@@ -43,7 +44,11 @@ class Machine:
     r = vm.find(pgm)
     if r is None: raise WaveFault(f"the program at 0x{pgm:x} is not mapped", "mmu", pgm)
     self.code = r.mem.data[pgm - r.va:].tobytes()
-    self.insts: dict[int, Inst] = {}
+    # decoded instructions by PC, shared by every dispatch of the same code bytes (decoding is pure)
+    if (insts := DECODED.get(self.code)) is None:
+      if len(DECODED) >= 256: DECODED.pop(next(iter(DECODED)))
+      insts = DECODED[self.code] = {}
+    self.insts: dict[int, Inst] = insts
     G = grid[0] * grid[1] * grid[2]
     per = block[0] * block[1] * block[2]
     wpg = -(-per // LANES)
@@ -85,19 +90,33 @@ class Machine:
     self.steps = 0
     self._map: tuple[np.ndarray, np.ndarray] | None = None
     self.track: list[list[np.ndarray]] | None = None   # while a VALU op reads: the definedness of its VGPR sources
+    # the step's waves: `idx` as the handlers get it, and how the register files are indexed for it (a slice, so a view
+    # and no gather, when every wave is at that PC: the common case in straight-line code)
+    self._idx: np.ndarray | None = None
+    self._ix: Any = None
+    self._lanes: np.ndarray | None = None   # the step's EXEC lanes (exec_mask's last answer) and whether all are on
+    self._lanes_all = False
+    # global memory this dispatch touched, for the hazard checker: mapping VA -> [lowest read, end of reads, lowest
+    # write, end of writes] (the kernarg segment's mapping left out, as the serialized-image path leaves it out)
+    self.touched: dict[int, list[int]] = {}
+    ka = vm.find(user[0] | user[1] << 32) if nuser >= 2 else None
+    self._kernarg_va = ka.va if ka is not None else None
 
   # ---- the scheduler ----
   def run(self) -> None:
+    every = np.arange(self.W)   # the step's waves when all are at one PC (the same object each time: see `ix`)
+    far = np.iinfo(np.int64).max
     while True:
-      live = ~self.done
-      if not live.any(): return
-      can = live & ~self.bar
+      can = ~(self.done | self.bar)
       if not can.any():
+        if self.done.all(): return
         self._release()
         continue
-      pcs = self.pc[can]
+      pcs = np.where(can, self.pc, far)
       pc0 = int(pcs.min())
-      idx = np.flatnonzero(can & (self.pc == pc0))
+      at = pcs == pc0
+      idx = every if at.all() else np.flatnonzero(at)
+      self._idx, self._ix, self._lanes = idx, slice(None) if idx is every else idx, None
       self.steps += 1
       if self.steps > MAX_STEPS: raise WaveFault(f"kernel {self.name}: more than {MAX_STEPS} instruction steps (a hang?) at PC 0x{pc0:x}")
       i = self.inst(pc0)
@@ -128,9 +147,20 @@ class Machine:
     return i
 
   # ---- operands ----
+  def ix(self, idx: np.ndarray) -> Any:
+    """How to index the per-wave arrays for waves idx: a slice when idx is the step's waves and they are all waves."""
+    return self._ix if idx is self._idx else idx
+
   def exec_mask(self, idx: np.ndarray) -> np.ndarray:
-    """[n, 32] bool: the lanes EXEC enables."""
-    return (self.s[idx, 126][:, None] & LANE_BITS) != 0
+    """[n, 32] bool: the lanes EXEC enables (remembered for the step while EXEC is unchanged: `all_on`)."""
+    ix = self.ix(idx)
+    ex = self.s[ix, 126]
+    if self._lanes is not None and idx is self._idx and np.array_equal(ex, self._exec): return self._lanes
+    lanes = (ex[:, None] & LANE_BITS) != 0
+    if idx is self._idx: self._lanes, self._exec, self._lanes_all = lanes, ex.copy(), bool(lanes.all())
+    return lanes
+
+  def all_on(self, lanes: np.ndarray) -> bool: return lanes is self._lanes and self._lanes_all
 
   def sreg(self, idx: np.ndarray, code: int, t: str, lit: int | None) -> np.ndarray:
     """A scalar operand as uint64 per wave [n] (64-bit types read a register pair)."""
@@ -138,8 +168,9 @@ class Machine:
     n = len(idx)
     if code < 128:
       if code == 124: return np.zeros(n, U64)
-      lo = self.s[idx, code].astype(U64)
-      if w == 2: lo |= self.s[idx, code + 1].astype(U64) << U64(32)
+      ix = self.ix(idx)
+      lo = self.s[ix, code].astype(U64)
+      if w == 2: lo |= self.s[ix, code + 1].astype(U64) << U64(32)
       return lo
     return np.full(n, self.const(code, t, lit, idx), U64) if code not in (251, 252, 253) else self._cond(code, idx)
 
@@ -171,8 +202,9 @@ class Machine:
       if t in T16:
         if hi is None: r, hi = r & 0x7F, r >> 7
       self._vcheck(idx, r, w, lanes)
-      v = self.v[idx, r, :]
-      if w == 2: return v.astype(U64) | (self.v[idx, r + 1, :].astype(U64) << U64(32))
+      ix = self.ix(idx)
+      v = self.v[ix, r, :]
+      if w == 2: return v.astype(U64) | (self.v[ix, r + 1, :].astype(U64) << U64(32))
       if t in T16: return ((v >> U32(16 * hi)) & U32(0xFFFF)).astype(np.uint16)
       return v
     s = self.sreg(idx, code, t, lit)[:, None]
@@ -184,12 +216,15 @@ class Machine:
   def _vcheck(self, idx: np.ndarray, r: int, w: int, lanes: np.ndarray | None) -> None:
     if r + w > self.nv: raise WaveFault(f"reads v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
     if self.vinit is None: return
+    ix = self.ix(idx)
     if self.track is not None:   # a VALU op: definedness flows to its result instead (see execute.valu)
-      self.track.append([self.vinit[idx, r + k, :] for k in range(w)])
+      self.track.append([self.vinit[ix, r + k, :].copy() for k in range(w)])
       return
     act = self.exec_mask(idx) if lanes is None else lanes
     for k in range(w):
-      bad = act & ~self.vinit[idx, r + k, :]
+      d = self.vinit[ix, r + k, :]
+      if self.all_on(act) and d.all(): continue
+      bad = act & ~d
       if bad.any():
         wi, lane = map(int, np.argwhere(bad)[0])
         raise WaveFault(f"lane {lane} of wave {int(idx[wi])} reads v{r + k}, which holds no defined value (never written, or computed from such a value: uninitialized VGPR)")
@@ -201,29 +236,31 @@ class Machine:
     w = WIDTH.get(t, 1)
     if t in T16 and hi is None: r, hi = r & 0x7F, r >> 7
     if r + w > self.nv: raise WaveFault(f"writes v{r + w - 1}, beyond the {self.nv} VGPRs RSRC1.VGPRS allocates")
-    val = np.broadcast_to(val, (len(idx), LANES))
+    if np.shape(val) != (len(idx), LANES): val = np.broadcast_to(val, (len(idx), LANES))
+    ix, full = self.ix(idx), self.all_on(lanes)
     if t in T16:
-      old = self.v[idx, r, :]
+      old = self.v[ix, r, :]
       sh = U32(16 * hi)
       new = (old & ~(U32(0xFFFF) << sh)) | ((val.astype(U32) & U32(0xFFFF)) << sh)
-      self.v[idx, r, :] = np.where(lanes, new, old)
-      if self.vinit is not None: self._mark(idx, r, lanes, None if defined is None else defined[0])
+      self.v[ix, r, :] = new if full else np.where(lanes, new, old)
+      if self.vinit is not None: self._mark(ix, r, lanes, full, None if defined is None else defined[0])
       return
     for k in range(w):
       part = (val.astype(U64) >> U64(32 * k)).astype(U32) if w > 1 else val.astype(U32)
-      self.v[idx, r + k, :] = np.where(lanes, part, self.v[idx, r + k, :])
-      if self.vinit is not None: self._mark(idx, r + k, lanes, None if defined is None else defined[min(k, len(defined) - 1)])
+      self.v[ix, r + k, :] = part if full else np.where(lanes, part, self.v[ix, r + k, :])
+      if self.vinit is not None: self._mark(ix, r + k, lanes, full, None if defined is None else defined[min(k, len(defined) - 1)])
 
-  def _mark(self, idx: np.ndarray, r: int, lanes: np.ndarray, defined: np.ndarray | None) -> None:
-    if defined is None: self.vinit[idx, r, :] |= lanes
-    else: self.vinit[idx, r, :] = np.where(lanes, defined, self.vinit[idx, r, :])
+  def _mark(self, ix: Any, r: int, lanes: np.ndarray, full: bool, defined: np.ndarray | None) -> None:
+    if defined is None: self.vinit[ix, r, :] = True if full else self.vinit[ix, r, :] | lanes
+    else: self.vinit[ix, r, :] = defined if full else np.where(lanes, defined, self.vinit[ix, r, :])
 
   def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray) -> None:
     if code == 124: return
     w = WIDTH.get(t, 1)
     if code >= 128 or code + w > 128: raise WaveFault(f"writes scalar register {code}, which is not writable")
     val = np.asarray(val).astype(U64)
-    for k in range(w): self.s[idx, code + k] = ((val >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
+    ix = self.ix(idx)
+    for k in range(w): self.s[ix, code + k] = ((val >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
 
   # ---- execution ----
   def execute(self, i: Inst, idx: np.ndarray) -> None:
@@ -231,7 +268,16 @@ class Machine:
     if h is None: raise WaveFault(f"{i.fmt} instructions are not emulated")
     h(self, i, idx)
 
-  def advance(self, i: Inst, idx: np.ndarray) -> None: self.pc[idx] += i.size
+  def advance(self, i: Inst, idx: np.ndarray) -> None:
+    """To the next instruction, past any that do nothing here (s_waitcnt, s_delay_alu, s_nop, ...: execute.NOPS), which
+    would otherwise each cost a scheduler step."""
+    if (nxt := i.extra.get("next")) is None:
+      nxt = i.pc + i.size
+      try:
+        while (j := self.inst(nxt)).fmt == "SOPP" and j.op.name in NOPS: nxt += j.size
+      except WaveFault: pass   # undecodable: the fault is raised when a wave gets there
+      i.extra["next"] = nxt
+    self.pc[self.ix(idx)] = nxt
 
   # ---- memory through the VM ----
   def mem_read(self, addr: int, nbytes: int, what: str) -> np.ndarray:
@@ -240,6 +286,7 @@ class Machine:
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x}"
       raise WaveFault(f"MMU fault: {what} of {nbytes} bytes at 0x{addr:x} {why}", "mmu", addr)
     off = addr - r.va
+    self._touch(r.va, addr, addr + nbytes, False)
     if self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
       raise WaveFault(f"{what} of {nbytes} bytes at 0x{addr:x} reads memory that was never written", "compute", addr)
     return r.mem.data[off:off + nbytes].copy()
@@ -258,17 +305,46 @@ class Machine:
       r = self.vm.find(a)
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x} ({r.size} bytes)"
       raise WaveFault(f"MMU fault: lane {lane} of wave {int(idx[wi])}: {what} of {nbytes} bytes at 0x{a:x} {why}", "mmu", a)
-    return [(self.vm.regions[int(k)], lanes & (ri == k)) for k in np.unique(ri[lanes])]
+    used = ri[lanes]
+    if not used.size: return []
+    if (k := int(used.min())) == int(used.max()): return [(self.vm.regions[k], lanes)]   # one mapping (the common case)
+    return [(self.vm.regions[int(k)], lanes & (ri == k)) for k in np.unique(used)]
+
+  def _touch(self, va: int, lo: int, hi: int, write: bool) -> None:
+    if va == self._kernarg_va: return
+    t = self.touched.setdefault(va, [1 << 64, 0, 1 << 64, 0])
+    k = 2 if write else 0
+    t[k], t[k + 1] = min(t[k], lo), max(t[k + 1], hi)
+
+  def accesses(self) -> list[tuple[int, list[tuple[int, int, bool]]]]:
+    """What the dispatch read and wrote: (mapping VA, [(lo, hi, write)]) per mapping, for Hazards.access."""
+    return [(va, [(lo, hi, w) for lo, hi, w in ((t[0], t[1], False), (t[2], t[3], True)) if hi > lo]) for va, t in self.touched.items()]
 
   def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
     out = np.zeros(addr.shape + (nbytes,), np.uint8)
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global load"):
-      ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
-      out[sel] = r.mem.data[ix]
+      every = sel is lanes and self.all_on(lanes)   # every lane of every wave: no boolean selection needed
+      off = (addr.reshape(-1) if every else addr[sel]) - U64(r.va)
+      off = off.astype(np.int64)
+      self._touch(r.va, r.va + int(off.min()), r.va + int(off.max()) + nbytes, False)
+      if (fast := nbytes in (1, 2, 4, 8, 16) and r.va % nbytes == 0 and not (off & (nbytes - 1)).any()):
+        # naturally aligned 1/2/4/8/16 bytes: one element of a word view each; their definedness bits within one byte
+        # (up to 8) or whole bytes of the bit map
+        data = r.mem.data
+        got = data[:len(data) - len(data) % nbytes].view(np.dtype((np.void, nbytes)))[off // nbytes].view(np.uint8).reshape(-1, nbytes)
+      else: got = r.mem.data[off[:, None] + np.arange(nbytes)]
+      if every: out.reshape(-1, nbytes)[:] = got
+      else: out[sel] = got
       if self.checked and r.mem.bits is not None:
-        ok = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
+        if fast and nbytes <= 8:
+          full = (1 << nbytes) - 1
+          ok = ((r.mem.bits[off >> 3].astype(np.int64) >> (off & 7)) & full) == full
+        elif fast: ok = (r.mem.bits[(off >> 3)[:, None] + np.arange(nbytes // 8)] == 0xFF).all(axis=1)
+        else:
+          ix = off[:, None] + np.arange(nbytes)
+          ok = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
         if not ok.all():
-          wi, lane = (int(x[~ok][0]) for x in np.nonzero(sel))
+          wi, lane = (int(x[~ok][0]) for x in np.nonzero(np.broadcast_to(sel, addr.shape)))
           a = int(addr[wi, lane])
           raise WaveFault(f"lane {lane} of wave {int(idx[wi])}: global load of {nbytes} bytes at 0x{a:x} reads memory that was never "
                           "written (uninitialized)", "compute", a)
@@ -278,6 +354,7 @@ class Machine:
     nbytes = data.shape[2]
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global store"):
       ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
+      self._touch(r.va, r.va + int(ix[:, 0].min()), r.va + int(ix[:, -1].max()) + 1, True)
       r.mem.data[ix] = data[sel]   # lanes in order: a later lane's store to the same byte wins, as one wave's store resolves
       if r.mem.bits is not None:
         r.mem.mark_elems(ix.reshape(-1), 1, True)

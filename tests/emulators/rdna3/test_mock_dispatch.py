@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from emulators.mock_driver import make_driver
-from refgrad.runtime.driver import GPUFault
+from refgrad.runtime.driver import GPUFault, GPUHazard
 from tests.emulators import amdenc as A
 from tests.emulators.rdna3.llvm_util import Kernel, descriptor
 from tests.emulators.rdna3.test_execute import kernels_of
@@ -113,3 +113,56 @@ def test_unsupported_float_mode_is_refused(drv):
   d = descriptor(k.descriptor)
   f = fault(drv, dispatch_words(drv, k, upload(drv, k), [], (), (1, 1, 1), (64, 1, 1), rsrc1=d.rsrc1 & ~(0xFF << 12)))
   assert "FLOAT_MODE 0x00 is not emulated" in f.what
+
+
+def _mul_then_copy(drv, wait: bool):
+  """An ISA kernel writes `out`; an SDMA copy reads it, after a semaphore the kernel's release sets (`wait`) or not."""
+  k = kernels_of("elementwise")["mul_f32"]
+  a = np.ones(128, np.float32)
+  out, ma, mb, res, sig = buffer(drv, np.zeros(128, np.float32)), buffer(drv, a), buffer(drv, a), drv.alloc(512, True), drv.alloc(16, True)
+  r, c = A.Ring(drv, "compute", 1024), A.Ring(drv, "copy")
+  r.push(dispatch_words(drv, k, upload(drv, k), [out.va, ma.va, mb.va], (), (2, 1, 1), (64, 1, 1)) + (A.release64(sig.va, 1) if wait else []))
+  c.push((A.poll(sig.va, 1) if wait else []) + A.copy_linear(res.va, out.va, 512))
+  return out, ma
+
+
+def test_isa_launch_records_its_writes_for_the_hazard_checker(drv):
+  out, _ = _mul_then_copy(drv, wait=False)
+  with pytest.raises(GPUHazard) as e: drv.run_until_idle()
+  msg = str(e.value)
+  assert "kernel <RDNA3 code at" in msg and f"writes 0x{out.va:x}..0x{out.va + 512:x}" in msg and "copy of 512 bytes" in msg
+
+
+def test_isa_launch_ordered_by_a_release_is_clean(drv):
+  _mul_then_copy(drv, wait=True)
+  assert drv.run_until_idle()
+
+
+def test_isa_launches_in_flight_together_conflict_on_what_they_read_and_write(drv):
+  """Two dispatches of one ring with no ordering command between them: the second reads what the first writes."""
+  k = kernels_of("elementwise")["mul_f32"]
+  a = np.ones(128, np.float32)
+  out, ma, mb, out2 = (buffer(drv, x) for x in (np.zeros(128, np.float32), a, a, np.zeros(128, np.float32)))
+  prog = upload(drv, k)
+  words = dispatch_words(drv, k, prog, [out.va, ma.va, mb.va], (), (2, 1, 1), (64, 1, 1))[:-2]   # no EVENT_WRITE (an ordering event) after it
+  words += dispatch_words(drv, k, prog, [out2.va, out.va, mb.va], (), (2, 1, 1), (64, 1, 1))
+  r = A.Ring(drv, "compute", 1024)
+  r.push(words)
+  with pytest.raises(GPUHazard) as e: drv.run_until_idle()
+  msg = str(e.value)
+  assert f"writes 0x{out.va:x}..0x{out.va + 512:x}" in msg and f"reads 0x{out.va:x}..0x{out.va + 512:x}" in msg and "both in flight" in msg
+
+
+def test_isa_launches_in_flight_on_disjoint_bytes_of_one_buffer_are_clean(drv):
+  """What an ISA launch records is the bytes it touched: two launches in flight writing the two halves of one buffer do
+  not conflict (a launch recording its whole buffer would report them)."""
+  k = kernels_of("elementwise")["mul_f32"]
+  a = np.full(128, 2, np.float32)
+  out, ma = buffer(drv, np.zeros(128, np.float32)), buffer(drv, a)
+  prog = upload(drv, k)
+  words = dispatch_words(drv, k, prog, [out.va, ma.va, ma.va], (), (1, 1, 1), (64, 1, 1))[:-2]
+  words += dispatch_words(drv, k, prog, [out.va + 256, ma.va, ma.va], (), (1, 1, 1), (64, 1, 1))
+  r = A.Ring(drv, "compute", 1024)
+  r.push(words)
+  assert drv.run_until_idle()
+  np.testing.assert_array_equal(out.host.view(np.float32), np.full(128, 4, np.float32))
