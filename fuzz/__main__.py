@@ -219,8 +219,7 @@ def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: 
   devs = devices if devices is not None else list(dict.fromkeys(["CPU", *named]))
   f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1, env=env or {}), [])
   try: return f.check_one(fd.case)
-  finally:
-    if f._spare is not None: f._spare.stop()
+  finally: f.close()
 
 
 def _fail(msg: str) -> int:

@@ -14,12 +14,15 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from fuzz.pool import DevicePool
+from fuzz.shrink import shrink
 from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
 from oracles.case import Case, Finding, Result
+from oracles.check import DeviceProg, input_values, merge
 
 DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
-GROUPS_PER_JOB = 6          # groups a worker checks per message: their programs share one C compiler call
+GROUPS_PER_JOB = 3          # groups a reference worker checks per message (a device worker takes every program queued for it at once)
 SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
 CASE_TIMEOUT = 30.0         # default --case-timeout: a case runs in milliseconds, but one C compile of a large decomposed kernel takes up to ~15 s on 2 loaded cores (a step sends no progress while cc runs); a hang is found within this
 
@@ -71,7 +74,16 @@ def worker_config(opts: Options) -> dict[str, Any]:
   # the mock GPUs run a seeded interleaving (overlapping launches, README "Ordering inside a queue"); one fixed seed so a
   # finding's replay (a new worker, same config) runs the same way
   return {"env": {"MOCKGPU": "1", "MOCKGPU_ORDER": "seed:0", **({"REFGRAD_CACHE": os.environ["REFGRAD_CACHE"]} if "REFGRAD_CACHE" in os.environ else {}), **opts.env},
-          "devices": opts.devices, "preload": opts.preload, "ast_eval": opts.ast_eval, "models": opts.models}
+          "preload": opts.preload, "ast_eval": opts.ast_eval, "models": opts.models}
+
+
+@dataclass
+class _Job:
+  """A reference job's Results and programs, waiting for every device's outcome of every program."""
+  results: list[Result]
+  progs: list[DeviceProg]
+  outcomes: dict[str, list[dict[str, Any]]]   # device -> outcome per program
+  left: int                                   # outcomes still to come
 
 
 class Fuzzer:
@@ -80,7 +92,10 @@ class Fuzzer:
     self.stats = Stats()
     self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
-    self._spare: Worker | None = None
+    self._spare: Worker | None = None                # check_one's reference worker
+    self._spare_pool: DevicePool | None = None       # check_one's device workers
+    self.pool = DevicePool(opts.devices, self.config, opts.case_timeout, per_device=max(1, opts.workers))
+    self.jobs: dict[int, _Job] = {}                  # reference jobs done, waiting for the devices' outcomes
     self.saved: dict[tuple[str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
     self.notes: list[str] = []
     self.drawn = 0
@@ -119,8 +134,10 @@ class Fuzzer:
       finally:
         self._shielded = True   # a second Ctrl-C must not cut the cleanup short
         for w in workers: w.kill() if self.interrupted else w.stop()
-        if self._spare is not None: self._spare.kill() if self.interrupted else self._spare.stop()
-        self._spare, self._shielded = None, False
+        self.pool.close(kill=self.interrupted)
+        self.stats.crashes += self.pool.crashes
+        self.close()
+        self._shielded = False
     if self.interrupted: self.notes.append(f"interrupted (Ctrl-C) after {self.stats.elapsed:.1f} s: the counts and findings are those of the cases finished")
     return self.stats
 
@@ -145,19 +162,22 @@ class Fuzzer:
 
   def _loop(self, workers: list[Worker]) -> None:
     if self.interrupted: raise KeyboardInterrupt
+    pool = self.pool
     while True:
-      for w in workers:
-        if w.job is None and (specs := self._next_specs(GROUPS_PER_JOB)):
+      for w in workers:   # the reference runs ahead of the devices by a bounded number of jobs
+        if w.job is None and len(self.jobs) < 2 * len(workers) and (specs := self._next_specs(GROUPS_PER_JOB)):
           w.send("fuzz", specs, self.opts.case_timeout * 2)   # each step done (a tick) moves the deadline one case timeout on
       busy = [w for w in workers if w.job is not None]
-      if not busy: break
+      if not busy and not self.jobs: break
       if self._past_end():   # --seconds bounds the whole run: the jobs still running are dropped
         for w in busy:
           w.kill()
           workers[workers.index(w)] = Worker(self.config)
-        self.notes.append(f"the time limit (--seconds {self.opts.seconds:g}) ended the run: {len(busy)} job(s) in flight were dropped")
+        pool.drop()
+        self.notes.append(f"the time limit (--seconds {self.opts.seconds:g}) ended the run: {len(busy) + len(self.jobs)} job(s) in flight were dropped")
+        self.jobs.clear()
         break
-      ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=0.25)
+      ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)] + pool.waitables(), timeout=0.25)
       for w in busy:
         if w.conn in ready:
           try:
@@ -169,8 +189,8 @@ class Fuzzer:
             w.deadline = time.monotonic() + self.opts.case_timeout
             continue
           if status == "ok":
-            job, w.job = w.job, None
-            self._take([Result(**r) for r in payload], job)
+            w.job = None
+            self._to_devices([Result(**r) for r in payload[0]], payload[1])
             continue
           if status == "error":
             w.job = None
@@ -179,8 +199,25 @@ class Fuzzer:
           job, why = w.job, ("crash" if w.conn in ready or w.proc.sentinel in ready else "timeout")
           w.kill()
           workers[workers.index(w)] = Worker(self.config)
+          self.stats.crashes += 1
           self._isolate(job, why)
+      for job, pos, dev, outcome in pool.step(ready): self._outcome(job, pos, dev, outcome)
       if self.on_update: self.on_update(self)
+
+  def _to_devices(self, results: list[Result], progs: list[DeviceProg]) -> None:
+    """A reference job is done: its programs go to every device's queue (its Results wait for their outcomes)."""
+    job = _Job(results, progs, {d: [{}] * len(progs) for d in self.opts.devices}, len(progs) * len(self.opts.devices))
+    if job.left == 0: return self._take(merge(results, progs, job.outcomes, self.opts.devices), None)
+    self.jobs[id(job)] = job
+    self.pool.submit(id(job), progs)
+
+  def _outcome(self, key: int, pos: int, dev: str, outcome: dict[str, Any]) -> None:
+    if (job := self.jobs.get(key)) is None: return
+    job.outcomes[dev][pos] = outcome
+    job.left -= 1
+    if job.left == 0:
+      del self.jobs[key]
+      self._take(merge(job.results, job.progs, job.outcomes, self.opts.devices), None)
 
   def _take(self, results: list[Result], job: Any) -> None:
     for r in results:
@@ -224,35 +261,34 @@ class Fuzzer:
       if r.oracle in ("crash", "timeout"): dead_groups.add(c.group_key())
 
   def check_one(self, c: Case) -> Result:
-    """Check one case in the spare worker; a crash or hang of that worker is the case's Result, blamed on the device
-    that crashes or hangs when the case is checked on it alone (PYTHON, when it does so with no other device)."""
+    """Check one case in the spare workers (a reference worker and one per device): a crash or hang of the reference
+    worker is a finding on PYTHON, one of a device's worker a finding on that device."""
     if self._spare is None or not self._spare.proc.is_alive(): self._spare = Worker(self.config)
-    r, why = self._check_in(self._spare, c)
-    if r is not None: return r
-    self._spare = None
-    self.stats.crashes += 1
-    oracle, text = why
-    device = "PYTHON"
-    for d in self.opts.devices if len(self.opts.devices) > 0 else []:
-      w = Worker({**self.config, "devices": [d]})
-      alone, alone_why = self._check_in(w, c)
-      if alone is None:
-        device, (oracle, text) = d, alone_why
-        break
-      w.stop()
-    else:
-      if self.opts.devices:   # no device crashes alone: does PYTHON on its own?
-        w = Worker({**self.config, "devices": []})
-        alone, alone_why = self._check_in(w, c)
-        if alone is None: oracle, text = alone_why
-        else:
-          w.stop()
-          device = "+".join(self.opts.devices)   # only together (shared state between backends)
-    return Result(c.index, "fail", oracle, device, f"the worker checking this case on {device}: {text}",
-                  target=c.target, opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
+    got, why = self._check_in(self._spare, c)
+    if got is None:
+      self._spare = None
+      self.stats.crashes += 1
+      return Result(c.index, "fail", why[0], "PYTHON", f"the reference worker checking this case: {why[1]}", target=c.target,
+                    opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
+    results, progs = got
+    outcomes: dict[str, list[dict[str, Any]]] = {d: [{}] * len(progs) for d in self.opts.devices}
+    if progs and self.opts.devices:
+      if self._spare_pool is None: self._spare_pool = DevicePool(self.opts.devices, self.config, self.opts.case_timeout)
+      pool, key = self._spare_pool, object()
+      pool.submit(key, progs)
+      ready: list[Any] = []
+      while True:
+        for k, pos, dev, o in pool.step(ready):
+          if k is key: outcomes[dev][pos] = o
+        if not pool.busy(): break
+        ready = pool.wait(0.25)
+      self.stats.crashes += pool.crashes
+      pool.crashes = 0
+    return merge(results, progs, outcomes, self.opts.devices)[0]
 
-  def _check_in(self, w: Worker, c: Case) -> tuple[Result | None, tuple[str, str]]:
-    """(the Result, _) when worker w answers; (None, (crash | timeout, what happened)) when it dies or hangs (it is killed)."""
+  def _check_in(self, w: Worker, c: Case) -> tuple[tuple[list[Result], list[DeviceProg]] | None, tuple[str, str]]:
+    """((its Results, its programs), _) when reference worker w answers; (None, (crash | timeout, what happened)) when it
+    dies or hangs (it is killed)."""
     w.send("check", [c.to_json()], self.opts.case_timeout)
     st = "tick"
     while st == "tick":   # each step done gives the case another timeout
@@ -262,13 +298,19 @@ class Fuzzer:
       except (EOFError, OSError): break
     if st != "tick":
       w.job = None
-      if st == "ok": return Result(**payload[0]), ("", "")
+      if st == "ok": return ([Result(**r) for r in payload[0]], payload[1]), ("", "")
       raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
     timed_out = not ready
     if not timed_out: w.proc.join(5)   # it died: wait for its exit status (a forkserver child reports it through a pipe)
     text = w.exitcode_text() if not timed_out else f"no answer within {self.opts.case_timeout:g} s"
     w.kill()
     return None, ("timeout" if timed_out else "crash", text)
+
+  def close(self) -> None:
+    """Stop the spare workers (check_one's)."""
+    if self._spare is not None: self._spare.kill() if self.interrupted else self._spare.stop()
+    if self._spare_pool is not None: self._spare_pool.close(kill=self.interrupted)
+    self._spare = self._spare_pool = None
 
   # ---- findings ----------------------------------------------------------------------------------------------
   def _record(self, r: Result) -> None:
@@ -296,7 +338,6 @@ class Fuzzer:
     deadline = time.monotonic() + self.opts.shrink_seconds
     if self.opts.seconds is not None: deadline = min(deadline, self.stats.started + self.opts.seconds)
     if self.opts.shrink and time.monotonic() < deadline:
-      from fuzz.shrink import shrink
       small, res = shrink(case, r, self.check_one, deadline)
       if small is case: return
       g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case, values=_values(small, res), dtype=res.dtype,
@@ -312,6 +353,5 @@ def _values(case: Case, r: Result) -> dict[str, Any] | None:
   """A finding's values as bits: the check's own, or for a crash or hang (no outputs) the inputs, made here (no backend
   is loaded in the coordinator)."""
   if r.values is not None: return r.values
-  from oracles.check import input_values
   try: return input_values(case)
   except Exception as e: return {"dtypes": [], "inputs": [], "expected": [], "actual": [], "error": [f"{type(e).__name__}: {e}"]}

@@ -344,11 +344,11 @@ def device_target(dev: str) -> str | None:
   return None if t is None or t.name == "CPU" else t.name
 
 def run_on_device(dev: str, progs: list[DeviceProg], done: Callable[[int, dict[str, Any]], None], tick: Callable[[], None] | None = None,
-                  restore_fp: bool = True) -> None:
+                  restore_fp: bool = True, built: Callable[[], None] | None = None) -> None:
   """Run the programs on device `dev` (a C device compiles them all in one compiler call first) and call done(i, outcome)
   for each, in order: {"status": "skip"} (another target's), "same" (the bytes PYTHON left), "out" with "out": the
   buffers (to be judged by `judge`: NaNs may differ), or "fail" with "oracle" (compile, redzone, fp-state) and "detail".
-  The floating-point control state is read before and after every call: a change is a "fp-state" outcome; with
+  `built` is called once the programs are built (default: tick). The floating-point control state is read before and after every call: a change is a "fp-state" outcome; with
   restore_fp (PYTHON runs in this process) the default state is then put back, else the device keeps running in the
   state it chose, as it would in a process of its own."""
   tick = tick or (lambda: None)
@@ -361,7 +361,7 @@ def run_on_device(dev: str, progs: list[DeviceProg], done: Callable[[int, dict[s
   before = fpstate.probe()
   tick()
   batch = CPUBatch(list(runs.values()), dev) if batched(dev) else None
-  tick()
+  (built or tick)()   # the programs are built: what happens next is one program's doing
   if (fp := _fp_settle(before, restore_fp)) is not None: fp_changes[dev] = fp   # loading its library changed the FP state
   for i in mine:
     done(i, _on_device(dev, batch, runs[i], progs[i], restore_fp))
