@@ -53,6 +53,7 @@ def to_json(f: Fuzzer) -> dict[str, Any]:
   return {"format": "refgrad.fuzz.report/1", "seed": f.opts.seed, "shard": list(f.opts.shard), "workers": f.opts.workers,
           "devices": f.opts.devices, "targets": f.opts.targets, "seconds": round(s.elapsed, 3), "checked": s.checked,
           "cases_per_second": round(s.rate, 2), "exact": s.exact, "ub_regenerated": s.regenerated, "ub_dropped": s.ub, "skipped": s.invalid, "by_target": dict(s.by_target),
+          "programs_per_device": dict(s.device_programs),
           "findings_by_oracle": dict(s.by_oracle), "findings": s.findings, "notes": f.notes, "interrupted": f.interrupted,
           "opt_coverage": {f"{t}/{k}": n for (t, k), n in sorted(s.opt_cov.items())},
           "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())}}

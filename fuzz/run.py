@@ -62,6 +62,7 @@ class Stats:
   opt_cov: Counter[tuple[str, str]] = field(default_factory=Counter)       # (target, Opt kind) exercised
   op_cov: Counter[tuple[str, str]] = field(default_factory=Counter)        # (step, dtype) drawn
   crashes: int = 0
+  device_programs: Counter[str] = field(default_factory=Counter)   # programs each device under test ran (its target's)
   case_keys: dict[int, str] = field(default_factory=dict)     # index -> Case.key(), every case checked or skipped
   findings: list[dict[str, Any]] = field(default_factory=list)
   @property
@@ -214,6 +215,7 @@ class Fuzzer:
   def _outcome(self, key: int, pos: int, dev: str, outcome: dict[str, Any]) -> None:
     if (job := self.jobs.get(key)) is None: return
     job.outcomes[dev][pos] = outcome
+    if outcome["status"] != "skip": self.stats.device_programs[dev] += 1
     job.left -= 1
     if job.left == 0:
       del self.jobs[key]

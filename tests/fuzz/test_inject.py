@@ -50,9 +50,13 @@ def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
   assert replay_finding(fd).status == "pass"      # without the bug, the case passes
 
 def test_segfault_and_hang_are_findings_and_the_run_goes_on(tmp_path):
-  f = _run(tmp_path, cases=32, devices=["SEGV", "HANG"], env={"FUZZ_INJECT": "segv+hang"}, case_timeout=4.0, shrink=False, targets=["CPU"])
+  """Each device runs in a worker of its own: a crash or hang is a finding of that device alone, and every other device
+  still runs every program (the CPU the very programs SEGV crashed and HANG hung on) and agrees with PYTHON."""
+  f = _run(tmp_path, cases=32, devices=["SEGV", "HANG", "CPU"], env={"FUZZ_INJECT": "segv+hang"}, case_timeout=4.0, shrink=False, targets=["CPU"])
   assert f.stats.by_oracle["crash"] >= 1 and f.stats.by_oracle["timeout"] >= 1, f.stats.findings
   assert f.stats.checked > f.stats.by_oracle["crash"] + f.stats.by_oracle["timeout"]   # other cases were checked
+  assert f.stats.device_programs["CPU"] == f.stats.device_programs["SEGV"] == f.stats.device_programs["HANG"] > 0, f.stats.device_programs
+  assert f.stats.by_device["CPU"] == 0 and f.stats.by_device["PYTHON"] == 0, f.stats.findings
   for x in f.stats.findings:
     fd = Finding.load(x["path"])
     assert fd.oracle == x["oracle"] and fd.device in ("SEGV", "HANG"), x   # the device that crashed or hung, not "worker"
