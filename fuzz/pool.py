@@ -26,8 +26,8 @@ class DevicePool:
     self.gone: dict[str, str] = {}    # device -> why it could not be built again (its programs fail with that)
     self.crashes = 0                  # workers lost to a crash or a hang
 
-  def submit(self, job: Any, progs: list[Any]) -> None:
-    for d in self.devices: self.queues[d].extend((job, i, p, False) for i, p in enumerate(progs))
+  def submit(self, job: Any, progs: list[Any], devices: list[str] | None = None) -> None:
+    for d in self.devices if devices is None else devices: self.queues[d].extend((job, i, p, False) for i, p in enumerate(progs))
 
   def busy(self) -> bool: return any(self.queues.values()) or any(w.batch for ws in self.workers.values() for w in ws)
 

@@ -5,6 +5,9 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from rich.console import Group
+from rich.table import Table
+
 from fuzz.run import Fuzzer, Stats
 from fuzz.stream import OPT_KINDS
 from oracles.case import ORACLES
@@ -14,8 +17,6 @@ from refgrad.device import write_atomic
 
 def summary(f: Fuzzer, final: bool = False) -> Any:
   """A rich renderable: throughput, per target, findings by oracle, coverage."""
-  from rich.console import Group
-  from rich.table import Table
   s, o = f.stats, f.opts
   head = Table.grid(padding=(0, 2))
   head.add_row(f"[b]{s.checked}[/] cases checked", f"[b]{s.rate:.1f}[/] cases/s", f"{s.elapsed:.0f} s",
@@ -38,12 +39,17 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", finds]
   if final and s.findings:
     ft = Table(title="findings", title_justify="left", padding=(0, 1))
-    for c in ("oracle", "device", "dtype", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
+    for c in ("oracle", "device", "dtype", "first diff", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
     for x in s.findings:
-      ft.add_row(x["oracle"], x["device"], x.get("dtype", ""), str(x.get("opts", "?")), str(x.get("duplicates", 0)), x["path"], x["detail"][:160])
+      ft.add_row(x["oracle"], x["device"], x.get("dtype", ""), first_diff_text(x.get("first_diff")), str(x.get("opts", "?")), str(x.get("duplicates", 0)),
+                 x["path"], x["detail"][:160])
     parts.append(ft)
   if final and f.notes: parts.append("\n".join(f.notes))
   return Group(*parts)
+
+def first_diff_text(fd: dict[str, Any] | None) -> str:
+  """"MAX float (uop 15, element 1)": the first UOp whose value differs, "" where not known."""
+  return f"{fd['op']} {fd['dtype']} (uop {fd['uop_index']}, element {fd['element']})" if fd else ""
 
 def _n(x: int) -> str: return str(x) if x else "[dim]0[/]"
 

@@ -20,10 +20,12 @@ from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
 from oracles.case import Case, Finding, Result
 from oracles.check import DeviceProg, input_values, merge
+from oracles.firstdiff import Probe, locate
 
 DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
 GROUPS_PER_JOB = 3          # groups a reference worker checks per message (a device worker takes every program queued for it at once)
 SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
+MAX_PROBES = 8              # device failures per (device, dtype) whose first differing op is looked for (oracles/firstdiff.py)
 CASE_TIMEOUT = 30.0         # default --case-timeout: a case runs in milliseconds, but one C compile of a large decomposed kernel takes up to ~15 s on 2 loaded cores (a step sends no progress while cc runs); a hang is found within this
 
 
@@ -97,7 +99,8 @@ class Fuzzer:
     self._spare_pool: DevicePool | None = None       # check_one's device workers
     self.pool = DevicePool(opts.devices, self.config, opts.case_timeout, per_device=max(1, opts.workers))
     self.jobs: dict[int, _Job] = {}                  # reference jobs done, waiting for the devices' outcomes
-    self.saved: dict[tuple[str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
+    self._probed: Counter[tuple[str, str]] = Counter()   # (device, dtype) -> device failures whose first differing op was looked for
+    self.saved: dict[tuple[str, str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
     self.notes: list[str] = []
     self.drawn = 0
     self.interrupted = False        # Ctrl-C stopped the run: what was done is kept and reported
@@ -273,25 +276,49 @@ class Fuzzer:
       return Result(c.index, "fail", why[0], "PYTHON", f"the reference worker checking this case: {why[1]}", target=c.target,
                     opt_kinds=sorted({o[0] for o in c.opts}), case=c.to_json(), key=c.key())
     results, progs = got
-    outcomes: dict[str, list[dict[str, Any]]] = {d: [{}] * len(progs) for d in self.opts.devices}
-    if progs and self.opts.devices:
-      if self._spare_pool is None: self._spare_pool = DevicePool(self.opts.devices, self.config, self.opts.case_timeout)
-      pool, key = self._spare_pool, object()
-      pool.submit(key, progs)
-      ready: list[Any] = []
-      while True:
-        for k, pos, dev, o in pool.step(ready):
-          if k is key: outcomes[dev][pos] = o
-        if not pool.busy(): break
-        ready = pool.wait(0.25)
-      self.stats.crashes += pool.crashes
-      pool.crashes = 0
-    return merge(results, progs, outcomes, self.opts.devices)[0]
+    return merge(results, progs, self._spare_outcomes(progs, self.opts.devices), self.opts.devices)[0]
+
+  def _spare_outcomes(self, progs: list[DeviceProg], devices: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every device's outcome of every program, from the spare device workers (waiting for them)."""
+    outcomes: dict[str, list[dict[str, Any]]] = {d: [{}] * len(progs) for d in devices}
+    if not progs or not devices: return outcomes
+    if self._spare_pool is None: self._spare_pool = DevicePool(self.opts.devices, self.config, self.opts.case_timeout)
+    pool, key = self._spare_pool, object()
+    pool.submit(key, progs, devices)
+    ready: list[Any] = []
+    while True:
+      for k, pos, dev, o in pool.step(ready):
+        if k is key: outcomes[dev][pos] = o
+      if not pool.busy(): break
+      ready = pool.wait(0.25)
+    self.stats.crashes += pool.crashes
+    pool.crashes = 0
+    return outcomes
+
+  def first_diff(self, r: Result) -> dict[str, Any] | None:
+    """For a "device" failure: the first UOp of its program whose value differs on the device (oracles/firstdiff.py),
+    from probe programs run on PYTHON in the spare reference worker and on the device in its spare worker; None where
+    none is found (or the time limit is reached)."""
+    if r.oracle != "device" or r.case is None or self._time_up(): return None
+    if self._spare is None or not self._spare.proc.is_alive(): self._spare = Worker(self.config)
+    got, _ = self._ask(self._spare, "probe", [r.case, r.regenerated])
+    if got is None:
+      self._spare = None
+      return None
+    for dp, probes in got:
+      outcome = self._spare_outcomes([dp], [r.device])[r.device][0]
+      if (fd := locate([Probe(**p) for p in probes], dp, outcome)) is not None: return fd
+    return None
 
   def _check_in(self, w: Worker, c: Case) -> tuple[tuple[list[Result], list[DeviceProg]] | None, tuple[str, str]]:
     """((its Results, its programs), _) when reference worker w answers; (None, (crash | timeout, what happened)) when it
     dies or hangs (it is killed)."""
-    w.send("check", [c.to_json()], self.opts.case_timeout)
+    got, why = self._ask(w, "check", [c.to_json()])
+    return (None if got is None else ([Result(**r) for r in got[0]], got[1])), why
+
+  def _ask(self, w: Worker, kind: str, payload: list[Any]) -> tuple[Any, tuple[str, str]]:
+    """(its answer, _) when reference worker w answers; (None, (crash | timeout, what happened)) when it dies or hangs."""
+    w.send(kind, payload, self.opts.case_timeout)
     st = "tick"
     while st == "tick":   # each step done gives the case another timeout
       ready = wait([w.conn, w.proc.sentinel], timeout=self.opts.case_timeout)
@@ -300,7 +327,7 @@ class Fuzzer:
       except (EOFError, OSError): break
     if st != "tick":
       w.job = None
-      if st == "ok": return ([Result(**r) for r in payload[0]], payload[1]), ("", "")
+      if st == "ok": return payload, ("", "")
       raise RuntimeError(f"a fuzz worker failed outside any case (a fuzzer bug):\n{payload}")
     timed_out = not ready
     if not timed_out: w.proc.join(5)   # it died: wait for its exit status (a forkserver child reports it through a pipe)
@@ -316,10 +343,15 @@ class Fuzzer:
 
   # ---- findings ----------------------------------------------------------------------------------------------
   def _record(self, r: Result) -> None:
-    """Save a finding, one file per signature (oracle, device, dtype): the first of a signature is saved at once and
-    shrunk (within --shrink-seconds and the run's time); later ones are counted in that file, not saved again."""
+    """Save a finding, one file per signature (oracle, device, dtype, first differing op): the first of a signature is
+    saved at once and shrunk (within --shrink-seconds and the run's time); later ones are counted in that file, not
+    saved again. The first differing op of a device failure is looked for while fewer than MAX_PROBES findings of its
+    device and dtype were (then it counts with the others of its device and dtype whose op was not looked for)."""
     assert r.case is not None
     case = Case.from_json(r.case)
+    if r.oracle == "device" and self._probed[(r.device, r.dtype)] < MAX_PROBES:
+      self._probed[(r.device, r.dtype)] += 1
+      r.first_diff = self.first_diff(r)
     sig = r.signature()
     self.stats.by_oracle[r.oracle] += 1
     self.stats.by_device[r.device] += 1
@@ -330,10 +362,10 @@ class Fuzzer:
         entry["duplicates"] = fd.duplicates
         fd.save(Path(entry["path"]).parent)
       return
-    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual, values=_values(case, r), dtype=r.dtype)
+    f = Finding(case, r.oracle, r.device, r.detail, r.expected, r.actual, values=_values(case, r), dtype=r.dtype, first_diff=r.first_diff)
     with self._shield():
       first = f.save(self.opts.corpus)          # on disk before anything else happens
-      entry = {"oracle": r.oracle, "device": r.device, "dtype": r.dtype, "detail": r.detail, "path": str(first), "index": r.index,
+      entry = {"oracle": r.oracle, "device": r.device, "dtype": r.dtype, "first_diff": r.first_diff, "detail": r.detail, "path": str(first), "index": r.index,
                "shrunk": False, "duplicates": 0, "rerun": f.rerun(first)}
       self.stats.findings.append(entry)
       self.saved[sig] = (entry, f)
@@ -342,12 +374,13 @@ class Fuzzer:
     if self.opts.shrink and time.monotonic() < deadline:
       small, res = shrink(case, r, self.check_one, deadline)
       if small is case: return
+      if r.first_diff is not None: res.first_diff = self.first_diff(res) or r.first_diff   # the shrunk program's own, where found
       g = Finding(small, res.oracle, res.device, res.detail, res.expected, res.actual, original=case, values=_values(small, res), dtype=res.dtype,
-                  duplicates=f.duplicates)
+                  duplicates=f.duplicates, first_diff=res.first_diff)
       with self._shield():
         path = g.save(self.opts.corpus)
         if path != first: first.unlink(missing_ok=True)
-        entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts), rerun=g.rerun(path))
+        entry.update(path=str(path), shrunk=True, detail=res.detail, opts=len(small.opts), rerun=g.rerun(path), first_diff=res.first_diff)
         self.saved[sig] = (entry, g)
 
 

@@ -9,7 +9,8 @@ compiler cache, lowering caches and loaded libraries live as long as it does.
 Reference worker messages (multiprocessing pipes): ("fuzz", [group specs]) and ("check", [case dicts]) answer
 ("ok", ([result dicts], [DeviceProg, serialized])) or ("error", traceback text), after any number of ("tick", None):
 one more step done; ("materialize", [specs]) answers ("ok", [case dicts]); ("construct", [device]) answers ("ok", "")
-when the device builds, else ("ok", the one line saying why not).
+when the device builds, else ("ok", the one line saying why not); ("probe", [case dict, regenerated]) answers ("ok",
+[(DeviceProg, [Probe dicts])]): the case's probe programs with PYTHON's results (oracles/firstdiff.py).
 Device worker: first ("ready", target | None) or ("broken", one line); then ("run", [DeviceProg]) answers ("compiled",
 None) once the programs are built, ("done", (position, outcome)) per program in order (oracles/check.py
 run_on_device), then ("ok", None); or ("error", traceback text)."""
@@ -24,6 +25,13 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from fuzz.stream import GROUP, materialize
+from oracles import check, fpstate
+from oracles.case import Case, Result
+from oracles.check import prepare
+from oracles.cliargs import device_problem
+from oracles.firstdiff import reference_probes
+from oracles.models import load_models
 from oracles.procs import Proc
 
 # the modules every worker needs: the forkserver imports them once, so each new worker starts warm
@@ -39,11 +47,6 @@ def _start(config: dict[str, Any]) -> None:
 def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   _start(config)
   # imported after the environment and the plugins are set up: refgrad reads its knobs at import
-  from fuzz.stream import GROUP, materialize
-  from oracles.case import Case, Result
-  from oracles.check import prepare
-  from oracles.cliargs import device_problem
-  from oracles.models import load_models
   models = load_models() if config.get("models", True) else []
   tick = lambda: conn.send(("tick", None))   # progress: the coordinator moves the job's deadline one case timeout on
   ast_eval = config.get("ast_eval", True)
@@ -67,6 +70,8 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
       elif kind == "construct":   # ("ok", "") when the device builds here, else ("ok", the one line saying why not)
         conn.send(("ok", device_problem(payload[0]) or ""))
       elif kind == "materialize": conn.send(("ok", [c.to_json() for spec in payload for c in materialize(spec, models)]))
+      elif kind == "probe":   # [case dict, regenerated]: its probe programs, run on PYTHON (oracles/firstdiff.py)
+        conn.send(("ok", [(dp.wire(), [dataclasses.asdict(p) for p in probes]) for dp, probes in reference_probes(Case.from_json(payload[0]), payload[1])]))
       else: answer([Case.from_json(c) for c in payload], [])
     except Exception:
       conn.send(("error", traceback.format_exc()))
@@ -74,8 +79,6 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
 
 def device_main(conn: Connection, device: str, config: dict[str, Any]) -> None:
   _start(config)
-  from oracles import check, fpstate
-  from oracles.cliargs import device_problem
   before = fpstate.probe()
   if (why := device_problem(device)) is not None:
     conn.send(("broken", why))
