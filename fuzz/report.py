@@ -48,8 +48,10 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   return Group(*parts)
 
 def first_diff_text(fd: dict[str, Any] | None) -> str:
-  """"MAX float (uop 15, element 1)": the first UOp whose value differs, "" where not known."""
-  return f"{fd['op']} {fd['dtype']} (uop {fd['uop_index']}, element {fd['element']})" if fd else ""
+  """"MAX float (uop 15, element 1)": the first UOp whose value differs, "sum float (step 2)": the first step of a tensor
+  program whose output differs; "" where not known."""
+  if not fd: return ""
+  return f"{fd['op']} {fd['dtype']} " + (f"(step {fd['step']})" if "step" in fd else f"(uop {fd['uop_index']}, element {fd['element']})")
 
 def _n(x: int) -> str: return str(x) if x else "[dim]0[/]"
 

@@ -115,7 +115,8 @@ class Finding:
   values: dict[str, Any] | None = None   # the buffers as bits: dtypes, inputs, expected, actual (oracles/check.py values_of)
   dtype: str = ""                  # the dtype where the difference shows
   duplicates: int = 0              # later findings with the same signature in the run that saved this one (not saved again)
-  first_diff: dict[str, Any] | None = None   # the first UOp whose value differs: {"op", "dtype", "uop_index", "element"}
+  first_diff: dict[str, Any] | None = None   # where the first difference arises: {"op", "dtype", "uop_index", "element"} (a UOp of
+                                             # the program) or {"op", "dtype", "step"} (a step of a tensor program)
   def signature(self) -> tuple[str, str, str, str]: return (self.oracle, self.device, self.dtype, first_op(self.first_diff))
   def rerun(self, path: Path) -> str:
     """The one-line command that checks this finding again against the device it names."""
@@ -155,8 +156,8 @@ class Finding:
         raise ValueError("field 'values' must be null or an object of lists of strings: dtypes, inputs, expected, actual")
       fd = d.get("first_diff")
       if fd is not None and not (isinstance(fd, dict) and isinstance(fd.get("op"), str) and isinstance(fd.get("dtype"), str)
-                                 and all(isinstance(fd.get(k), int) for k in ("uop_index", "element"))):
-        raise ValueError("field 'first_diff' must be null or an object with op, dtype (strings), uop_index and element (ints)")
+                                 and (all(isinstance(fd.get(k), int) for k in ("uop_index", "element")) or isinstance(fd.get("step"), int))):
+        raise ValueError("field 'first_diff' must be null or an object with op, dtype (strings) and uop_index, element or step (ints)")
       return Finding(Case.from_json(d.get("case")), d["oracle"], d["device"], d["detail"], d["expected"], d["actual"],
                      Case.from_json(d["original"]) if d.get("original") is not None else None, d.get("note", ""), values,
                      d.get("dtype", ""), d.get("duplicates", 0), fd)

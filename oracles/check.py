@@ -486,7 +486,7 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"AST evaluator failed: {_trace_tail(e)}"), _unopt_case_of(c))
       raise _GroupDone from None
   if c.recipe is not None and inputs["seed"] % PROGRAM_EVERY == 0 and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
-    _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
+    _put(results, Result(c.index, "fail", "program", "PYTHON", bad, first_diff=_first_step(c.recipe, inputs["seed"])), _unopt_case_of(c))
     raise _GroupDone
   with timed("tensor oracles"): tl = tensor_level(c.recipe, inputs["seed"]) if c.recipe is not None else None   # "numpy", "grad"
   if tl is not None:
@@ -524,6 +524,14 @@ def _program_differs(recipe: dict[str, Any], seed: int) -> str | None:
     return None
   j = int(np.flatnonzero(~same)[0])
   return f"program fused vs every step realized: element {j} of {a.size} is {a.reshape(-1)[j]!r} fused, {b.reshape(-1)[j]!r} unfused"
+
+def _first_step(recipe: dict[str, Any], seed: int) -> dict[str, Any] | None:
+  """For a "program" failure: the first step whose realized output differs, fused vs unfused (the shortest prefix of
+  the recipe's steps that differs; a prefix draws the same inputs): {"op": its name, "dtype", "step": its position}."""
+  steps = recipe["steps"]
+  for k in range(1, len(steps) + 1):
+    if _program_differs({**recipe, "steps": steps[:k]}, seed) is not None: return {"op": steps[k - 1][0], "dtype": recipe["dtype"], "step": k - 1}
+  return None
 
 def _unopt_case_of(c: Case) -> Case: return Case(c.index, c.kernel, c.ast, c.target, [], c.inputs, c.source, c.recipe)
 
