@@ -43,7 +43,7 @@ from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
 from refgrad.program import ProgramSpec, Runner
-from refgrad.renderer.serialize import decode_dtype, encode_dtype, parse_program, serialize
+from refgrad.renderer.serialize import decode_dtype, encode_dtype
 from refgrad.runtime.ops_cpu import CPUAllocator
 from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
 from refgrad.target import TARGETS
@@ -265,7 +265,7 @@ class DeviceProg:
   """One program every device under test runs, judged against PYTHON's result. Plain data (`wire()`: the program as
   serialized text), so it can travel to a device's own worker process, which never sees the reference run."""
   name: str
-  uops: list[UOp] | str        # the linear program (serialize() text on a pipe)
+  uops: list[UOp] | tuple[list[tuple[Any, ...]], list[int]]   # the linear program (on a pipe: `wire_program`'s rows and order)
   target: str                  # the target its kernel was optimized for (a device runs the programs of its own target)
   dts: list[str]               # encode_dtype of every buffer's scalar dtype
   data: list[np.ndarray]       # the buffers before the run
@@ -276,11 +276,43 @@ class DeviceProg:
   group: str                   # its group: a failing unoptimized program ends the group's checks on that device
   base: bool                   # the group's unoptimized program
   def wire(self) -> DeviceProg:
-    return self if isinstance(self.uops, str) else dataclasses.replace(self, uops=serialize(self.name, self.uops))
+    return self if isinstance(self.uops, tuple) else dataclasses.replace(self, uops=wire_program(self.uops))
   def linear(self) -> list[UOp]:
-    if isinstance(self.uops, str): self.uops = parse_program(self.uops)[1]
+    if isinstance(self.uops, tuple): self.uops = unwire_program(*self.uops)
     return self.uops
   def dtypes(self) -> list[DType]: return [decode_dtype(d) for d in self.dts]
+
+
+def wire_program(uops: list[UOp]) -> tuple[list[tuple[Any, ...]], list[int]]:
+  """A linear program as plain rows for a pipe between the fuzzer's own processes: (rows (op value, dtype text, source
+  rows, arg) with every source before its users, the rows in program order). Cheaper to rebuild than serialize()'s
+  JSON, whose checks guard text from disk: a device worker rebuilds every program it runs."""
+  row: dict[UOp, int] = {}
+  rows: list[tuple[Any, ...]] = []
+  names: dict[DType, str] = {}
+  def put(u: UOp) -> None:
+    row[u] = len(rows)
+    rows.append((u.op.value, names.get(u.dtype) or names.setdefault(u.dtype, encode_dtype(u.dtype)), tuple(row[x] for x in u.src), u.arg))
+  for root in uops:
+    if root in row: continue
+    if all(x in row for x in root.src):   # the usual case: the sources came earlier in the program
+      put(root)
+      continue
+    stack = [(root, False)]
+    while stack:
+      u, expanded = stack.pop()
+      if u in row: continue
+      if expanded or all(x in row for x in u.src): put(u)
+      else: stack += [(u, True), *((x, False) for x in u.src if x not in row)]
+  return rows, [row[u] for u in uops]
+
+def unwire_program(rows: list[tuple[Any, ...]], order: list[int]) -> list[UOp]:
+  dts: dict[str, DType] = {}
+  built: list[UOp] = []
+  for op, dt, srcs, arg in rows: built.append(UOp(_OPS[op], dts.get(dt) or dts.setdefault(dt, decode_dtype(dt)), tuple(built[i] for i in srcs), arg))
+  return [built[i] for i in order]
+
+_OPS = {o.value: o for o in Ops}
 
 
 def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True, tick: Callable[[], None] | None = None) -> list[Result]:
