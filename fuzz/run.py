@@ -99,6 +99,7 @@ class Fuzzer:
     self._spare_pool: DevicePool | None = None       # check_one's device workers
     self.pool = DevicePool(opts.devices, self.config, opts.case_timeout, per_device=max(1, opts.workers))
     self.jobs: dict[int, _Job] = {}                  # reference jobs done, waiting for the devices' outcomes
+    self._job_keys = 0
     self._probed: Counter[tuple[str, str]] = Counter()   # (device, dtype) -> device failures whose first differing op was looked for
     self.saved: dict[tuple[str, str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
     self.notes: list[str] = []
@@ -212,8 +213,9 @@ class Fuzzer:
     """A reference job is done: its programs go to every device's queue (its Results wait for their outcomes)."""
     job = _Job(results, progs, {d: [{}] * len(progs) for d in self.opts.devices}, len(progs) * len(self.opts.devices))
     if job.left == 0: return self._take(merge(results, progs, job.outcomes, self.opts.devices), None)
-    self.jobs[id(job)] = job
-    self.pool.submit(id(job), progs)
+    self._job_keys += 1
+    self.jobs[self._job_keys] = job
+    self.pool.submit(self._job_keys, progs)
 
   def _outcome(self, key: int, pos: int, dev: str, outcome: dict[str, Any]) -> None:
     if (job := self.jobs.get(key)) is None: return
