@@ -25,7 +25,7 @@ from oracles.firstdiff import Probe, locate
 DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
 GROUPS_PER_JOB = 3          # groups a reference worker checks per message (a device worker takes every program queued for it at once)
 SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
-MAX_PROBES = 8              # device failures per (device, dtype) whose first differing op is looked for (oracles/firstdiff.py)
+MAX_PROBES = 4              # device failures per (device, dtype) whose first differing op is looked for (oracles/firstdiff.py: seconds each)
 CASE_TIMEOUT = 30.0         # default --case-timeout: a case runs in milliseconds, but one C compile of a large decomposed kernel takes up to ~15 s on 2 loaded cores (a step sends no progress while cc runs); a hang is found within this
 
 
