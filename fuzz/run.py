@@ -299,7 +299,7 @@ class Fuzzer:
 
   def first_diff(self, r: Result) -> dict[str, Any] | None:
     """For a "device" failure: the first UOp of its program whose value differs on the device (oracles/firstdiff.py),
-    from probe programs run on PYTHON in the spare reference worker and on the device in its spare worker; None where
+    found with probe programs run on PYTHON in the spare reference worker and on the device in its spare worker; None where
     none is found (or the time limit is reached)."""
     if r.oracle != "device" or r.case is None or self._time_up(): return None
     if self._spare is None or not self._spare.proc.is_alive(): self._spare = Worker(self.config)
