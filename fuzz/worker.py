@@ -7,7 +7,7 @@ where that is missing), so a worker never inherits the coordinator's threads or 
 compiler cache, lowering caches and loaded libraries live as long as it does.
 
 Reference worker messages (multiprocessing pipes): ("fuzz", [group specs]) and ("check", [case dicts]) answer
-("ok", ([result dicts], [DeviceProg, serialized])) or ("error", traceback text), after any number of ("tick", None):
+("ok", ([result dicts], [DeviceProg in wire form])) or ("error", traceback text), after any number of ("tick", None):
 one more step done; ("materialize", [specs]) answers ("ok", [case dicts]); ("construct", [device]) answers ("ok", "")
 when the device builds, else ("ok", the one line saying why not); ("probe", [case dict, regenerated]) answers ("ok",
 [(DeviceProg, [Probe dicts])]): the case's probe programs with PYTHON's results (oracles/firstdiff.py).

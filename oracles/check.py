@@ -263,7 +263,7 @@ def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
 @dataclass(eq=False)
 class DeviceProg:
   """One program every device under test runs, judged against PYTHON's result. Plain data (`wire()`: the program as
-  serialized text), so it can travel to a device's own worker process, which never sees the reference run."""
+  plain rows, `wire_program`), so it can travel to a device's own worker process, which never sees the reference run."""
   name: str
   uops: list[UOp] | tuple[list[tuple[Any, ...]], list[int]]   # the linear program (on a pipe: `wire_program`'s rows and order)
   target: str                  # the target its kernel was optimized for (a device runs the programs of its own target)
