@@ -13,7 +13,7 @@ from typing import Any
 
 from fuzz.worker import DeviceWorker
 
-MAX_BATCH = 96          # programs a device worker is sent at once
+MAX_BATCH = 48          # programs a device worker is sent at once (one cc call compiles them: bounded, as it must finish within two case timeouts)
 READY_TIMEOUT = 120.0   # seconds a new worker may take to start and build its device
 START_MORE = 16         # programs waiting for a device whose workers are all busy: another worker starts (up to per_device)
 
