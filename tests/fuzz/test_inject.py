@@ -40,6 +40,9 @@ def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
   fd = Finding.load(shrunk[0]["path"])
   assert fd.original is not None and len(fd.case.opts) <= max(1, len(fd.original.opts))
   if bug == "unroll": assert [o[0] for o in fd.case.opts] == ["UNROLL"]      # one Opt is all it takes
+  if bug in ("c_helper", "render_cast"):   # a renderer bug in one op: the device findings name that op where found
+    ops = {(x["first_diff"] or {}).get("op") for x in f.stats.findings if x["oracle"] == "device"} - {None}
+    assert ops == {"c_helper": {"MAX"}, "render_cast": {"CAST"}}[bug], f.stats.findings
   if fd.case.recipe is not None:
     assert len(fd.case.recipe["steps"]) <= len(fd.original.recipe["steps"])
     assert sum(fd.case.recipe["shape"]) <= sum(fd.original.recipe["shape"])
