@@ -23,7 +23,7 @@ from oracles.check import DeviceProg, input_values, merge
 from oracles.firstdiff import Probe, locate
 
 DEFAULT_CORPUS = Path("fuzz-corpus")   # findings go to the current directory, never into the installed package
-GROUPS_PER_JOB = 3          # groups a reference worker checks per message (a device worker takes every program queued for it at once)
+GROUPS_PER_JOB = 1          # groups a reference worker checks per message: small, so little work is in flight when --seconds ends the run (a device worker takes every program queued for it at once: its compiles stay batched)
 SHRINK_SECONDS = 30.0       # default --shrink-seconds: the most a finding's shrinking may take
 MAX_PROBES = 4              # device failures per (device, dtype) whose first differing op is looked for (oracles/firstdiff.py: seconds each)
 CASE_TIMEOUT = 30.0         # default --case-timeout: a case runs in milliseconds, but one C compile of a large decomposed kernel takes up to ~15 s on 2 loaded cores (a step sends no progress while cc runs); a hang is found within this
@@ -170,7 +170,7 @@ class Fuzzer:
     pool = self.pool
     while True:
       for w in workers:   # the reference runs ahead of the devices by a bounded number of jobs
-        if w.job is None and len(self.jobs) < 2 * len(workers) and (specs := self._next_specs(GROUPS_PER_JOB)):
+        if w.job is None and len(self.jobs) < len(workers) and (specs := self._next_specs(GROUPS_PER_JOB)):
           w.send("fuzz", specs, self.opts.case_timeout * 2)   # each step done (a tick) moves the deadline one case timeout on
       busy = [w for w in workers if w.job is not None]
       if not busy and not self.jobs: break
