@@ -1,4 +1,8 @@
-"""`python -m conformance [--device D ...]`: run the suite, print op x dtype tables, exit 1 on any failure."""
+"""`python -m conformance [--device D ...]`: run the suite, print op x dtype tables, exit 1 on any failure.
+
+refgrad and the modules that import it (conformance.suite, ...) are imported inside the functions, after
+knobs.check_all(): refgrad reads some knobs (DEBUG, ...) when imported, and a bad one must be one line and exit 2, not
+a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +15,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
+
+from rich.console import Console
+from rich.table import Table
 
 from oracles.cliargs import OneLineParser, cpus, file_problem, positive, seed
 
@@ -118,8 +125,6 @@ def _construct_failure(device: str, why: str) -> Result:
 
 
 def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[Result]) -> int:
-  from rich.console import Console
-
   from conformance.suite import Case, Result, all_cases, case_inputs, judge, result_of
   console = Console()
   st = time.perf_counter()
@@ -214,8 +219,6 @@ SHORT = {"bool": "bool", "char": "i8", "short": "i16", "int": "i32", "long": "i6
          "ulong": "u64", "half": "f16", "bfloat16": "bf16", "float": "f32", "double": "f64"}
 
 def _print_tables(console, results: list[Result], device: str) -> None:
-  from rich.table import Table
-
   from refgrad.dtype import dtypes
   from refgrad.uop.ops import Ops
   by = {(r.group, r.op if r.group in ("alu", "transcendental", "native") else r.src_dtype, r.dtype): r for r in results}

@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import oracles
 from conformance.suite import Result
 from oracles.case import Finding
+from oracles.case import Result as OracleResult
+from oracles.check import check_cases
 
 
 def corpus_dir() -> Path:
-  import oracles
   return Path(oracles.__file__).with_name("corpus")
 
 def corpus_findings(directory: Path | None = None) -> list[tuple[str, Finding | str]]:
@@ -32,8 +34,6 @@ def corpus_result(name: str, fd: Finding, device: str, r: dict[str, Any]) -> Res
 
 def corpus_results(devices: list[str], directory: Path | None = None) -> list[Result]:
   """Every corpus case on every device in this process (no isolation: the CLI runs them in the device's worker)."""
-  from oracles.case import Result as OracleResult
-  from oracles.check import check_cases
   out = []
   for name, fd in corpus_findings(directory):
     for d in devices:

@@ -20,10 +20,16 @@ import os
 import signal
 import time
 import traceback
+from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from conformance.suite import all_cases, run_on_device
+from oracles import fpstate
+from oracles.case import Case
+from oracles.check import check_cases
 from oracles.procs import Proc
+from refgrad.device import Device
 
 READY_TIMEOUT = 120.0    # seconds a worker may take to start and build its device (imports, a first compiler check)
 
@@ -31,18 +37,15 @@ READY_TIMEOUT = 120.0    # seconds a worker may take to start and build its devi
 def _worker(conn: Connection, device: str, env: dict[str, str], preload: tuple[str, ...] = ()) -> None:
   signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C goes to the parent, which stops the workers
   os.environ.update(env)
-  from oracles import fpstate
   before = fpstate.probe()
   try:
     for m in preload: importlib.import_module(m)   # --preload: plugins (or test injections) load in the worker, never the parent
-    from refgrad.device import Device
     Device[device]
   except Exception as e:
     first = (str(e).splitlines() or [""])[0]
     conn.send(("broken", f"device {device} cannot be constructed ({type(e).__name__}: {first})"))
     return
   conn.send(("ready", _settle(before)))
-  from conformance.suite import all_cases, run_on_device
   cases = all_cases()
   while True:
     try: msg = conn.recv()
@@ -55,8 +58,6 @@ def _worker(conn: Connection, device: str, env: dict[str, str], preload: tuple[s
         index, cols = payload
         out: Any = run_on_device(cases[index], device, cols)
       else:
-        from oracles.case import Case
-        from oracles.check import check_cases
         out = [dataclasses.asdict(r) for r in check_cases([Case.from_json(c) for c in payload], [] if device == "PYTHON" else [device])]
       conn.send(("ok", (out, _settle(before))))
     except Exception as e:
@@ -64,7 +65,6 @@ def _worker(conn: Connection, device: str, env: dict[str, str], preload: tuple[s
 
 def _settle(before: str) -> str | None:
   """The change of floating-point state since `before` (None: none), the default state restored after one."""
-  from oracles import fpstate
   if (why := fpstate.changed(before, fpstate.probe())) is None: return None
   return why + ("" if fpstate.restore() else "; it could not be restored (later cases of this device ran in that state)")
 
@@ -126,7 +126,6 @@ class Pool:
     return None
 
   def run(self, jobs: list[tuple[str, str, Any, Any, float]], on_result: Any) -> None:
-    from collections import deque
     self.queues = queues = {d: deque(j for j in jobs if j[0] == d) for d in self.workers if self.workers[d]}
     for d, ws in self.workers.items():
       while ws and len(ws) < min(self.per_device, len(queues.get(d, ()))): ws.append(DeviceWorker(d, self.env, self.preload))

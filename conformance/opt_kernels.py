@@ -11,7 +11,17 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from conformance.suite import Result
+from oracles.astjson import ast_from_json, ast_to_json
+from oracles.case import Case, opt_to_json
+from oracles.check import check_cases
+from oracles.models import load_models
+from oracles.programs import kernels_of
 from refgrad.dtype import dtypes
+from refgrad.kernel import Kernel
+from refgrad.opt import InvalidOptError, Opt, OptOps, apply_opts
+from refgrad.target import TARGETS
+from refgrad.uop.ops import Ops, UOp
 
 # programs built for a path the models do not take (oracles/programs.py recipes)
 RECIPES = [
@@ -29,7 +39,6 @@ MAX_NODES = 120   # larger kernels (the models' random-number kernels) take seco
 
 
 def _dtype_class(ast: Any) -> str:
-  from refgrad.uop.ops import Ops
   d = next(u.src[2].dtype for u in ast.toposort if u.op is Ops.STORE)
   if d == dtypes.bool: return "bool"
   if dtypes.is_float(d): return "half" if d.itemsize == 2 else "float"
@@ -37,16 +46,12 @@ def _dtype_class(ast: Any) -> str:
 
 def _big_launch() -> Any:
   """out[i] = in[i] * 3 + 0x7FFFFFF0 (int32, wraps) over BIG elements."""
-  from refgrad.uop.ops import UOp
   r = UOp.range(BIG, 0)
   a = UOp.define_global(1, dtypes.int32, BIG).load(r)
   return UOp.define_global(0, dtypes.int32, BIG).store(r, a * UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, 0x7FFFFFF0)).sink()
 
 def kernels() -> list[tuple[str, Any]]:
   """(name, AST) of every kernel the group draws from, in a fixed order."""
-  from oracles.astjson import ast_from_json
-  from oracles.models import load_models
-  from oracles.programs import kernels_of
   out = [(f"{m['model']}/{m['name']}", ast_from_json(m["ast"])) for m in load_models()]
   for i, rec in enumerate(RECIPES):
     out += [(f"recipe{i}/{n}", a) for n, a in kernels_of(rec)]
@@ -55,11 +60,6 @@ def kernels() -> list[tuple[str, Any]]:
 def kernel_cases() -> list[Any]:
   """fuzz Cases: for each target x Opt kind x dtype class, the first kernel (in `kernels()` order) that accepts an Opt
   of that kind, unoptimized and with it (and with it after an UPCAST when that is valid too); plus the big launch."""
-  from oracles.astjson import ast_to_json
-  from oracles.case import Case, opt_to_json
-  from refgrad.kernel import Kernel
-  from refgrad.opt import InvalidOptError, Opt, OptOps, apply_opts
-  from refgrad.target import TARGETS
   ks = sorted((k for k in kernels() if len(k[1].toposort) <= MAX_NODES), key=lambda k: len(k[1].toposort))   # small kernels first
   cases: list[Case] = []
   seen: set[tuple[str, str, tuple[Opt, ...]]] = set()
@@ -93,7 +93,6 @@ def kernel_case_name(c: Any) -> str:
 
 def kernel_result(c: Any, device: str, r: dict[str, Any]) -> Any:
   """The conformance Result of an oracle result (a dict of oracles.case.Result) of kernel case c checked on device."""
-  from conformance.suite import Result
   status, detail = r["status"], ""
   if status == "fail" and r["device"] not in ("PYTHON", device): status = "pass"   # another device's failure
   if status == "fail": detail = f"{r['oracle']} on {r['device']}: {r['detail']}"
@@ -102,8 +101,6 @@ def kernel_result(c: Any, device: str, r: dict[str, Any]) -> Any:
 
 def kernels_results(devices: list[str]) -> list[Any]:
   """One conformance Result per case x device, in this process (the CLI runs each device's in its own worker)."""
-  from conformance.suite import Result
-  from oracles.check import check_cases
   cases = kernel_cases()
   try: res = check_cases(cases, [d for d in devices if d != "PYTHON"])   # PYTHON runs once; every other device after it
   except Exception as e:

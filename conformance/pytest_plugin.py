@@ -7,10 +7,15 @@ Items are named `refgrad/<device>/<group>/<case>` and marked `refgrad` and `refg
 `python -m conformance`, the device runs in a worker process of its own (conformance/isolate.py) and the expected
 values are computed in the pytest process, which never loads the backend: a crash or hang fails its item (after
 `--refgrad-timeout` seconds) and the next item gets a fresh worker. The plugin does nothing without --refgrad-device.
+
+refgrad and the suite are imported inside the hooks that use them: pytest loads this plugin (a pytest11 entry point)
+into every session of an environment refgrad is installed in, and a session without --refgrad-device must not pay for
+importing refgrad nor fail on a bad refgrad knob (refgrad reads some, e.g. DEBUG, when imported).
 """
 from __future__ import annotations
 
 import os
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +48,6 @@ class _Runner:
 
   def run(self, device: str, kind: str, payload: Any, timeout: float) -> tuple[str, Any]:
     """("ok", output) or (error | crash | timeout | broken | fp-state, the line saying what happened)."""
-    from multiprocessing.connection import wait
-
     from conformance.isolate import Pool
     if device in self.broken: return "broken", self.broken[device]
     if device not in self.pools:

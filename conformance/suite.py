@@ -24,6 +24,7 @@ from refgrad.device import Buffer, Device
 from refgrad.dtype import DType, dtypes
 from refgrad.program import Runner
 from refgrad.uop import semantics
+from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.evaluate import eval_graph
 from refgrad.uop.ops import GroupOp, Ops, UOp
 from refgrad.uop.spec import SpecError, verify_linear
@@ -82,7 +83,6 @@ def all_cases() -> list[Case]:
     for dst in dtypes.all:
       if src != dst: add("cast", Ops.CAST, dst, (src,), dst)
       if src != dst and src.itemsize == dst.itemsize and dtypes.bool not in (src, dst): add("bitcast", Ops.BITCAST, dst, (src,), dst)
-  from refgrad.uop.decompositions import decompose_transcendentals
   for op in sorted(GroupOp.Transcendental, key=lambda o: o.value):
     for dt in dtypes.floats:
       cases.append(Case("transcendental", op, dt, (dt,), dt,

@@ -12,6 +12,7 @@ v_sin), so their renderers keep refgrad's decomposition. A finite input at or be
 """
 from __future__ import annotations
 
+import mpmath as mp
 import numpy as np
 
 from conformance.values import special_values
@@ -44,7 +45,6 @@ def exact(op: Ops, x: np.ndarray, dt: DType) -> tuple[np.ndarray, np.ndarray]:
   x64 = semantics.to_float64(x, dt)
   if dt != dtypes.float64:
     with np.errstate(all="ignore"): return {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin}[op](x64), np.zeros_like(x64)
-  import mpmath as mp
   fn = {Ops.EXP2: lambda v: mp.power(2, v), Ops.LOG2: lambda v: mp.log(v, 2), Ops.SIN: mp.sin}[op]
   hi, lo = np.empty_like(x64), np.zeros_like(x64)
   with mp.workprec(120):

@@ -6,13 +6,23 @@ others were replayed), 130 when interrupted (Ctrl-C: the summary and reports of 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.live import Live
+
+from fuzz import report
+from fuzz.merge import main as merge
 from fuzz.run import CASE_TIMEOUT, DEFAULT_CORPUS, SHRINK_SECONDS, Fuzzer, Options
+from fuzz.runtime_level import main as runtime_main
+from fuzz.worker import Worker
 from oracles.case import Finding, Result
 from oracles.cliargs import OneLineParser, cpus, dir_problem, file_problem, positive, seed
+from oracles.models import load_models
+from refgrad.device import Device
 
 _Parser = OneLineParser
 _positive = positive
@@ -76,11 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
   if argv and argv[0] == "replay": return replay(argv[1:])
   if argv and argv[0] == "merge":
-    from fuzz.merge import main as merge
     return merge(argv[1:])
   if (level := _level(argv)) is None: return 2
   if level[0] == "runtime":   # random HCQ workloads on the mock GPUs against a host model (fuzz/runtime_level.py)
-    from fuzz.runtime_level import main as runtime_main
     return runtime_main(level[1])
   argv = level[1]
   args = parser().parse_args(argv)
@@ -94,14 +102,9 @@ def _main(argv: list[str]) -> int:
   if (devices := _devices(args.devices, notes, args.exclude, args.preload)) is None: return 2
   # the reports first: checking --corpus makes the directory
   if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit") or dir_problem(args.corpus, "--corpus")): return _fail(why)
-  from oracles.models import load_models
   opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
                  devices=devices, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
                  case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix, shrink_seconds=args.shrink_seconds)
-  from rich.console import Console
-  from rich.live import Live
-
-  from fuzz import report
   console = Console(width=None if sys.stdout.isatty() else 160)   # a log file gets the whole table
   f = Fuzzer(opts, load_models())
   f.notes = notes
@@ -119,7 +122,6 @@ def _main(argv: list[str]) -> int:
 
 def _preload(modules: list[str]) -> str | None:
   """Import the --preload plugins here first: one that fails is one line now, not a crash in every worker."""
-  import importlib
   for m in modules:
     try: importlib.import_module(m)
     except Exception as e: return f"--preload {m}: {type(e).__name__}: {e}"
@@ -136,7 +138,6 @@ def _devices(text: str | None, notes: list[str], exclude: list[str], preload: li
   """The devices compared with PYTHON: those named (each must be constructible: a bad one is one line, None), or by
   default every registered one but the excluded; one of those that cannot be constructed is a loud FAILED line (in the
   notes and on stderr; the run's exit status is 1). Devices are built in a worker process, never in this one."""
-  from refgrad.device import Device
   for why in Device.refused.values(): print(f"python -m fuzz: REFUSED: {why}", file=sys.stderr)
   try: excluded = {Device.canonicalize(d) for d in exclude}
   except KeyError as e:
@@ -166,7 +167,6 @@ def _devices(text: str | None, notes: list[str], exclude: list[str], preload: li
 
 def construct_problems(devices: list[str], preload: list[str]) -> dict[str, str]:
   """{device: the one line saying why it cannot be constructed}, each tried in a worker process of its own."""
-  from fuzz.worker import Worker
   ws = {d: Worker({"env": {"MOCKGPU": os.environ.get("MOCKGPU", "1")}, "devices": [], "models": False, "preload": preload}) for d in devices}
   out = {}
   for d, w in ws.items():
@@ -205,7 +205,8 @@ def replay(argv: list[str]) -> int:
     same = r.status == "fail" and r.signature()[:2] == fd.signature()[:2] and fd.dtype in ("", r.dtype)
     still += r.status == "fail"
     print(f"{p}: {'FAILS (same failure)' if same else 'FAILS (differently)' if r.status == 'fail' else r.status}"
-          f"{': ' + r.oracle + ' on ' + r.device + ': ' + r.detail if r.status == 'fail' else ''}")
+          f"{': ' + r.oracle + ' on ' + r.device + ': ' + r.detail if r.status == 'fail' else ''}"
+          f"{'; first difference: ' + report.first_diff_text(r.first_diff) if r.first_diff else ''}")
   if len(files) > 1 or unreadable:
     print(f"{len(files)} files: {still} still fail, {len(files) - still - unreadable} pass, {unreadable} could not be read")
   return 2 if unreadable else 1 if still else 0
@@ -218,9 +219,11 @@ def replay_finding(fd: Finding, devices: list[str] | None = None, case_timeout: 
   named = [d for d in fd.device.split("+") if d not in ("PYTHON", "worker", "")]   # "A+B": it failed only with both in one worker
   devs = devices if devices is not None else list(dict.fromkeys(["CPU", *named]))
   f = Fuzzer(Options(devices=devs, case_timeout=case_timeout, preload=preload or [], workers=1, env=env or {}), [])
-  try: return f.check_one(fd.case)
-  finally:
-    if f._spare is not None: f._spare.stop()
+  try:
+    r = f.check_one(fd.case)
+    if r.status == "fail" and r.oracle == "device": r.first_diff = f.first_diff(r)
+    return r
+  finally: f.close()
 
 
 def _fail(msg: str) -> int:

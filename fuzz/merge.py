@@ -1,5 +1,5 @@
 """`python -m fuzz merge DIR... --out DIR`: the corpora of several runs (CI matrix shards: `--shard I/N`) as one, deduplicated
-by signature (oracle, device, dtype): of each signature the smallest case is kept (fewest Opts, then the smallest AST),
+by signature (oracle, device, dtype, first differing op): of each signature the smallest case is kept (fewest Opts, then the smallest AST),
 and the others are counted in its `duplicates`. Every file is checked when read; one that cannot be read is reported
 and left out (exit 2 after the merge)."""
 from __future__ import annotations

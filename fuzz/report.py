@@ -5,6 +5,9 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from rich.console import Group
+from rich.table import Table
+
 from fuzz.run import Fuzzer, Stats
 from fuzz.stream import OPT_KINDS
 from oracles.case import ORACLES
@@ -14,8 +17,6 @@ from refgrad.device import write_atomic
 
 def summary(f: Fuzzer, final: bool = False) -> Any:
   """A rich renderable: throughput, per target, findings by oracle, coverage."""
-  from rich.console import Group
-  from rich.table import Table
   s, o = f.stats, f.opts
   head = Table.grid(padding=(0, 2))
   head.add_row(f"[b]{s.checked}[/] cases checked", f"[b]{s.rate:.1f}[/] cases/s", f"{s.elapsed:.0f} s",
@@ -38,12 +39,19 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", finds]
   if final and s.findings:
     ft = Table(title="findings", title_justify="left", padding=(0, 1))
-    for c in ("oracle", "device", "dtype", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
+    for c in ("oracle", "device", "dtype", "first diff", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
     for x in s.findings:
-      ft.add_row(x["oracle"], x["device"], x.get("dtype", ""), str(x.get("opts", "?")), str(x.get("duplicates", 0)), x["path"], x["detail"][:160])
+      ft.add_row(x["oracle"], x["device"], x.get("dtype", ""), first_diff_text(x.get("first_diff")), str(x.get("opts", "?")), str(x.get("duplicates", 0)),
+                 x["path"], x["detail"][:160])
     parts.append(ft)
   if final and f.notes: parts.append("\n".join(f.notes))
   return Group(*parts)
+
+def first_diff_text(fd: dict[str, Any] | None) -> str:
+  """"MAX float (uop 15, element 1)": the first UOp whose value differs, "sum float (step 2)": the first step of a tensor
+  program whose output differs; "" where not known."""
+  if not fd: return ""
+  return f"{fd['op']} {fd['dtype']} " + (f"(step {fd['step']})" if "step" in fd else f"(uop {fd['uop_index']}, element {fd['element']})")
 
 def _n(x: int) -> str: return str(x) if x else "[dim]0[/]"
 
@@ -53,6 +61,7 @@ def to_json(f: Fuzzer) -> dict[str, Any]:
   return {"format": "refgrad.fuzz.report/1", "seed": f.opts.seed, "shard": list(f.opts.shard), "workers": f.opts.workers,
           "devices": f.opts.devices, "targets": f.opts.targets, "seconds": round(s.elapsed, 3), "checked": s.checked,
           "cases_per_second": round(s.rate, 2), "exact": s.exact, "ub_regenerated": s.regenerated, "ub_dropped": s.ub, "skipped": s.invalid, "by_target": dict(s.by_target),
+          "programs_per_device": dict(s.device_programs),
           "findings_by_oracle": dict(s.by_oracle), "findings": s.findings, "notes": f.notes, "interrupted": f.interrupted,
           "opt_coverage": {f"{t}/{k}": n for (t, k), n in sorted(s.opt_cov.items())},
           "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())}}

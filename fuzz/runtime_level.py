@@ -17,7 +17,9 @@ ready queues and of overlapping launches), since the knobs are read when a devic
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -29,6 +31,10 @@ from typing import Any
 import numpy as np
 
 from fuzz.run import DEFAULT_CORPUS
+from oracles.cliargs import OneLineParser, dir_problem, positive, seed
+from refgrad import Tensor, TinyJit
+from refgrad.device import Device, write_atomic
+from refgrad.runtime.driver import GPUFault
 
 DEVICES = ["NV", "NV:1", "AMD", "AMD:1"]
 HOSTS = ["CPU", "PYTHON"]
@@ -77,9 +83,6 @@ class RuntimeFinding(Exception):
 def run(ops: list[list[Any]]) -> dict[str, Any]:
   """Run a workload on refgrad (MOCKGPU=1; the order knob as the environment says) and the model side by side.
   Returns {"status": "pass"} or {"status": "fail", "step": i, "detail": ...}."""
-  from refgrad import Tensor
-  from refgrad.device import Device
-  from refgrad.runtime.driver import GPUFault
   regs: list[tuple[Any, np.ndarray]] = []
   def pick(r: int, n: int | None = None) -> int | None:
     idx = [i for i, (_, m) in enumerate(regs) if n is None or m.size == n]
@@ -167,7 +170,6 @@ def _jit(device: str, r: int, seed: int) -> None:
   """A TinyJit function of an input and a state tensor it rebinds (w.assign(w + x), then an output from x and w),
   called 5 times with fresh inputs; the state also gets new contents from outside before some calls (weights loaded);
   every output and the state compared with the model at once (an output is valid until the next call)."""
-  from refgrad import Tensor, TinyJit
   rng = np.random.default_rng(seed)
   n = LENGTHS[r % len(LENGTHS)]
   k1, k2 = _UNARY[r % len(_UNARY)], _BIN[(r >> 3) % len(_BIN)]
@@ -212,7 +214,6 @@ def run_in_child(workloads: list[list[list[Any]]], order: int, preload: list[str
   return out
 
 def _child_main() -> int:
-  import importlib
   for m in filter(None, os.environ.get("FUZZ_RUNTIME_PRELOAD", "").split(",")): importlib.import_module(m)
   for w in json.loads(sys.stdin.read()):
     print(json.dumps(run(w)), flush=True)
@@ -243,7 +244,6 @@ def shrink(ops: list[list[Any]], order: int, detail: str, preload: list[str], en
 
 
 def save(corpus: Path, finding: dict[str, Any]) -> Path:
-  from refgrad.device import write_atomic
   body = json.dumps(finding, indent=1, sort_keys=True)
   path = corpus / f"runtime-{hashlib.sha256(json.dumps(finding['workload']).encode()).hexdigest()[:12]}.json"
   corpus.mkdir(parents=True, exist_ok=True)
@@ -289,9 +289,6 @@ def fuzz(seed: int = 0, seconds: float | None = 60.0, cases: int | None = None, 
 def main(argv: list[str]) -> int:
   """`python -m fuzz --level runtime [--seconds S | --cases N] [--seed N] [--corpus DIR] [--no-shrink] [--preload M]`;
   `python -m fuzz --level runtime --replay FILE`."""
-  import argparse
-
-  from oracles.cliargs import OneLineParser, dir_problem, positive, seed
   ap = OneLineParser(prog="python -m fuzz --level runtime", description="Random HCQ workloads on the mock GPUs against a host model.")
   lim = ap.add_mutually_exclusive_group()
   lim.add_argument("--seconds", type=positive(float, "--seconds"))

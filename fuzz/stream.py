@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from oracles.astjson import ast_to_json
+from oracles.astjson import ast_from_json, ast_to_json
 from oracles.case import Case, opt_to_json
 from oracles.programs import RecipeStream, kernel_of
 from refgrad.kernel import Kernel
-from refgrad.opt import InvalidOptError, OptOps, apply_opt, candidate_opts
+from refgrad.opt import InvalidOptError, OptOps, apply_opt, candidate_opts, tc_candidates
 from refgrad.target import TARGETS
 
 GROUP = 8                       # cases per group (they share the unoptimized kernel's lowering and run)
@@ -37,8 +37,6 @@ class Stream:
     self.recipes = RecipeStream(**MIXES[mix])
     self.hints: Counter[tuple[str, str]] = Counter()
     self.next_group = 0
-    from oracles.astjson import ast_from_json
-    from refgrad.opt import tc_candidates
     self.tc_models = [i for i, m in enumerate(self.models) if tc_candidates(Kernel(ast_from_json(m["ast"])))]
 
   def draw(self) -> dict[str, Any]:
@@ -67,7 +65,6 @@ def materialize(spec: dict[str, Any], models: list[dict[str, Any]] | None = None
   """The GROUP cases of a spec (empty when its program has no kernel)."""
   if "model" in spec:
     m = (models or [])[spec["model"]]
-    from oracles.astjson import ast_from_json
     name, ast, rows, source, recipe = f"{m['model']}/{m['name']}", ast_from_json(m["ast"]), m["ast"], "model", None
   else:
     if (kn := kernel_of(spec["recipe"])) is None: return []

@@ -66,6 +66,10 @@ class Case:
 
 def opt_to_json(o: Opt) -> list[Any]: return [o.op.name, o.axis, o.arg]
 
+def first_op(first_diff: dict[str, Any] | None) -> str:
+  """The op named by a first difference ("MAX"), "" where none was found."""
+  return first_diff["op"] if first_diff else ""
+
 def opt_from_json(x: Any) -> Opt:
   if not (isinstance(x, list) and len(x) == 3 and isinstance(x[0], str) and x[0] in OptOps.__members__
           and all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in x[1:])):
@@ -90,9 +94,11 @@ class Result:
   regenerated: bool = False        # its inputs were undefined behaviour and were regenerated ("simple" mode)
   values: dict[str, Any] | None = None   # fail: the buffers as bits (oracles/check.py values_of)
   dtype: str = ""                  # fail: the dtype of the first buffer that differs, where known
-  def signature(self) -> tuple[str, str, str]:
-    """What groups findings (triage): the oracle, the device and the dtype where the difference shows."""
-    return (self.oracle, self.device, self.dtype)
+  first_diff: dict[str, Any] | None = None   # device fail: the first UOp whose value differs (oracles/firstdiff.py), where found
+  def signature(self) -> tuple[str, str, str, str]:
+    """What groups findings (triage): the oracle, the device, the dtype where the difference shows, and the first
+    differing op ("" where not known)."""
+    return (self.oracle, self.device, self.dtype, first_op(self.first_diff))
 
 
 @dataclass
@@ -109,14 +115,17 @@ class Finding:
   values: dict[str, Any] | None = None   # the buffers as bits: dtypes, inputs, expected, actual (oracles/check.py values_of)
   dtype: str = ""                  # the dtype where the difference shows
   duplicates: int = 0              # later findings with the same signature in the run that saved this one (not saved again)
-  def signature(self) -> tuple[str, str, str]: return (self.oracle, self.device, self.dtype)
+  first_diff: dict[str, Any] | None = None   # where the first difference arises: {"op", "dtype", "uop_index", "element"} (a UOp of
+                                             # the program) or {"op", "dtype", "step"} (a step of a tensor program)
+  def signature(self) -> tuple[str, str, str, str]: return (self.oracle, self.device, self.dtype, first_op(self.first_diff))
   def rerun(self, path: Path) -> str:
     """The one-line command that checks this finding again against the device it names."""
     dev = f" --devices {self.device}" if self.device not in ("PYTHON", "") else ""
     return f"python -m fuzz replay {path}{dev}"
   def to_json(self, path: Path | None = None) -> dict[str, Any]:
     return {"format": FINDING_FORMAT, "oracle": self.oracle, "device": self.device, "dtype": self.dtype, "detail": self.detail,
-            "rerun": self.rerun(path) if path is not None else "", "expected": self.expected, "actual": self.actual, "values": self.values,
+            "rerun": self.rerun(path) if path is not None else "",
+            "first_diff": self.first_diff, "expected": self.expected, "actual": self.actual, "values": self.values,
             "duplicates": self.duplicates, "note": self.note, "case": self.case.to_json(), "original": self.original.to_json() if self.original else None}
   @property
   def content_hash(self) -> str:
@@ -145,7 +154,11 @@ class Finding:
       if values is not None and not (isinstance(values, dict) and all(isinstance(values.get(k), list) and all(isinstance(x, str) for x in values[k])
                                                                      for k in ("dtypes", "inputs", "expected", "actual"))):
         raise ValueError("field 'values' must be null or an object of lists of strings: dtypes, inputs, expected, actual")
+      fd = d.get("first_diff")
+      if fd is not None and not (isinstance(fd, dict) and isinstance(fd.get("op"), str) and isinstance(fd.get("dtype"), str)
+                                 and (all(isinstance(fd.get(k), int) for k in ("uop_index", "element")) or isinstance(fd.get("step"), int))):
+        raise ValueError("field 'first_diff' must be null or an object with op, dtype (strings) and uop_index, element or step (ints)")
       return Finding(Case.from_json(d.get("case")), d["oracle"], d["device"], d["detail"], d["expected"], d["actual"],
                      Case.from_json(d["original"]) if d.get("original") is not None else None, d.get("note", ""), values,
-                     d.get("dtype", ""), d.get("duplicates", 0))
+                     d.get("dtype", ""), d.get("duplicates", 0), fd)
     except (ValueError, OSError) as e: raise ValueError(f"{path}: not a fuzz finding: {e}") from None

@@ -15,6 +15,7 @@ float16/bfloat16 -- the rule of tests/refgrad/test_opt.py and refgrad/search.py.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import json
@@ -42,6 +43,7 @@ from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
 from refgrad.program import ProgramSpec, Runner
+from refgrad.renderer.serialize import decode_dtype, encode_dtype
 from refgrad.runtime.ops_cpu import CPUAllocator
 from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
 from refgrad.target import TARGETS
@@ -83,7 +85,7 @@ def _trace_tail(e: BaseException) -> str:
 class Prog:
   name: str
   uops: list[UOp]
-  spec: ProgramSpec
+  spec: ProgramSpec | None   # None: a program a device under test runs (only PYTHON's run needs it)
   outs: dict[str, list[np.ndarray]] = field(default_factory=dict)   # device -> buffers after the run
 
 def lower(k: Kernel, name: str) -> Prog:
@@ -100,6 +102,7 @@ def run_python(p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
   with timed("python"):
     prg = Program(p.name, p.uops, verify=False)
     mems = [Memory(np.ascontiguousarray(a).view(np.uint8).reshape(-1).copy()) for a in data]
+    assert p.spec is not None
     prg(mems, p.spec.global_size, p.spec.local_size, checked=True)
   return [m.data.view(a.dtype).copy() for m, a in zip(mems, data)]
 
@@ -196,6 +199,18 @@ def differs(a: list[np.ndarray], b: list[np.ndarray], dts: list[DType], tol: boo
   return None
 
 
+def _differs_viewed(a: list[np.ndarray], b: list[np.ndarray], dts: list[DType], views: dict[int, DType | None], only: int | None = None,
+                    tol: bool = False) -> str | None:
+  """`differs` on the buffers (or buffer `only`), each compared as its nan_views float dtype, if any, or skipped."""
+  for i, (x, y, d) in enumerate(zip(a, b, dts)):
+    if only is not None and i != only: continue
+    if i in views:
+      if (v := views[i]) is None: continue
+      x, y, d = x.view(v.np), y.view(v.np), v
+    if (bad := differs([x], [y], [d], tol)) is not None: return bad.replace("buffer 0", f"buffer {i}", 1)
+  return None
+
+
 # ---- a batch of cases -----------------------------------------------------------------------------------------
 
 @dataclass
@@ -211,14 +226,7 @@ class _Group:
   views: dict[int, DType | None] = field(default_factory=dict)   # buffers holding BITCAST NaN bits (oracles/inputs.py nan_views)
 
   def differs(self, a: list[np.ndarray], b: list[np.ndarray], only: int | None = None, tol: bool = False) -> str | None:
-    """`differs` on the buffers (or buffer `only`), each compared as its nan_views float dtype, if any, or skipped."""
-    for i, (x, y, d) in enumerate(zip(a, b, self.dts)):
-      if only is not None and i != only: continue
-      if i in self.views:
-        if (v := self.views[i]) is None: continue
-        x, y, d = x.view(v.np), y.view(v.np), v
-      if (bad := differs([x], [y], [d], tol)) is not None: return bad.replace("buffer 0", f"buffer {i}", 1)
-    return None
+    return _differs_viewed(a, b, self.dts, self.views, only, tol)
   progs: dict[int, Prog] = field(default_factory=dict)   # case index -> optimized program (PYTHON ran it cleanly)
   by_uops: dict[tuple[UOp, ...], Prog] = field(default_factory=dict)   # programs already run, by their linear program
 
@@ -252,9 +260,78 @@ def make_inputs(ast: UOp, inputs: dict[str, Any]) -> list[np.ndarray]:
   return out
 
 
+@dataclass(eq=False)
+class DeviceProg:
+  """One program every device under test runs, judged against PYTHON's result. Plain data (`wire()`: the program as
+  plain rows, `wire_program`), so it can travel to a device's own worker process, which never sees the reference run."""
+  name: str
+  uops: list[UOp] | tuple[list[tuple[Any, ...]], list[int]]   # the linear program (on a pipe: `wire_program`'s rows and order)
+  target: str                  # the target its kernel was optimized for (a device runs the programs of its own target)
+  dts: list[str]               # encode_dtype of every buffer's scalar dtype
+  data: list[np.ndarray]       # the buffers before the run
+  expected: list[np.ndarray]   # the buffers after PYTHON ran it
+  views: dict[int, str | None]  # nan_views: a buffer compared as this float dtype, or not at all (None)
+  index: int                   # the case a failure is reported on
+  case: dict[str, Any]         # that case (for a group's unoptimized program: the case without Opts)
+  group: str                   # its group: a failing unoptimized program ends the group's checks on that device
+  base: bool                   # the group's unoptimized program
+  def wire(self) -> DeviceProg:
+    return self if isinstance(self.uops, tuple) else dataclasses.replace(self, uops=wire_program(self.uops))
+  def linear(self) -> list[UOp]:
+    if isinstance(self.uops, tuple): self.uops = unwire_program(*self.uops)
+    return self.uops
+  def dtypes(self) -> list[DType]: return [decode_dtype(d) for d in self.dts]
+
+
+def wire_program(uops: list[UOp]) -> tuple[list[tuple[Any, ...]], list[int]]:
+  """A linear program as plain rows for a pipe between the fuzzer's own processes: (rows (op value, dtype text, source
+  rows, arg) with every source before its users, the rows in program order). Cheaper to rebuild than serialize()'s
+  JSON, whose checks guard text from disk: a device worker rebuilds every program it runs."""
+  row: dict[UOp, int] = {}
+  rows: list[tuple[Any, ...]] = []
+  names: dict[DType, str] = {}
+  def put(u: UOp) -> None:
+    row[u] = len(rows)
+    rows.append((u.op.value, names.get(u.dtype) or names.setdefault(u.dtype, encode_dtype(u.dtype)), tuple(row[x] for x in u.src), u.arg))
+  for root in uops:
+    if root in row: continue
+    if all(x in row for x in root.src):   # the usual case: the sources came earlier in the program
+      put(root)
+      continue
+    stack = [(root, False)]
+    while stack:
+      u, expanded = stack.pop()
+      if u in row: continue
+      if expanded or all(x in row for x in u.src): put(u)
+      else: stack += [(u, True), *((x, False) for x in u.src if x not in row)]
+  return rows, [row[u] for u in uops]
+
+def unwire_program(rows: list[tuple[Any, ...]], order: list[int]) -> list[UOp]:
+  dts: dict[str, DType] = {}
+  built: list[UOp] = []
+  for op, dt, srcs, arg in rows: built.append(UOp(_OPS[op], dts.get(dt) or dts.setdefault(dt, decode_dtype(dt)), tuple(built[i] for i in srcs), arg))
+  return [built[i] for i in order]
+
+_OPS = {o.value: o for o in Ops}
+
+
 def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True, tick: Callable[[], None] | None = None) -> list[Result]:
-  """Check every case on PYTHON and `devices` (not PYTHON itself); one Result per case, in order. `tick` is called
-  after every step that takes about one case's time (a worker's heartbeat: a hang is found within one case's timeout)."""
+  """Check every case on PYTHON and `devices` (not PYTHON itself) in this process; one Result per case, in order. `tick`
+  is called after every step that takes about one case's time (a worker's heartbeat: a hang is found within one case's
+  timeout). The fuzzer runs the same steps split over processes: `prepare` in a reference worker, `run_on_device` in
+  one worker per device, `merge` in the coordinator."""
+  results, progs = prepare(cases, ast_eval, tick)
+  outcomes: dict[str, list[dict[str, Any]]] = {}
+  for dev in devices:
+    outcomes[dev] = [{}] * len(progs)
+    run_on_device(dev, progs, outcomes[dev].__setitem__, tick, restore_fp=True)
+  return merge(results, progs, outcomes, devices)
+
+
+def prepare(cases: list[Case], ast_eval: bool = True, tick: Callable[[], None] | None = None) -> tuple[list[Result], list[DeviceProg]]:
+  """The reference's part: every oracle that needs no device under test, on PYTHON. (one Result per case, in order:
+  "pass" where it is left to the devices; the programs the devices must run, in order: per group its unoptimized
+  program, then each optimized program not already in the list)."""
   tick = tick or (lambda: None)
   results: dict[int, Result] = {}
   groups: dict[str, _Group | None] = {}
@@ -272,42 +349,105 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True, ti
     g.cases.append(c)
     _optimized(g, c, results)
     tick()
-  live = [g for g in groups.values() if g is not None]
-  for dev in devices:   # every other device runs all programs of the batch; the CPU compiles them in one call
-    tgt = _device_target(dev)
-    todo = [(g, c) for g in live if tgt in (None, g.k0.target.name) for c in [None, *g.cases] if c is None or c.index in g.progs]
-    progs = list(dict.fromkeys(g.base if c is None else g.progs[c.index] for g, c in todo))  # type: ignore[misc]
-    if not progs: continue
-    before = fpstate.probe()
-    tick()
-    batch = CPUBatch(progs, dev) if batched(dev) else None
-    tick()
-    if (fp := _fp_settle(before)) is not None: fp_changes[dev] = fp   # loading its library changed the process's FP state
-    bad_base: set[int] = set()
-    for g, c in todo:
-      if id(g) in bad_base: continue
-      p = g.base if c is None else g.progs[c.index]
-      if c is not None and p.name != f"f{c.index}": continue   # another case's program (or the base): checked there
-      fail = _on_device(dev, batch, p, g)  # type: ignore[arg-type]
-      tick()
-      if fail is None: continue
-      if c is None:   # the unoptimized program is wrong on this device: the group's first case reports it
-        bad_base.add(id(g))
-        fail.detail = f"unoptimized kernel: {fail.detail}"
-        fail.index = g.cases[0].index
-        _put(results, fail, _unopt_case_of(g.cases[0]))
-      elif c.index not in results:
-        fail.index = c.index
-        _put(results, fail, c)
+  progs: list[DeviceProg] = []
+  for key, g in groups.items():
+    if g is None: continue
+    dts = [encode_dtype(d) for d in g.dts]
+    views = {i: None if v is None else encode_dtype(v) for i, v in g.views.items()}
+    for c in [None, *g.cases]:
+      if c is not None and (c.index not in g.progs or g.progs[c.index].name != f"f{c.index}"): continue   # another case's program: checked there
+      p, owner = (g.base, _unopt_case_of(g.cases[0])) if c is None else (g.progs[c.index], c)
+      progs.append(DeviceProg(p.name, p.uops, g.k0.target.name, dts, g.data, p.outs["PYTHON"], views, owner.index, owner.to_json(), key, c is None))
+  out = []
   for c in cases:
     if c.index not in results:
       g = groups.get(c.group_key())
       results[c.index] = Result(c.index, "pass", exact=bool(g and g.exact), target=c.target, opt_kinds=sorted({o[0] for o in c.opts}))
-  for c in cases:
-    results[c.index].key = c.key()
-    results[c.index].regenerated = c.group_key() in regenerated
+    r = results[c.index]
+    r.key, r.regenerated = c.key(), c.group_key() in regenerated
+    out.append(r)
   regenerated.clear()
-  return [results[c.index] for c in cases]
+  return out, progs
+
+
+def device_target(dev: str) -> str | None:
+  """The target a device runs (None: any, like the CPU: C runs every linear program)."""
+  t = getattr(Device[dev].renderer, "target", None)
+  return None if t is None or t.name == "CPU" else t.name
+
+def run_on_device(dev: str, progs: list[DeviceProg], done: Callable[[int, dict[str, Any]], None], tick: Callable[[], None] | None = None,
+                  restore_fp: bool = True, built: Callable[[], None] | None = None) -> None:
+  """Run the programs on device `dev` (a C device compiles them all in one compiler call first) and call done(i, outcome)
+  for each, in order: {"status": "skip"} (another target's), "same" (the bytes PYTHON left), "out" with "out": the
+  buffers (to be judged by `judge`: NaNs may differ), or "fail" with "oracle" (compile, redzone, fp-state) and "detail".
+  `built` is called once the programs are built (default: tick). The floating-point control state is read before and after every call: a change is a "fp-state" outcome; with
+  restore_fp (PYTHON runs in this process) the default state is then put back, else the device keeps running in the
+  state it chose, as it would in a process of its own."""
+  tick = tick or (lambda: None)
+  tgt = device_target(dev)
+  mine = [i for i, p in enumerate(progs) if tgt in (None, p.target)]
+  for i in range(len(progs)):
+    if i not in mine: done(i, {"status": "skip"})
+  if not mine: return
+  runs = {i: Prog(progs[i].name, progs[i].linear(), None) for i in mine}
+  before = fpstate.probe()
+  tick()
+  batch = CPUBatch(list(runs.values()), dev) if batched(dev) else None
+  (built or tick)()   # the programs are built: what happens next is one program's doing
+  if (fp := _fp_settle(before, restore_fp)) is not None: fp_changes[dev] = fp   # loading its library changed the FP state
+  for i in mine:
+    done(i, _on_device(dev, batch, runs[i], progs[i], restore_fp))
+
+def _on_device(dev: str, batch: CPUBatch | None, p: Prog, dp: DeviceProg, restore_fp: bool) -> dict[str, Any]:
+  if (fp := fp_changes.pop(dev, None)) is not None: return {"status": "fail", "oracle": "fp-state", "detail": f"loading its programs: {fp}"}
+  before = fpstate.probe()
+  try: out = _on_device_run(dev, batch, p, dp.data)
+  finally: fp = _fp_settle(before, restore_fp)
+  if fp is not None: return {"status": "fail", "oracle": "fp-state", "detail": fp}
+  if isinstance(out, dict): return out
+  same = all(np.ascontiguousarray(a).view(np.uint8).tobytes() == np.ascontiguousarray(b).view(np.uint8).tobytes() for a, b in zip(out, dp.expected))
+  return {"status": "same"} if same else {"status": "out", "out": out}
+
+def _on_device_run(dev: str, batch: CPUBatch | None, p: Prog, data: list[np.ndarray]) -> list[np.ndarray] | dict[str, Any]:
+  try:
+    if batch is not None:
+      if p.name in batch.errors: raise batch.errors[p.name]
+      out, red = batch.run(p.name, data)
+      if red is not None: return {"status": "fail", "oracle": "redzone", "detail": red}
+      return out
+    return run_generic(dev, p, data)
+  except (CompileError, ValueError, TypeError, NotImplementedError, RuntimeError) as e:
+    return {"status": "fail", "oracle": "compile", "detail": _trace_tail(e)}
+
+def judge(dev: str, p: DeviceProg, outcome: dict[str, Any]) -> Result | None:
+  """None when the device's outcome agrees with PYTHON, else the failure (its index and case still to be set)."""
+  st = outcome["status"]
+  if st in ("skip", "same"): return None
+  dts = p.dtypes()
+  if st == "fail":
+    values = values_of(dts, p.data, [], []) if outcome["oracle"] in ("crash", "timeout") else None
+    return Result(0, "fail", outcome["oracle"], dev, outcome["detail"], values=values)
+  out, want = outcome["out"], p.expected
+  if (bad := _differs_viewed(out, want, dts, {i: None if v is None else decode_dtype(v) for i, v in p.views.items()})) is None: return None
+  return Result(0, "fail", "device", dev, bad, digest(want), digest(out), values=values_of(dts, p.data, want, out), dtype=differing_dtype(bad))
+
+def merge(results: list[Result], progs: list[DeviceProg], outcomes: dict[str, list[dict[str, Any]]], devices: list[str]) -> list[Result]:
+  """The reference's Results with each device's outcomes judged in: per case the first failure (devices in order);
+  a device that fails a group's unoptimized program reports it on the group's first case and skips the group's others."""
+  by_index = {r.index: k for k, r in enumerate(results)}
+  for dev in devices:
+    bad_base: set[str] = set()
+    for p, o in zip(progs, outcomes[dev]):
+      if p.group in bad_base or (fail := judge(dev, p, o)) is None: continue
+      if p.base:
+        bad_base.add(p.group)
+        fail.detail = f"unoptimized kernel: {fail.detail}"
+      k = by_index[p.index]
+      if results[k].status != "pass": continue
+      fail.index, fail.key, fail.regenerated = p.index, results[k].key, results[k].regenerated
+      fail.case, fail.target, fail.opt_kinds = p.case, p.case["target"], sorted({o[0] for o in p.case["opts"]})
+      results[k] = fail
+  return results
 
 
 # undefined behaviour that input values cause (the inputs are regenerated); any other report is a finding
@@ -323,11 +463,6 @@ class _GroupDone(Exception):
 def _put(results: dict[int, Result], r: Result, case: Case) -> None:
   r.case, r.target, r.opt_kinds = case.to_json(), case.target, sorted({o[0] for o in case.opts})
   results[r.index] = r
-
-def _device_target(dev: str) -> str | None:
-  """The target a device runs (None: any, like the CPU: C runs every linear program)."""
-  t = getattr(Device[dev].renderer, "target", None)
-  return None if t is None or t.name == "CPU" else t.name
 
 def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
   ast = ast_from_json(c.ast)
@@ -383,7 +518,7 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
       _put(results, Result(c.index, "fail", "ast-eval", "PYTHON", f"AST evaluator failed: {_trace_tail(e)}"), _unopt_case_of(c))
       raise _GroupDone from None
   if c.recipe is not None and inputs["seed"] % PROGRAM_EVERY == 0 and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
-    _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
+    _put(results, Result(c.index, "fail", "program", "PYTHON", bad, first_diff=_first_step(c.recipe, inputs["seed"])), _unopt_case_of(c))
     raise _GroupDone
   with timed("tensor oracles"): tl = tensor_level(c.recipe, inputs["seed"]) if c.recipe is not None else None   # "numpy", "grad"
   if tl is not None:
@@ -422,6 +557,14 @@ def _program_differs(recipe: dict[str, Any], seed: int) -> str | None:
   j = int(np.flatnonzero(~same)[0])
   return f"program fused vs every step realized: element {j} of {a.size} is {a.reshape(-1)[j]!r} fused, {b.reshape(-1)[j]!r} unfused"
 
+def _first_step(recipe: dict[str, Any], seed: int) -> dict[str, Any] | None:
+  """For a "program" failure: the first step whose realized output differs, fused vs unfused (the shortest prefix of
+  the recipe's steps that differs; a prefix draws the same inputs): {"op": its name, "dtype", "step": its position}."""
+  steps = recipe["steps"]
+  for k in range(1, len(steps) + 1):
+    if _program_differs({**recipe, "steps": steps[:k]}, seed) is not None: return {"op": steps[k - 1][0], "dtype": recipe["dtype"], "step": k - 1}
+  return None
+
 def _unopt_case_of(c: Case) -> Case: return Case(c.index, c.kernel, c.ast, c.target, [], c.inputs, c.source, c.recipe)
 
 def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
@@ -458,28 +601,8 @@ def _optimized(g: _Group, c: Case, results: dict[int, Result]) -> None:
       return
   g.progs[c.index] = p
 
-def _fp_settle(before: str) -> str | None:
-  """A change of the floating-point control state since `before` (restored to the default), or None."""
+def _fp_settle(before: str, restore: bool = True) -> str | None:
+  """A change of the floating-point control state since `before` (with restore: put back to the default), or None."""
   if (why := fpstate.changed(before, fpstate.probe())) is None: return None
+  if not restore: return why
   return why + ("" if fpstate.restore() else "; it could not be restored")
-
-def _on_device(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
-  if (fp := fp_changes.pop(dev, None)) is not None: return Result(0, "fail", "fp-state", dev, f"loading its programs: {fp}")
-  before = fpstate.probe()
-  try: fail = _on_device_run(dev, batch, p, g)
-  finally: fp = _fp_settle(before)
-  return Result(0, "fail", "fp-state", dev, fp) if fp is not None else fail
-
-def _on_device_run(dev: str, batch: CPUBatch | None, p: Prog, g: _Group) -> Result | None:
-  try:
-    if batch is not None:
-      if p.name in batch.errors: raise batch.errors[p.name]
-      out, red = batch.run(p.name, g.data)
-      if red is not None: return Result(0, "fail", "redzone", dev, red)
-    else: out = run_generic(dev, p, g.data)
-  except (CompileError, ValueError, TypeError, NotImplementedError, RuntimeError) as e:
-    return Result(0, "fail", "compile", dev, _trace_tail(e))
-  want = p.outs["PYTHON"]
-  if (bad := g.differs(out, want)) is not None:
-    return Result(0, "fail", "device", dev, bad, digest(want), digest(out), values=values_of(g.dts, g.data, want, out), dtype=differing_dtype(bad))
-  return None

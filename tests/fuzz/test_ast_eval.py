@@ -137,8 +137,11 @@ case = Case(0, name, ast_to_json(ast), "CPU", [], {"seed": 0, "mode": "random"},
 res = run(case)
 small, sres = shrink(case, res, run) if res.status == "fail" else (case, res)
 print(json.dumps({"oracle": res.oracle, "status": res.status, "shrunk_oracle": sres.oracle, "steps": len(small.recipe["steps"]),
-                  "shape": small.recipe["shape"]}))
+                  "shape": small.recipe["shape"], "first": res.first_diff, "first_alone": check._program_differs(
+                    {**rec, "steps": rec["steps"][:res.first_diff["step"]]}, 0) if res.first_diff else "none"}))
 """
+
+_REC_STEPS = ["exp", "add", "neg", "mul", "flip", "sum"]
 
 def test_a_scheduler_lifetime_bug_is_found_by_the_program_oracle_and_shrunk():
   """Every kernel is right, so no kernel-level oracle can see it; the whole program with fusion off (each step its own
@@ -149,3 +152,6 @@ def test_a_scheduler_lifetime_bug_is_found_by_the_program_oracle_and_shrunk():
   got = json.loads(out.stdout.strip().splitlines()[-1])
   assert got["status"] == "fail" and got["oracle"] == "program" and got["shrunk_oracle"] == "program", got
   assert got["steps"] < 6 and got["shape"] != [8, 8], got
+  # the finding names the first step whose realized output differs: the steps before it agree
+  assert got["first"] and got["first"]["op"] == _REC_STEPS[got["first"]["step"]] and got["first"]["dtype"] == "float", got
+  assert got["first_alone"] is None, got

@@ -43,6 +43,13 @@ def test_finding_json_is_checked_on_read(tmp_path):
   with pytest.raises(ValueError, match="not an Opt"): Finding.load(p)
   p.write_text("{")
   with pytest.raises(ValueError, match="not a fuzz finding"): Finding.load(p)
+  fd = {"op": "MAX", "dtype": "float", "uop_index": 14, "element": 2}   # where the first difference arises: kept, and in the signature
+  p = Finding(c, "device", "CPU", "differs", dtype="float", first_diff=fd).save(tmp_path)
+  assert Finding.load(p).first_diff == fd and Finding.load(p).signature() == ("device", "CPU", "float", "MAX")
+  bad = json.loads(p.read_text())
+  bad["first_diff"] = {"op": "MAX", "dtype": "float"}
+  p.write_text(json.dumps(bad))
+  with pytest.raises(ValueError, match="first_diff"): Finding.load(p)
 
 def test_model_kernels_load():
   ks = load_models()

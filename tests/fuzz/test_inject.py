@@ -10,8 +10,10 @@ import pytest
 
 from fuzz.__main__ import replay_finding
 from fuzz.run import Fuzzer, Options
-from oracles.case import Finding
+from oracles.astjson import ast_to_json
+from oracles.case import Case, Finding
 from oracles.models import load_models
+from refgrad import Tensor, dtypes, schedule
 
 PRELOAD = ["tests.fuzz.inject"]
 
@@ -38,6 +40,9 @@ def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
   fd = Finding.load(shrunk[0]["path"])
   assert fd.original is not None and len(fd.case.opts) <= max(1, len(fd.original.opts))
   if bug == "unroll": assert [o[0] for o in fd.case.opts] == ["UNROLL"]      # one Opt is all it takes
+  if bug in ("c_helper", "render_cast"):   # a renderer bug in one op: the device findings name that op where found
+    ops = {(x["first_diff"] or {}).get("op") for x in f.stats.findings if x["oracle"] == "device"} - {None}
+    assert ops == {"c_helper": {"MAX"}, "render_cast": {"CAST"}}[bug], f.stats.findings
   if fd.case.recipe is not None:
     assert len(fd.case.recipe["steps"]) <= len(fd.original.recipe["steps"])
     assert sum(fd.case.recipe["shape"]) <= sum(fd.original.recipe["shape"])
@@ -46,13 +51,17 @@ def test_injected_bug_found_shrunk_and_replayed(tmp_path, bug, cases, oracles):
   saved = json.loads(Path(shrunk[0]["path"]).read_text())   # bits, not hashes, and the command that reruns it
   assert saved["rerun"] == f"python -m fuzz replay {shrunk[0]['path']}" + ("" if fd.device == "PYTHON" else f" --devices {fd.device}")
   assert saved["values"] and saved["values"]["inputs"] and all(len(x) % 2 == 0 for x in saved["values"]["actual"])
-  assert len({(x["oracle"], x["device"], x["dtype"]) for x in f.stats.findings}) == len(f.stats.findings)   # one file per signature
+  assert len({(x["oracle"], x["device"], x["dtype"], (x["first_diff"] or {}).get("op")) for x in f.stats.findings}) == len(f.stats.findings)   # one file per signature
   assert replay_finding(fd).status == "pass"      # without the bug, the case passes
 
 def test_segfault_and_hang_are_findings_and_the_run_goes_on(tmp_path):
-  f = _run(tmp_path, cases=32, devices=["SEGV", "HANG"], env={"FUZZ_INJECT": "segv+hang"}, case_timeout=4.0, shrink=False, targets=["CPU"])
+  """Each device runs in a worker of its own: a crash or hang is a finding of that device alone, and every other device
+  still runs every program (the CPU the very programs SEGV crashed and HANG hung on) and agrees with PYTHON."""
+  f = _run(tmp_path, cases=32, devices=["SEGV", "HANG", "CPU"], env={"FUZZ_INJECT": "segv+hang"}, case_timeout=4.0, shrink=False, targets=["CPU"])
   assert f.stats.by_oracle["crash"] >= 1 and f.stats.by_oracle["timeout"] >= 1, f.stats.findings
   assert f.stats.checked > f.stats.by_oracle["crash"] + f.stats.by_oracle["timeout"]   # other cases were checked
+  assert f.stats.device_programs["CPU"] == f.stats.device_programs["SEGV"] == f.stats.device_programs["HANG"] > 0, f.stats.device_programs
+  assert f.stats.by_device["CPU"] == 0 and f.stats.by_device["PYTHON"] == 0, f.stats.findings
   for x in f.stats.findings:
     fd = Finding.load(x["path"])
     assert fd.oracle == x["oracle"] and fd.device in ("SEGV", "HANG"), x   # the device that crashed or hung, not "worker"
@@ -87,3 +96,28 @@ def test_a_hang_is_found_within_the_case_timeout_and_seconds_bound_the_run(tmp_p
   took = time.monotonic() - st
   assert f.stats.by_oracle["timeout"] >= 1 and all(x["device"] == "HANG" for x in f.stats.findings), f.stats.findings
   assert took < 15.0 + 1.5 + 10.0, took   # the limit, the grace, and worker start/stop on a loaded machine
+
+
+@pytest.mark.parametrize("bug, tensor, op", [("c_helper", lambda: (Tensor.empty(4, 6) + 1).max(1) * 2, "MAX"),
+                                             ("render_cast", lambda: (Tensor.empty(4, 6, dtype=dtypes.int8) * 3).cast(dtypes.int32) + 1, "CAST")])
+def test_first_differing_op_is_named(tmp_path, bug, tensor, op):
+  """A renderer bug in one op: the device finding names that op as where the first difference arises (a probe program
+  stores every intermediate value, run on PYTHON and on the device), in the saved finding and in its signature."""
+  items, _ = schedule.create_schedule([tensor().uop], "CPU")
+  ast = [it.ast for it in items if it.ast is not None][-1]
+  case = Case(0, "k", ast_to_json(ast), "CPU", [], {"seed": 1, "mode": "random"})
+  env = {"FUZZ_INJECT": bug}
+  f = Fuzzer(Options(corpus=tmp_path, preload=PRELOAD, devices=["CPU"], workers=1, env=env), [])
+  try:
+    r = f.check_one(case)
+    assert r.status == "fail" and r.oracle == "device", r
+    fd = f.first_diff(r)
+  finally: f.close()
+  assert fd is not None and fd["op"] == op and fd["dtype"] in {"MAX": ("float",), "CAST": ("int",)}[op], fd
+  r.first_diff = fd
+  assert r.signature() == ("device", "CPU", r.dtype, op)
+  saved = Finding(case, r.oracle, r.device, r.detail, values=r.values, dtype=r.dtype, first_diff=fd).save(tmp_path)
+  back = Finding.load(saved)
+  assert back.first_diff == fd and back.signature() == r.signature()
+  again = replay_finding(back, preload=PRELOAD, env=env)   # a replay finds the same first difference
+  assert again.signature() == back.signature(), again

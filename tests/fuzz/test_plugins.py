@@ -39,3 +39,20 @@ def test_fast_math_device_is_an_fp_state_finding_that_replays(tmp_path):
   assert f"rerun: {fp[0]['rerun']}" in r.stdout
   r = run_module("fuzz", "replay", fp[0]["path"], "--devices", "FASTCPU", env=env, timeout=120)
   assert r.returncode == 1 and "FAILS (same failure): fp-state on FASTCPU" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="gcc's -ffast-math FTZ start-up code is checked on x86-64")
+def test_fast_math_device_beside_the_cpu_spoils_only_its_own_results(tmp_path):
+  """FASTCPU's library switches its worker to FTZ/DAZ; PYTHON and the CPU run in workers of their own, so the CPU shows
+  no false failure and FASTCPU's flushed subnormals are "device" findings against an unflushed reference (no FP state
+  is restored to keep the reference clean: FASTCPU goes on running in the state it chose, as in a process of its own)."""
+  env = install(tmp_path / "site", {"FASTCPU": "tests.plugins.bad_backends:fast_cpu"})
+  report = tmp_path / "r.json"
+  r = run_module("fuzz", "--devices", "FASTCPU,CPU", "--cases", "48", "--targets", "CPU", "--quiet", "--corpus", str(tmp_path / "c"),
+                 "--json", str(report), "--no-shrink", "--seed", "3", env=env, timeout=300)
+  assert r.returncode == 1, r.stdout[-2000:] + r.stderr
+  doc = json.loads(report.read_text())
+  assert doc["findings"] and all(x["device"] == "FASTCPU" for x in doc["findings"]), doc["findings"]
+  kinds = {x["oracle"] for x in doc["findings"]}
+  assert {"fp-state", "device"} <= kinds, doc["findings"]
+  assert doc["programs_per_device"]["CPU"] == doc["programs_per_device"]["FASTCPU"] > 0
