@@ -35,7 +35,7 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   finds.add_column("count", justify="right")
   finds.add_column("what it checks")
   for k, what in ORACLES.items(): finds.add_row(k, f"[red]{s.by_oracle[k]}[/]" if s.by_oracle[k] else "0", what if final else "")
-  parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", finds]
+  parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", f.coverage.line(_cells_total(f)), finds]
   if final and s.findings:
     ft = Table(title="findings", title_justify="left", padding=(0, 1))
     for c in ("oracle", "device", "dtype", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
@@ -44,6 +44,8 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
     parts.append(ft)
   if final and f.notes: parts.append("\n".join(f.notes))
   return Group(*parts)
+
+def _cells_total(f: Fuzzer) -> int: return len(f.opts.targets) * (len(OPT_KINDS) + 1) * (len(DTYPES) + 1)   # + no Opt, + model kernels
 
 def _n(x: int) -> str: return str(x) if x else "[dim]0[/]"
 
@@ -55,7 +57,8 @@ def to_json(f: Fuzzer) -> dict[str, Any]:
           "cases_per_second": round(s.rate, 2), "exact": s.exact, "ub_regenerated": s.regenerated, "ub_dropped": s.ub, "skipped": s.invalid, "by_target": dict(s.by_target),
           "findings_by_oracle": dict(s.by_oracle), "findings": s.findings, "notes": f.notes, "interrupted": f.interrupted,
           "opt_coverage": {f"{t}/{k}": n for (t, k), n in sorted(s.opt_cov.items())},
-          "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())}}
+          "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())},
+          "coverage": {**f.coverage.to_json(), "cells_total": _cells_total(f)}}
 
 def write_json(f: Fuzzer, path: Any) -> None: write_atomic(path, (json.dumps(to_json(f), indent=1) + "\n").encode())
 

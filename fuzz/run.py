@@ -14,6 +14,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from fuzz.coverage import Coverage
 from fuzz.stream import GROUP, Stream
 from fuzz.worker import Worker
 from oracles.case import Case, Finding, Result
@@ -80,6 +81,8 @@ class Fuzzer:
     self.stats = Stats()
     self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
+    self.coverage = Coverage()
+    if opts.cases is None and opts.shard == (0, 1): self.stream.boost = self.coverage.boost   # timing-dependent: fuzz/coverage.py
     self._spare: Worker | None = None
     self.saved: dict[tuple[str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
     self.notes: list[str] = []
@@ -191,11 +194,14 @@ class Fuzzer:
         self.stats.exact += r.exact
         self.stats.by_target[r.target] += 1
         for k in r.opt_kinds: self.stats.opt_cov[(r.target, k)] += 1
+        for k in r.opt_kinds or ["none"]: self.coverage.cells[(r.target, k, self.stream.dclass.get(r.index // GROUP, "?"))] += 1
       elif r.status == "ub": self.stats.ub += 1
       else:
         self.stats.invalid += 1
         if "could not be built" in r.detail and len(self.notes) < 20: self.notes.append(r.detail[:300])
       if r.status == "fail": self._record(r)
+      if r.coverage and job is not None and job[0] == "fuzz":
+        self.coverage.add(r.coverage, [c for spec in job[1] for c in self.stream.choices.get(spec["group"], [])])
 
   # ---- crashes and hangs: find the case, in a fresh worker each time ------------------------------------------
   def _isolate(self, job: Any, why: str) -> None:

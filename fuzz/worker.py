@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from oracles.procs import Proc
+from refgrad import coverage
 
 
 def worker_main(conn: Connection, config: dict[str, Any]) -> None:
@@ -31,6 +32,8 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   models = load_models() if config.get("models", True) else []
   tick = lambda: conn.send(("tick", None))   # progress: the coordinator moves the job's deadline one case timeout on
   devices, ast_eval = config["devices"], config.get("ast_eval", True)
+  if config.get("coverage", True): coverage.enable()   # each fuzz job's last result carries its counts (fuzz/coverage.py)
+  names_sent = False
   while True:
     try: msg = conn.recv()
     except EOFError: return
@@ -38,13 +41,18 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
     kind, payload = msg
     try:
       if kind == "fuzz":
+        coverage.reset()
         cases, broken = [], []
         for spec in payload:
           tick()
           try: cases += materialize(spec, models)
           except Exception as e:   # the program could not be built or scheduled: reported, not the end of the run
             broken.append(Result(spec["group"] * GROUP, "invalid", detail=f"group {spec['group']} could not be built: {type(e).__name__}: {e}"))
-        conn.send(("ok", [dataclasses.asdict(r) for r in [*broken, *check_cases(cases, devices, ast_eval, tick)]]))
+        res = [*broken, *check_cases(cases, devices, ast_eval, tick)]
+        if res and coverage.rule_hits is not None:
+          res[-1].coverage = {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}
+          names_sent = True
+        conn.send(("ok", [dataclasses.asdict(r) for r in res]))
         continue
       elif kind == "construct":   # ("ok", "") when the device builds here, else ("ok", the one line saying why not)
         conn.send(("ok", device_problem(payload[0]) or ""))

@@ -90,6 +90,7 @@ class Result:
   regenerated: bool = False        # its inputs were undefined behaviour and were regenerated ("simple" mode)
   values: dict[str, Any] | None = None   # fail: the buffers as bits (oracles/check.py values_of)
   dtype: str = ""                  # fail: the dtype of the first buffer that differs, where known
+  coverage: dict[str, Any] | None = None   # the last Result of a fuzz job: its coverage counts (refgrad/coverage.py snapshot)
   def signature(self) -> tuple[str, str, str]:
     """What groups findings (triage): the oracle, the device and the dtype where the difference shows."""
     return (self.oracle, self.device, self.dtype)
