@@ -25,6 +25,7 @@ ORACLES = {
   "program": "the whole tensor program, fused vs every step realized (fusion off), gives different bits on PYTHON",
   "numpy": "the whole tensor program on PYTHON differs from the numpy interpreter of its Tensor ops (bits, or the stated bound)",
   "grad": "refgrad's gradient of the program differs from float64 central differences on the numpy interpreter",
+  "limits": "a realized tensor of up to 2**31-1 elements is refused, or one of 2**31 is scheduled (big_view programs)",
   "runtime": "(--level runtime) an HCQ workload on the mock GPUs differs from its host model, or hangs, faults or trips the hazard checker",
   "compile": "lowering, linearizing, rendering or compiling a valid Opt list failed",
   "reference": "the PYTHON device failed with an error that is not a report of undefined behaviour",

@@ -144,6 +144,23 @@ def _big_view(t: Any, r: list[int], new: Callable) -> Any:
   v = flat.shrink([(lo, hi)])
   return v.flip(0) if r[2] % 2 else v
 
+def limit_problem(recipe: dict[str, Any]) -> str | None:
+  """Oracle "limits", for recipes with a big_view step: refgrad's documented element limit at its edge. Each big_view's
+  whole view realized (`total` elements, up to exactly 2^31-1) must schedule, and a realized tensor of 2^31 elements
+  (no axis past the limit) must be refused with a ValueError naming 2**31-1. Scheduling allocates nothing."""
+  from refgrad import Tensor, schedule
+  for name, *r in recipe["steps"]:
+    if name != "big_view": continue
+    total = big_view_geometry(1, r)[1]
+    try: schedule.create_schedule([Tensor.empty(1).reshape(1, 1).expand(1, total).contiguous().uop], "CPU")
+    except ValueError as e: return f"a realized tensor of {total} elements (within 2**31-1) is refused: {e}"
+    try: schedule.create_schedule([Tensor.empty(1).reshape(1, 1).expand(2, 2**30).contiguous().uop], "CPU")
+    except ValueError as e:
+      if "2**31-1" not in str(e): return f"a realized tensor of 2**31 elements is refused without naming the limit: {e}"
+    else: return "a realized tensor of shape (2, 2**30), 2**31 elements, is scheduled: its int32 indices wrap"
+    return None
+  return None
+
 _F, _I, _B = "f", "i", "b"   # float, int (signed and unsigned), bool
 STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "neg": (_F + _I, lambda t, r, n: -t), "abs": (_F + _I, lambda t, r, n: t.abs()), "relu": (_F + _I, lambda t, r, n: t.relu()),

@@ -10,8 +10,9 @@ from fuzz.stream import Stream, materialize
 from oracles.case import Case
 from oracles.check import check_cases
 from oracles.np_interp import interp_differs
-from oracles.programs import INDEX_LIMIT, big_view_geometry, build, kernel_of
-from refgrad import coverage
+from oracles.programs import INDEX_LIMIT, big_view_geometry, build, kernel_of, limit_problem
+from oracles.tensor_oracles import tensor_level
+from refgrad import coverage, schedule
 from refgrad.dtype import dtypes
 from refgrad.uop.ops import Ops, UOp, graph_rewrite
 from refgrad.uop.symbolic import symbolic
@@ -97,3 +98,12 @@ def test_a_rule_that_wraps_only_near_2_31_is_found_by_the_big_view_step():
   finally:
     if f._spare is not None: f._spare.stop()
   assert r.status == "fail" and r.oracle in ("checked", "ast-eval", "device"), r
+
+def test_limits_oracle_finds_an_element_limit_off_by_one(monkeypatch):
+  """The scheduler's int32 limit one short (2^31-2: a real mutant that survived every oracle) or one past."""
+  rec = {"dtype": "char", "shape": [1], "steps": [["big_view", 0, 3, 2]], "kernel": 0}   # a view of exactly 2^31-1 elements
+  assert limit_problem(rec) is None and tensor_level(rec, 5) is None
+  monkeypatch.setattr(schedule, "_MAX_ELEMENTS", 2**31 - 2)
+  assert "is refused" in (limit_problem(rec) or "") and (tensor_level(rec, 6) or ("",))[0] == "limits"   # (a new seed: passes are remembered)
+  monkeypatch.setattr(schedule, "_MAX_ELEMENTS", 2**31)
+  assert "is scheduled" in (limit_problem(rec) or "")
