@@ -58,7 +58,7 @@ def to_json(f: Fuzzer) -> dict[str, Any]:
           "findings_by_oracle": dict(s.by_oracle), "findings": s.findings, "notes": f.notes, "interrupted": f.interrupted,
           "opt_coverage": {f"{t}/{k}": n for (t, k), n in sorted(s.opt_cov.items())},
           "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())},
-          "coverage": {**f.coverage.to_json(), "cells_total": _cells_total(f)}}
+          "coverage": {**f.coverage.to_json(), "cells_total": _cells_total(f)}, "runtime_level": f.runtime_level}
 
 def write_json(f: Fuzzer, path: Any) -> None: write_atomic(path, (json.dumps(to_json(f), indent=1) + "\n").encode())
 

@@ -82,6 +82,7 @@ class Fuzzer:
     self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
     self.coverage = Coverage()
+    self.runtime_level: dict[str, Any] | None = None   # the default mix's runtime-level part (fuzz/__main__.py), when it ran
     if opts.cases is None and opts.shard == (0, 1): self.stream.boost = self.coverage.boost   # timing-dependent: fuzz/coverage.py
     self._spare: Worker | None = None
     self.saved: dict[tuple[str, str, str], tuple[dict[str, Any], Finding]] = {}   # signature -> (its report entry, its saved finding)
