@@ -26,6 +26,7 @@ class Coverage:
     self.path_names: set[str] = set()
     self.cells: Counter[tuple[str, str, str]] = Counter()   # (target, Opt kind, dtype) reached by a checked case
     self.score: dict[Any, float] = {}           # generator choice -> running novelty of the jobs that made it
+    self._total = 0.0                           # sum of the scores (boost is asked hundreds of times per group drawn)
 
   def add(self, snap: dict[str, Any], choices: list[Any]) -> float:
     """Count a job's snapshot; credit its novelty to the choices its groups made. Returns the novelty."""
@@ -35,13 +36,16 @@ class Coverage:
     names = snap.get("names") or {}
     self.rule_names.update(names.get("rules", ()), snap.get("rules", {}))
     self.path_names.update(names.get("paths", ()), snap.get("paths", {}))
-    for c in set(choices): self.score[c] = (1 - EMA) * self.score.get(c, novelty) + EMA * novelty
+    for c in set(choices):
+      old = self.score.get(c)
+      self.score[c] = new = novelty if old is None else (1 - EMA) * old + EMA * novelty
+      self._total += new - (old or 0.0)
     return novelty
 
   def boost(self, choice: Any) -> float:
     """How much to weight a choice: 1 for an average (or unseen) one, up to MAX_BOOST for the most novel."""
-    if not self.score or choice not in self.score: return 1.0
-    mean = sum(self.score.values()) / len(self.score)
+    if choice not in self.score: return 1.0
+    mean = self._total / len(self.score)
     return 1.0 if mean <= 0 else min(MAX_BOOST, max(1.0, self.score[choice] / mean))
 
   def to_json(self) -> dict[str, Any]:
