@@ -5,7 +5,8 @@ Group g covers cases g*GROUP .. g*GROUP+GROUP-1: one kernel (a random program's,
 target, one input set, and GROUP random walks of 0..depth valid Opts. A spec holds everything the walks need (the
 seed is per case), so a case is a function of (seed, options, its index) alone: the same whatever the worker count,
 shard or order of execution. Coverage steers the draws: the least-drawn (step, dtype) cells of random programs
-(oracles/programs.py) and, per target, the least-hinted Opt kinds, which a walk tries first.
+(oracles/programs.py) and the least-hinted (target, Opt kind, dtype) cells, whose Opt kind a walk tries first; in an
+unsharded --seconds run also the coverage feedback of fuzz/coverage.py (`boost`), which depends on timing.
 `--shard I/N` keeps the groups with g % N == I (every shard draws the whole stream, so steering agrees).
 """
 from __future__ import annotations
