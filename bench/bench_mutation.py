@@ -104,24 +104,36 @@ def _checks(tree: Path, fuzz_seconds: float, seed: int) -> list[list[str]]:
           [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--corpus", str(tree / ".mut-corpus")],
           [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--corpus", str(tree / ".mut-corpus-rt")]]
 
-def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tuple[bool, str]:
-  """(killed, by what): the checks run in parallel in `tree`; the first that fails kills the mutant."""
+def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tuple[str, str]:
+  """(killed | survived | timeout, by what): the checks run in parallel in `tree`; one that exits non-zero kills the
+  mutant. A check still running after `timeout` seconds with none failed leaves it undecided ("timeout"): on a loaded
+  machine a slow run is no evidence (a mutant that hangs a check shows as that, for triage). Their output goes to
+  files (an unread pipe would fill and stall them)."""
   cache = tempfile.mkdtemp(prefix="mut-cache-")
   env = {**os.environ, "PYTHONPATH": str(tree), "REFGRAD_CACHE": cache}
-  procs = [(c, subprocess.Popen(c, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)) for c in _checks(tree, fuzz_seconds, seed)]
-  t0, why = time.monotonic(), ""
+  procs = []
+  for c in _checks(tree, fuzz_seconds, seed):
+    log = tempfile.TemporaryFile(dir=cache)
+    procs.append((c, subprocess.Popen(c, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+  t0, why, slow = time.monotonic(), "", ""
   try:
-    for c, p in procs:
+    for c, p, log in procs:
       try: rc = p.wait(timeout=max(1.0, timeout - (time.monotonic() - t0)))
       except subprocess.TimeoutExpired:
         p.kill()
-        rc = "timeout"
-      if rc != 0 and not why: why = f"{' '.join(c[2:4])}: {'timeout' if rc == 'timeout' else 'exit ' + str(rc)}"
+        p.wait()
+        slow = slow or f"{' '.join(c[2:4])}: still running after {timeout:g} s"
+        continue
+      if rc != 0 and not why:
+        log.seek(0)
+        tail = (log.read().decode(errors="replace").strip().splitlines() or [""])[-1][:160]
+        why = f"{' '.join(c[2:4])}: exit {rc}: {tail}"
   finally:
-    for _, p in procs:
+    for _, p, log in procs:
       if p.poll() is None: p.kill()
+      log.close()
     shutil.rmtree(cache, ignore_errors=True)
-  return bool(why), why
+  return ("killed", why) if why else ("timeout", slow) if slow else ("survived", "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--per-module", type=int, default=4, help="mutants drawn per module (default 4)")
   ap.add_argument("--modules", help="comma list of module paths (default: the kernel path and the runtime)")
   ap.add_argument("--fuzz-seconds", type=float, default=60.0, help="seconds of each fuzz run per mutant (default 60)")
-  ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a mutant's checks count as a timeout (killed)")
+  ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a mutant still undecided counts as a timeout (neither killed nor survived)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the mutant draw (default 0)")
   ap.add_argument("--json", type=Path, help="write the results here")
   args = ap.parse_args(argv)
@@ -149,25 +161,26 @@ def main(argv: list[str] | None = None) -> int:
         src = mutated_source(m)
         (tree / mod).write_text(src)
         t0 = time.monotonic()
-        try: killed, why = run_checks(tree, args.fuzz_seconds, args.seed, args.timeout)
+        try: status, why = run_checks(tree, args.fuzz_seconds, args.seed, args.timeout)
         finally: (tree / mod).write_text(orig)
         rows.append({"module": mod, "line": m.line, "col": m.col, "operator": m.operator, "occurrence": m.occurrence, "change": change(m, src),
-                     "killed": killed, "by": why, "seconds": round(time.monotonic() - t0, 1)})
-        print(f"{'KILLED  ' if killed else 'SURVIVED'} {mod}:{m.line}:{m.col} {m.operator} {why} ({rows[-1]['seconds']} s)\n    {rows[-1]['change']}", flush=True)
+                     "status": status, "killed": status == "killed", "by": why, "seconds": round(time.monotonic() - t0, 1)})
+        print(f"{status.upper():<8} {mod}:{m.line}:{m.col} {m.operator} {why} ({rows[-1]['seconds']} s)\n    {rows[-1]['change']}", flush=True)
   finally: shutil.rmtree(tmp, ignore_errors=True)
-  print("\nmodule                              killed / sampled")
+  print("\nmodule                              killed / decided (timeouts)")
   for mod in mods:
     rs = [r for r in rows if r["module"] == mod]
-    if rs: print(f"{mod:<36} {sum(r['killed'] for r in rs)} / {len(rs)}")
+    if rs: print(f"{mod:<36} {sum(r['killed'] for r in rs)} / {sum(r['status'] != 'timeout' for r in rs)} ({sum(r['status'] == 'timeout' for r in rs)})")
   k = sum(r["killed"] for r in rows)
+  rows_all, rows = rows, [r for r in rows if r["status"] != "timeout"]
   print(f"{'all':<36} {k} / {len(rows)}" + (f"  ({100 * k / len(rows):.0f}%)" if rows else ""))
-  surv = [r for r in rows if not r["killed"]]
+  surv = [r for r in rows_all if not r["killed"]]
   if surv:
-    print("\nsurvivors (triage: equivalent, or a blind spot of the oracles):")
-    for r in surv: print(f"  {r['module']}:{r['line']}:{r['col']}  {r['operator']}  {r['change']}")
+    print("\nsurvivors and timeouts (triage: equivalent, or a blind spot of the oracles):")
+    for r in surv: print(f"  {r['status']:<8} {r['module']}:{r['line']}:{r['col']}  {r['operator']}  {r['change']}")
   if args.json:
     tmpj = args.json.with_suffix(args.json.suffix + ".tmp")
-    tmpj.write_text(json.dumps(rows, indent=1))
+    tmpj.write_text(json.dumps(rows_all, indent=1))
     tmpj.replace(args.json)
   return 0
 

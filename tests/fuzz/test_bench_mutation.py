@@ -31,4 +31,4 @@ def test_one_mutant_runs_conformance_and_fuzz_in_parallel(tmp_path):
   out = tmp_path / "m.json"
   assert bm.main(["--modules", "refgrad/schedule.py", "--per-module", "1", "--fuzz-seconds", "10", "--json", str(out)]) == 0
   rows = json.loads(out.read_text())
-  assert len(rows) == 1 and rows[0]["module"] == "refgrad/schedule.py" and isinstance(rows[0]["killed"], bool) and rows[0]["change"]
+  assert len(rows) == 1 and rows[0]["module"] == "refgrad/schedule.py" and rows[0]["status"] in ("killed", "survived", "timeout") and rows[0]["change"]
