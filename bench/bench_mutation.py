@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,11 @@ def _checks(tree: Path, fuzz_seconds: float, seed: int) -> list[list[str]]:
           [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--corpus", str(tree / ".mut-corpus")],
           [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--corpus", str(tree / ".mut-corpus-rt")]]
 
+def _kill_group(p: subprocess.Popen) -> None:
+  """Kill a check and every process it started (each check runs in a session of its own)."""
+  try: os.killpg(p.pid, signal.SIGKILL)
+  except (ProcessLookupError, PermissionError): pass
+
 def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tuple[str, str]:
   """(killed | survived | timeout, by what): the checks run in parallel in `tree`; one that exits non-zero kills the
   mutant. A check still running after `timeout` seconds with none failed leaves it undecided ("timeout"): on a loaded
@@ -114,13 +120,13 @@ def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tu
   procs = []
   for c in _checks(tree, fuzz_seconds, seed):
     log = tempfile.TemporaryFile(dir=cache)
-    procs.append((c, subprocess.Popen(c, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    procs.append((c, subprocess.Popen(c, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
   t0, why, slow = time.monotonic(), "", ""
   try:
     for c, p, log in procs:
       try: rc = p.wait(timeout=max(1.0, timeout - (time.monotonic() - t0)))
       except subprocess.TimeoutExpired:
-        p.kill()
+        _kill_group(p)
         p.wait()
         slow = slow or f"{' '.join(c[2:4])}: still running after {timeout:g} s"
         continue
@@ -130,7 +136,7 @@ def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tu
         why = f"{' '.join(c[2:4])}: exit {rc}: {tail}"
   finally:
     for _, p, log in procs:
-      if p.poll() is None: p.kill()
+      _kill_group(p)   # its workers too: they would go on writing into the cache removed below
       log.close()
     shutil.rmtree(cache, ignore_errors=True)
   return ("killed", why) if why else ("timeout", slow) if slow else ("survived", "")
