@@ -1,26 +1,31 @@
 """Mutation score of the oracles users run: `python -m conformance` + a short `python -m fuzz` (kernel level) + a
 short `python -m fuzz --level runtime`, over the kernel-path and runtime modules.
 
+    pip install -e .[mutation]     # cosmic-ray, pinned; never part of CI
     python -m bench.bench_mutation [--per-module N] [--modules a.py,b.py] [--fuzz-seconds S] [--seed N] [--json F]
 
-Why a small mutator of our own and not mutmut or cosmic-ray: neither is installed here (and the project installs
-nothing for a benchmark); both also run the *test suite* as the killer, while the question here is what the tools a
-user runs catch. The mutator parses a module with `ast`, lists its mutation sites (one row per operator kind in
-`SWAPS`: arithmetic, comparison, boolean and bitwise operators, small int constants +-1, `not` dropped), draws
-`--per-module` of them with a seeded generator, and for each mutant writes the mutated module into ONE temporary
-copy of the tree (the original is restored after), runs the three checks in parallel with a fresh compile cache
-(a cached binary built from the unmutated renderer must not hide the mutant), and calls the mutant killed when any
-check exits non-zero or times out. Survivors are printed with their place and change for triage: some are
-equivalent (the mutated code is dead or gives the same results, e.g. `<` -> `<=` on a bound never reached), which
-the tool cannot decide; the README gives the triage. Slow (a minute or two per mutant): never part of CI.
+The mutants come from cosmic-ray (https://cosmic-ray.readthedocs.io), a maintained mutation-testing library, chosen
+over mutmut because its operators and `mutate_code(source, operator, occurrence)` are a plain library API over any
+module, and it lets the killer be any command; mutmut 3 rewrites a whole package into trampolines and drives pytest,
+while the question here is what the tools a user runs (not refgrad's own test suite) catch. Every mutation site of
+cosmic-ray's argument-free core operators (binary, comparison and unary operator replacement, and/or, True/False,
+break/continue, number replacement, `not` added, exceptions, decorators removed, loops made zero-iteration) is listed
+per module, sites in type annotations and `def` lines left out (never evaluated: always equivalent); `--per-module` of
+them are drawn with a seeded generator. Each mutant is written into ONE temporary copy of the tree (restored after),
+and the three checks run on it in parallel with a fresh compile cache (a cached binary built from the unmutated
+renderer must not hide the mutant); a non-zero exit or a timeout of any kills it. Survivors are printed with their
+place and diff for triage: some are equivalent (dead code, a bound never reached, speed only), which the tool cannot
+decide; the README gives the triage. Slow (a minute or more per mutant): `-m slow` at most, never the default CI run.
 """
 from __future__ import annotations
 
 import argparse
-import ast
+import difflib
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,18 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
+try:
+  from cosmic_ray.ast import ast_nodes, get_ast
+  from cosmic_ray.mutating import mutate_code
+  from cosmic_ray.plugins import get_operator, operator_names
+except ImportError:   # the optional extra: main() says how to install it
+  get_operator = None  # type: ignore[assignment]
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_PATH = ["refgrad/uop/symbolic.py", "refgrad/opt.py", "refgrad/kernel.py", "refgrad/uop/linearize.py", "refgrad/vectorize.py",
                "refgrad/renderer/cstyle.py", "refgrad/runtime/simt.py", "refgrad/schedule.py", "refgrad/gradient.py"]
 RUNTIME = ["refgrad/runtime/hcq.py", "refgrad/jit.py", "refgrad/runtime/ops_nv.py", "refgrad/runtime/ops_amd.py"]
-
-# node type -> what it may become (one row per operator kind)
-SWAPS: dict[type, list[type]] = {
-  ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.FloorDiv], ast.FloorDiv: [ast.Mult], ast.Mod: [ast.FloorDiv],
-  ast.LShift: [ast.RShift], ast.RShift: [ast.LShift], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd],
-  ast.Lt: [ast.LtE], ast.LtE: [ast.Lt], ast.Gt: [ast.GtE], ast.GtE: [ast.Gt], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq],
-  ast.And: [ast.Or], ast.Or: [ast.And], ast.Is: [ast.IsNot], ast.IsNot: [ast.Is], ast.In: [ast.NotIn], ast.NotIn: [ast.In],
-}
+_ANNOTATION = re.compile(r"^\s*(async\s+)?def\s|^\s*[A-Za-z_][A-Za-z_0-9.]*\s*:\s*[^=]+(=|$)")   # a def line, or `name: type [= ...]`
 
 
 @dataclass
@@ -49,50 +54,49 @@ class Mutant:
   path: str
   line: int
   col: int
-  what: str
-  index: int   # the site's position in the module's walk order (to re-find it)
+  operator: str      # cosmic-ray's operator name (core/...)
+  occurrence: int    # the site's index among that operator's sites in the module
 
 
-def _sites(tree: ast.AST) -> list[tuple[ast.AST, str, object]]:
-  """(node, description, how to mutate) for every site, in ast.walk order."""
-  out: list[tuple[ast.AST, str, object]] = []
-  for node in ast.walk(tree):
-    if isinstance(node, (ast.BinOp, ast.BoolOp, ast.AugAssign)) and type(node.op) in SWAPS:
-      out.append((node, f"{type(node.op).__name__} -> {SWAPS[type(node.op)][0].__name__}", "op"))
-    elif isinstance(node, ast.Compare) and type(node.ops[0]) in SWAPS:
-      out.append((node, f"{type(node.ops[0]).__name__} -> {SWAPS[type(node.ops[0])][0].__name__}", "cmp"))
-    elif isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value <= 64:
-      out.append((node, f"{node.value} -> {node.value + 1}", "int"))
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-      out.append((node, "not x -> x", "not"))
+def sites(path: str) -> list[Mutant]:
+  """Every mutation site of the argument-free core operators in a module, annotation and def lines left out."""
+  source = (ROOT / path).read_text()
+  lines, tree = source.splitlines(), get_ast(source)
+  nodes = list(ast_nodes(tree))
+  out = []
+  for name in operator_names():
+    cls = get_operator(name)
+    if cls.arguments(): continue   # VariableReplacer / VariableInserter need arguments: not drawn
+    op = cls()
+    k = 0
+    for node in nodes:
+      for (line, col), _ in op.mutation_positions(node):
+        if not _ANNOTATION.match(lines[line - 1]): out.append(Mutant(path, line, col, name, k))
+        k += 1
   return out
 
-def _docstring_lines(tree: ast.AST) -> set[int]:
-  return {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(getattr(n, "value", None), ast.Constant)}
-
 def mutants(path: str, n: int, rng: np.random.Generator) -> list[Mutant]:
-  tree = ast.parse((ROOT / path).read_text())
-  sites, doc = _sites(tree), _docstring_lines(tree)
-  ok = [i for i, s in enumerate(sites) if getattr(s[0], "lineno", 0) not in doc]
-  pick = sorted(int(ok[j]) for j in rng.choice(len(ok), size=min(n, len(ok)), replace=False)) if ok else []
-  return [Mutant(path, sites[i][0].lineno, sites[i][0].col_offset, sites[i][1], i) for i in pick]   # type: ignore[attr-defined]
-
-class _Apply(ast.NodeTransformer):
-  def __init__(self, target: ast.AST, kind: object):
-    self.target, self.kind = target, kind
-  def visit(self, node: ast.AST) -> ast.AST:
-    if node is self.target:
-      if self.kind == "op": node.op = SWAPS[type(node.op)][0]()  # type: ignore[attr-defined]
-      elif self.kind == "cmp": node.ops[0] = SWAPS[type(node.ops[0])][0]()  # type: ignore[attr-defined]
-      elif self.kind == "int": node.value = node.value + 1  # type: ignore[attr-defined]
-      elif self.kind == "not": return node.operand  # type: ignore[attr-defined]
-      return node
-    return self.generic_visit(node)
+  """n sites drawn without replacement: first a (line, col) place, then one operator there (so a place with many
+  operator variants is not drawn more often than one with a single variant)."""
+  every = sites(path)
+  places = sorted({(m.line, m.col) for m in every})
+  pick = [places[int(j)] for j in rng.choice(len(places), size=min(n, len(places)), replace=False)] if places else []
+  out = []
+  for p in sorted(pick):
+    here = [m for m in every if (m.line, m.col) == p]
+    out.append(here[int(rng.integers(len(here)))])
+  return out
 
 def mutated_source(m: Mutant) -> str:
-  tree = ast.parse((ROOT / m.path).read_text())
-  node, _, kind = _sites(tree)[m.index]
-  return ast.unparse(ast.fix_missing_locations(_Apply(node, kind).visit(tree)))
+  code = mutate_code((ROOT / m.path).read_text(), get_operator(m.operator)(), m.occurrence)
+  if code is None: raise RuntimeError(f"{m.path}:{m.line}: cosmic-ray applied no {m.operator} at occurrence {m.occurrence}")
+  return code
+
+def change(m: Mutant, mutated: str) -> str:
+  """The mutant's one-line diff (the changed line, before -> after)."""
+  a, b = (ROOT / m.path).read_text().splitlines(), mutated.splitlines()
+  d = [x for x in difflib.unified_diff(a, b, lineterm="", n=0) if x[:1] in "+-" and not x.startswith(("+++", "---"))]
+  return " | ".join(x.strip() for x in d)[:200]
 
 
 def _checks(tree: Path, fuzz_seconds: float, seed: int) -> list[list[str]]:
@@ -101,24 +105,41 @@ def _checks(tree: Path, fuzz_seconds: float, seed: int) -> list[list[str]]:
           [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--corpus", str(tree / ".mut-corpus")],
           [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--corpus", str(tree / ".mut-corpus-rt")]]
 
-def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tuple[bool, str]:
-  """(killed, by what): the checks run in parallel in `tree`; the first that fails kills the mutant."""
+def _kill_group(p: subprocess.Popen) -> None:
+  """Kill a check and every process it started (each check runs in a session of its own)."""
+  try: os.killpg(p.pid, signal.SIGKILL)
+  except (ProcessLookupError, PermissionError): pass
+
+def run_checks(tree: Path, fuzz_seconds: float, seed: int, timeout: float) -> tuple[str, str]:
+  """(killed | survived | timeout, by what): the checks run in parallel in `tree`; one that exits non-zero kills the
+  mutant. A check still running after `timeout` seconds with none failed leaves it undecided ("timeout"): on a loaded
+  machine a slow run is no evidence (a mutant that hangs a check shows as that, for triage). Their output goes to
+  files (an unread pipe would fill and stall them)."""
   cache = tempfile.mkdtemp(prefix="mut-cache-")
   env = {**os.environ, "PYTHONPATH": str(tree), "REFGRAD_CACHE": cache}
-  procs = [(c, subprocess.Popen(c, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)) for c in _checks(tree, fuzz_seconds, seed)]
-  t0, why = time.monotonic(), ""
+  procs = []
+  for c in _checks(tree, fuzz_seconds, seed):
+    log = tempfile.TemporaryFile(dir=cache)
+    procs.append((c, subprocess.Popen(c, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
+  t0, why, slow = time.monotonic(), "", ""
   try:
-    for c, p in procs:
+    for c, p, log in procs:
       try: rc = p.wait(timeout=max(1.0, timeout - (time.monotonic() - t0)))
       except subprocess.TimeoutExpired:
-        p.kill()
-        rc = "timeout"
-      if rc != 0 and not why: why = f"{' '.join(c[2:4])}: {'timeout' if rc == 'timeout' else 'exit ' + str(rc)}"
+        _kill_group(p)
+        p.wait()
+        slow = slow or f"{' '.join(c[2:4])}: still running after {timeout:g} s"
+        continue
+      if rc != 0 and not why:
+        log.seek(0)
+        tail = (log.read().decode(errors="replace").strip().splitlines() or [""])[-1][:160]
+        why = f"{' '.join(c[2:4])}: exit {rc}: {tail}"
   finally:
-    for _, p in procs:
-      if p.poll() is None: p.kill()
+    for _, p, log in procs:
+      _kill_group(p)   # its workers too: they would go on writing into the cache removed below
+      log.close()
     shutil.rmtree(cache, ignore_errors=True)
-  return bool(why), why
+  return ("killed", why) if why else ("timeout", slow) if slow else ("survived", "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--per-module", type=int, default=4, help="mutants drawn per module (default 4)")
   ap.add_argument("--modules", help="comma list of module paths (default: the kernel path and the runtime)")
   ap.add_argument("--fuzz-seconds", type=float, default=60.0, help="seconds of each fuzz run per mutant (default 60)")
-  ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a mutant's checks count as a timeout (killed)")
+  ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a mutant still undecided counts as a timeout (neither killed nor survived)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the mutant draw (default 0)")
   ap.add_argument("--json", type=Path, help="write the results here")
   args = ap.parse_args(argv)
+  if get_operator is None:
+    print("bench_mutation: cosmic-ray is not installed: pip install -e .[mutation] (cosmic-ray==8.7.0)", file=sys.stderr)
+    return 2
   mods = args.modules.split(",") if args.modules else KERNEL_PATH + RUNTIME
   rng = np.random.default_rng(args.seed)
   tmp = Path(tempfile.mkdtemp(prefix="mut-tree-"))
@@ -140,26 +164,29 @@ def main(argv: list[str] | None = None) -> int:
     for mod in mods:
       orig = (tree / mod).read_text()
       for m in mutants(mod, args.per_module, rng):
-        (tree / mod).write_text(mutated_source(m))
+        src = mutated_source(m)
+        (tree / mod).write_text(src)
         t0 = time.monotonic()
-        try: killed, why = run_checks(tree, args.fuzz_seconds, args.seed, args.timeout)
+        try: status, why = run_checks(tree, args.fuzz_seconds, args.seed, args.timeout)
         finally: (tree / mod).write_text(orig)
-        rows.append({"module": mod, "line": m.line, "col": m.col, "mutation": m.what, "killed": killed, "by": why, "seconds": round(time.monotonic() - t0, 1)})
-        print(f"{'KILLED  ' if killed else 'SURVIVED'} {mod}:{m.line}:{m.col} {m.what:<16} {why} ({rows[-1]['seconds']} s)", flush=True)
+        rows.append({"module": mod, "line": m.line, "col": m.col, "operator": m.operator, "occurrence": m.occurrence, "change": change(m, src),
+                     "status": status, "killed": status == "killed", "by": why, "seconds": round(time.monotonic() - t0, 1)})
+        print(f"{status.upper():<8} {mod}:{m.line}:{m.col} {m.operator} {why} ({rows[-1]['seconds']} s)\n    {rows[-1]['change']}", flush=True)
   finally: shutil.rmtree(tmp, ignore_errors=True)
-  print("\nmodule                              killed / sampled")
+  print("\nmodule                              killed / decided (timeouts)")
   for mod in mods:
     rs = [r for r in rows if r["module"] == mod]
-    if rs: print(f"{mod:<36} {sum(r['killed'] for r in rs)} / {len(rs)}")
+    if rs: print(f"{mod:<36} {sum(r['killed'] for r in rs)} / {sum(r['status'] != 'timeout' for r in rs)} ({sum(r['status'] == 'timeout' for r in rs)})")
   k = sum(r["killed"] for r in rows)
+  rows_all, rows = rows, [r for r in rows if r["status"] != "timeout"]
   print(f"{'all':<36} {k} / {len(rows)}" + (f"  ({100 * k / len(rows):.0f}%)" if rows else ""))
-  surv = [r for r in rows if not r["killed"]]
+  surv = [r for r in rows_all if not r["killed"]]
   if surv:
-    print("\nsurvivors (triage: equivalent, or a blind spot of the oracles):")
-    for r in surv: print(f"  {r['module']}:{r['line']}:{r['col']}  {r['mutation']}")
+    print("\nsurvivors and timeouts (triage: equivalent, or a blind spot of the oracles):")
+    for r in surv: print(f"  {r['status']:<8} {r['module']}:{r['line']}:{r['col']}  {r['operator']}  {r['change']}")
   if args.json:
     tmpj = args.json.with_suffix(args.json.suffix + ".tmp")
-    tmpj.write_text(json.dumps(rows, indent=1))
+    tmpj.write_text(json.dumps(rows_all, indent=1))
     tmpj.replace(args.json)
   return 0
 

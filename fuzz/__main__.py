@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from fuzz import report
+from fuzz import report, runtime_level
 from fuzz.merge import main as merge
 from fuzz.run import CASE_TIMEOUT, DEFAULT_CORPUS, SHRINK_SECONDS, Fuzzer, Options
 from fuzz.runtime_level import main as runtime_main
@@ -32,6 +32,18 @@ def _shard(text: str) -> tuple[int, int]:
   except ValueError: raise argparse.ArgumentTypeError(f"--shard must be I/N (e.g. 0/4), got {text!r}") from None
   if not (n >= 1 and 0 <= i < n): raise argparse.ArgumentTypeError(f"--shard I/N needs 0 <= I < N, got {text!r}")
   return i, n
+
+# the default mix also runs runtime-level workloads (fuzz/runtime_level.py): this share of a --seconds run's time, first;
+# a --cases run: one workload per RUNTIME_EVERY kernel cases. --runtime-share 0 leaves them out.
+RUNTIME_SHARE = 0.1
+RUNTIME_EVERY = 64
+RUNTIME_MIN_SECONDS = 3.0   # a shorter share is left out: one child process of 3 workloads takes a few seconds
+
+def _share(text: str) -> float:
+  try: x = float(text)
+  except ValueError: x = -1.0
+  if not 0.0 <= x < 1.0: raise argparse.ArgumentTypeError(f"--runtime-share takes a fraction in [0, 1), got {text!r}")
+  return x
 
 def _targets(text: str) -> list[str]:
   ts = [t.strip().upper() for t in text.split(",") if t.strip()]
@@ -71,6 +83,9 @@ def parser() -> argparse.ArgumentParser:
   ap.add_argument("--shrink-seconds", type=_positive(float, "--shrink-seconds"), default=SHRINK_SECONDS,
                   help=f"the most seconds one finding's shrinking may take (default {SHRINK_SECONDS:g}; --seconds bounds the whole run, shrinking included)")
   ap.add_argument("--mix", choices=["default", "small"], default="default", help="case mix: default, or small (tiny random programs only, as bench/bench_fuzz.py measures)")
+  ap.add_argument("--runtime-share", type=_share, default=RUNTIME_SHARE,
+                  help=f"share of a --seconds run spent first on runtime-level workloads (default {RUNTIME_SHARE:g}; a --cases run: one per "
+                       f"{RUNTIME_EVERY} cases; 0: none), findings in CORPUS/runtime")
   ap.add_argument("--no-shrink", action="store_true", help="save findings as found, without shrinking them")
   ap.add_argument("--preload", action="append", default=[], help="module every worker imports first (a plugin; repeatable)")
   ap.add_argument("--quiet", action="store_true", help="no live display, only the final summary")
@@ -102,12 +117,19 @@ def _main(argv: list[str]) -> int:
   if (devices := _devices(args.devices, notes, args.exclude, args.preload)) is None: return 2
   # the reports first: checking --corpus makes the directory
   if (why := file_problem(args.json, "--json") or file_problem(args.junit, "--junit") or dir_problem(args.corpus, "--corpus")): return _fail(why)
-  opts = Options(seed=args.seed, seconds=args.seconds if args.seconds or args.cases else 60.0, cases=args.cases, workers=args.workers,
+  seconds = args.seconds if args.seconds or args.cases else 60.0
+  rt = _runtime_part(args, seconds)
+  if rt is not None and seconds is not None: seconds = max(1e-3, seconds - rt["seconds"])   # --seconds bounds both parts
+  opts = Options(seed=args.seed, seconds=seconds, cases=args.cases, workers=args.workers,
                  devices=devices, targets=args.targets, corpus=args.corpus, shard=args.shard, depth=args.depth,
                  case_timeout=args.case_timeout, shrink=not args.no_shrink, preload=args.preload, mix=args.mix, shrink_seconds=args.shrink_seconds)
   console = Console(width=None if sys.stdout.isatty() else 160)   # a log file gets the whole table
   f = Fuzzer(opts, load_models())
   f.notes = notes
+  f.runtime_level = rt
+  if rt is not None:
+    f.notes.append(f"runtime level (--runtime-share {args.runtime_share:g}): {rt['workloads']} workloads in {rt['seconds']} s, {len(rt['findings'])} findings"
+                   + "".join(f"\n  runtime finding: {x.get('path', '')}: {x['detail'][:200]}" for x in rt["findings"]))
   if args.quiet or not console.is_terminal: f.run()
   else:
     with Live(report.summary(f), console=console, refresh_per_second=4, transient=True) as live:
@@ -117,7 +139,16 @@ def _main(argv: list[str]) -> int:
   if args.json: report.write_json(f, args.json)
   if args.junit: report.write_junit(f, args.junit)
   for x in f.stats.findings: console.print(f"rerun: {x['rerun']}", markup=False, highlight=False)
-  return 130 if f.interrupted else 1 if f.stats.findings or any(n.startswith("FAILED") for n in notes) else 0
+  return 130 if f.interrupted else 1 if f.stats.findings or (rt and rt["findings"]) or any(n.startswith("FAILED") for n in notes) else 0
+
+
+def _runtime_part(args: argparse.Namespace, seconds: float | None) -> dict | None:
+  """The default mix's runtime-level workloads (before the kernel level, which gets the rest of --seconds); None when off."""
+  if args.runtime_share <= 0 or args.devices is not None or args.mix != "default": return None   # --devices names the kernel level's devices
+  n = None if args.cases is None else args.cases // RUNTIME_EVERY
+  if n == 0 or (n is None and seconds is not None and seconds * args.runtime_share < RUNTIME_MIN_SECONDS): return None
+  return runtime_level.fuzz(args.seed, None if n is not None or seconds is None else seconds * args.runtime_share, n, args.corpus / "runtime",
+                            args.preload, per_child=3, do_shrink=not args.no_shrink, quiet=True)
 
 
 def _preload(modules: list[str]) -> str | None:

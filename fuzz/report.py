@@ -36,7 +36,7 @@ def summary(f: Fuzzer, final: bool = False) -> Any:
   finds.add_column("count", justify="right")
   finds.add_column("what it checks")
   for k, what in ORACLES.items(): finds.add_row(k, f"[red]{s.by_oracle[k]}[/]" if s.by_oracle[k] else "0", what if final else "")
-  parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", finds]
+  parts: list[Any] = [head, cov, f"ops x dtypes drawn: {covered} of {cells} (step, dtype) cells", f.coverage.line(_cells_total(f)), finds]
   if final and s.findings:
     ft = Table(title="findings", title_justify="left", padding=(0, 1))
     for c in ("oracle", "device", "dtype", "first diff", "Opts", "dups", "file", "detail"): ft.add_column(c, overflow="fold")
@@ -53,6 +53,8 @@ def first_diff_text(fd: dict[str, Any] | None) -> str:
   if not fd: return ""
   return f"{fd['op']} {fd['dtype']} " + (f"(step {fd['step']})" if "step" in fd else f"(uop {fd['uop_index']}, element {fd['element']})")
 
+def _cells_total(f: Fuzzer) -> int: return len(f.opts.targets) * (len(OPT_KINDS) + 1) * (len(DTYPES) + 1)   # + no Opt, + model kernels
+
 def _n(x: int) -> str: return str(x) if x else "[dim]0[/]"
 
 
@@ -64,7 +66,8 @@ def to_json(f: Fuzzer) -> dict[str, Any]:
           "programs_per_device": dict(s.device_programs),
           "findings_by_oracle": dict(s.by_oracle), "findings": s.findings, "notes": f.notes, "interrupted": f.interrupted,
           "opt_coverage": {f"{t}/{k}": n for (t, k), n in sorted(s.opt_cov.items())},
-          "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())}}
+          "op_coverage": {f"{st}/{d}": n for (st, d), n in sorted(s.op_cov.items())},
+          "coverage": {**f.coverage.to_json(), "cells_total": _cells_total(f)}, "runtime_level": f.runtime_level}
 
 def write_json(f: Fuzzer, path: Any) -> None: write_atomic(path, (json.dumps(to_json(f), indent=1) + "\n").encode())
 

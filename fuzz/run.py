@@ -14,6 +14,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from fuzz.coverage import Coverage
 from fuzz.pool import DevicePool
 from fuzz.shrink import shrink
 from fuzz.stream import GROUP, Stream
@@ -95,6 +96,9 @@ class Fuzzer:
     self.stats = Stats()
     self.stream = Stream(opts.seed, opts.targets, opts.depth, models, opts.mix)
     self.config = worker_config(opts)
+    self.coverage = Coverage()
+    self.runtime_level: dict[str, Any] | None = None   # the default mix's runtime-level part (fuzz/__main__.py), when it ran
+    if opts.cases is None and opts.shard == (0, 1): self.stream.boost = self.coverage.boost   # timing-dependent: fuzz/coverage.py
     self._spare: Worker | None = None                # check_one's reference worker
     self._spare_pool: DevicePool | None = None       # check_one's device workers
     self.pool = DevicePool(opts.devices, self.config, opts.case_timeout, per_device=max(1, opts.workers))
@@ -194,8 +198,10 @@ class Fuzzer:
             w.deadline = time.monotonic() + self.opts.case_timeout
             continue
           if status == "ok":
+            results = [Result(**r) for r in payload[0]]
+            self._credit(w.job, results)
             w.job = None
-            self._to_devices([Result(**r) for r in payload[0]], payload[1])
+            self._to_devices(results, payload[1])
             continue
           if status == "error":
             w.job = None
@@ -209,10 +215,15 @@ class Fuzzer:
       for job, pos, dev, outcome in pool.step(ready): self._outcome(job, pos, dev, outcome)
       if self.on_update: self.on_update(self)
 
+  def _credit(self, job: Any, results: list[Result]) -> None:
+    """Coverage feedback: a fuzz job's reference worker sends its counts on the job's last Result (fuzz/worker.py)."""
+    if results and results[-1].coverage and job is not None and job[0] == "fuzz":
+      self.coverage.add(results[-1].coverage, [c for spec in job[1] for c in self.stream.choices.get(spec["group"], [])])
+
   def _to_devices(self, results: list[Result], progs: list[DeviceProg]) -> None:
     """A reference job is done: its programs go to every device's queue (its Results wait for their outcomes)."""
     job = _Job(results, progs, {d: [{}] * len(progs) for d in self.opts.devices}, len(progs) * len(self.opts.devices))
-    if job.left == 0: return self._take(merge(results, progs, job.outcomes, self.opts.devices), None)
+    if job.left == 0: return self._take(merge(results, progs, job.outcomes, self.opts.devices))
     self._job_keys += 1
     self.jobs[self._job_keys] = job
     self.pool.submit(self._job_keys, progs)
@@ -224,9 +235,9 @@ class Fuzzer:
     job.left -= 1
     if job.left == 0:
       del self.jobs[key]
-      self._take(merge(job.results, job.progs, job.outcomes, self.opts.devices), None)
+      self._take(merge(job.results, job.progs, job.outcomes, self.opts.devices))
 
-  def _take(self, results: list[Result], job: Any) -> None:
+  def _take(self, results: list[Result]) -> None:
     for r in results:
       self.stats.case_keys[r.index] = r.key
       self.stats.regenerated += r.regenerated
@@ -235,6 +246,7 @@ class Fuzzer:
         self.stats.exact += r.exact
         self.stats.by_target[r.target] += 1
         for k in r.opt_kinds: self.stats.opt_cov[(r.target, k)] += 1
+        for k in r.opt_kinds or ["none"]: self.coverage.cells[(r.target, k, self.stream.dclass.get(r.index // GROUP, "?"))] += 1
       elif r.status == "ub": self.stats.ub += 1
       else:
         self.stats.invalid += 1
@@ -264,7 +276,7 @@ class Fuzzer:
         self.stats.case_keys[c.index] = c.key()
         continue
       r = self.check_one(c)
-      self._take([r], None)
+      self._take([r])
       if r.oracle in ("crash", "timeout"): dead_groups.add(c.group_key())
 
   def check_one(self, c: Case) -> Result:

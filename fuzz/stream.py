@@ -5,12 +5,14 @@ Group g covers cases g*GROUP .. g*GROUP+GROUP-1: one kernel (a random program's,
 target, one input set, and GROUP random walks of 0..depth valid Opts. A spec holds everything the walks need (the
 seed is per case), so a case is a function of (seed, options, its index) alone: the same whatever the worker count,
 shard or order of execution. Coverage steers the draws: the least-drawn (step, dtype) cells of random programs
-(oracles/programs.py) and, per target, the least-hinted Opt kinds, which a walk tries first.
+(oracles/programs.py) and the least-hinted (target, Opt kind, dtype) cells, whose Opt kind a walk tries first; in an
+unsharded --seconds run also the coverage feedback of fuzz/coverage.py (`boost`), which depends on timing.
 `--shard I/N` keeps the groups with g % N == I (every shard draws the whole stream, so steering agrees).
 """
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,8 +37,11 @@ class Stream:
     if mix not in MIXES: raise ValueError(f"mix {mix!r}: choose one of {', '.join(MIXES)}")
     self.seed, self.targets, self.depth, self.models = seed, targets, depth, (models or []) if mix == "default" else []
     self.recipes = RecipeStream(**MIXES[mix])
-    self.hints: Counter[tuple[str, str]] = Counter()
+    self.hints: Counter[tuple[str, str, str]] = Counter()   # (target, Opt kind, dtype) hinted so far
     self.next_group = 0
+    self.boost: Callable[[Any], float] = lambda choice: 1.0   # coverage feedback (fuzz/coverage.py); 1: the seed alone decides
+    self.choices: dict[int, list[Any]] = {}                  # group -> the generator choices it made (credited with its novelty)
+    self.dclass: dict[int, str] = {}                         # group -> the dtype of its Opt x target x dtype cells
     self.tc_models = [i for i, m in enumerate(self.models) if tc_candidates(Kernel(ast_from_json(m["ast"])))]
 
   def draw(self) -> dict[str, Any]:
@@ -44,20 +49,23 @@ class Stream:
     g = self.next_group
     self.next_group += 1
     rng = np.random.default_rng([self.seed, g, 0x5EED])
-    tcount = Counter({t: 0 for t in self.targets}) + Counter(t for (t, _) in self.hints.elements())
+    tcount = Counter({t: 0 for t in self.targets}) + Counter(t for (t, _, _) in self.hints.elements())
     target = min(self.targets, key=lambda t: (tcount[t], self.targets.index(t)))   # round-robin over targets
     spec: dict[str, Any] = {"group": g, "seed": self.seed, "target": target, "depth": self.depth,
                             "mode": "exact" if rng.random() < EXACT_SHARE else "random", "input_seed": int(rng.integers(1 << 31))}
     if self.tc_models and TARGETS[target].tensor_cores and rng.random() < TC_SHARE:   # tensor cores need a half matmul
       spec["model"] = self.tc_models[int(rng.integers(len(self.tc_models)))]
     elif self.models and rng.random() < MODEL_SHARE: spec["model"] = int(rng.integers(len(self.models)))
-    else: spec["recipe"] = self.recipes.draw(rng)
+    else: self.recipes.boost, spec["recipe"] = self.boost, self.recipes.draw(rng)
+    dcls = spec["recipe"]["dtype"] if "recipe" in spec else "model"
     hints = []
-    for _ in range(GROUP):
-      kind = min(OPT_KINDS, key=lambda k: (self.hints[(target, k)], rng.random()))
-      self.hints[(target, kind)] += 1
+    for _ in range(GROUP):   # the least-hinted Opt x target x dtype cell first (weighted by coverage feedback, when on)
+      kind = min(OPT_KINDS, key=lambda k: (self.hints[(target, k, dcls)] / self.boost((target, k, dcls)), rng.random()))
+      self.hints[(target, kind, dcls)] += 1
       hints.append(kind)
     spec["hints"] = hints
+    self.choices[g] = [*(self.recipes.last_cells if "recipe" in spec else [("model", str(spec["model"]))]), *((target, k, dcls) for k in set(hints))]
+    self.dclass[g] = dcls
     return spec
 
 

@@ -33,6 +33,7 @@ from oracles.cliargs import device_problem
 from oracles.firstdiff import reference_probes
 from oracles.models import load_models
 from oracles.procs import Proc
+from refgrad import coverage
 
 # the modules every worker needs: the forkserver imports them once, so each new worker starts warm
 _PRELOAD = ("oracles.check", "fuzz.stream", "oracles.models")
@@ -50,9 +51,16 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   models = load_models() if config.get("models", True) else []
   tick = lambda: conn.send(("tick", None))   # progress: the coordinator moves the job's deadline one case timeout on
   ast_eval = config.get("ast_eval", True)
+  if config.get("coverage", True): coverage.enable()   # each fuzz job's last result carries its counts (fuzz/coverage.py)
+  names_sent = False
   def answer(cases: list[Case], broken: list[Result]) -> None:
+    nonlocal names_sent
     results, progs = prepare(cases, ast_eval, tick)
-    conn.send(("ok", ([dataclasses.asdict(r) for r in [*broken, *results]], [p.wire() for p in progs])))
+    res = [*broken, *results]
+    if res and coverage.rule_hits is not None:
+      res[-1].coverage = {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}
+      names_sent = True
+    conn.send(("ok", ([dataclasses.asdict(r) for r in res], [p.wire() for p in progs])))
   while True:
     try: msg = conn.recv()
     except EOFError: return
@@ -60,6 +68,7 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
     kind, payload = msg
     try:
       if kind == "fuzz":
+        coverage.reset()
         cases, broken = [], []
         for spec in payload:
           tick()

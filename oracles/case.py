@@ -25,6 +25,7 @@ ORACLES = {
   "program": "the whole tensor program, fused vs every step realized (fusion off), gives different bits on PYTHON",
   "numpy": "the whole tensor program on PYTHON differs from the numpy interpreter of its Tensor ops (bits, or the stated bound)",
   "grad": "refgrad's gradient of the program differs from float64 central differences on the numpy interpreter",
+  "limits": "a realized tensor of up to 2**31-1 elements is refused, or one of 2**31 is scheduled (big_view programs)",
   "runtime": "(--level runtime) an HCQ workload on the mock GPUs differs from its host model, or hangs, faults or trips the hazard checker",
   "compile": "lowering, linearizing, rendering or compiling a valid Opt list failed",
   "reference": "the PYTHON device failed with an error that is not a report of undefined behaviour",
@@ -94,6 +95,7 @@ class Result:
   regenerated: bool = False        # its inputs were undefined behaviour and were regenerated ("simple" mode)
   values: dict[str, Any] | None = None   # fail: the buffers as bits (oracles/check.py values_of)
   dtype: str = ""                  # fail: the dtype of the first buffer that differs, where known
+  coverage: dict[str, Any] | None = None   # the last Result of a fuzz job: its coverage counts (refgrad/coverage.py snapshot)
   first_diff: dict[str, Any] | None = None   # device fail: the first UOp whose value differs (oracles/firstdiff.py), where found
   def signature(self) -> tuple[str, str, str, str]:
     """What groups findings (triage): the oracle, the device, the dtype where the difference shows, and the first

@@ -436,6 +436,21 @@ def _shrink(a: V, r: list[int]) -> V:
   sl = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(a.v.ndim))
   return idx_op(a, lambda v: v[sl])
 
+def _big_view(a: V, r: list[int]) -> V:
+  """The window of a repeated, padded, flattened view (oracles/programs.py big_view), by index arithmetic in int64."""
+  from oracles.programs import _const, big_view_geometry
+  n = a.v.size
+  rep, total, lo, hi = big_view_geometry(n, r)
+  j = np.arange(lo, hi, dtype=np.int64)
+  inside = j < rep * n
+  src = np.where(inside, j % n, 0)
+  v, e = a.v.reshape(-1)[src], a.e.reshape(-1)[src]
+  if total > rep * n:
+    c = const(V(v, e, a.dt), True if a.dt == dtypes.bool else _const(_Dt(a.dt), r[0] >> 2))
+    v, e = np.where(inside, v, c.v), np.where(inside, e, 0.0)
+  if r[2] % 2: v, e = v[::-1].copy(), e[::-1].copy()
+  return V(v, e, a.dt)
+
 def _gather(a: V, r: list[int]) -> V:
   ax = r[0] % a.v.ndim
   idx = np.random.default_rng(r[1]).integers(0, a.v.shape[ax], a.v.shape).astype(np.int32)
@@ -500,7 +515,7 @@ NP_STEPS: dict[str, Callable[[V, list[int], Any, Any], V]] = {
   "matmul": _matmul, "conv2d": _conv, "gather": lambda a, r, ins, nt: _gather(a, r),
   "contiguous": lambda a, r, ins, nt: a,
   "add_const": lambda a, r, ins, nt: _const_chain(a, r, False), "mul_const": lambda a, r, ins, nt: _const_chain(a, r, True),
-  "wrap_cmp": lambda a, r, ins, nt: _wrap_cmp(a, r),
+  "wrap_cmp": lambda a, r, ins, nt: _wrap_cmp(a, r), "big_view": lambda a, r, ins, nt: _big_view(a, r),
   "lt_const": lambda a, r, ins, nt: lt(a, _cconst(a, r[0])), "pad_value": _pad_value, "long_sum": lambda a, r, ins, nt: _long_sum(a, r, nt),
 }
 

@@ -119,6 +119,48 @@ def _wrap_cmp(t: Any, r: list[int], new: Callable) -> Any:
   m, c = hi >> 1, hi - r[0] % 3
   return ((t & m) + c) < c
 
+INDEX_LIMIT = 2**31 - 1   # refgrad indexes with int32: every axis, merged run and buffer stays within this many elements
+
+def big_view_geometry(n: int, r: list[int]) -> tuple[int, int, int, int]:
+  """(rep, total, lo, hi) of the big_view step on n elements: the input repeated rep times as one axis of rep*n
+  elements, padded to `total` elements (for one draw in 3: up to 3 short of, or exactly at, INDEX_LIMIT), of which the
+  window [lo, hi) of at most 64 is kept: it ends at the last element, or up to two periods of the input before it, and
+  holds at least one element of the input (not only padding)."""
+  short = r[0] % 4
+  rep = (INDEX_LIMIT - short) // n
+  total = INDEX_LIMIT - short if r[2] % 3 == 2 else rep * n
+  w = 1 + r[1] % min(64, total)
+  lo = max(0, min(total - w - (r[1] >> 6) % (2 * n + 1), rep * n - 1))
+  return rep, total, lo, min(total, lo + w)
+
+def _big_view(t: Any, r: list[int], new: Callable) -> Any:
+  """A small window of a view of about 2^31 elements (t repeated by a stride-0 expand, merged by a reshape, maybe padded
+  with a non-zero value and flipped): the kernel's index arithmetic comes within a few elements of int32's wrap-around
+  while it reads only t's few elements and writes only the window's."""
+  n = t.numel()
+  rep, total, lo, hi = big_view_geometry(n, r)
+  flat = t.reshape(1, n).expand(rep, n).reshape(rep * n)
+  if total > rep * n: flat = flat.pad([(0, total - rep * n)], value=True if t.dtype == dtypes.bool else _const(t, r[0] >> 2))
+  v = flat.shrink([(lo, hi)])
+  return v.flip(0) if r[2] % 2 else v
+
+def limit_problem(recipe: dict[str, Any]) -> str | None:
+  """Oracle "limits", for recipes with a big_view step: refgrad's documented element limit at its edge. Each big_view's
+  whole view realized (`total` elements, up to exactly 2^31-1) must schedule, and a realized tensor of 2^31 elements
+  (no axis past the limit) must be refused with a ValueError naming 2**31-1. Scheduling allocates nothing."""
+  from refgrad import Tensor, schedule
+  for name, *r in recipe["steps"]:
+    if name != "big_view": continue
+    total = big_view_geometry(1, r)[1]
+    try: schedule.create_schedule([Tensor.empty(1).reshape(1, 1).expand(1, total).contiguous().uop], "CPU")
+    except ValueError as e: return f"a realized tensor of {total} elements (within 2**31-1) is refused: {e}"
+    try: schedule.create_schedule([Tensor.empty(1).reshape(1, 1).expand(2, 2**30).contiguous().uop], "CPU")
+    except ValueError as e:
+      if "2**31-1" not in str(e): return f"a realized tensor of 2**31 elements is refused without naming the limit: {e}"
+    else: return "a realized tensor of shape (2, 2**30), 2**31 elements, is scheduled: its int32 indices wrap"
+    return None
+  return None
+
 _F, _I, _B = "f", "i", "b"   # float, int (signed and unsigned), bool
 STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "neg": (_F + _I, lambda t, r, n: -t), "abs": (_F + _I, lambda t, r, n: t.abs()), "relu": (_F + _I, lambda t, r, n: t.relu()),
@@ -148,7 +190,7 @@ STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "contiguous": (_F + _I + _B, lambda t, r, n: t.contiguous()),
   "add_const": (_F + _I, lambda t, r, n: _const_chain(t, r, False)), "mul_const": (_F + _I, lambda t, r, n: _const_chain(t, r, True)),
   "lt_const": (_F + _I, lambda t, r, n: t < _const(t, r[0])), "pad_value": (_F + _I + _B, _pad_value), "long_sum": (_F + _I, _long_sum),
-  "wrap_cmp": (_I, _wrap_cmp),
+  "wrap_cmp": (_I, _wrap_cmp), "big_view": (_F + _I + _B, _big_view),
 }
 
 RARE = {"long_sum": 0.05}   # steps whose kernels are slow to check (a 16k-step reduction on PYTHON): drawn this much less often
@@ -162,6 +204,8 @@ class RecipeStream:
   def __init__(self, max_elements: int = MAX_ELEMENTS, max_steps: int = 5) -> None:
     self.coverage: Counter[tuple[str, str]] = Counter()
     self.max_elements, self.max_steps = max_elements, max_steps
+    self.boost: Callable[[tuple[str, str]], float] = lambda cell: 1.0   # coverage feedback's weight of a cell (fuzz/coverage.py)
+    self.last_cells: list[tuple[str, str]] = []                        # the (step, dtype) cells of the last draw
 
   def draw(self, rng: np.random.Generator) -> dict[str, Any]:
     dtype = DTYPES[int(rng.integers(len(DTYPES)))]
@@ -170,11 +214,13 @@ class RecipeStream:
     while math.prod(shape) > self.max_elements: shape[int(np.argmax(shape))] //= 2
     steps = []
     cur = dtype
+    self.last_cells = []
     for _ in range(int(rng.integers(1, self.max_steps + 1))):
       names = [s for s, (kinds, _) in STEPS.items() if _kind(cur) in kinds]
-      w = np.array([RARE.get(s, 1.0) / (1 + self.coverage[(s, cur)]) for s in names])
+      w = np.array([RARE.get(s, 1.0) * self.boost((s, cur)) / (1 + self.coverage[(s, cur)]) for s in names])
       name = names[int(rng.choice(len(names), p=w / w.sum()))]
       self.coverage[(name, cur)] += 1
+      self.last_cells.append((name, cur))
       r = [int(x) for x in rng.integers(0, 1 << 16, 3)]
       steps.append([name, *r])
       if name in ("lt", "eq", "lt_const", "wrap_cmp"): cur = "bool"

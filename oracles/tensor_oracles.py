@@ -2,6 +2,7 @@
 
   numpy  every group: the whole program on refgrad against the numpy interpreter (oracles/np_interp.py); on PYTHON, and
          on the CPU (compiled, default Opts) for one group in 4 (input seed 3 mod 4);
+  limits groups whose program has a big_view step: the element limit at its edge (oracles/programs.py limit_problem);
   grad   one group in GRAD_EVERY (input seed = GRAD_PHASE mod GRAD_EVERY, so not the groups of the "program"
          oracle): refgrad's gradients against float64 central differences (oracles/gradcheck.py).
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from oracles.gradcheck import grad_differs
 from oracles.np_interp import interp_differs
+from oracles.programs import limit_problem
 
 GRAD_EVERY, GRAD_PHASE = 2, 1
 skipped: Counter[str] = Counter()
@@ -25,6 +27,7 @@ def tensor_level(recipe: dict[str, Any], seed: int) -> tuple[str, str] | None:
   """(oracle, detail) of the first tensor-level oracle that fails on the recipe with this input seed, else None."""
   numpy = lambda r, s: interp_differs(r, s, "CPU" if s % 4 == 3 else "PYTHON")
   todo = [("numpy", numpy)] + ([("grad", grad_differs)] if seed % GRAD_EVERY == GRAD_PHASE else [])
+  if any(name == "big_view" for name, *_ in recipe["steps"]): todo.append(("limits", lambda r, s: limit_problem(r)))
   for name, fn in todo:
     key = json.dumps([name, recipe, seed], sort_keys=True)
     if key in _passed: continue

@@ -36,6 +36,7 @@ import struct
 from collections.abc import Callable
 from string import Template
 
+from refgrad import coverage
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.renderer import Renderer
 from refgrad.renderer.phases import plan
@@ -107,6 +108,8 @@ $fn float rg_maxf(float a, float b) { if (a != a || b != b) return a + b; if (a 
   if (a != a || b != b) return a + b; if (a == b) return (__double_as_longlong(a) < 0) ? b : a; return a > b ? a : b;
 }"""}),
 }
+_GENERATED_HELPERS = ("c:total_divmod", "c:total_f2i", "c:wmma", "c:lanes")   # made per dtype/tensor core, counted by family
+coverage.declare_paths([*(f"c:{h}" for h in _HELPERS), *_GENERATED_HELPERS])
 
 _C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if inline int long register
   restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary _Float16""".split())
@@ -187,6 +190,7 @@ class CStyleProgram:
     while stack:
       h = stack.pop()
       if h not in self.helpers: self.helpers.add(h); stack.extend(_HELPERS[h][0])
+    coverage.path(f"c:{helper}")
     return helper
 
   def helper_texts(self) -> list[str]:
@@ -303,6 +307,7 @@ class CStyleProgram:
 
   def total_divmod(self, op: Ops, dt: DType) -> str:
     """The helper computing IDIV or MOD of `dt` for every input: by 0 gives 0, MIN / -1 gives MIN (wraps), MIN % -1 gives 0."""
+    coverage.path("c:total_divmod")
     name = f"rg_{'div' if op is Ops.IDIV else 'mod'}_{dt.name}"
     if name not in self.generated:
       t, sym = self.scalar_type(dt), "/" if op is Ops.IDIV else "%"
@@ -313,6 +318,7 @@ class CStyleProgram:
 
   def total_f2i(self, src: DType, dst: DType) -> str:
     """The helper casting float32/float64 `src` to int `dst` for every input: truncation where it fits, else saturation, NaN -> 0."""
+    coverage.path("c:total_f2i")
     name = f"rg_f2i_{src.name}_{dst.name}"
     if name not in self.generated:
       t, fs = self.scalar_type(dst), self.scalar_type(src)
@@ -329,6 +335,7 @@ class CStyleProgram:
   def lanes(self, dt: DType, fn, srcs: tuple[UOp, ...]) -> str:
     """Apply a scalar renderer `fn(list of operand strings) -> str` to every lane of dtype dt."""
     if dt.count == 1: return fn([self.r[s] for s in srcs])
+    coverage.path("c:lanes")
     return self.vec_make(self.ctype(dt), [fn([f"{self.r[s]}.v[{i}]" if s.dtype.count > 1 else self.r[s] for s in srcs]) for i in range(dt.count)])
 
   # ---- the program ---------------------------------------------------------------------------
@@ -569,6 +576,7 @@ class _CProgram(CStyleProgram):
     def table(own) -> str: return ", ".join(str(int(x)) for x in own.reshape(-1))
     ia, ib, ic = (table(lay.owners(tc.threads, shape)) for lay, shape in ((tc.a, (M, K)), (tc.b, (K, N)), (tc.c, (M, N))))
     def elem(arr: str, tab: str, e: int) -> str: return f"{arr}[w + {tab}[i] / {e}].v[{tab}[i] % {e}]"
+    coverage.path("c:wmma")
     self.generated[name] = "\n".join([
       f"/* WMMA {tc.name}: D ({M}x{N}) = C + A ({M}x{K}) * B ({K}x{N}) for each warp of {tc.threads} work-items (refgrad/target.py) */",
       f"static void {name}(int n, const {fa}* a, const {fb}* b, const {fc}* c, {fc}* d) {{",

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from refgrad import knobs
+from refgrad import coverage, knobs
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.runtime import simt_codegen, simt_loops
 from refgrad.runtime.simt_gather import gather, lane_form, residue
@@ -549,7 +549,10 @@ class Program:
     for mem in stored.values(): mem.settle()
 
   def _run(self, st: _State) -> None:
-    if self._fast is not None: return self._fast(st)
+    if self._fast is not None:
+      coverage.path("simt:generated")
+      return self._fast(st)
+    coverage.path("simt:interpreted")
     code, regs = self.code, st.regs
     pc, end = 0, len(code)
     undef = st.undef
@@ -584,6 +587,12 @@ class Program:
 
 # ---------------------------------------------------------------------------------------------
 # memory access
+
+_SIMT_PATHS = ["simt:local", "simt:lane-range", "simt:strided-slice", "simt:distinct", "simt:generated", "simt:interpreted",
+               *(f"simt:{m}-{d}{t}{v}" for m in ("uniform", "masked", "gather") for d in ("load", "store") for t in ("", "-tracked") for v in ("", "-vec")
+                 if not (m == "uniform" and d == "store"))]
+coverage.declare_paths(_SIMT_PATHS)   # the memory-access strategies and dispatch forms the fuzzer's coverage counts
+
 
 class _Access:
   """One LOAD or STORE: lane selection (active lanes and gate), addresses, checks, gather/scatter."""
@@ -631,13 +640,16 @@ class _Access:
       mask = g if mask is None else (mask & g)
       if mask.shape[0] == 1: mask = None if mask[0] and st.active is None else np.broadcast_to(mask, (st.n,))
     idx = r[self.idx]
-    if self.local: return self._local(st, idx, mask)
+    if self.local:
+      coverage.path("simt:local")
+      return self._local(st, idx, mask)
     mem, view, bound, k = st.gmem[self.key]
     track = st.checked and mem.bits is not None
     # the common case: every lane active, the index is the lane id, one element per lane
     if mask is None and idx is st.ident and self.c == 1 and self.bc == 1:
       lo, hi = st.lane0, st.lane0 + st.n
       if lo < 0 or hi > bound: self._oob_check(st, None, idx, bound)
+      coverage.path("simt:lane-range")
       return self._range(st, mem, view, lo, hi, k, idx, track)
     uniform = mask is None and idx.shape[0] == 1 and not self.store
     # every lane active and lane i touching the c elements right after lane i-1's (e.g. an upcast float4 access): a slice
@@ -645,10 +657,13 @@ class _Access:
       step, lo = self.c // self.bc, int(idx[0])
       if int(idx[-1]) - lo == step * (st.n - 1) and lo >= 0 and (np.diff(idx) == step).all():
         if (lo + step * st.n) * self.bc > bound * self.bc: self._oob_check(st, None, idx, bound)
+        coverage.path("simt:strided-slice")
         return self._range(st, mem, view, lo * self.bc, (lo + step * st.n) * self.bc, k, idx, track)
     if self.form is not None and mask is None and not track and idx.shape[0] == st.n and \
        (ident := st.specials.get(self.form[2])) is not None and ident is st.ident and \
-       (v := self._distinct(st, view, bound, idx)) is not None: return self._loaded(st, v, None, idx, None, mem)
+       (v := self._distinct(st, view, bound, idx)) is not None:
+      coverage.path("simt:distinct")
+      return self._loaded(st, v, None, idx, None, mem)
     rows = None if mask is None else np.flatnonzero(mask)
     if uniform: sel = idx
     else:
@@ -657,6 +672,8 @@ class _Access:
     if sel.size:
       lo, hi = _span(sel)
       if lo < 0 or hi * self.bc + self.c > bound * self.bc: self._oob_check(st, rows, sel, bound)
+    coverage.path(f"simt:{'uniform' if uniform else 'masked' if rows is not None else 'gather'}-{'store' if self.store else 'load'}"
+                  f"{'-tracked' if track else ''}{'-vec' if self.c > 1 else ''}")
     if not self.store and not track: return self._loaded(st, gather(view, sel, self.bc, self.c, self.residue), rows, sel, None, mem)
     e = sel.astype(np.int64) if self.bc == 1 else sel.astype(np.int64) * self.bc
     if self.c > 1: e = e[:, None] + np.arange(self.c)

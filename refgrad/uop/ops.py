@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from enum import Enum, auto
 from typing import Any
 
+from refgrad import coverage
 from refgrad.dtype import DType, dtypes
 
 
@@ -306,6 +307,7 @@ class PatternMatcher:
   the function takes it)."""
   def __init__(self, rules: Sequence[tuple[UPat, Rule]]):
     self.rules = list(rules)
+    coverage.register_rules(fn for _, fn in self.rules)
     self.by_op: dict[Ops, list[tuple[UPat, Rule, bool]]] = {}
     anyop: list[tuple[UPat, Rule, bool]] = []
     for p, fn in self.rules:
@@ -323,7 +325,9 @@ class PatternMatcher:
     for pat, fn, wants_ctx in self.by_op.get(u.op, ()):
       for captures in pat.match(u, {}):
         ret = fn(ctx=ctx, **captures) if wants_ctx else fn(**captures)
-        if ret is not None and ret is not u: return ret
+        if ret is not None and ret is not u:
+          if coverage.rule_hits is not None: coverage.rule_hits[fn] += 1   # off unless the fuzzer asks (refgrad/coverage.py)
+          return ret
     return None
 
 

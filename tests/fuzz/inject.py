@@ -9,6 +9,8 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
   symbolic_wrap integer bounds ignore wrap-around (a sum past the dtype's max is taken as is), so rules that trust
                 them fold wrongly in the scheduler and in lowering alike (only the AST evaluator is independent)
   symbolic_float  the shared symbolic matcher reassociates float constant products ((x*c1)*c2 -> x*(c1*c2))
+  index_wrap    a rule "keeps a dividend positive": (x + c) % n -> (x + (c + n)) % n where x + c >= 0, which wraps int32
+                only when x + c is within n of 2^31 (index arithmetic of a view of about 2^31 elements: big_view)
   lifetime      run_schedule hands an intermediate's memory on after its last *write*, not its last read (the
                 unfused program's later kernels overwrite an input they still read)
   gradient      the gradient rule of MUL gives each operand the gradient times *itself* (the sources swapped)
@@ -103,6 +105,18 @@ def _symbolic_float_assoc() -> None:
   rule = (UPat(Ops.MUL, src=[UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c1")]), UPat.cvar("c2")]), broken)
   sym.symbolic.__init__([rule, *sym.symbolic.rules])   # in place: the scheduler's simplify and lowering share this matcher
 
+def _index_wrap() -> None:
+  from refgrad.dtype import dtypes
+  from refgrad.uop import symbolic as sym
+  from refgrad.uop.ops import Ops, UPat
+  made: set[Any] = set()   # the constants this rule made: it never fires on its own result again
+  def broken(x: Any, c: Any, n: Any) -> Any:   # (x + c) % n -> (x + (c + n)) % n where x + c >= 0: wraps when x + c + n passes int max
+    if c in made or not sym._is_int(x) or n.arg <= 0 or x.vmin + c.arg < 0 or c.arg + n.arg > dtypes.max(x.dtype): return None
+    made.add(k := x.const_like(c.arg + n.arg))
+    return (x + k) % n
+  rule = (UPat(Ops.MOD, src=(UPat(Ops.ADD, src=[UPat.var("x"), UPat.cvar("c")]), UPat.cvar("n"))), broken)
+  sym.symbolic.__init__([rule, *sym.symbolic.rules])   # in place: the scheduler's simplify and lowering share this matcher
+
 def _lifetime() -> None:
   from refgrad import schedule
   from refgrad.device import Buffer
@@ -166,7 +180,7 @@ def _register(*names: str) -> None:
   from refgrad.device import Device
   for n in names: Device._modules[n] = __name__
 
-BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "lifetime": _lifetime, "gradient": _gradient, "runtime_wait": _runtime_wait, "jit_stale": _jit_stale,
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "index_wrap": _index_wrap, "lifetime": _lifetime, "gradient": _gradient, "runtime_wait": _runtime_wait, "jit_stale": _jit_stale,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 

@@ -1,0 +1,34 @@
+"""bench/bench_mutation.py: cosmic-ray's mutants of refgrad's modules (the optional `mutation` extra; skipped without it)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench import bench_mutation as bm
+
+needs_cosmic_ray = pytest.mark.skipif(bm.get_operator is None, reason="cosmic-ray is not installed (pip install -e .[mutation])")
+
+
+@needs_cosmic_ray
+def test_sites_leave_annotations_out_and_each_mutant_changes_its_line():
+  every = bm.sites("refgrad/schedule.py")
+  lines = (bm.ROOT / "refgrad/schedule.py").read_text().splitlines()
+  assert len(every) > 100 and not any(lines[m.line - 1].lstrip().startswith("def ") for m in every)
+  for m in bm.mutants("refgrad/schedule.py", 5, np.random.default_rng(1)):
+    src = bm.mutated_source(m)
+    diff = [i for i, (a, b) in enumerate(zip(lines, src.splitlines())) if a != b]
+    assert diff and diff[0] + 1 == m.line and bm.change(m, src), m
+
+def test_without_cosmic_ray_the_bench_says_how_to_install_it(monkeypatch, capsys):
+  monkeypatch.setattr(bm, "get_operator", None)
+  assert bm.main(["--per-module", "1"]) == 2 and "pip install -e .[mutation]" in capsys.readouterr().err
+
+@pytest.mark.slow
+@needs_cosmic_ray
+def test_one_mutant_runs_conformance_and_fuzz_in_parallel(tmp_path):
+  out = tmp_path / "m.json"
+  assert bm.main(["--modules", "refgrad/schedule.py", "--per-module", "1", "--fuzz-seconds", "10", "--json", str(out)]) == 0
+  rows = json.loads(out.read_text())
+  assert len(rows) == 1 and rows[0]["module"] == "refgrad/schedule.py" and rows[0]["status"] in ("killed", "survived", "timeout") and rows[0]["change"]
