@@ -25,6 +25,7 @@ class DevicePool:
     self.queues: dict[str, deque[tuple[Any, int, Any, bool]]] = {d: deque() for d in devices}   # (job, position, program, alone)
     self.gone: dict[str, str] = {}    # device -> why it could not be built again (its programs fail with that)
     self.crashes = 0                  # workers lost to a crash or a hang
+    self.coverage: list[dict[str, Any]] = []   # the device workers' coverage snapshots (refgrad/coverage.py), for the coordinator to take
 
   def submit(self, job: Any, progs: list[Any], devices: list[str] | None = None) -> None:
     for d in self.devices if devices is None else devices: self.queues[d].extend((job, i, p, False) for i, p in enumerate(progs))
@@ -83,7 +84,9 @@ class DevicePool:
           job, pos, _ = w.batch[i]
           w.answered.add(i)
           out.append((job, pos, d, o))
-        elif kind == "ok": w.batch, w.answered = [], set()
+        elif kind == "ok":
+          w.batch, w.answered = [], set()
+          if payload: self.coverage.append(payload)
         else: raise RuntimeError(f"the {d} worker failed outside any program (a fuzzer bug):\n{payload}")
         w.deadline = time.monotonic() + self.case_timeout   # progress: the next program gets a case timeout of its own
     except (EOFError, OSError): pass

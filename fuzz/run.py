@@ -213,6 +213,7 @@ class Fuzzer:
           self.stats.crashes += 1
           self._isolate(job, why)
       for job, pos, dev, outcome in pool.step(ready): self._outcome(job, pos, dev, outcome)
+      while pool.coverage: self.coverage.add(pool.coverage.pop(), [])   # a device batch mixes jobs: counted, credited to no choice
       if self.on_update: self.on_update(self)
 
   def _credit(self, job: Any, results: list[Result]) -> None:
@@ -307,6 +308,7 @@ class Fuzzer:
       ready = pool.wait(0.25)
     self.stats.crashes += pool.crashes
     pool.crashes = 0
+    pool.coverage.clear()   # replays and shrinking: not what the run drew
     return outcomes
 
   def first_diff(self, r: Result) -> dict[str, Any] | None:

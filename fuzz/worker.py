@@ -95,13 +95,17 @@ def device_main(conn: Connection, device: str, config: dict[str, Any]) -> None:
   # a device whose construction changed the FP state: a finding with its first program (oracles/check.py fp_changes)
   if (fp := fpstate.changed(before, fpstate.probe())) is not None: check.fp_changes[device] = f"building the device: {fp}"
   conn.send(("ready", check.device_target(device)))
+  if config.get("coverage", True): coverage.enable()   # what this device's compiles covered (C helpers): sent with each batch's "ok"
+  names_sent = False
   while True:
     try: msg = conn.recv()
     except EOFError: return
     if msg is None: return
     try:
       check.run_on_device(device, msg[1], lambda i, o: conn.send(("done", (i, o))), restore_fp=False, built=lambda: conn.send(("compiled", None)))
-      conn.send(("ok", None))
+      snap = None if coverage.rule_hits is None else {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}
+      names_sent = True
+      conn.send(("ok", snap))
     except Exception:
       conn.send(("error", traceback.format_exc()))
 
