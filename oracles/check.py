@@ -41,7 +41,7 @@ from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
-from refgrad.program import ProgramSpec, Runner
+from refgrad.program import ProgramSpec, Runner, precompile
 from refgrad.runtime.ops_cpu import CPUAllocator
 from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
 from refgrad.target import TARGETS
@@ -281,6 +281,8 @@ def check_cases(cases: list[Case], devices: list[str], ast_eval: bool = True, ti
     before = fpstate.probe()
     tick()
     batch = CPUBatch(progs, dev) if batched(dev) else None
+    if batch is None:   # a compiler that batches (nvcc): all of them in one call, into the compile cache its Runners read
+      with timed("precompile"): precompile(dev, [(p.name, p.uops) for p in progs])
     tick()
     if (fp := _fp_settle(before)) is not None: fp_changes[dev] = fp   # loading its library changed the process's FP state
     bad_base: set[int] = set()
