@@ -232,6 +232,12 @@ class _DeviceRegistry:
     return out
   @functools.cached_property
   def refused(self) -> dict[str, str]: return {}   # entry-point device name -> why it was not registered
+  _needs = {"NV_NVCC": "nvcc"}   # built-in devices that need a program on PATH (and cannot be constructed without it)
+  def unavailable(self, name: str) -> str | None:
+    """Why a registered device cannot run on this machine, found without building it (a program it needs is missing
+    from PATH), or None. The default device lists of conformance and the fuzzer leave such a device out with a note."""
+    tool = self._needs.get(name.partition(":")[0].upper())
+    return f"{tool} is not on PATH" if tool is not None and shutil.which(tool) is None else None
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)
   def canonicalize(self, name: str) -> str:
