@@ -188,7 +188,7 @@ def test_int64_variable_is_a_64_bit_parameter_and_register(tmp_path):
   idx = np.arange(32, dtype=np.int64)
   want = semantics.evaluate(Ops.ADD, i64, [idx, np.full(32, big, np.int64)], [i64, i64])
   assert g2.tobytes() == want.tobytes() and g1.tolist() == [x * n if x < n else 0 for x in range(32)]
-  with pytest.raises(ValueError, match="variable v is dtypes.short; kernel variables are int32 or int64"):
+  with pytest.raises(ValueError, match=r"variable v is dtypes\.short; kernel variables are int32 or int64"):
     PTXRenderer().render("v16", tgr.lin(UOp.define_global(0, dtypes.int16).store(UOp.const(dtypes.int32, 0), UOp.variable("v", 0, 9, dtypes.int16))))
   if PTXAS is None: pytest.skip(NO_PTXAS)
   ptxas_ok(src, tmp_path)
