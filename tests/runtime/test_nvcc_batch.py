@@ -168,3 +168,14 @@ def test_conformance_and_fuzz_checks_compile_their_kernels_in_batches(monkeypatc
   res = check_cases(cases, ["NV_NVCC"])
   assert [r.status for r in res if r.status not in ("pass", "ub", "invalid")] == []
   assert 1 <= ops_nv.NVCCCompiler.count - before <= 2, ops_nv.NVCCCompiler.count - before   # one batch (two when a name repeats)
+
+
+def test_a_device_whose_program_is_missing_is_unavailable(monkeypatch: pytest.MonkeyPatch):
+  """Conformance and the fuzzer leave NV_NVCC out of their default lists (with a note) where nvcc is not on PATH."""
+  from refgrad import device
+  real = shutil.which
+  monkeypatch.setattr(device.shutil, "which", lambda t: None if t == "nvcc" else real(t))
+  assert Device.unavailable("NV_NVCC") == "nvcc is not on PATH" and Device.unavailable("nv_nvcc:1") == "nvcc is not on PATH"
+  assert Device.unavailable("NV") is None and Device.unavailable("CPU") is None
+  monkeypatch.setattr(device.shutil, "which", lambda t: f"/opt/bin/{t}")
+  assert Device.unavailable("NV_NVCC") is None
