@@ -3,7 +3,9 @@
 A module is its header (comments, `.version`, `.target`, `.address_size`) and top-level items: declarations that end
 in `;` (`.global` tables, `.func` prototypes) and definitions that end in a `{...}` body (`.entry` kernels, `.func`
 helpers). A kernel's module is the header, the non-kernel items it names (transitively), in the order nvcc wrote them,
-and the kernel itself: what nvcc writes for that kernel compiled alone, since nvcc compiles each kernel on its own."""
+and the kernel itself: what nvcc writes for that kernel compiled alone (it compiles each kernel on its own), up to
+comments, blank lines and names local to a function that nvcc numbers by the function's place in the module (branch
+labels, local depots). A module of another shape is a ValueError, and the caller compiles its kernels one by one."""
 from __future__ import annotations
 
 import re
