@@ -8,7 +8,8 @@ than the timeout is killed the same way, and the floating-point control state (o
 after every backend call: a change is a finding of its own (the "fp-state" row), after which the worker restores the
 default state so the device's later cases are judged as they would run in a clean process.
 
-Messages (multiprocessing pipes): ("alu", (case index, input columns)) -> ("ok", (output, fp change | None));
+Messages (multiprocessing pipes): ("alu", (case index, input columns[, [(case index, lanes) of the cases it runs next]]))
+-> ("ok", (output, fp change | None)) (a compiler that batches, nvcc, compiles the cases ahead in the same call);
 ("oracle", [case dicts]) -> ("ok", ([result dicts], fp change | None)): the regression corpus and the kernels group,
 checked with the shared oracles (oracles/check.py) on this device against PYTHON in the worker. The first message a
 worker sends is ("ready", fp change | None) or ("broken", one line): the device could not be built."""
@@ -55,8 +56,8 @@ def _worker(conn: Connection, device: str, env: dict[str, str], preload: tuple[s
     try:
       before = fpstate.probe()
       if kind == "alu":
-        index, cols = payload
-        out: Any = run_on_device(cases[index], device, cols)
+        index, cols, *ahead = payload   # ahead (optional): [(case index, lanes)] this device runs next, compiled in one batch
+        out: Any = run_on_device(cases[index], device, cols, [(cases[j], n) for j, n in (ahead[0] if ahead else ())])
       else:
         out = [dataclasses.asdict(r) for r in check_cases([Case.from_json(c) for c in payload], [] if device == "PYTHON" else [device])]
       conn.send(("ok", (out, _settle(before))))

@@ -10,7 +10,7 @@ the exact value (conformance/ulp.py).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from conformance.values import cast_ties, operand_sets, without_ub
 from refgrad.codegen import to_linear
 from refgrad.device import Buffer, Device
 from refgrad.dtype import DType, dtypes
-from refgrad.program import Runner
+from refgrad.program import Runner, precompile
 from refgrad.uop import semantics
 from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.evaluate import eval_graph
@@ -109,12 +109,29 @@ def case_inputs(case: Case, seed: int = 0) -> tuple[list[np.ndarray], Any]:
   return cols, semantics.evaluate(case.op, case.out_dtype, cols, case.src_dtypes)
 
 
-def run_on_device(case: Case, device: str, cols: list[np.ndarray]) -> np.ndarray:
-  """The case's kernel on `device` over the input columns: its raw output (in the device's worker process)."""
-  n = len(cols[0])
+def _kernel(case: Case, device: str, n: int) -> tuple[str, list[UOp]]:
+  """The case's kernel over n lanes: (its name, its linear program for the device)."""
   name = f"conf_{case.group}_{case.op.name.lower()}_{case.src_dtypes[0].name}_{case.out_dtype.name}"
   # native cases keep EXP2/LOG2/SIN as they are, whatever the renderer would ask for
-  linear = to_linear(case.make_sink(n), Device[device].renderer, decompose=False if case.group == "native" else None)
+  return name, to_linear(case.make_sink(n), Device[device].renderer, decompose=False if case.group == "native" else None)
+
+_precompiled: set[tuple[str, str, int]] = set()   # (group, name, lanes) of the cases this process compiled ahead
+
+def run_on_device(case: Case, device: str, cols: list[np.ndarray], ahead: Sequence[tuple[Case, int]] = ()) -> np.ndarray:
+  """The case's kernel on `device` over the input columns: its raw output (in the device's worker process). `ahead`: the
+  cases (and their lanes) this device runs next; a compiler that batches (nvcc) compiles them with this one in one call."""
+  n = len(cols[0])
+  # a case not compiled ahead yet starts a batch: it and those of the cases ahead that are not either (the batches follow
+  # the device's case order, so a worker's cases each find theirs in the cache, or start the next batch)
+  todo = [(c, m) for c, m in [(case, n), *ahead] if (c.group, c.name, m) not in _precompiled]
+  if todo and todo[0][0] is case and len(todo) > 1 and getattr(Device[device].compiler, "batches", False):
+    kernels = []
+    for c, m in todo:
+      _precompiled.add((c.group, c.name, m))
+      try: kernels.append(_kernel(c, device, m))
+      except Exception: continue   # lowering it again when it runs raises the same error, where it is reported
+    precompile(device, kernels)
+  name, linear = _kernel(case, device, n)
   runner = Runner(name, linear, device)
   out = Buffer(device, n, case.out_dtype)
   runner(out, *(Buffer.from_numpy(device, c, d) for c, d in zip(cols, case.src_dtypes)))

@@ -159,11 +159,10 @@ def _preload(modules: list[str]) -> str | None:
   return None
 
 
-# registered devices left out of the default device list (named with --devices, they are fuzzed), and why
-NOT_BY_DEFAULT = {
-  "NV_NVCC": "nvcc compiles each kernel on its own (not batched yet), about 0.35 s per CUDA-target case, more than half of "
-             "the run's time; `--devices NV_NVCC` fuzzes it (conformance runs it by default)",
-}
+# registered devices left out of the default device list (named with --devices, they are fuzzed), and why. None now:
+# NV_NVCC is in since its kernels compile in one nvcc call per worker batch (Compiler.compile_batch), about 20% of a
+# cold default run's time (README "Throughput")
+NOT_BY_DEFAULT: dict[str, str] = {}
 
 def _devices(text: str | None, notes: list[str], exclude: list[str], preload: list[str]) -> list[str] | None:
   """The devices compared with PYTHON: those named (each must be constructible: a bad one is one line, None), or by
@@ -187,8 +186,9 @@ def _devices(text: str | None, notes: list[str], exclude: list[str], preload: li
       _fail(f"--devices: {why}")
       return None
     return devices
-  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded and d not in NOT_BY_DEFAULT]
+  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded and d not in NOT_BY_DEFAULT and not Device.unavailable(d)]
   notes += [f"device {d} is not in the default list: {NOT_BY_DEFAULT[d]}" for d in NOT_BY_DEFAULT if d in Device.names and d not in excluded]
+  notes += [f"device {d} is left out: {why}" for d in Device.names if d not in excluded and (why := Device.unavailable(d))]
   problems = construct_problems(candidates, preload)
   for d, why in problems.items():
     notes.append(f"FAILED: {why} (leave it out with --exclude {d})")

@@ -42,7 +42,7 @@ from refgrad.device import CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
-from refgrad.program import ProgramSpec, Runner
+from refgrad.program import ProgramSpec, Runner, precompile
 from refgrad.renderer.serialize import decode_dtype, encode_dtype
 from refgrad.runtime.ops_cpu import CPUAllocator
 from refgrad.runtime.simt import Memory, Program, UndefinedBehaviourError
@@ -393,6 +393,8 @@ def run_on_device(dev: str, progs: list[DeviceProg], done: Callable[[int, dict[s
   before = fpstate.probe()
   tick()
   batch = CPUBatch(list(runs.values()), dev) if batched(dev) else None
+  if batch is None:   # a compiler that batches (nvcc): all of them in one call, into the compile cache its Runners read
+    with timed("precompile"): precompile(dev, [(p.name, p.uops) for p in runs.values()])
   (built or tick)()   # the programs are built: what happens next is one program's doing
   if (fp := _fp_settle(before, restore_fp)) is not None: fp_changes[dev] = fp   # loading its library changed the FP state
   for i in mine:

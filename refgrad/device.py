@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,26 +51,52 @@ class Compiler:
   and the binary's raw bytes. Nothing read back is trusted: a truncated, garbage or swapped entry fails the
   check, is reported in one line and recompiled. DISABLE_COMPILER_CACHE=1 never touches the disk."""
   cachekey: str = ""
+  batches = False   # compile_batch makes fewer compiler calls than compile_cached one by one (worth calling ahead of time)
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_cached(self, src: str) -> bytes:
-    if not self.cachekey or knobs.get("DISABLE_COMPILER_CACHE"): return self.compile(src)
-    # the entry format is part of the key: a refgrad that stored bare binaries never reads one of these, nor this one its
-    key = hashlib.sha256(f"{COMPILED_FORMAT}\0{self.cachekey}\0{src}".encode()).hexdigest()
-    src_sha = hashlib.sha256(src.encode()).hexdigest()
-    path = cache_dir(writable=False) / "compiled" / key[:2] / key
-    try: lib = _read_entry(path.read_bytes(), key, src_sha)
-    except (FileNotFoundError, NotADirectoryError): lib = None
-    except OSError as e:
-      warn(f"cannot read compile cache entry {path} ({e.strerror or e}); recompiling")
-      lib = None
-    except ValueError as e:
-      warn(f"compile cache entry {path} is damaged ({e}); recompiling")
-      lib = None
-    if lib is not None: return lib
+    if (lib := self.cached(src)) is not None: return lib
     lib = self.compile(src)
-    head = {"format": COMPILED_FORMAT, "key": key, "src_sha256": src_sha, "bin_sha256": hashlib.sha256(lib).hexdigest(), "bin_size": len(lib)}
-    cache_write(Path("compiled") / key[:2] / key, json.dumps(head).encode() + b"\n" + lib)
+    self.store(src, lib)
     return lib
+
+  def compile_batch(self, kernels: Sequence[tuple[str, tuple[list[str], list[str]]]]) -> list[bytes | CompileError]:
+    """Kernels given as (name, (declarations, function lines)) -- a renderer's `render_parts`, whose `render` is the
+    declarations then the lines -- each compiled and cached as `compile_cached(its source)` would be, so a Runner of it
+    later finds it in the cache. One entry per kernel: its binary, or the CompileError that kernel alone gets. A compiler
+    that can compile many kernels in one call (`batches`) overrides this; here each is compiled on its own."""
+    out: list[bytes | CompileError] = []
+    for _, parts in kernels:
+      try: out.append(self.compile_cached(source_of(parts)))
+      except CompileError as e: out.append(e)
+    return out
+
+  def _key(self, src: str) -> str:
+    # the entry format is part of the key: a refgrad that stored bare binaries never reads one of these, nor this one its
+    return hashlib.sha256(f"{COMPILED_FORMAT}\0{self.cachekey}\0{src}".encode()).hexdigest()
+  def _caching(self) -> bool: return bool(self.cachekey) and not knobs.get("DISABLE_COMPILER_CACHE")
+
+  def cached(self, src: str) -> bytes | None:
+    """The cached binary of `src`, or None (not cached, caching off, or a damaged entry: reported in one line)."""
+    if not self._caching(): return None
+    key, src_sha = self._key(src), hashlib.sha256(src.encode()).hexdigest()
+    path = cache_dir(writable=False) / "compiled" / key[:2] / key
+    try: return _read_entry(path.read_bytes(), key, src_sha)
+    except (FileNotFoundError, NotADirectoryError): return None
+    except OSError as e: warn(f"cannot read compile cache entry {path} ({e.strerror or e}); recompiling")
+    except ValueError as e: warn(f"compile cache entry {path} is damaged ({e}); recompiling")
+    return None
+
+  def store(self, src: str, lib: bytes) -> None:
+    """Cache `lib` as the binary of `src` (nothing when caching is off)."""
+    if not self._caching(): return
+    key = self._key(src)
+    head = {"format": COMPILED_FORMAT, "key": key, "src_sha256": hashlib.sha256(src.encode()).hexdigest(),
+            "bin_sha256": hashlib.sha256(lib).hexdigest(), "bin_size": len(lib)}
+    cache_write(Path("compiled") / key[:2] / key, json.dumps(head).encode() + b"\n" + lib)
+
+def source_of(parts: tuple[list[str], list[str]]) -> str:
+  """A kernel's source from its `render_parts` (what `render` returns)."""
+  return "\n".join([*parts[0], *parts[1]]) + "\n"
 
 COMPILED_FORMAT = "refgrad.compiled/1"
 
@@ -206,6 +232,12 @@ class _DeviceRegistry:
     return out
   @functools.cached_property
   def refused(self) -> dict[str, str]: return {}   # entry-point device name -> why it was not registered
+  _needs = {"NV_NVCC": "nvcc"}   # built-in devices that need a program on PATH (and cannot be constructed without it)
+  def unavailable(self, name: str) -> str | None:
+    """Why a registered device cannot run on this machine, found without building it (a program it needs is missing
+    from PATH), or None. The default device lists of conformance and the fuzzer leave such a device out with a note."""
+    tool = self._needs.get(name.partition(":")[0].upper())
+    return f"{tool} is not on PATH" if tool is not None and shutil.which(tool) is None else None
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)
   def canonicalize(self, name: str) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,20 @@ class ProgramSpec:
                        tuple(u for u in uops if u.op is Ops.DEFINE_VAR))
   @property
   def threads(self) -> int: return math.prod(self.global_size) * math.prod(self.local_size)
+
+
+def precompile(device: str, programs: Sequence[tuple[str, list[UOp]]]) -> None:
+  """Compile programs ahead of their Runners, in as few compiler calls as the device's compiler can (`Compiler.batches`,
+  through `compile_batch`): each binary is then in the compile cache when its Runner is made. Nothing happens for a
+  compiler that compiles one program per call anyway, or a renderer without `render_parts`. A program that fails to render
+  or compile is left to its Runner, which reports it the usual way."""
+  dev = Device[Device.canonicalize(device)]
+  if not getattr(dev.compiler, "batches", False) or not callable(getattr(dev.renderer, "render_parts", None)): return
+  kernels = []
+  for name, uops in programs:
+    try: kernels.append((name, dev.renderer.render_parts(name, uops)))
+    except Exception: continue   # rendering again in its Runner raises the same error, where it is reported
+  if kernels: dev.compiler.compile_batch(kernels)
 
 
 class Runner:

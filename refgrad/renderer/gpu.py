@@ -274,6 +274,10 @@ class GPURenderer(Renderer):
     # EXP2/LOG2/SIN that reach the renderer are rendered natively; the flag only tells the pipeline whether to decompose first
     return self._program(name, list(uops), self).render()
 
+  def render_parts(self, name: str, uops: list[UOp]) -> tuple[list[str], list[str]]:
+    """`render` in two parts, (declarations, function lines), so several kernels can share one source (batched nvcc)."""
+    return self._program(name, list(uops), self).parts()
+
 
 class CUDARenderer(GPURenderer):
   """Linear program -> CUDA C (compiles with `nvcc --ptx -arch=sm_XX` or NVRTC; see the module docstring)."""

@@ -1,7 +1,7 @@
 """PTX for a linear program: one `.visible .entry` per program (ISA 8.0, `.target sm_80`, `.address_size 64`), no nvcc.
 
 The entry is `name(.param .u64 data0, ..., .param .s32 var, ...)`: buffers in DEFINE_GLOBAL index order, then
-DEFINE_VARs in program order (the CUDA renderer's parameters, so NVPTXProgram launches either). Launch indices as in
+DEFINE_VARs in program order, `.s32` or `.s64` (the CUDA renderer's parameters, so NVPTXProgram launches either). Launch indices as in
 the CUDA renderer: gidxD = %ctaid, lidxD = %tid, idxD = %ctaid * %ntid + %tid with an early `ret` past the size.
 DEFINE_LOCAL is a `.shared` array, BARRIER is `bar.sync 0`, RANGE a counted loop, IF a predicated branch to its ENDIF.
 
@@ -53,6 +53,8 @@ DTYPES: dict[str, tuple[str, str, str]] = {
   "int": ("b32", "s32", "s32"), "uint": ("b32", "u32", "u32"), "long": ("b64", "s64", "s64"), "ulong": ("b64", "u64", "u64"),
   "half": ("b16", "f16", "b16"), "bfloat16": ("b16", "bf16", "b16"), "float": ("f32", "f32", "f32"), "double": ("f64", "f64", "f64"),
 }
+# DEFINE_VAR dtype -> (register class, .param type): the CUDA renderer's `int` / `long long` parameters
+VAR_PARAMS: dict[DType, tuple[str, str]] = {dtypes.int32: ("b32", "s32"), dtypes.int64: ("b64", "s64")}
 REG_PREFIX = {"pred": "%p", "b16": "%rs", "b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd"}
 _BITS = {"pred": 1, "b16": 16, "b32": 32, "b64": 64, "f32": 32, "f64": 64}
 
@@ -522,11 +524,12 @@ class _PTXProgram:
       name = u.arg[0]
       if not _IDENT.fullmatch(name) or re.fullmatch(r"data\d+", name) or name in names:
         raise ValueError(f"{self.name}: variable name {name!r} is not a PTX identifier or clashes with another parameter")
-      if u.dtype != dtypes.int32: raise ValueError(f"{self.name}: variable {name} is {u.dtype!r}; kernel variables are int32")
+      if u.dtype not in VAR_PARAMS: raise ValueError(f"{self.name}: variable {name} is {u.dtype!r}; kernel variables are int32 or int64")
       names.add(name)
-      r = self.reg("b32")
-      out.append(f".param .s32 {name}")
-      self.pre.append(f"ld.param.s32 {r}, [{name}];")
+      cls, pt = VAR_PARAMS[u.dtype]
+      r = self.reg(cls)
+      out.append(f".param .{pt} {name}")
+      self.pre.append(f"ld.param.{pt} {r}, [{name}];")
       self.v[u] = [r]
     for i, u in enumerate(self.uops):
       if u.op is not Ops.DEFINE_LOCAL: continue

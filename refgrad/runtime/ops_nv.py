@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 
 from refgrad import knobs
-from refgrad.device import Compiled, Compiler
+from refgrad.device import Compiled, CompileError, Compiler, source_of
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COMPUTE, COMPUTE_CLASS, COPY, COPY_CLASS, HOST, QMD_DWORDS, SUBCH_COMPUTE, SUBCH_COPY, SUBCH_HOST, SecOp
 from refgrad.renderer.gpu import CUDARenderer
 from refgrad.renderer.ptx import PTXRenderer
-from refgrad.runtime import ptx_args
+from refgrad.runtime import ptx_args, ptx_split
 from refgrad.runtime.driver import QueueHandle, open_driver
 from refgrad.runtime.hcq import Channel, HCQAllocator, HCQCompiled, HCQDevice, HCQProgram, HWQueue, KernArgs, device_index
 from refgrad.runtime.image import IMAGE_MAGIC, ImageCompiler, ImageInfo, ImageRenderer, image_info
@@ -327,13 +327,17 @@ class NVCUDARenderer(CUDARenderer):
 
 
 class NVCCCompiler(Compiler):
-  """CUDA C -> PTX text with `nvcc --ptx -arch=sm_80` (-O3 is nvcc's default for device code); cached by source."""
+  """CUDA C -> PTX text with `nvcc --ptx -arch=sm_80` (-O3 is nvcc's default for device code); cached by source.
+  `compile_batch` compiles many kernels in one nvcc call (nvcc's start-up, not the kernels, is most of a call's time) and
+  caches each kernel's share of the module (refgrad/runtime/ptx_split.py) under its own source."""
+  batches = True
+  BATCH = 256   # kernels per nvcc call at most (bounds one call's time: about 1.5 s for 365 conformance kernels)
   def __init__(self) -> None:
     self.nvcc = shutil.which("nvcc")
     if self.nvcc is None: raise RuntimeError("NV_CODE=nvcc needs nvcc on PATH (it compiles each kernel to PTX); use NV_CODE=ir without it")
     ver = subprocess.run([self.nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     self.cachekey = f"nvcc-ptx sm_80 -O3 {ver[-1] if ver else '?'}"
-  seconds, count = 0.0, 0   # time spent in nvcc (all instances), for bench_nv
+  seconds, count = 0.0, 0   # time spent in nvcc (all instances) and its calls, for bench_nv
   def compile(self, src: str) -> bytes:
     st = time.perf_counter()
     try: return self._compile(src)
@@ -345,8 +349,42 @@ class NVCCCompiler(Compiler):
       cu, out = Path(d) / "k.cu", Path(d) / "k.ptx"
       cu.write_text(src)
       r = subprocess.run([self.nvcc, "--ptx", "-arch=sm_80", "-O3", str(cu), "-o", str(out)], capture_output=True, text=True)
-      if r.returncode: raise RuntimeError(f"nvcc failed ({r.returncode}):\n{r.stderr.strip()}")
+      if r.returncode: raise CompileError(f"nvcc failed ({r.returncode}):\n{r.stderr.strip()}")
       return out.read_bytes()
+
+  def compile_batch(self, kernels: Sequence[tuple[str, tuple[list[str], list[str]]]]) -> list[bytes | CompileError]:
+    srcs = [source_of(parts) for _, parts in kernels]
+    out: list[bytes | CompileError | None] = [self.cached(s) for s in srcs]
+    todo = [i for i, lib in enumerate(out) if lib is None]
+    while todo:   # one call per round: kernels of distinct names (one source cannot define a name twice), BATCH at most
+      names: set[str] = set()
+      now: list[int] = []
+      later: list[int] = []
+      for i in todo:
+        if kernels[i][0] in names or len(now) >= self.BATCH: later.append(i)
+        else:
+          names.add(kernels[i][0])
+          now.append(i)
+      for i, lib in zip(now, self._one_call([kernels[i] for i in now], [srcs[i] for i in now])): out[i] = lib
+      todo = later
+    return [lib for lib in out if lib is not None]
+
+  def _one_call(self, kernels: list[tuple[str, tuple[list[str], list[str]]]], srcs: list[str]) -> list[bytes | CompileError]:
+    """The kernels (distinct names) in one nvcc call, each cached; when that call fails (or its module cannot be split),
+    each is compiled on its own, so one bad kernel gets its own error and costs the others nothing."""
+    if len(kernels) > 1:
+      decls = dict.fromkeys(d for _, (ds, _) in kernels for d in ds)
+      try: mods = ptx_split.split(self.compile("\n".join([*decls, *(ln for _, (_, lines) in kernels for ln in lines)]) + "\n").decode())
+      except (CompileError, ValueError): mods = {}
+      if all(name in mods for name, _ in kernels):
+        libs = [mods[name].encode() for name, _ in kernels]
+        for src, lib in zip(srcs, libs): self.store(src, lib)
+        return list(libs)
+    res: list[bytes | CompileError] = []
+    for src in srcs:
+      try: res.append(self.compile_cached(src))
+      except CompileError as e: res.append(e)
+    return res
 
 
 class PTXCompiler(Compiler):

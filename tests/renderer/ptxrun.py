@@ -29,7 +29,7 @@ def nv_run(name: str, uops: list[UOp], bufs: list[np.ndarray], var_vals: dict[st
   src = ren.render(name, uops)
   grid, block = ren.launch_dims(uops)
   vv = var_vals or {}
-  vars_ = [np.int32(vv[u.arg[0]]) for u in uops if u.op is Ops.DEFINE_VAR]
+  vars_ = [u.dtype.np.type(vv[u.arg[0]]) for u in uops if u.op is Ops.DEFINE_VAR]   # each at its dtype's width (.s32 / .s64)
   out = Device["NV"].run_ptx(src, name, [*bufs, *vars_], grid=grid, block=block)
   for b, o in zip(bufs, out): b[...] = o
   return src

@@ -36,10 +36,6 @@ def instrs(src: str) -> list[str]:
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_every_program_renders_one_entry_and_ptxas_accepts_it(name: str, tmp_path):
-  refused = {"vars": "variable big is dtypes.long; kernel variables are int32"}
-  if name in refused:
-    with pytest.raises(ValueError, match=refused[name]): PTXRenderer().render(name, PROGRAMS[name]())
-    return
   src = PTXRenderer().render(name, PROGRAMS[name]())
   assert src.startswith(".version 8.0\n.target sm_80\n.address_size 64\n") and src.count(".visible .entry") == 1
   assert f".visible .entry {name}(" in src and src.count("{") == src.count("}")
@@ -177,6 +173,25 @@ def test_vectors_gates_loops_specials_and_constants(monkeypatch: pytest.MonkeyPa
   constants), with the program run as refgrad's PTX on the mock NV instead."""
   monkeypatch.setattr(tgr, "host_run", lambda ren, name, uops, bufs, tmp: nv_run(name, uops, bufs))
   tgr.test_host_run_vectors_gates_loops_and_constants(tgr.RENDERERS[0], tmp_path)
+
+
+def test_int64_variable_is_a_64_bit_parameter_and_register(tmp_path):
+  """The renderers' shared vars program: an int32 variable gates and scales, an int64 one (beyond 2^32) is added to the
+  index in 64 bits. Its PTX takes `.param .s64 big` into a 64-bit register; the executor's results are the reference's."""
+  uops = tgr.vars_program()
+  src = PTXRenderer().render("vars64", uops)
+  assert ".param .s32 n" in src and ".param .s64 big" in src and re.search(r"ld\.param\.s64 %rd\d+, \[big\];", src)
+  n, big = 20, 2 ** 40 + 2 ** 31 + 5
+  g0, g1, g2 = np.arange(32, dtype=np.int32), np.zeros(32, np.int32), np.zeros(32, np.int64)
+  nv_run("vars64", uops, [g0, g1, g2], {"n": n, "big": big})
+  i64 = dtypes.int64
+  idx = np.arange(32, dtype=np.int64)
+  want = semantics.evaluate(Ops.ADD, i64, [idx, np.full(32, big, np.int64)], [i64, i64])
+  assert g2.tobytes() == want.tobytes() and g1.tolist() == [x * n if x < n else 0 for x in range(32)]
+  with pytest.raises(ValueError, match=r"variable v is dtypes\.short; kernel variables are int32 or int64"):
+    PTXRenderer().render("v16", tgr.lin(UOp.define_global(0, dtypes.int16).store(UOp.const(dtypes.int32, 0), UOp.variable("v", 0, 9, dtypes.int16))))
+  if PTXAS is None: pytest.skip(NO_PTXAS)
+  ptxas_ok(src, tmp_path)
 
 
 def test_vars_and_vector_accumulator():
