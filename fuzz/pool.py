@@ -84,9 +84,8 @@ class DevicePool:
           job, pos, _ = w.batch[i]
           w.answered.add(i)
           out.append((job, pos, d, o))
-        elif kind == "ok":
-          w.batch, w.answered = [], set()
-          if payload: self.coverage.append(payload)
+        elif kind == "ok": w.batch, w.answered = [], set()
+        elif kind == "coverage": self.coverage.append(payload)
         else: raise RuntimeError(f"the {d} worker failed outside any program (a fuzzer bug):\n{payload}")
         w.deadline = time.monotonic() + self.case_timeout   # progress: the next program gets a case timeout of its own
     except (EOFError, OSError): pass

@@ -13,7 +13,7 @@ when the device builds, else ("ok", the one line saying why not); ("probe", [cas
 [(DeviceProg, [Probe dicts])]): the case's probe programs with PYTHON's results (oracles/firstdiff.py).
 Device worker: first ("ready", target | None) or ("broken", one line); then ("run", [DeviceProg]) answers ("compiled",
 None) once the programs are built, ("done", (position, outcome)) per program in order (oracles/check.py
-run_on_device), then ("ok", None); or ("error", traceback text)."""
+run_on_device; with coverage on, ("coverage", counts) just before the last), then ("ok", None); or ("error", traceback text)."""
 from __future__ import annotations
 
 import dataclasses
@@ -95,17 +95,23 @@ def device_main(conn: Connection, device: str, config: dict[str, Any]) -> None:
   # a device whose construction changed the FP state: a finding with its first program (oracles/check.py fp_changes)
   if (fp := fpstate.changed(before, fpstate.probe())) is not None: check.fp_changes[device] = f"building the device: {fp}"
   conn.send(("ready", check.device_target(device)))
-  if config.get("coverage", True): coverage.enable()   # what this device's compiles covered (C helpers): sent with each batch's "ok"
+  if config.get("coverage", True): coverage.enable()   # what this device's compiles covered (C helpers): sent with each batch
   names_sent = False
   while True:
     try: msg = conn.recv()
     except EOFError: return
     if msg is None: return
     try:
-      check.run_on_device(device, msg[1], lambda i, o: conn.send(("done", (i, o))), restore_fp=False, built=lambda: conn.send(("compiled", None)))
-      snap = None if coverage.rule_hits is None else {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}
-      names_sent = True
-      conn.send(("ok", snap))
+      left = len(msg[1])
+      def done(i: int, o: dict[str, Any]) -> None:
+        nonlocal left, names_sent
+        left -= 1
+        if left == 0 and coverage.rule_hits is not None:   # before the last outcome: the run may end as soon as that arrives
+          conn.send(("coverage", {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}))
+          names_sent = True
+        conn.send(("done", (i, o)))
+      check.run_on_device(device, msg[1], done, restore_fp=False, built=lambda: conn.send(("compiled", None)))
+      conn.send(("ok", None))
     except Exception:
       conn.send(("error", traceback.format_exc()))
 
