@@ -13,25 +13,13 @@ The JIT'd MLP step: `python -m bench.bench_jit --devices PYTHON/AMD AMD`.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
-from collections.abc import Callable
 
 from bench.bench_nv import emulate, launches_per_second
-from bench.bench_tensor import PROGRAMS, _inputs
+from bench.bench_tensor import PROGRAMS
 from bench.bench_tensor import bench as wall_bench
-
-
-def cpu_bench(prog: Callable, shapes: tuple[tuple[int, ...], ...], device: str, reps: int) -> float:
-  """Like bench_tensor.bench, in process CPU time (the mock's thread included): steadier on a machine others load."""
-  prog(*_inputs(device, *shapes)).numpy()
-  times = []
-  for _ in range(reps):
-    ins = _inputs(device, *shapes)
-    st = time.process_time()
-    prog(*ins).numpy()
-    times.append(time.process_time() - st)
-  return min(times)
 
 
 def main() -> None:
@@ -41,7 +29,7 @@ def main() -> None:
   ap.add_argument("--programs", help="semicolon list of bench_tensor programs (their names hold commas; default: all)")
   ap.add_argument("--cpu", action="store_true", help="process CPU time instead of wall time (for a loaded machine)")
   args = ap.parse_args()
-  bench = cpu_bench if args.cpu else wall_bench
+  bench = functools.partial(wall_bench, clock=time.process_time) if args.cpu else wall_bench   # CPU time: steadier on a loaded machine
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
   from rich.table import Table

@@ -15,6 +15,7 @@ import numpy as np
 
 from refgrad.dtype import DType, dtypes
 from refgrad.uop import semantics
+from refgrad.uop.decompositions import decompose_transcendentals
 from refgrad.uop.ops import GroupOp, Ops, UOp
 
 MAX_WORK = 1 << 16     # output elements x reduction steps evaluated whole; above it, output points are sampled
@@ -49,9 +50,7 @@ def eval_ast(ast: UOp, bufs: dict[int, np.ndarray], base: dict[int, np.ndarray] 
   """The buffers (by DEFINE_GLOBAL index, storage form) after the kernel runs on `bufs` (not modified). With `base`
   (the buffers after some program ran) and `rng`: only `samples` random output points are evaluated, and their
   values are written over copies of `base`."""
-  if any(u.op in GroupOp.Transcendental for u in ast.toposort):
-    from refgrad.uop.decompositions import decompose_transcendentals
-    ast = decompose_transcendentals(ast)
+  if any(u.op in GroupOp.Transcendental for u in ast.toposort): ast = decompose_transcendentals(ast)
   outs, _ = _out_ranges(ast)
   src = {i: b.copy() for i, b in bufs.items()}
   if base is None:

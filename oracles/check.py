@@ -34,11 +34,11 @@ from oracles import fpstate
 from oracles.ast_eval import can_eval, eval_ast, small_enough
 from oracles.astjson import ast_from_json
 from oracles.case import Case, Result, opt_from_json
-from oracles.inputs import cross_opt_rules, nan_views, values
+from oracles.inputs import cross_opt_rules, input_caused, nan_views, values
 from oracles.programs import raw_kernel_of, run_program
 from oracles.tensor_oracles import tensor_level
 from refgrad.codegen import to_linear
-from refgrad.device import CompileError, Device
+from refgrad.device import Buffer, CompileError, Device
 from refgrad.dtype import DType, PtrDType, dtypes
 from refgrad.kernel import Kernel
 from refgrad.opt import InvalidOptError, apply_opts
@@ -158,7 +158,6 @@ class CPUBatch:
 
 def run_generic(device: str, p: Prog, data: list[np.ndarray]) -> list[np.ndarray]:
   """Any other device (mock GPUs, third-party backends): through its own Runner."""
-  from refgrad.device import Buffer
   r = Runner(p.name, p.uops, device)
   bufs = [Buffer(device, dt.size, dt.base).copyin(a) for (_, dt), a in zip(r.spec.globals, data)]
   r(*bufs)
@@ -450,13 +449,6 @@ def merge(results: list[Result], progs: list[DeviceProg], outcomes: dict[str, li
       fail.case, fail.target, fail.opt_kinds = p.case, p.case["target"], sorted({o[0] for o in p.case["opts"]})
       results[k] = fail
   return results
-
-
-# undefined behaviour that input values cause (the inputs are regenerated); any other report is a finding
-_VALUE_UB = ("integer division by zero", "signed division overflow", "shift amount out of range", "float->int cast",
-             "bitcast to bool of a byte", "load of an invalid bool")
-
-def input_caused(e: UndefinedBehaviourError) -> bool: return str(e).startswith(_VALUE_UB)
 
 
 class _GroupDone(Exception):

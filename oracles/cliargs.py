@@ -67,6 +67,7 @@ def file_problem(path: Path | None, what: str) -> str | None:
 def device_problem(name: str, what: str = "") -> str | None:
   """None when device `name` can be constructed here, else the one line saying why not (the backend's own first line:
   e.g. the mock GPUs say to set MOCKGPU=1)."""
+  # here, not at the top: `python -m conformance` imports this module before it checks the knobs refgrad reads when imported
   from refgrad.device import Device
   try: Device[name]
   except Exception as e:

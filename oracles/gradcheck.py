@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from oracles.np_interp import NotModelled, Run, V, replay, run_both
+from refgrad import Tensor
 
 RTOL = 1e-5
 ATOL_F = 1e-13
@@ -55,7 +56,6 @@ def _at(run: Run, w: np.ndarray, k: int, j: int, x: float) -> float:
 def grad_differs(recipe: dict[str, Any], seed: int, device: str = "PYTHON") -> str | None:
   """None when refgrad's gradient agrees with central differences at every sampled smooth point, else the first that
   does not."""
-  from refgrad import Tensor
   rec = grad_recipe(recipe)
   if rec is None: return None
   try: run: Run = run_both(rec, seed, device, requires_grad=True)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from refgrad.dtype import DType, dtypes
+from refgrad.runtime.simt import UndefinedBehaviourError
 from refgrad.uop import semantics
 from refgrad.uop.ops import Ops, UOp
 
@@ -182,3 +183,10 @@ def nan_views(ast: UOp) -> dict[int, DType | None]:
     view = v.src[0].dtype if exposed == [v] else None
     out[b] = view if out.get(b, view) == view else None
   return out
+
+
+# undefined behaviour that input values cause (the inputs are regenerated); any other report is a finding
+_VALUE_UB = ("integer division by zero", "signed division overflow", "shift amount out of range", "float->int cast",
+             "bitcast to bool of a byte", "load of an invalid bool")
+
+def input_caused(e: UndefinedBehaviourError) -> bool: return str(e).startswith(_VALUE_UB)

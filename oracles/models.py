@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 
 from oracles.astjson import ast_from_json, ast_to_json
+from refgrad import Tensor, dtypes, nn, schedule
 from refgrad.device import write_atomic
+from refgrad.nn.optim import Adam
 
 MODELS_PATH = Path(__file__).with_name("models.json")
 FORMAT = "refgrad.fuzz.models/1"
 
 
 def _mlp_adam() -> None:
-  from refgrad import Tensor, nn
-  from refgrad.nn.optim import Adam
   l1, l2 = nn.Linear(12, 16), nn.Linear(16, 5)
   opt = Adam([l1.weight, l1.bias, l2.weight, l2.bias], lr=1e-3)
   x, y = Tensor.randn(8, 12), Tensor(np.arange(8, dtype=np.int32) % 5)
@@ -35,7 +35,6 @@ def _mlp_adam() -> None:
   opt.step()
 
 def _convnet() -> None:
-  from refgrad import Tensor, nn
   c1, l1 = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(4 * 4 * 4, 6)
   for p in (c1.weight, l1.weight): p.requires_grad = True
   x = Tensor.randn(2, 3, 8, 8)
@@ -44,33 +43,26 @@ def _convnet() -> None:
   Tensor.realize_all(out, c1.weight.grad, l1.weight.grad)
 
 def _attention() -> None:
-  from refgrad import Tensor
   q, k, v = Tensor.randn(2, 6, 8), Tensor.randn(2, 7, 8), Tensor.randn(2, 7, 8)
   ((q @ k.transpose(1, 2)) / 8 ** 0.5).softmax(-1).matmul(v).realize()
 
 def _layernorm() -> None:
-  from refgrad import Tensor, nn
   nn.LayerNorm(16)(Tensor.randn(6, 16)).realize()
 
 def _embedding() -> None:
-  from refgrad import Tensor, nn
   nn.Embedding(20, 8)(Tensor(np.array([[1, 5, 19], [0, 7, 7]], dtype=np.int32))).realize()
 
 def _pooling() -> None:
-  from refgrad import Tensor
   x = Tensor.randn(1, 3, 9, 9)
   Tensor.realize_all(x.avg_pool2d(), x.max_pool2d(kernel_size=3, stride=2))
 
 def _argmax() -> None:
-  from refgrad import Tensor
   Tensor.randn(7, 13).argmax(1).realize()
 
 def _cumsum() -> None:
-  from refgrad import Tensor
   Tensor.randn(5, 17).cumsum(1).realize()
 
 def _half_matmul() -> None:   # what tensor cores take
-  from refgrad import Tensor, dtypes
   a, b = Tensor.randn(32, 16, dtype=dtypes.float16).realize(), Tensor.randn(16, 16, dtype=dtypes.float16).realize()
   a.matmul(b, dtype=dtypes.float32).realize()
   (a.cast(dtypes.bfloat16).realize() @ b.cast(dtypes.bfloat16).realize().T).realize()
@@ -82,7 +74,6 @@ MODELS: dict[str, Callable[[], None]] = {"mlp_adam": _mlp_adam, "convnet": _conv
 
 def capture() -> list[dict[str, Any]]:
   """Run every model and record each launched kernel: [{"model", "name", "ast"}], one entry per distinct AST."""
-  from refgrad import Tensor, schedule
   seen: dict[Any, tuple[str, str]] = {}
   old = os.environ.get("NOOPT")
   os.environ["NOOPT"] = "1"

@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from oracles.inputs import input_caused, values
+from oracles.programs import MAX_ELEMENTS, STEPS, _const, _dt, big_view_geometry
+from refgrad import Tensor
 from refgrad.dtype import DType, dtypes
+from refgrad.lazy import SPLIT_REDUCE
+from refgrad.runtime.simt import UndefinedBehaviourError
+from refgrad.uop import semantics
 
 TRANSCENDENTAL_ULPS = 4      # stated tolerance of exp/log/sin/sigmoid, in ulps of the result dtype (measured <= 1)
 SIN_RANGE = 1.5 * 2.0 ** 20  # beyond it SIN is specified as +0 (decompositions.SIN_RANGE); not compared there
@@ -402,7 +408,6 @@ def _pad_amounts(a: V, r: list[int]) -> list[tuple[int, int]]:
   return [(r[0] % 3, r[1] % 3) if i == r[2] % a.v.ndim else (0, 0) for i in range(a.v.ndim)]
 
 def _pad_value(a: V, r: list[int], ins: Any, nt: Any) -> V:
-  from oracles.programs import _const
   ax = r[2] % a.v.ndim
   amt = [(1 + r[0] % 2, r[1] % 3) if i == ax else (0, 0) for i in range(a.v.ndim)]
   mode = ("constant", "constant", "reflect", "replicate", "circular")[r[1] % 5]
@@ -419,7 +424,6 @@ class _Dt:
   dtype: DType
 
 def _cconst(a: V, r: int) -> V:
-  from oracles.programs import _const
   return const(a, _const(_Dt(a.dt), r))
 
 def _const_chain(a: V, r: list[int], mul_: bool) -> V:
@@ -438,7 +442,6 @@ def _shrink(a: V, r: list[int]) -> V:
 
 def _big_view(a: V, r: list[int]) -> V:
   """The window of a repeated, padded, flattened view (oracles/programs.py big_view), by index arithmetic in int64."""
-  from oracles.programs import _const, big_view_geometry
   n = a.v.size
   rep, total, lo, hi = big_view_geometry(n, r)
   j = np.arange(lo, hi, dtype=np.int64)
@@ -457,7 +460,6 @@ def _gather(a: V, r: list[int]) -> V:
   return idx_op(a, lambda v: np.take_along_axis(v, idx, ax))
 
 def _long_sum(a: V, r: list[int], nt: Any) -> V:
-  from refgrad.lazy import SPLIT_REDUCE
   n = a.v.size
   rep = -(-SPLIT_REDUCE // n) + r[0] % 3
   flat = idx_op(a, lambda v: np.broadcast_to(v.reshape(1, n), (rep, n)).copy())
@@ -529,8 +531,6 @@ class NotModelled(Exception):
 
 def input_value(dt: DType, n: int, rng: np.random.Generator) -> tuple[np.ndarray, V]:
   """Seeded "simple" input values (oracles/inputs.py) for refgrad (storage form) and for the interpreter."""
-  from oracles.inputs import values
-  from refgrad.uop import semantics
   raw = values(dt, n, "simple", rng)
   v = semantics.to_float64(raw, dt) if _is_float(dt) else raw
   return raw, V(np.asarray(v), np.zeros(n), dt)
@@ -559,9 +559,6 @@ def run_both(recipe: dict[str, Any], seed: int, device: str = "PYTHON", dtype: s
   """Build the recipe on refgrad (lazy, on `device`) and interpret it here, step by step in lockstep: the same inputs,
   and a step refgrad refuses (or that makes an empty or too large tensor) is skipped by both, as `programs.build`.
   `dtype` overrides the recipe's; `requires_grad` marks every float input."""
-  from oracles.programs import MAX_ELEMENTS, STEPS, _dt
-  from refgrad import Tensor
-  from refgrad.uop import semantics
   rng = np.random.default_rng(seed)
   made: list[V] = []
   inputs: list[Any] = []
@@ -638,10 +635,8 @@ def interp_differs(recipe: dict[str, Any], seed: int, device: str = "PYTHON") ->
     t, val = run.tensor, run.value
   except Mismatch as m: return str(m)
   except NotModelled: return None
-  from refgrad.runtime.simt import UndefinedBehaviourError
   try: got = t.numpy()
   except UndefinedBehaviourError as e:
-    from oracles.check import input_caused
     if input_caused(e): return None   # value UB on these inputs (a float->int cast out of range, x // 0): nothing to compare
     return f"refgrad failed: {type(e).__name__}: {str(e)[:300]}"
   except Exception as e: return f"refgrad failed: {type(e).__name__}: {str(e)[:300]}"

@@ -13,14 +13,19 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from oracles.inputs import values
+from refgrad import Tensor, schedule
 from refgrad.dtype import DType, dtypes
-from refgrad.uop import symbolic
+from refgrad.lazy import SPLIT_REDUCE
+from refgrad.uop import semantics, symbolic
+from refgrad.uop.ops import Ops
 
 DTYPES = [d.name for d in dtypes.all]
 SIZES = [1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 32]   # odd and prime sizes included
@@ -59,7 +64,6 @@ def _conv(t: Any, r: list[int], new: Callable) -> Any:
   return x.conv2d(new((1 + r[1] % 3, 1, k, k if x.shape[-1] >= k else 1), x.dtype), padding=r[2] % 2)
 
 def _gather(t: Any, r: list[int], new: Callable) -> Any:
-  from refgrad import Tensor
   ax = _axis(t, r[0])
   idx = Tensor(np.random.default_rng(r[1]).integers(0, t.shape[ax], t.shape).astype(np.int32), device=t.device)
   return t.gather(ax, idx)
@@ -106,7 +110,6 @@ def _pad_value(t: Any, r: list[int], new: Callable) -> Any:
 
 def _long_sum(t: Any, r: list[int], new: Callable) -> Any:
   """A full reduction of at least lazy.SPLIT_REDUCE elements (the two-stage path), the input repeated by an expand."""
-  from refgrad.lazy import SPLIT_REDUCE
   n = t.numel()
   rep = -(-SPLIT_REDUCE // n) + r[0] % 3
   flat = t.reshape(1, n).expand(rep, n)
@@ -148,7 +151,6 @@ def limit_problem(recipe: dict[str, Any]) -> str | None:
   """Oracle "limits", for recipes with a big_view step: refgrad's documented element limit at its edge. Each big_view's
   whole view realized (`total` elements, up to exactly 2^31-1) must schedule, and a realized tensor of 2^31 elements
   (no axis past the limit) must be refused with a ValueError naming 2**31-1. Scheduling allocates nothing."""
-  from refgrad import Tensor, schedule
   for name, *r in recipe["steps"]:
     if name != "big_view": continue
     total = big_view_geometry(1, r)[1]
@@ -233,7 +235,6 @@ class RecipeStream:
 def build(recipe: dict[str, Any], new: Callable | None = None, realize_each: bool = False) -> Any:
   """The recipe's tensor (lazy; nothing is run). Inputs are empty tensors (the fuzzer fills every kernel buffer
   itself) unless `new(shape, dtype)` makes them; `realize_each`: every step's result is its own kernel (fusion off)."""
-  from refgrad import Tensor
   def empty(shape: tuple[int, ...], dt: DType) -> Tensor: return Tensor.empty(*shape, dtype=dt, device="CPU")
   new = new or empty
   t = new(tuple(recipe["shape"]), _dt(recipe["dtype"]))
@@ -247,7 +248,6 @@ def build(recipe: dict[str, Any], new: Callable | None = None, realize_each: boo
 
 @functools.lru_cache(maxsize=256)
 def _kernels(recipe_text: str) -> tuple[tuple[str, Any], ...]:
-  from refgrad import schedule
   t = build(json.loads(recipe_text))
   items, _ = schedule.create_schedule([t.uop], "CPU")
   return tuple((it.name, it.ast) for it in items if it.ast is not None)
@@ -271,7 +271,6 @@ def _raw_kernels(recipe_text: str) -> tuple[Any, ...]:
 def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
   """The recipe's kernel as the scheduler builds it before simplification, when it reads and writes the same buffers
   (number, dtype and size) as `ast`, the simplified kernel the case checks; else None."""
-  from refgrad.uop.ops import Ops
   text = json.dumps(recipe, sort_keys=True)
   try: raws = _raw_kernels(text)
   except Exception: return None   # the unsimplified graph may not schedule (it is only an oracle's input)
@@ -285,11 +284,6 @@ def raw_kernel_of(recipe: dict[str, Any], ast: Any) -> Any | None:
 
 def run_program(recipe: dict[str, Any], seed: int, realize_each: bool, device: str = "PYTHON") -> np.ndarray:
   """The recipe run on `device` with NOOPT=1 on seeded "simple" inputs (oracles/inputs.py): the result's storage bits."""
-  import os
-
-  from oracles.inputs import values
-  from refgrad import Tensor
-  from refgrad.uop import semantics
   rng = np.random.default_rng(seed)
   def new(shape: tuple[int, ...], dt: DType) -> Any:
     n = math.prod(shape)

@@ -283,6 +283,17 @@ class _Abort(Exception):
   pass
 
 
+def _run_row(L: Launch, pair: tuple, taken: dict[str, np.ndarray], j: int, n: int) -> None:
+  """Run one instruction on iteration j's row of its chunk-computed operands `taken` (each k * n long)."""
+  ins, f = pair
+  for s, v in taken.items():
+    L.regs[s] = v[j * n:(j + 1) * n]
+    L.typed.pop(s, None)
+    if L.checked: L.defined[s] = None
+  L.ins, L._d = ins, None
+  f(L)
+
+
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
@@ -328,25 +339,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         continue
       for j in range(k):
         for li, i in enumerate(a.links):
-          ins, f = pairs[i]
-          for s, v in taken[i].items():
-            L.regs[s] = v[j * n:(j + 1) * n]
-            L.typed.pop(s, None)
-            if L.checked: L.defined[s] = None
-          L.ins, L._d = ins, None
-          f(L)
+          _run_row(L, pairs[i], taken[i], j, n)
           if L.checked and L.defined.get(a.dests[li]) is not None: return False
       for d in a.dests: final[d] = L.regs[d]
     for j in range(k if region else 0):   # the carried region, once per iteration in order, on one row of its other operands
       for i in region:
-        ins, f = pairs[i]
-        for s_, v in taken[i].items():
-          L.regs[s_] = v[j * n:(j + 1) * n]
-          L.typed.pop(s_, None)
-          if L.checked: L.defined[s_] = None
-        L.ins, L._d = ins, None
-        f(L)
-        if L.checked and any(L.defined.get(d) is not None for d in _dsts(ins)): return False
+        _run_row(L, pairs[i], taken[i], j, n)
+        if L.checked and any(L.defined.get(d) is not None for d in _dsts(pairs[i][0])): return False
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:

@@ -229,12 +229,16 @@ def _parse_params(s: str, ln: int, text: str) -> list[Var]:
   return out
 
 
+def _guard(stmt: str, ln: int, raw: str) -> tuple[str | None, bool, str]:
+  """A statement's guard `@p` / `@!p` split off: (predicate or None, negated, the rest)."""
+  if not stmt.startswith("@"): return None, False, stmt
+  m = re.match(r"@(!?)(%[\w]+)\s+", stmt)
+  if not m: raise PTXError(ln, raw, "a malformed guard predicate")
+  return m.group(2), m.group(1) == "!", stmt[m.end():]
+
+
 def _instr(stmt: str, ln: int, raw: str) -> Instr:
-  pred, neg = None, False
-  if stmt.startswith("@"):
-    m = re.match(r"@(!?)(%[\w]+)\s+", stmt)
-    if not m: raise PTXError(ln, raw, "a malformed guard predicate")
-    neg, pred, stmt = m.group(1) == "!", m.group(2), stmt[m.end():]
+  pred, neg, stmt = _guard(stmt, ln, raw)
   m = re.match(r"([a-z][\w.:]*)\s*(.*)$", stmt, re.S)
   if not m: raise PTXError(ln, raw, "not an instruction")
   parts = m.group(1).split(".")
@@ -249,11 +253,7 @@ _CALL = re.compile(r"call(?:\.uni)?\s+(?:\(\s*([^()]*?)\s*\)\s*,\s*)?([$\w]+)\s*
 
 def _call(stmt: str, ln: int, raw: str) -> Instr:
   """call{.uni} (results), func, (arguments): args = (func name, results vec, arguments vec), each a .param variable."""
-  pred, neg = None, False
-  if stmt.startswith("@"):
-    m = re.match(r"@(!?)(%[\w]+)\s+", stmt)
-    if not m: raise PTXError(ln, raw, "a malformed guard predicate")
-    neg, pred, stmt = m.group(1) == "!", m.group(2), stmt[m.end():]
+  pred, neg, stmt = _guard(stmt, ln, raw)
   m = _CALL.fullmatch(stmt.strip())
   if not m: raise PTXError(ln, raw, "call form not supported (only direct calls `call (results), func, (params)`; no function pointers or prototypes)")
   def names(x: str | None) -> tuple[Operand, ...]:
