@@ -24,7 +24,7 @@ from refgrad.uop.ops import Ops
 # devices whose native EXP2/LOG2/SIN the native group does not measure, and why (printed as a note; never a pass)
 NATIVE_UNMEASURED = {
   "NV_NVCC": "its native transcendentals are CUDA's math library compiled by nvcc (documented to 2 ULP for sinf, so beyond "
-             "the 1-ULP bound by design), and its double SIN slow path is a .func call the PTX executor does not emulate",
+             "the 1-ULP bound by design)",
 }
 NATIVE_ULP_BOUND = 1.0   # glibc's libm and numpy measure <= 0.65 ULP in float64; one rounding of float64 adds 0.5 + 2^-29 for narrower types
 
