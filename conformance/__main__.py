@@ -104,12 +104,16 @@ def _main(argv: list[str] | None) -> int:
     return 2
   # the mock GPUs are part of the default run: their runtimes need MOCKGPU=1 to load the mock driver (refgrad/runtime/driver.py)
   if any(d.split(":")[0] in MOCK_GPUS for d in devices): os.environ.setdefault("MOCKGPU", "1")
-  from conformance.isolate import Pool
+  from conformance.isolate import REFERENCE, Pool
+  reference = not args.group or any(g in args.group for g in ("corpus", "kernels"))   # their expected bits come from a reference worker
   pool = Pool(devices, max(1, args.jobs // len(devices)), {k: os.environ[k] for k in ("MOCKGPU", "REFGRAD_CACHE") if k in os.environ}, tuple(args.preload),
-              total=args.jobs)
+              total=args.jobs, reference=reference)
   results: list[Result] = []
   try:   # the reports are written however the run ends
     broken = pool.start()
+    if (why := broken.pop(REFERENCE, None)) is not None:
+      print(f"error: the reference worker could not start: {why}", file=sys.stderr)
+      return 2
     for d, why in broken.items():   # a device named on the command line must work; one of the default list is a failure line
       if args.device:
         print(f"error: {why}", file=sys.stderr)
@@ -147,6 +151,7 @@ def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[
   more, unreadable = _oracle_jobs(args, devices)
   jobs += more
   results += unreadable
+  from conformance.isolate import REFERENCE, oracle_results
   def on_result(device: str, job: Any, outcome: str, out: Any) -> None:
     try: judge_one(device, job, outcome, out)
     except Exception as e:   # judging is conformance's own code: a bug there is an error row, not the end of the run
@@ -156,10 +161,18 @@ def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[
     if outcome == "ok" and isinstance(what, Case):
       cols, want = inputs[job[2]]   # by index: a native and a decomposed transcendental case share a name
       results.append(judge(what, device, cols, want, out))
-    elif outcome == "ok": results.extend(r for r in (job[2](device, x) for x in out) if not args.case or r.case in args.case)
+    elif outcome == "ok" and what == "prepare":   # the reference's answer: PYTHON's results are its own, every other device runs its programs
+      for d in devices:
+        if d == "PYTHON": oracle_rows(d, job, oracle_results(out, d, None))
+        else: pool.add((d, "programs", out[1], (label, "programs", job[2], job[3], out, job[5]), job[5]), on_result)
+    elif outcome == "ok": oracle_rows(device, job, oracle_results(job[4], device, out))
     elif isinstance(what, Case): results.append(result_of(what, device, outcome if outcome != "error" else "error", 0, _why(outcome, device, label, out, args)))
-    else: results.extend(_failed_oracle(r, device, outcome, _why(outcome, device, label, out, args)) for r in job[3] if not args.case or r[0] in args.case)
-  n_cases = len(cases) + len({row[0] for j in jobs if j[1] == "oracle" for row in j[3][3]})
+    else:   # a reference job that failed fails the case on every device
+      results.extend(_failed_oracle(r, d, outcome, _why(outcome, device, label, out, args)) for d in (devices if device == REFERENCE else [device])
+                     for r in job[3] if not args.case or r[0] in args.case)
+  def oracle_rows(device: str, job: Any, rs: list[dict[str, Any]]) -> None:
+    results.extend(r for r in (job[2](device, x) for x in rs) if not args.case or r.case in args.case)
+  n_cases = len(cases) + len({row[0] for j in jobs if j[1] == "prepare" for row in j[3][3]})
   if not console.is_terminal: console.print(f"running {n_cases} cases on {', '.join(devices)}")   # a log says what it ran
   with console.status(f"running {n_cases} cases on {', '.join(devices)}..."): pool.run(jobs, on_result)
   for d in devices:
@@ -179,8 +192,10 @@ def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[
 
 
 def _oracle_jobs(args: argparse.Namespace, devices: list[str]) -> tuple[list[tuple[str, str, Any, Any, float]], list[Result]]:
-  """The corpus and kernels groups: one job per case group (cases sharing a kernel, target and inputs share a run);
-  and an error row per device for each corpus file that cannot be read."""
+  """The corpus and kernels groups: one reference job per case group (cases sharing a kernel, target and inputs share a
+  run), whose answer starts a job per device (`_run`); and an error row per device for each corpus file that cannot be read.
+  A job's info: (label, stage, conv(device, oracle result dict) -> Result, rows for a failure, the reference's answer, timeout)."""
+  from conformance.isolate import REFERENCE
   from conformance.suite import Result
   jobs: list[tuple[str, str, Any, Any, float]] = []
   unreadable: list[Result] = []
@@ -194,7 +209,7 @@ def _oracle_jobs(args: argparse.Namespace, devices: list[str]) -> tuple[list[tup
         unreadable += [Result(name, "corpus", "?", "", "", d, "error", 0, fd) for d in devices]
         continue
       conv = lambda d, r, name=name, fd=fd: corpus_result(name, fd, d, r)
-      jobs += [(d, "oracle", [fd.case.to_json()], (name, None, conv, [(name, "corpus", fd.oracle)]), slow) for d in devices]
+      jobs.append((REFERENCE, "prepare", [fd.case.to_json()], (name, "prepare", conv, [(name, "corpus", fd.oracle)], None, slow), slow))
   if not args.group or "kernels" in args.group:
     from conformance.opt_kernels import kernel_case_name, kernel_cases, kernel_result
     groups: dict[str, list[Any]] = {}
@@ -203,7 +218,7 @@ def _oracle_jobs(args: argparse.Namespace, devices: list[str]) -> tuple[list[tup
       conv = lambda d, r, cs=cs: kernel_result(next(c for c in cs if c.index == r["index"]), d, r)
       rows = [(kernel_case_name(c), "kernels", c.opts[-1][0] if c.opts else "NONE") for c in cs]
       if not wanted(*(r[0] for r in rows)): continue
-      jobs += [(d, "oracle", [c.to_json() for c in cs], (rows[0][0], None, conv, rows), slow * len(cs)) for d in devices]
+      jobs.append((REFERENCE, "prepare", [c.to_json() for c in cs], (rows[0][0], "prepare", conv, rows, None, slow * len(cs)), slow * len(cs)))
   return jobs, unreadable
 
 def _failed_oracle(row: tuple[str, str, str], device: str, outcome: str, why: str) -> Result:

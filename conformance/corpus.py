@@ -33,7 +33,8 @@ def corpus_result(name: str, fd: Finding, device: str, r: dict[str, Any]) -> Res
   return Result(name, "corpus", fd.oracle, "", "", device, status, 0, detail)
 
 def corpus_results(devices: list[str], directory: Path | None = None) -> list[Result]:
-  """Every corpus case on every device in this process (no isolation: the CLI runs them in the device's worker)."""
+  """Every corpus case on every device in this process (no isolation: the CLI prepares the reference in a reference worker
+  and runs each device in its own, conformance/isolate.py)."""
   out = []
   for name, fd in corpus_findings(directory):
     for d in devices:

@@ -100,7 +100,8 @@ def kernel_result(c: Any, device: str, r: dict[str, Any]) -> Any:
   return Result(kernel_case_name(c), "kernels", c.opts[-1][0] if c.opts else "NONE", "", c.target, device, status, 0, detail)
 
 def kernels_results(devices: list[str]) -> list[Any]:
-  """One conformance Result per case x device, in this process (the CLI runs each device's in its own worker)."""
+  """One conformance Result per case x device, in this process (the CLI prepares the reference once in a reference worker
+  and runs each device in its own, conformance/isolate.py)."""
   cases = kernel_cases()
   try: res = check_cases(cases, [d for d in devices if d != "PYTHON"])   # PYTHON runs once; every other device after it
   except Exception as e:

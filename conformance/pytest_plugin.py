@@ -5,7 +5,8 @@ installing, add `-p conformance.pytest_plugin`).
 Items are named `refgrad/<device>/<group>/<case>` and marked `refgrad` and `refgrad_<group>` (`-m refgrad_alu`,
 `-k "MUL and float"`); JUnit comes from pytest's own `--junitxml`, parallel runs from pytest-xdist (`-n 4`). As in
 `python -m conformance`, the device runs in a worker process of its own (conformance/isolate.py) and the expected
-values are computed in the pytest process, which never loads the backend: a crash or hang fails its item (after
+values are computed in the pytest process, which never loads the backend (a corpus replay's come from a reference worker
+that builds no device, and are judged here): a crash or hang fails its item (after
 `--refgrad-timeout` seconds) and the next item gets a fresh worker. The plugin does nothing without --refgrad-device.
 
 refgrad and the suite are imported inside the hooks that use them: pytest loads this plugin (a pytest11 entry point)
@@ -107,9 +108,14 @@ class ConformanceItem(pytest.Item):
     from conformance.corpus import corpus_result
     name, fd = self.finding
     if isinstance(fd, str): raise CaseFailed(fd)
-    status, out = r.run(self.device, "oracle", [fd.case.to_json()], timeout * 6)
-    if status != "ok": raise CaseFailed(f"{status}: {self.device} {name}: {out}")
-    res = corpus_result(name, fd, self.device, out[0])
+    from conformance.isolate import REFERENCE, oracle_results
+    status, prep = r.run(REFERENCE, "prepare", [fd.case.to_json()], timeout * 6)   # the expected bits: a worker with no device under test
+    if status != "ok": raise CaseFailed(f"{status}: {REFERENCE} {name}: {prep}")
+    outcomes = None
+    if self.device != "PYTHON":   # PYTHON's results are the reference's own
+      status, outcomes = r.run(self.device, "programs", prep[1], timeout * 6)
+      if status != "ok": raise CaseFailed(f"{status}: {self.device} {name}: {outcomes}")
+    res = corpus_result(name, fd, self.device, oracle_results(prep, self.device, outcomes)[0])
     if res.status != "pass": raise CaseFailed(f"{res.status}: {self.device} {name}: {res.detail}")
 
   def repr_failure(self, excinfo: Any, style: Any = None) -> str:

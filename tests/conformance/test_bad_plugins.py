@@ -70,3 +70,20 @@ def test_module_colon_function_entry_point(tmp_path):
   env = install(tmp_path / "site", {"MYCPU": "refgrad.runtime.ops_cpu:make_device"})
   r = _run(env, "--device", "mycpu", "--group", "bitcast", timeout=120)
   assert r.returncode == 0 and "MYCPU: BITCAST" in r.stdout, r.stdout[-2000:] + r.stderr
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="gcc's -ffast-math FTZ start-up code is checked on x86-64")
+def test_the_corpus_and_kernels_reference_runs_where_no_device_does(plugins, tmp_path):
+  """The corpus and kernels groups' expected bits come from a reference worker: FASTCPU's FTZ library and a --preload
+  that spoils every PYTHON run in the process it is loaded in (device workers only) cannot touch them. The correct CPU
+  and PYTHON show no false failure; FASTCPU's change of the FP state is reported on its corpus cases."""
+  js = tmp_path / "r.json"
+  r = _run(plugins, "--device", "FASTCPU", "--device", "CPU", "--device", "PYTHON", "--group", "corpus", "--preload", "tests.conformance.reference_poison",
+           "--json", str(js))
+  rows, _ = _rows(js)
+  assert r.returncode == 1, r.stdout[-3000:] + r.stderr
+  corpus = [x for x in rows if x["group"] == "corpus"]
+  assert {x["device"] for x in corpus} == {"FASTCPU", "CPU", "PYTHON"} and len(corpus) >= 6
+  assert all(x["status"] == "pass" for x in corpus if x["device"] != "FASTCPU"), [x for x in corpus if x["device"] != "FASTCPU" and x["status"] != "pass"]
+  fast = [x for x in corpus if x["device"] == "FASTCPU" and x["status"] == "fail"]
+  assert fast and all("fp-state on FASTCPU" in x["detail"] or "device on FASTCPU" in x["detail"] for x in fast), fast
+  assert any("FTZ" in x["detail"] for x in fast), fast
