@@ -178,6 +178,8 @@ def _run(args: argparse.Namespace, pool: Any, devices: list[str], results: list[
   for d in devices:
     note = pool.fp_notes.get(d)
     results.append(Result("fp-state", "isolation", "", "", "", d, "fail" if note else "pass", 0, note or ""))
+  if note := pool.fp_notes.get(REFERENCE):   # refgrad's own reference changed the FP state: its corpus and kernels bits are suspect
+    results.append(Result("fp-state", "isolation", "", "", "", REFERENCE, "fail", 0, note))
   for group, what in (("corpus", "saved fuzz cases"), ("kernels", "kernel x Opt cases")):
     if rs := [r for r in results if r.group == group]: console.print(f"{group}: {sum(r.status == 'pass' for r in rs)} of {len(rs)} {what} x devices pass")
   for d in devices: _print_tables(console, [r for r in results if r.device == d], d)

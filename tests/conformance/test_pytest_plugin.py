@@ -2,6 +2,7 @@
 -k / -m selection, JUnit through --junitxml, xdist, and a crashing device that fails only its own item."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -43,3 +44,12 @@ def test_without_the_option_the_plugin_collects_nothing(tmp_path):
   (tmp_path / "run" / "test_x.py").write_text("def test_x(): assert True\n")
   r = _pytest(tmp_path)
   assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+
+def test_corpus_items_on_a_device_under_test(tmp_path):
+  """A corpus replay on CPU: the reference runs in a reference worker, CPU's programs in the CPU's worker, judged here."""
+  env = {**os.environ, **install(tmp_path / "site", {})}   # the C compiler needs PATH
+  xml = tmp_path / "r.xml"
+  r = _pytest(tmp_path, "--refgrad-device", "CPU", "-m", "refgrad_corpus", f"--junitxml={xml}", env=env)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+  names = [c.get("name") for c in ET.parse(xml).getroot().iter("testcase")]
+  assert names and all(n.startswith("corpus/corpus ") for n in names), names
