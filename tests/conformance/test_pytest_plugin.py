@@ -20,7 +20,7 @@ def _pytest(tmp_path, *args, env=None, timeout=300):
                         cwd=run_dir, capture_output=True, text=True, check=False, timeout=timeout, env=env)
 
 def test_items_selection_and_junit(tmp_path):
-  env = install(tmp_path / "site", {})
+  env = {**os.environ, **install(tmp_path / "site", {})}   # the C compiler needs PATH (the corpus's program oracle runs the CPU)
   xml = tmp_path / "r.xml"
   r = _pytest(tmp_path, "--refgrad-device", "PYTHON", "-m", "refgrad_bitcast or refgrad_corpus", "-k", "float or corpus", f"--junitxml={xml}", "-n", "2", env=env)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
