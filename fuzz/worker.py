@@ -45,6 +45,15 @@ def _start(config: dict[str, Any]) -> None:
   for m in config.get("preload", []): importlib.import_module(m)   # plugins (and tests' injected bugs) load in every worker
 
 
+class _Counts:
+  """A worker's coverage counts since the last take; the first take also names every rule and path (the denominators)."""
+  named = False
+  def take(self) -> dict[str, Any]:
+    out = {**coverage.snapshot(), **({} if self.named else {"names": coverage.all_names()})}
+    self.named = True
+    return out
+
+
 def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   _start(config)
   # imported after the environment and the plugins are set up: refgrad reads its knobs at import
@@ -52,14 +61,12 @@ def worker_main(conn: Connection, config: dict[str, Any]) -> None:
   tick = lambda: conn.send(("tick", None))   # progress: the coordinator moves the job's deadline one case timeout on
   ast_eval = config.get("ast_eval", True)
   if config.get("coverage", True): coverage.enable()   # each fuzz job's last result carries its counts (fuzz/coverage.py)
-  names_sent = False
+  counts = _Counts()
   def answer(cases: list[Case], broken: list[Result]) -> None:
-    nonlocal names_sent
     results, progs = prepare(cases, ast_eval, tick)
     res = [*broken, *results]
     if res and coverage.rule_hits is not None:
-      res[-1].coverage = {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}
-      names_sent = True
+      res[-1].coverage = counts.take()
     conn.send(("ok", ([dataclasses.asdict(r) for r in res], [p.wire() for p in progs])))
   while True:
     try: msg = conn.recv()
@@ -96,7 +103,7 @@ def device_main(conn: Connection, device: str, config: dict[str, Any]) -> None:
   if (fp := fpstate.changed(before, fpstate.probe())) is not None: check.fp_changes[device] = f"building the device: {fp}"
   conn.send(("ready", check.device_target(device)))
   if config.get("coverage", True): coverage.enable()   # what this device's compiles covered (C helpers): sent with each batch
-  names_sent = False
+  counts = _Counts()
   while True:
     try: msg = conn.recv()
     except EOFError: return
@@ -104,11 +111,10 @@ def device_main(conn: Connection, device: str, config: dict[str, Any]) -> None:
     try:
       left = len(msg[1])
       def done(i: int, o: dict[str, Any]) -> None:
-        nonlocal left, names_sent
+        nonlocal left
         left -= 1
         if left == 0 and coverage.rule_hits is not None:   # before the last outcome: the run may end as soon as that arrives
-          conn.send(("coverage", {**coverage.snapshot(), **({} if names_sent else {"names": coverage.all_names()})}))
-          names_sent = True
+          conn.send(("coverage", counts.take()))
         conn.send(("done", (i, o)))
       check.run_on_device(device, msg[1], done, restore_fp=False, built=lambda: conn.send(("compiled", None)))
       conn.send(("ok", None))
