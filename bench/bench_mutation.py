@@ -2,7 +2,7 @@
 short `python -m fuzz --level runtime`, over the kernel-path and runtime modules.
 
     pip install -e .[mutation]     # cosmic-ray, pinned; never part of CI
-    python -m bench.bench_mutation [--per-module N] [--modules a.py,b.py] [--fuzz-seconds S] [--seed N] [--json F]
+    python -m bench.bench_mutation [--per-module N] [--modules a.py,b.py] [--fuzz-seconds S] [--seed N] [--json F] [--tree DIR]
 
 The mutants come from cosmic-ray (https://cosmic-ray.readthedocs.io), a maintained mutation-testing library, chosen
 over mutmut because its operators and `mutate_code(source, operator, occurrence)` are a plain library API over any
@@ -12,7 +12,7 @@ cosmic-ray's argument-free core operators (binary, comparison and unary operator
 break/continue, number replacement, `not` added, exceptions, decorators removed, loops made zero-iteration) is listed
 per module, sites in type annotations and `def` lines left out (never evaluated: always equivalent); `--per-module` of
 them are drawn with a seeded generator. Each mutant is written into ONE temporary copy of the tree (restored after),
-and the three checks run on it in parallel with a fresh compile cache (a cached binary built from the unmutated
+and the three checks (two where `--tree` names an older checkout whose fuzzer has no runtime level) run on it in parallel with a fresh compile cache (a cached binary built from the unmutated
 renderer must not hide the mutant); a non-zero exit or a timeout of any kills it. Survivors are printed with their
 place and diff for triage: some are equivalent (dead code, a bound never reached, speed only), which the tool cannot
 decide; the README gives the triage. Slow (a minute or more per mutant): `-m slow` at most, never the default CI run.
@@ -58,9 +58,9 @@ class Mutant:
   occurrence: int    # the site's index among that operator's sites in the module
 
 
-def sites(path: str) -> list[Mutant]:
+def sites(path: str, root: Path = ROOT) -> list[Mutant]:
   """Every mutation site of the argument-free core operators in a module, annotation and def lines left out."""
-  source = (ROOT / path).read_text()
+  source = (root / path).read_text()
   lines, tree = source.splitlines(), get_ast(source)
   nodes = list(ast_nodes(tree))
   out = []
@@ -75,10 +75,10 @@ def sites(path: str) -> list[Mutant]:
         k += 1
   return out
 
-def mutants(path: str, n: int, rng: np.random.Generator) -> list[Mutant]:
+def mutants(path: str, n: int, rng: np.random.Generator, root: Path = ROOT) -> list[Mutant]:
   """n sites drawn without replacement: first a (line, col) place, then one operator there (so a place with many
   operator variants is not drawn more often than one with a single variant)."""
-  every = sites(path)
+  every = sites(path, root)
   places = sorted({(m.line, m.col) for m in every})
   pick = [places[int(j)] for j in rng.choice(len(places), size=min(n, len(places)), replace=False)] if places else []
   out = []
@@ -87,23 +87,27 @@ def mutants(path: str, n: int, rng: np.random.Generator) -> list[Mutant]:
     out.append(here[int(rng.integers(len(here)))])
   return out
 
-def mutated_source(m: Mutant) -> str:
-  code = mutate_code((ROOT / m.path).read_text(), get_operator(m.operator)(), m.occurrence)
+def mutated_source(m: Mutant, root: Path = ROOT) -> str:
+  code = mutate_code((root / m.path).read_text(), get_operator(m.operator)(), m.occurrence)
   if code is None: raise RuntimeError(f"{m.path}:{m.line}: cosmic-ray applied no {m.operator} at occurrence {m.occurrence}")
   return code
 
-def change(m: Mutant, mutated: str) -> str:
+def change(m: Mutant, mutated: str, root: Path = ROOT) -> str:
   """The mutant's one-line diff (the changed line, before -> after)."""
-  a, b = (ROOT / m.path).read_text().splitlines(), mutated.splitlines()
+  a, b = (root / m.path).read_text().splitlines(), mutated.splitlines()
   d = [x for x in difflib.unified_diff(a, b, lineterm="", n=0) if x[:1] in "+-" and not x.startswith(("+++", "---"))]
   return " | ".join(x.strip() for x in d)[:200]
 
 
+def has_runtime_level(tree: Path) -> bool:
+  """Whether the tree's fuzzer has `--level runtime` (an older checkout, measured with --tree, may not)."""
+  return "--level" in (tree / "fuzz" / "__main__.py").read_text()
+
 def _checks(tree: Path, fuzz_seconds: float, seed: int) -> list[list[str]]:
   py = sys.executable
-  return [[py, "-m", "conformance"],
-          [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--corpus", str(tree / ".mut-corpus")],
-          [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--corpus", str(tree / ".mut-corpus-rt")]]
+  kernel = [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--corpus", str(tree / ".mut-corpus")]
+  runtime = [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--corpus", str(tree / ".mut-corpus-rt")]
+  return [[py, "-m", "conformance"], kernel] + ([runtime] if has_runtime_level(tree) else [])
 
 def _kill_group(p: subprocess.Popen) -> None:
   """Kill a check and every process it started (each check runs in a session of its own)."""
@@ -150,26 +154,33 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a mutant still undecided counts as a timeout (neither killed nor survived)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the mutant draw (default 0)")
   ap.add_argument("--json", type=Path, help="write the results here")
+  ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout to mutate and check, e.g. an older commit's worktree for a before/after "
+                  "comparison (default: this one; its own conformance and fuzz are the oracles)")
   args = ap.parse_args(argv)
   if get_operator is None:
     print("bench_mutation: cosmic-ray is not installed: pip install -e .[mutation] (cosmic-ray==8.7.0)", file=sys.stderr)
     return 2
+  src = args.tree.resolve()
   mods = args.modules.split(",") if args.modules else KERNEL_PATH + RUNTIME
+  if missing := [m for m in mods if not (src / m).is_file()]:
+    print(f"bench_mutation: not in {src}: {', '.join(missing)}", file=sys.stderr)
+    return 2
   rng = np.random.default_rng(args.seed)
   tmp = Path(tempfile.mkdtemp(prefix="mut-tree-"))
   tree = tmp / "refgrad-tree"
-  shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", ".mut-*"))
+  shutil.copytree(src, tree, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", ".mut-*"))
   rows = []
+  print(f"mutating {src}; checks: " + ", ".join(" ".join(c[1:4]) for c in _checks(src, args.fuzz_seconds, args.seed)), flush=True)
   try:
     for mod in mods:
       orig = (tree / mod).read_text()
-      for m in mutants(mod, args.per_module, rng):
-        src = mutated_source(m)
-        (tree / mod).write_text(src)
+      for m in mutants(mod, args.per_module, rng, src):
+        code = mutated_source(m, src)
+        (tree / mod).write_text(code)
         t0 = time.monotonic()
         try: status, why = run_checks(tree, args.fuzz_seconds, args.seed, args.timeout)
         finally: (tree / mod).write_text(orig)
-        rows.append({"module": mod, "line": m.line, "col": m.col, "operator": m.operator, "occurrence": m.occurrence, "change": change(m, src),
+        rows.append({"module": mod, "line": m.line, "col": m.col, "operator": m.operator, "occurrence": m.occurrence, "change": change(m, code, src),
                      "status": status, "killed": status == "killed", "by": why, "seconds": round(time.monotonic() - t0, 1)})
         print(f"{status.upper():<8} {mod}:{m.line}:{m.col} {m.operator} {why} ({rows[-1]['seconds']} s)\n    {rows[-1]['change']}", flush=True)
   finally: shutil.rmtree(tmp, ignore_errors=True)

@@ -25,6 +25,15 @@ def test_without_cosmic_ray_the_bench_says_how_to_install_it(monkeypatch, capsys
   monkeypatch.setattr(bm, "get_operator", None)
   assert bm.main(["--per-module", "1"]) == 2 and "pip install -e .[mutation]" in capsys.readouterr().err
 
+@needs_cosmic_ray
+def test_tree_names_the_modules_it_lacks_and_an_old_fuzzer_gets_no_runtime_check(tmp_path, capsys):
+  (tmp_path / "fuzz").mkdir()
+  (tmp_path / "fuzz" / "__main__.py").write_text("ap.add_argument('--seconds')\n")
+  assert bm.main(["--tree", str(tmp_path), "--modules", "refgrad/schedule.py"]) == 2
+  assert "refgrad/schedule.py" in capsys.readouterr().err
+  assert not bm.has_runtime_level(tmp_path) and len(bm._checks(tmp_path, 1, 0)) == 2
+  assert bm.has_runtime_level(bm.ROOT) and len(bm._checks(bm.ROOT, 1, 0)) == 3
+
 @pytest.mark.slow
 @needs_cosmic_ray
 def test_one_mutant_runs_conformance_and_fuzz_in_parallel(tmp_path):
