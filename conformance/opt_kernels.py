@@ -38,14 +38,14 @@ RECIPES = [
 # before symbolic simplification), unoptimized on the CPU target, input seed given: odd seeds run the gradient oracle
 # (tensor_oracles.GRAD_EVERY), multiples of check.PROGRAM_EVERY the fused-vs-unfused one. (recipe, seed)
 PROGRAMS = [
-  # symbolic's divmod join and split rules on C division (one step each: two in a row can undo each other's error):
-  # unequal constants, both signs, c1*n past the dtype's max (oracles/programs.py divmod_constants)
-  ({"dtype": "short", "shape": [7, 5], "steps": [["divmod_join", 4157, 1, 0]], "kernel": 0}, 3),
-  ({"dtype": "int", "shape": [6, 5], "steps": [["divmod_join", 312, 5, 0]], "kernel": 0}, 5),
-  ({"dtype": "uchar", "shape": [5, 6], "steps": [["divmod_join", 5, 1, 0]], "kernel": 0}, 7),
-  ({"dtype": "uint", "shape": [6, 5], "steps": [["divmod_join", 312, 4, 0]], "kernel": 0}, 9),
-  ({"dtype": "long", "shape": [5, 7], "steps": [["divmod_join", 4157, 2, 0]], "kernel": 0}, 11),
-  ({"dtype": "char", "shape": [5, 7], "steps": [["divmod_join", 4149, 3, 0]], "kernel": 0}, 13),
+  # symbolic's divmod join and split rules on C division (oracles/programs.py divmod_join): unequal constants, values of
+  # both signs, c1*n past the dtype's max, and equal constants (where the rules do fire)
+  ({"dtype": "short", "shape": [7, 5], "steps": [["divmod_join", 4157, 0, 0]], "kernel": 0}, 3),
+  ({"dtype": "int", "shape": [6, 5], "steps": [["divmod_join", 312, 1, 0]], "kernel": 0}, 5),
+  ({"dtype": "uint", "shape": [6, 5], "steps": [["divmod_join", 312, 1, 0]], "kernel": 0}, 7),
+  ({"dtype": "long", "shape": [5, 7], "steps": [["divmod_join", 4157, 1, 0]], "kernel": 0}, 9),
+  ({"dtype": "char", "shape": [5, 7], "steps": [["divmod_join", 4149, 1, 0]], "kernel": 0}, 11),
+  ({"dtype": "uchar", "shape": [5, 6], "steps": [["divmod_join", 5, 0, 0]], "kernel": 0}, 13),
   # gradients (float64 central differences): every differentiable step of the fuzzer at least once
   ({"dtype": "float", "shape": [4, 6], "steps": [["mul", 0, 0, 1], ["add_const", 0, 0, 0], ["exp", 0, 0, 0], ["sum", 0, 1, 0], ["log", 0, 0, 0],
                                                  ["neg", 0, 0, 0], ["sigmoid", 0, 0, 0]], "kernel": 0}, 1),

@@ -440,11 +440,11 @@ def _cdivmod(a: V, c: int) -> tuple[V, V]:
   return a.like(q.astype(a.v.dtype), a.e), a.like(rem.astype(a.v.dtype), a.e)
 
 def _divmod_join(a: V, r: list[int]) -> V:
-  v, c1, n, c2, c3 = divmod_constants(a.dt, r)
-  if v == 0: return add(mul(_cdivmod(a, c1)[0], const(a, c2)), _cdivmod(a, c3)[1])
-  if v == 1: return add(mul(_cdivmod(_cdivmod(a, c1)[0], n)[1], const(a, c2)), _cdivmod(a, c3)[1])
+  c1, n, c2, c3 = divmod_constants(a.dt, r)
   s = add(mul(a, const(a, c2)), _cdivmod(a, c3)[1])
-  return _cdivmod(s, c1)[0 if v == 2 else 1]
+  parts = [add(mul(_cdivmod(a, c1)[0], const(a, c2)), _cdivmod(a, c3)[1]), add(mul(_cdivmod(_cdivmod(a, c1)[0], n)[1], const(a, c2)), _cdivmod(a, c3)[1]),
+           *_cdivmod(s, c1)]
+  return a.like(np.bitwise_xor.reduce([p.v for p in parts]), a.e)
 
 def _shrink(a: V, r: list[int]) -> V:
   ax = r[2] % a.v.ndim
