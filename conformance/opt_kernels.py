@@ -47,7 +47,7 @@ PROGRAMS = [
   ({"dtype": "char", "shape": [5, 7], "steps": [["divmod_join", 4149, 1, 0]], "kernel": 0}, 11),
   ({"dtype": "uchar", "shape": [5, 6], "steps": [["divmod_join", 5, 0, 0]], "kernel": 0}, 13),
   # gradients (float64 central differences): every differentiable step of the fuzzer at least once
-  ({"dtype": "float", "shape": [4, 6], "steps": [["mul", 0, 0, 1], ["add_const", 0, 0, 0], ["exp", 0, 0, 0], ["sum", 0, 1, 0], ["log", 0, 0, 0],
+  ({"dtype": "float", "shape": [4, 6], "steps": [["mul", 0, 0, 1], ["add", 0, 0, 1], ["add_const", 0, 0, 0], ["exp", 0, 0, 0], ["sum", 0, 1, 0], ["log", 0, 0, 0],
                                                  ["neg", 0, 0, 0], ["sigmoid", 0, 0, 0]], "kernel": 0}, 1),
   ({"dtype": "float", "shape": [3, 5], "steps": [["abs", 0, 0, 0], ["add_const", 3, 0, 0], ["sqrt", 0, 0, 0], ["recip", 0, 0, 0], ["sin", 0, 0, 0],
                                                  ["square", 0, 0, 0], ["mean", 1, 0, 0]], "kernel": 0}, 3),

@@ -17,8 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from conformance.opt_kernels import PROGRAMS
 from fuzz.run import Fuzzer, Options
+from oracles.gradcheck import DIFFERENTIABLE
 from oracles.models import load_models
+from oracles.programs import _is_float
+from oracles.tensor_oracles import GRAD_EVERY, GRAD_PHASE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,3 +66,9 @@ def test_divmod_rule_bug_found_by_the_fuzzer_within_a_bounded_number_of_cases(tm
   f.run()
   found = [x for x in f.stats.findings if x["oracle"] in ("ast-eval", "numpy")]
   assert found and found[0]["shrunk"], f.stats.findings
+
+
+
+def test_conformance_gradient_programs_cover_every_differentiable_step():
+  graded = {s[0] for rec, seed in PROGRAMS if seed % GRAD_EVERY == GRAD_PHASE and _is_float(rec["dtype"]) for s in rec["steps"]}
+  assert DIFFERENTIABLE <= graded, DIFFERENTIABLE - graded
