@@ -2,7 +2,8 @@
 each device against PYTHON bit for bit, optimized against unoptimized, red zones, checked mode, the AST evaluator).
 
 Kernels: the captured model kernels (oracles/models.json) and a few programs built for a path (a two-stage reduction, a
-launch wider than the PYTHON executor's lane batch, a non-zero pad, boundary-dense constants). Every Opt kind x
+launch wider than the PYTHON executor's lane batch, a non-zero pad, boundary-dense constants), and a few whole programs
+(`PROGRAMS`) checked with the tensor-level oracles too: gradients, fusion through pads, symbolic's divmod rules. Every Opt kind x
 target x dtype class (half, float, int, bool) that some kernel accepts appears at least once, with the Opt alone
 and again after an UPCAST (so PADTO + UPCAST makes gated vector memory, GROUP reduces with barriers, TC uses
 tensor cores). Deterministic: the same cases every run."""
@@ -32,6 +33,33 @@ RECIPES = [
   {"dtype": "uint", "shape": [12, 17], "steps": [["add_const", 5, 1, 0], ["lt_const", 6, 0, 0]], "kernel": 0},
   {"dtype": "bfloat16", "shape": [8, 12], "steps": [["pad_value", 3, 0, 1], ["sum", 1, 0, 0]], "kernel": 0},
   {"dtype": "bool", "shape": [16, 8], "steps": [["pad_value", 1, 0, 0], ["maximum", 1, 1, 1]], "kernel": 0},
+]
+# whole programs checked with their recipe (oracles/tensor_oracles.py and the AST evaluator on the kernel as scheduled,
+# before symbolic simplification), unoptimized on the CPU target, input seed given: odd seeds run the gradient oracle
+# (tensor_oracles.GRAD_EVERY), multiples of check.PROGRAM_EVERY the fused-vs-unfused one. (recipe, seed)
+PROGRAMS = [
+  # symbolic's divmod join and split rules on C division (oracles/programs.py divmod_join): unequal constants, values of
+  # both signs, c1*n past the dtype's max, and equal constants (where the rules do fire)
+  ({"dtype": "short", "shape": [7, 5], "steps": [["divmod_join", 4157, 0, 0]], "kernel": 0}, 3),
+  ({"dtype": "int", "shape": [6, 5], "steps": [["divmod_join", 312, 1, 0]], "kernel": 0}, 5),
+  ({"dtype": "uint", "shape": [6, 5], "steps": [["divmod_join", 312, 1, 0]], "kernel": 0}, 7),
+  ({"dtype": "long", "shape": [5, 7], "steps": [["divmod_join", 4157, 1, 0]], "kernel": 0}, 9),
+  ({"dtype": "char", "shape": [5, 7], "steps": [["divmod_join", 4149, 1, 0]], "kernel": 0}, 11),
+  ({"dtype": "uchar", "shape": [5, 6], "steps": [["divmod_join", 5, 0, 0]], "kernel": 0}, 13),
+  # gradients (float64 central differences): every differentiable step of the fuzzer at least once
+  ({"dtype": "float", "shape": [4, 6], "steps": [["mul", 0, 0, 1], ["add", 0, 0, 1], ["add_const", 0, 0, 0], ["exp", 0, 0, 0], ["sum", 0, 1, 0], ["log", 0, 0, 0],
+                                                 ["neg", 0, 0, 0], ["sigmoid", 0, 0, 0]], "kernel": 0}, 1),
+  ({"dtype": "float", "shape": [3, 5], "steps": [["abs", 0, 0, 0], ["add_const", 3, 0, 0], ["sqrt", 0, 0, 0], ["recip", 0, 0, 0], ["sin", 0, 0, 0],
+                                                 ["square", 0, 0, 0], ["mean", 1, 0, 0]], "kernel": 0}, 3),
+  ({"dtype": "float", "shape": [4, 3], "steps": [["matmul", 3, 0, 0], ["maximum", 0, 0, 1], ["minimum", 0, 0, 1], ["where", 0, 0, 1], ["sub", 0, 0, 1],
+                                                 ["div", 0, 0, 0], ["relu", 0, 0, 0]], "kernel": 0}, 5),
+  ({"dtype": "float", "shape": [2, 3, 4], "steps": [["permute", 1, 0, 0], ["reshape", 1, 0, 0], ["pad", 1, 2, 1], ["shrink", 1, 1, 0], ["flip", 1, 0, 0],
+                                                    ["expand", 1, 0, 0], ["contiguous", 0, 0, 0], ["cumsum", 2, 0, 0], ["prod", 1, 0, 0]], "kernel": 0}, 7),
+  ({"dtype": "float", "shape": [5, 6], "steps": [["conv2d", 1, 1, 1], ["gather", 2, 5, 0], ["pad_value", 0, 0, 1], ["mul_const", 2, 1, 0], ["max", 2, 0, 0],
+                                                 ["min", 0, 0, 0]], "kernel": 0}, 9),
+  # fusion through a pad: x // y under a pad must stay its own kernel (fused, the padded lanes divide by the gate's 0)
+  ({"dtype": "int", "shape": [5, 4], "steps": [["idiv", 0, 0, 1], ["pad", 1, 2, 1]], "kernel": 0}, 8),
+  ({"dtype": "uchar", "shape": [6, 3], "steps": [["mod_const", 3, 0, 0], ["idiv", 0, 0, 1], ["pad_value", 1, 2, 0]], "kernel": 0}, 16),
 ]
 BIG = (1 << 22) + 4096 * 3    # elements of the big launch: past refgrad/runtime/simt.py MAX_LANES, so PYTHON runs two batches
 AXES, ARGS = range(4), (2, 4, 3, 8, 16, 32, 0)
@@ -86,6 +114,9 @@ def kernel_cases() -> list[Any]:
       up = next((u for a in AXES for x in (4, 2) if valid(k0, [u := Opt(OptOps.UPCAST, a, x), opt])), None)
       if up is not None: add(name, ast, target, [up, opt])
   add("big_launch", _big_launch(), "CPU", [])
+  for i, (rec, seed) in enumerate(PROGRAMS):
+    name, ast = kernels_of(rec)[rec["kernel"]]
+    cases.append(Case(len(cases), f"program{i}/{name}", ast_to_json(ast), "CPU", [], {"seed": seed, "mode": "random"}, "program", rec))
   return cases
 
 def kernel_case_name(c: Any) -> str:

@@ -478,7 +478,10 @@ def _start_group(c: Case, results: dict[int, Result], ast_eval: bool) -> _Group:
         _put(results, Result(c.index, "fail", "checked", "PYTHON", f"unoptimized kernel: {_first_line(e)}"), _unopt_case_of(c))
         raise _GroupDone from None
       if attempt == 1 or inputs["mode"] == "simple":
-        results[c.index] = Result(c.index, "ub", detail=_first_line(e), target=c.target)
+        # undefined on "simple" inputs too: the program's own, or one that fusion added (the program oracle tells which)
+        if c.recipe is not None and (bad := _program_differs(c.recipe, inputs["seed"])) is not None:
+          _put(results, Result(c.index, "fail", "program", "PYTHON", bad), _unopt_case_of(c))
+        else: results[c.index] = Result(c.index, "ub", detail=_first_line(e), target=c.target)
         raise _GroupDone from None
       inputs = {"seed": inputs["seed"], "mode": "simple"}
       regenerated.add(c.group_key())
@@ -526,16 +529,23 @@ _programs_passed: set[str] = set()
 def _program_differs(recipe: dict[str, Any], seed: int) -> str | None:
   """Oracle "program": the recipe's whole tensor program, fused as the scheduler likes on PYTHON, and with every step
   realized in its own kernel (fusion off) on the CPU, whose C loops expose a buffer reused while still read; NOOPT=1
-  and the same inputs: the same bits (NaNs equal). None when they agree or either run meets undefined behaviour
-  (PYTHON checked mode; the CPU run is not checked, so a UB program whose PYTHON run passed may differ: none is drawn
-  from "simple" inputs); else what differs."""
+  and the same inputs: the same bits (NaNs equal). None when they agree or the program itself meets undefined
+  behaviour (PYTHON checked mode; the CPU run is not checked, so a UB program whose PYTHON run passed may differ: none is
+  drawn from "simple" inputs); else what differs. Fusion must not add undefined behaviour: when the fused run meets it
+  and the unfused one, checked on PYTHON too, does not, that is a finding (an op that can be undefined, x // y say,
+  fused under a pad computes on the pad's alternative values: y = 0)."""
   key = json.dumps([{**recipe, "kernel": 0}, seed], sort_keys=True)
   if key in _programs_passed: return None
   outs: list[Any] = []
   with timed("program oracle"):
     for split in (False, True):
       try: outs.append(run_program(recipe, seed, split, "CPU" if split else "PYTHON"))
-      except UndefinedBehaviourError: return None
+      except UndefinedBehaviourError as e:
+        if split: return None
+        try: run_program(recipe, seed, True, "PYTHON")
+        except UndefinedBehaviourError: return None   # the program's own undefined behaviour
+        except Exception: return None                 # the unfused program fails: compared elsewhere
+        return f"the fused program meets undefined behaviour that the unfused one (every step realized, checked too) does not: {_first_line(e)}"
       except Exception as e: outs.append(e)
   a, b = outs
   if isinstance(a, Exception) or isinstance(b, Exception):

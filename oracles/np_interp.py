@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from oracles.inputs import input_caused, values
-from oracles.programs import MAX_ELEMENTS, STEPS, _const, _dt, big_view_geometry
+from oracles.programs import MAX_ELEMENTS, STEPS, _const, _dt, big_view_geometry, divmod_constants
 from refgrad import Tensor
 from refgrad.dtype import DType, dtypes
 from refgrad.lazy import SPLIT_REDUCE
@@ -432,6 +432,20 @@ def _const_chain(a: V, r: list[int], mul_: bool) -> V:
   elif r[1] % 3 == 2 and mul_ and not _is_float(a.dt): out = _int_divmod(out, const(out, 1 + (r[0] >> 4) % 8))[0]
   return out
 
+def _cdivmod(a: V, c: int) -> tuple[V, V]:
+  """C's integer division by a positive constant: the quotient rounded toward zero, the remainder with a's sign."""
+  with np.errstate(all="ignore"):
+    rem = np.fmod(a.v, a.v.dtype.type(c))
+    q = (a.v - rem) // a.v.dtype.type(c)   # a - rem is a multiple of c (no wrap: rem has a's sign and |rem| < |a|)
+  return a.like(q.astype(a.v.dtype), a.e), a.like(rem.astype(a.v.dtype), a.e)
+
+def _divmod_join(a: V, r: list[int]) -> V:
+  c1, n, c2, c3 = divmod_constants(a.dt, r)
+  s = add(mul(a, const(a, c2)), _cdivmod(a, c3)[1])
+  parts = [add(mul(_cdivmod(a, c1)[0], const(a, c2)), _cdivmod(a, c3)[1]), add(mul(_cdivmod(_cdivmod(a, c1)[0], n)[1], const(a, c2)), _cdivmod(a, c3)[1]),
+           *_cdivmod(s, c1)]
+  return a.like(np.bitwise_xor.reduce([p.v for p in parts]), a.e)
+
 def _shrink(a: V, r: list[int]) -> V:
   ax = r[2] % a.v.ndim
   n = a.v.shape[ax]
@@ -518,6 +532,7 @@ NP_STEPS: dict[str, Callable[[V, list[int], Any, Any], V]] = {
   "contiguous": lambda a, r, ins, nt: a,
   "add_const": lambda a, r, ins, nt: _const_chain(a, r, False), "mul_const": lambda a, r, ins, nt: _const_chain(a, r, True),
   "wrap_cmp": lambda a, r, ins, nt: _wrap_cmp(a, r), "big_view": lambda a, r, ins, nt: _big_view(a, r),
+  "divmod_join": lambda a, r, ins, nt: _divmod_join(a, r),
   "lt_const": lambda a, r, ins, nt: lt(a, _cconst(a, r[0])), "pad_value": _pad_value, "long_sum": lambda a, r, ins, nt: _long_sum(a, r, nt),
 }
 

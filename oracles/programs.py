@@ -122,6 +122,24 @@ def _wrap_cmp(t: Any, r: list[int], new: Callable) -> Any:
   m, c = hi >> 1, hi - r[0] % 3
   return ((t & m) + c) < c
 
+def divmod_constants(d: DType, r: list[int]) -> tuple[int, int, int, int]:
+  """(c1, n, c2, c3) of the divmod_join step on dtype d: all positive. The constants are equal for one draw in 2 (the
+  case the join rules are for), else drawn apart; for one draw in 4, c1*n passes d's max (the overflow the rules'
+  guard excludes)."""
+  c1 = 2 + r[0] % 7
+  c2, c3 = (c1, c1) if (r[0] >> 3) % 2 == 0 else (1 + (r[0] >> 4) % 9, 2 + (r[0] >> 8) % 7)
+  n = 2 + (r[0] >> 12) % 5 if r[1] % 4 else dtypes.max(d) // c1 + 1
+  return c1, n, c2, c3
+
+def _divmod_join(t: Any, r: list[int], new: Callable) -> Any:
+  """Integer index-style arithmetic with C division (idiv, fmod), the shapes symbolic's join and split rules rewrite:
+  (t/c1)*c2 + t%c3, ((t/c1)%n)*c2 + t%c3, (t*c2 + t%c3) / c1 and % c1, on equal and unequal constants and values of
+  both signs, joined by xor (a change in any one shows in the result). A rule applied where its guard fails (unequal
+  constants, overflow) gives other bits than the AST evaluator and the numpy interpreter."""
+  c1, n, c2, c3 = divmod_constants(t.dtype, r)
+  s = t * c2 + t.fmod(c3)
+  return (t.idiv(c1) * c2 + t.fmod(c3)) ^ (t.idiv(c1).fmod(n) * c2 + t.fmod(c3)) ^ s.idiv(c1) ^ s.fmod(c1)
+
 INDEX_LIMIT = 2**31 - 1   # refgrad indexes with int32: every axis, merged run and buffer stays within this many elements
 
 def big_view_geometry(n: int, r: list[int]) -> tuple[int, int, int, int]:
@@ -192,7 +210,7 @@ STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "contiguous": (_F + _I + _B, lambda t, r, n: t.contiguous()),
   "add_const": (_F + _I, lambda t, r, n: _const_chain(t, r, False)), "mul_const": (_F + _I, lambda t, r, n: _const_chain(t, r, True)),
   "lt_const": (_F + _I, lambda t, r, n: t < _const(t, r[0])), "pad_value": (_F + _I + _B, _pad_value), "long_sum": (_F + _I, _long_sum),
-  "wrap_cmp": (_I, _wrap_cmp), "big_view": (_F + _I + _B, _big_view),
+  "wrap_cmp": (_I, _wrap_cmp), "big_view": (_F + _I + _B, _big_view), "divmod_join": (_I, _divmod_join),
 }
 
 RARE = {"long_sum": 0.05}   # steps whose kernels are slow to check (a 16k-step reduction on PYTHON): drawn this much less often

@@ -18,6 +18,11 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
                 writes its source, a copy-in while a kernel still reads the buffer)
   jit_stale     a TinyJit HCQ replay patches only the first kernel argument (the output): the launches go on reading the
                 capture's input buffers
+  symbolic_join the divmod join rule ((x/c1)%n)*c2 + x%c3 -> x%(c1*n) applied without checking that the constants are
+                equal and c1*n fits the dtype (the guard of symbolic._join_divmod_mod left out)
+  gradient_drop backward() loses every gradient: each requested gradient is zeros (materialized) or missing
+  fuse_pad_ub   the scheduler fuses an op that can be undefined (x // y) under a pad: the padded lanes divide by the
+                gate's alternative 0 (schedule._walk's `padded and can_be_undefined(u)` cut dropped)
   segv          a test-only device SEGV: the CPU, but the optimized program of case i segfaults when i % 16 is 3, 4 or 5
   unconstructible  a test-only device BROKEN whose construction raises
   hang          a test-only device HANG: the CPU, but the optimized program of case i never returns when i % 16 is 11, 12 or 13
@@ -141,6 +146,23 @@ def _gradient() -> None:
   rule = (UPat(Ops.MUL, name="ret"), lambda ctx, ret: (gradient._mul(ret.src[0], ctx), gradient._mul(ret.src[1], ctx)))   # the bug: swapped
   gradient.pm_gradient.__init__([rule, *gradient.pm_gradient.rules])
 
+def _symbolic_join() -> None:
+  from refgrad.uop import symbolic as sym
+  from refgrad.uop.ops import Ops, UPat
+  def broken(x: Any, c1: Any, n: Any, c2: Any, c3: Any) -> Any:   # the bug: c2, c3 and the overflow of c1*n not checked
+    return x % x.const_like(c1.arg * n.arg) if sym._is_int(x) and c1.arg > 0 and n.arg > 0 else None
+  rule = (UPat(Ops.ADD, src=[UPat(Ops.MUL, src=[UPat(Ops.MOD, src=(UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("n"))), UPat.cvar("c2")]),
+                             UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c3")))]), broken)
+  sym.symbolic.__init__([rule, *sym.symbolic.rules])   # in place: the scheduler's simplify and lowering share this matcher
+
+def _gradient_drop() -> None:
+  from refgrad.tensor import core
+  core.compute_gradient = lambda root, root_grad, targets: {}   # the bug: nothing reaches the targets
+
+def _fuse_pad_ub() -> None:
+  from refgrad import schedule
+  schedule.can_be_undefined = lambda u: False   # the bug: nothing under a pad is taken for possibly undefined
+
 def _runtime_wait() -> None:
   from refgrad.runtime import hcq
   orig = hcq.HCQDevice.ordered
@@ -180,7 +202,8 @@ def _register(*names: str) -> None:
   from refgrad.device import Device
   for n in names: Device._modules[n] = __name__
 
-BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "index_wrap": _index_wrap, "lifetime": _lifetime, "gradient": _gradient, "runtime_wait": _runtime_wait, "jit_stale": _jit_stale,
+BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "index_wrap": _index_wrap, "lifetime": _lifetime, "gradient": _gradient, "runtime_wait": _runtime_wait, "symbolic_join": _symbolic_join,
+        "gradient_drop": _gradient_drop, "fuse_pad_ub": _fuse_pad_ub, "jit_stale": _jit_stale,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 
