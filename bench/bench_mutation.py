@@ -103,11 +103,20 @@ def has_runtime_level(tree: Path) -> bool:
   """Whether the tree's fuzzer has `--level runtime` (an older checkout, measured with --tree, may not)."""
   return "--level" in (tree / "fuzz" / "__main__.py").read_text()
 
+# Seconds one conformance case or fuzz case may take in a check. The tools' defaults (10 s and the fuzzer's) are made
+# for a user's machine; three checks in parallel on a loaded one can pass them (a batched nvcc compile), and a per-case
+# timeout is a failure row, which would count as a kill the mutant did not earn. A mutant that hangs still ends at
+# --timeout, as undecided.
+CASE_SECONDS = 120
+
 def _checks(tree: Path, fuzz_seconds: float, seed: int) -> list[list[str]]:
-  py = sys.executable
-  kernel = [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--corpus", str(tree / ".mut-corpus")]
-  runtime = [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--corpus", str(tree / ".mut-corpus-rt")]
-  return [[py, "-m", "conformance"], kernel] + ([runtime] if has_runtime_level(tree) else [])
+  py, t = sys.executable, str(CASE_SECONDS)
+  conformance = [py, "-m", "conformance"] + (["--timeout", t] if "--timeout" in (tree / "conformance" / "__main__.py").read_text() else [])
+  kernel = [py, "-m", "fuzz", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--workers", "1", "--quiet", "--no-shrink", "--case-timeout", t,
+            "--corpus", str(tree / ".mut-corpus")]
+  runtime = [py, "-m", "fuzz", "--level", "runtime", "--seconds", str(fuzz_seconds), "--seed", str(seed), "--no-shrink", "--quiet", "--case-timeout", t,
+             "--corpus", str(tree / ".mut-corpus-rt")]
+  return [conformance, kernel] + ([runtime] if has_runtime_level(tree) else [])
 
 def _kill_group(p: subprocess.Popen) -> None:
   """Kill a check and every process it started (each check runs in a session of its own)."""

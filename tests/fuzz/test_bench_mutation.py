@@ -31,7 +31,10 @@ def test_tree_names_the_modules_it_lacks_and_an_old_fuzzer_gets_no_runtime_check
   (tmp_path / "fuzz" / "__main__.py").write_text("ap.add_argument('--seconds')\n")
   assert bm.main(["--tree", str(tmp_path), "--modules", "refgrad/schedule.py"]) == 2
   assert "refgrad/schedule.py" in capsys.readouterr().err
-  assert not bm.has_runtime_level(tmp_path) and len(bm._checks(tmp_path, 1, 0)) == 2
+  (tmp_path / "conformance").mkdir()
+  (tmp_path / "conformance" / "__main__.py").write_text("\n")
+  assert not bm.has_runtime_level(tmp_path) and [c[2] for c in bm._checks(tmp_path, 1, 0)] == ["conformance", "fuzz"]
+  assert "--timeout" not in bm._checks(tmp_path, 1, 0)[0] and "--timeout" in bm._checks(bm.ROOT, 1, 0)[0]
   assert bm.has_runtime_level(bm.ROOT) and len(bm._checks(bm.ROOT, 1, 0)) == 3
 
 @pytest.mark.slow
