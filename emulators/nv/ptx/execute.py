@@ -52,6 +52,37 @@ def _geometry(per_cta: int, ncta: int, nt: int) -> tuple[np.ndarray, ...]:
   return r
 
 
+_U64 = np.dtype(np.uint64)
+
+
+def _to_bits(v: np.ndarray) -> np.ndarray:
+  """A register's typed value (an array of the register's width) as raw bits (uint64)."""
+  return v.view(np.uint64) if v.itemsize == 8 else v.view(S.UINT[v.itemsize]).astype(np.uint64)
+
+
+class Regs(dict):
+  """Register -> raw bits (uint64 per lane). An entry may hold the value typed instead (an array as wide as the register,
+  any dtype: Launch.put_typed), its bits made when first read: a float op feeding float ops never converts to bits."""
+  def get(self, k: str, default: Any = None) -> Any:
+    r = dict.get(self, k)
+    if r is None: return default
+    if r.dtype is not _U64:
+      r = _to_bits(r)
+      dict.__setitem__(self, k, r)
+    return r
+
+  def __getitem__(self, k: str) -> np.ndarray:
+    r = dict.__getitem__(self, k)
+    if r.dtype is not _U64:
+      r = _to_bits(r)
+      dict.__setitem__(self, k, r)
+    return r
+
+  def raw(self, k: str) -> np.ndarray | None:
+    """The entry as stored (typed or bits), without making bits."""
+    return dict.get(self, k)
+
+
 class Launch:
   """The state of one launch of one entry."""
   def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
@@ -66,7 +97,7 @@ class Launch:
     self._t = t
     self.shared_bytes = shared_bytes
     self.special = _Specials(self)
-    self.regs: dict[str, np.ndarray] = {}
+    self.regs = Regs()
     self.pref: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}   # coalesced byte loads: (group, byte) -> (lanes, bytes)
     self.typed: dict[str, np.ndarray] = {}   # register -> its whole value as a typed array (put_typed; dropped on the next write)
     self.defined: dict[str, np.ndarray] = {}
@@ -166,10 +197,12 @@ class Launch:
     if b.size != self.sel.size: b = np.broadcast_to(b, self.sel.shape).copy()
     self.put_bits(name, b, d)
 
-  def put_typed(self, name: str, b: np.ndarray, v: np.ndarray, d: np.ndarray | None) -> None:
-    """put_bits, keeping v (the same values typed, e.g. float32) for readers of that type while every lane runs."""
-    self.put_bits(name, b, d)
-    if self.sel.size == self.n: self.typed[name] = v
+  def put_typed(self, name: str, v: np.ndarray, d: np.ndarray | None) -> None:
+    """Write typed values (an array as wide as the register, e.g. float32 into a .f32/.b32 register): while every lane
+    runs, kept typed (readers of that type take it as is; the bits are made when first read), else as bits."""
+    if self.sel.size != self.n: return self.put_bits(name, _to_bits(v), d)
+    self.regs[name] = self.typed[name] = v
+    if self.checked: self.defined[name] = None if d is None or d.all() else d.copy()
 
   def put_bits(self, name: str, b: np.ndarray, d: np.ndarray | None) -> None:
     """Write raw register bits (a fresh uint64 array, already masked to the register's width) for the selected lanes;
@@ -180,7 +213,8 @@ class Launch:
       self.regs[name] = b
       if self.checked: self.defined[name] = None if d is None or d.all() else d.copy()
       return
-    r = self.regs.get(name)
+    r = self.regs.raw(name)
+    if r is not None and r.dtype is not _U64: r = self.regs[name] = _to_bits(r).copy() if r.itemsize == 8 else _to_bits(r)   # its own storage
     if r is None:
       r = self.regs[name] = np.zeros(self.n, np.uint64)
       if self.checked: self.defined[name] = np.zeros(self.n, np.bool_)

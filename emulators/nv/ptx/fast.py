@@ -55,9 +55,13 @@ def _typed_fetch(o: Operand, t: str) -> Fetch | None:
   if o.kind == "reg":
     ut, name = S.UINT[w], o.value
     def reg(L: Launch) -> tuple[np.ndarray, np.ndarray | None]:
-      if L.typed and L.sel.size == L.n and (v := L.typed.get(name)) is not None and v.dtype == dt: return v, L.defined.get(name)
+      if L.sel.size == L.n:
+        if (v := L.typed.get(name)) is not None and v.dtype == dt: return v, L.defined.get(name)
+        if (v := L.regs.raw(name)) is not None and v.itemsize == w: return v.view(dt), L.defined.get(name)   # typed as wide, or 8-byte bits
       b, d = L.bits(o)
-      return (b.view(dt) if w == 8 else b.astype(ut).view(dt)), d
+      v = b.view(dt) if w == 8 else b.astype(ut).view(dt)
+      if L.sel.size == L.n and name in L.regs: L.typed[name] = v   # the next reader of this type takes it as is
+      return v, d
     return reg
   if o.kind == "imm":
     v = float(o.value) if S.is_float(t) else o.value & ((1 << (8 * w)) - 1)
@@ -88,7 +92,7 @@ def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndar
     def tob(v: np.ndarray) -> np.ndarray: return v.view(ut).astype(np.uint64)
   if rw != w: return lambda L, v, d: L.put_bits(name, tob(v), d)
   def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None:   # the typed values too: the next reader of that type skips a conversion
-    if v.dtype.itemsize == w and v.size == L.n: L.put_typed(name, tob(v), v, d)
+    if v.dtype.itemsize == w and v.size == L.n: L.put_typed(name, v, d)
     else: L.put_bits(name, tob(v), d)
   return put
 
@@ -265,7 +269,7 @@ def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]
         r = op2(a, b)
-        L.put_typed(name_, r.view(np.uint32).astype(np.uint64), r, db if da is None else da if db is None else da & db)
+        L.put_typed(name_, r, db if da is None else da if db is None else da & db)
       return step2
     def step(L: Launch) -> None:   # (the scheduler runs every step under np.errstate(all="ignore"))
       vals, d = [], None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.execute import Launch, PTXFault, Regs
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
@@ -306,9 +306,9 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   for k0 in range(0, T, K):
     k = min(K, T - k0)
     W = copy.copy(L)
-    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), {}, {}, {}, {}, np.arange(k * n)
+    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
     for r in P.invariant:
-      if r in L.regs: W.regs[r] = np.tile(L.regs[r], k)
+      if (v := L.regs.raw(r)) is not None: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
       W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
