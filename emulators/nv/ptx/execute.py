@@ -161,6 +161,10 @@ class Launch:
     if o.kind == "not":
       v = self.get(o.value, "pred")
       return ~v
+    if o.kind == "reg" and t != "pred" and self.sel.size == self.n and (r := self.regs.raw(o.value)) is not None and r.itemsize == TYPES[t]:
+      d = self.defined.get(o.value)   # every lane, a value as wide as t (typed or 8-byte bits): a view, no conversion
+      if d is not None: self._d = d if self._d is None else self._d & d
+      return r.view(S.NP[t] if t != "bf16" else np.uint16)
     b, d = self.bits(o)
     if d is not None: self._d = d if self._d is None else self._d & d
     if o.kind == "imm" and S.is_float(t):   # an integer literal where a float is expected is its value
@@ -187,6 +191,8 @@ class Launch:
     if t == "pred" or rt == "pred": b = np.asarray(v).astype(np.bool_).astype(np.uint64)
     else:
       v = np.asarray(v)
+      if v.ndim == 1 and v.size == self.n == self.sel.size and v.dtype.kind in "iuf" and v.itemsize == TYPES[rt] and v.flags.owndata:
+        return self.put_typed(name, v, self._d if d is None else d)   # its own array as wide as the register: kept typed
       if v.dtype == np.bool_: v = v.astype(np.uint8)
       if v.dtype.kind == "i": b = v.astype(np.int64).view(np.uint64)
       elif v.dtype.kind == "f": b = v.view(S.UINT[v.itemsize]).astype(np.uint64)

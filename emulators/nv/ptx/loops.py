@@ -242,6 +242,11 @@ class _FirstLane(dict):
     return default if r is None else r[:1]
 
 
+def _f32(v: np.ndarray) -> np.ndarray:
+  """A 32-bit register's value (bits, or typed as 4 bytes) as float32."""
+  return v.astype(np.uint32).view(np.float32) if v.itemsize == 8 else v.view(np.float32)
+
+
 def _fold_add(c: np.ndarray, X: np.ndarray, m: int) -> list[np.ndarray]:
   """c + X[0] + X[1] + ... in row order, one float32 rounding per add (as np.add does it): the value before the last m
   rows and after each of them."""
@@ -265,7 +270,7 @@ def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
   nbody = P.back - P.top + 1
   T = trip_count(L, P, max(budget // nbody, 0))
   if T is None: return None
-  saved = {r: (L.regs.get(r), L.defined.get(r)) for r in P.written}
+  saved = {r: (L.regs.raw(r), L.defined.get(r)) for r in P.written}
   try:
     if not _chunks(L, P, pairs, T): raise _Abort
   except (PTXFault, _Abort, FloatingPointError):
@@ -301,6 +306,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   region = dict(P.region)
   region_out = {r for i in region for r in _dsts(pairs[i][0])}
   base = {r: L.regs[r] for r in P.inductions}
+  tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
   for k0 in range(0, T, K):
@@ -308,7 +314,9 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     W = copy.copy(L)
     W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
     for r in P.invariant:
-      if (v := L.regs.raw(r)) is not None: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
+      if (v := L.regs.raw(r)) is None: continue
+      if k != K: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
+      else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, np.tile(v, k))
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
       W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
@@ -316,7 +324,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     for i in range(P.top, P.back):
       if i in skip or i in region:
         xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
-        taken[i] = {x: W.regs[x] for x in xs if x in W.regs}
+        taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
         if len(taken[i]) != len(xs): return False
         continue
       ins, f = pairs[i]
@@ -326,8 +334,8 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     L.sel = everyone
     for a in P.accs:
       if a.f32_add:
-        c = L.regs[a.carried].astype(np.uint32).view(np.float32)
-        cols = [taken[i][a.xs[j][0]].astype(np.uint32).view(np.float32).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
+        c = _f32(L.regs.raw(a.carried))
+        cols = [_f32(taken[i][a.xs[j][0]]).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
         adds = [j for j in range(len(a.links)) if a.xs[j]]
         tail = _fold_add(c, np.concatenate(cols, axis=1).reshape(-1, n), len(adds))
         v, m = tail[0], 0   # a leading mov copies the chain's value before the last iteration
@@ -335,13 +343,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         for j, d in enumerate(a.dests):
           if a.xs[j]: v, m = last[m], m + 1
           final[d] = v
-        L.put_bits(a.carried, final[a.carried].view(np.uint32).astype(np.uint64), None)
+        L.put_typed(a.carried, final[a.carried], None)
         continue
       for j in range(k):
         for li, i in enumerate(a.links):
           _run_row(L, pairs[i], taken[i], j, n)
           if L.checked and L.defined.get(a.dests[li]) is not None: return False
-      for d in a.dests: final[d] = L.regs[d]
+      for d in a.dests: final[d] = L.regs.raw(d)
     for j in range(k if region else 0):   # the carried region, once per iteration in order, on one row of its other operands
       for i in region:
         _run_row(L, pairs[i], taken[i], j, n)
@@ -350,11 +358,10 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
     if r in region_out: continue   # already in L
-    if r in chain:
-      b = final[r]
-      L.put_bits(r, (b if b.dtype == np.uint64 else b.view(np.uint32).astype(np.uint64)).copy(), None)
+    if r in chain:   # float32 values (folded), or bits / typed values a row of the chain's steps wrote
+      L.put_typed(r, final[r].copy(), None)
       continue
-    b = W.regs.get(r)
+    b = W.regs.raw(r)
     if b is None: return False
-    L.put_bits(r, b[-n:].copy(), None)
+    L.put_typed(r, b[-n:].copy(), None)   # typed as the body's step wrote it, or bits
   return True
