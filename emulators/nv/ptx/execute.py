@@ -457,13 +457,14 @@ class Launch:
       v[off >> 4] = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
-      if not k: e, k1 = (off[:, None] + np.arange(w)).reshape(-1), 1
-      else: k1 = k
-      dm = None if d is None else (d if k else np.repeat(d, w))
-      if dm is None: r.mem.mark_elems(e, k1, True)
+      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = ((off >> 3)[:, None] + np.arange(w // 8)).reshape(-1), 8, w // 8
+      elif not k: e, k1, rep = (off[:, None] + np.arange(w)).reshape(-1), 1, w
+      else: k1, rep = k, 1
+      dm = None if d is None else (d if rep == 1 else np.repeat(d, rep))
+      if dm is None: _mark(r.mem, e, k1, True)
       else:
-        if dm.any(): r.mem.mark_elems(e[dm], k1, True)
-        if (~dm).any(): r.mem.mark_elems(e[~dm], k1, False); self._undef_stored(r.mem)
+        if dm.any(): _mark(r.mem, e[dm], k1, True)
+        if (~dm).any(): _mark(r.mem, e[~dm], k1, False); self._undef_stored(r.mem)
       self.touched[id(r.mem)] = r.mem   # settled once when the launch ends (a bitmap scan per store would dominate)
     return None
 
@@ -520,6 +521,21 @@ class Launch:
           if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False); self._undef_stored(r.mem)
           self.touched[id(r.mem)] = r.mem
     return None if st is not None else (out, dd)
+
+
+def _mark(mem: Any, e: np.ndarray, k: int, defined: bool) -> None:
+  """Memory.mark_elems without ufunc.at: the elements are grouped by their bit position in the bitmap byte, so within a
+  group every element of one byte applies the same mask (duplicates are harmless)."""
+  if k == 8 or e.size < 64 or mem.bits is None: return mem.mark_elems(e, k, defined)
+  pos = e.astype(np.int64, copy=False) * k
+  byte, sh = pos >> 3, pos & 7
+  bits = mem.bits
+  for s in range(0, 8, k):
+    idx = byte[sh == s] if k < 8 else byte
+    if not idx.size: continue
+    m = ((1 << k) - 1) << s
+    if defined: bits[idx] |= np.uint8(m)
+    else: bits[idx] &= np.uint8(~m & 0xFF)
 
 
 class _Specials(dict):

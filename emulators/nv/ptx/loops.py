@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emulators.nv.ptx import affine
+from emulators.nv.ptx.affine import Aff
+from emulators.nv.ptx.affine import Plan as AffinePlan
 from emulators.nv.ptx.execute import Launch, PTXFault, Regs
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
@@ -299,13 +302,37 @@ def _run_row(L: Launch, pair: tuple, taken: dict[str, np.ndarray], j: int, n: in
   f(L)
 
 
+def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dict) -> tuple[set[int], dict[int, list], dict[str, Aff], set[str]]:
+  """The body positions computed as affine values (once, not per chunk), for each other position the affine registers it
+  reads (made into rows before it runs), the affine registers' values after the loop, and the induction variables
+  planned as affine values (emulators/nv/ptx/affine.py)."""
+  A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in P.invariant if r in L.regs})
+  for r, (_, step, w) in P.inductions.items(): A.seed(r, L.regs.get(r), step, w)
+  seeded = set(A.cur)
+  done: set[int] = set()
+  needs: dict[int, list] = {}
+  for i in range(P.top, P.back):
+    ins = pairs[i][0]
+    if i not in skip and i not in region and (f := A.step(ins)) is not None:
+      done.add(i)
+      A.cur[ins.args[0].value] = f
+      continue
+    xs = (skip[i][0].xs[skip[i][1]] if i in skip else region[i]) if i in skip or i in region else _srcs(ins)
+    needs[i] = [(x, A.cur[x]) for x in dict.fromkeys(xs) if x in A.cur and x not in P.invariant]
+    for d in _dsts(ins): A.cur.pop(d, None)
+  return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
+
+
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   region = dict(P.region)
   region_out = {r for i in region for r in _dsts(pairs[i][0])}
+  done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if affine.enabled else (set(), {}, {}, set())
   base = {r: L.regs[r] for r in P.inductions}
+  read = {x for i in range(P.top, P.back) if i not in done for x in (_srcs(pairs[i][0]) if i not in skip and i not in region else
+          (skip[i][0].xs[skip[i][1]] if i in skip else region[i]))}
   tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
@@ -313,15 +340,24 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     k = min(K, T - k0)
     W = copy.copy(L)
     W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
-    for r in P.invariant:
-      if (v := L.regs.raw(r)) is None: continue
+    for r in P.invariant:   # (only those a stepped instruction reads)
+      if r not in read or (v := L.regs.raw(r)) is None: continue
       if k != K: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
       else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, np.tile(v, k))
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
+      if r in seeded: continue   # made from its affine value where a stepped instruction reads it
       W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
+    kk = ks.astype(np.int64)
+    made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
     for i in range(P.top, P.back):
+      if i in done: continue
+      for x, f in needs.get(i, ()):
+        if made.get(x) is not f:
+          W.regs[x] = f.rows(kk, n)
+          W.typed.pop(x, None)
+          made[x] = f
       if i in skip or i in region:
         xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
         taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
@@ -330,6 +366,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
       ins, f = pairs[i]
       W.ins, W._d = ins, None
       f(W)
+      for d in _dsts(ins): made.pop(d, None)
     if L.checked and any(d is not None for d in W.defined.values()): return False
     L.sel = everyone
     for a in P.accs:
@@ -358,6 +395,9 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
     if r in region_out: continue   # already in L
+    if r in after:   # last written by an affine instruction: its value in the last iteration
+      L.put_typed(r, after[r].last(T - 1, n), None)
+      continue
     if r in chain:   # float32 values (folded), or bits / typed values a row of the chain's steps wrote
       L.put_typed(r, final[r].copy(), None)
       continue
