@@ -73,6 +73,7 @@ class LoopPlan:
   inductions: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # reg -> (position, step, bytes)
   accs: list[Acc] = field(default_factory=list)
   region: list[tuple[int, list[str]]] = field(default_factory=list)   # else: (position, other operands) stepped per iteration
+  tail: list[int] = field(default_factory=list)   # run once after the loop, on the last iteration's values (see _tail)
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
@@ -124,7 +125,25 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if o.kind == "reg" and o.value in writes and o.value not in P.inductions: return None
     if o.kind not in ("reg", "imm"): return None
   P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
+  P.tail = _tail(e, P, body, writes, reads)
   return P
+
+
+_TAIL_OPS = frozenset({"setp", "add", "sub", "mul", "mov", "and", "or", "xor", "shl", "shr", "selp", "max", "min", "neg", "abs"})
+
+
+def _tail(e: Entry, P: LoopPlan, body: range, writes: dict[str, list[int]], reads: dict[str, list[int]]) -> list[int]:
+  """Instructions whose results no body instruction reads (the loop condition's setp, values used after the loop) and
+  whose operands are not written after them in the body: only the last iteration's result matters, and after the loop
+  every operand holds its last iteration's value there, so each runs once then (on n lanes, not iterations x n). Only
+  operations that report nothing (no loads, no division)."""
+  inside = {i for a in P.accs for i in a.links} | {i for i, _ in P.region}
+  out = []
+  for i in body:
+    ins = e.instrs[i]
+    if i in inside or ins.op not in _TAIL_OPS or any(reads.get(d) for d in _dsts(ins)): continue
+    if all(max(writes.get(x, [-1])) < i for x in _srcs(ins)): out.append(i)
+  return out
 
 
 def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]], body: range) -> list[tuple[int, list[str]]] | None:
@@ -330,8 +349,10 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   region = dict(P.region)
   region_out = {r for i in region for r in _dsts(pairs[i][0])}
   done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if affine.enabled else (set(), {}, {}, set())
+  late = set(P.tail) - done if affine.enabled else set()
+  tail_out = {d for i in late for d in _dsts(pairs[i][0])}
   base = {r: L.regs[r] for r in P.inductions}
-  read = {x for i in range(P.top, P.back) if i not in done for x in (_srcs(pairs[i][0]) if i not in skip and i not in region else
+  read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in (_srcs(pairs[i][0]) if i not in skip and i not in region else
           (skip[i][0].xs[skip[i][1]] if i in skip else region[i]))}
   tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
   W = None
@@ -352,7 +373,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
     for i in range(P.top, P.back):
-      if i in done: continue
+      if i in done or i in late: continue
       for x, f in needs.get(i, ()):
         if made.get(x) is not f:
           W.regs[x] = f.rows(kk, n)
@@ -394,7 +415,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
-    if r in region_out: continue   # already in L
+    if r in region_out or r in tail_out: continue   # already in L / made below
     if r in after:   # last written by an affine instruction: its value in the last iteration
       L.put_typed(r, after[r].last(T - 1, n), None)
       continue
@@ -404,4 +425,8 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     b = W.regs.raw(r)
     if b is None: return False
     L.put_typed(r, b[-n:].copy(), None)   # typed as the body's step wrote it, or bits
+  for i in sorted(late):   # every operand now holds its last iteration's value
+    L.ins, L._d = pairs[i][0], None
+    pairs[i][1](L)
+    if L.checked and any(L.defined.get(d) is not None for d in _dsts(pairs[i][0])): return False
   return True
