@@ -212,8 +212,14 @@ class _PTXProgram:
       self.emit(f"and.pred {x}, {s[0]}, {s[1]};")
       self.emit(f"and.pred {y}, !{s[0]}, {s[2]};")
       self.emit(f"or.pred {d}, {x}, {y};")
-    else: self.emit(f"selp.b{_BITS[cls]} {d}, {s[1]}, {s[2]}, {s[0]};")
+    else: self.emit(f"selp.b{_BITS[cls]} {d}, {self.bimm(s[1], _BITS[cls])}, {self.bimm(s[2], _BITS[cls])}, {s[0]};")
     return d
+
+  def bimm(self, r: str, w: int) -> str:
+    """A constant's register as its w-bit pattern in hex (an integer, or a float constant's literal bits), else itself."""
+    if r in self.known: return f"0x{self.known[r] & ((1 << w) - 1):x}"
+    lit = self.fknown.get(r)
+    return f"0x{int(lit[2:], 16):x}" if lit is not None and (16 if lit[1] == "d" else 8) * 4 == w else r
 
   def bool_alu(self, op: Ops, s: list[str]) -> str:
     d = self.reg("pred")

@@ -18,6 +18,7 @@ import numpy as np
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 enabled = True   # False: every instruction of a loop run as arrays steps on (iterations x lanes) arrays (tests compare both)
+MIN_TRIPS = 16   # shorter loops step every instruction (planning costs more Python per instruction than it saves there)
 _LIMIT = 1 << 62   # bounds beyond this are refused (int64 products and sums stay exact)
 
 

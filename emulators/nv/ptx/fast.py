@@ -226,9 +226,12 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
   if s.kind != "reg" or e.regs.get(s.value) == "pred": return None
   f = _bits_fetch(s, w, e)
   m = _MASK.get(w)
+  src = s.value
   def step(L: Launch) -> None:
+    if L.sel.size == L.n and (v := L.regs.raw(src)) is not None and v.itemsize == w:   # typed as wide: copied as it is
+      return L.put_typed(name, v.copy(), L.defined.get(src))   # a fresh array: registers never share storage
     b, dd = f(L)  # type: ignore[misc]
-    L.put_bits(name, b & m if m is not None else b.copy(), dd)   # a fresh array: registers never share storage
+    L.put_bits(name, b & m if m is not None else b.copy(), dd)
   return step
 
 
@@ -434,12 +437,13 @@ def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[In
     w = TYPES[t]
     d = ins.args[0]
     if t[0] not in "bsu" or w not in (4, 8) or d.kind != "reg" or e.regs.get(d.value) in (None, "pred") or TYPES[e.regs[d.value]] != w: return None
-    fa, fb, name = _bits_fetch(ins.args[1], w, e), _bits_fetch(ins.args[2], w, e), d.value
-    if fa is None or fb is None: return None
+    ut = "u" + str(8 * w)
+    fa, fb, put = _typed_fetch(ins.args[1], ut), _typed_fetch(ins.args[2], ut), _dest(ins, e, d, ut)   # on the values as unsigned
+    if fa is None or fb is None or put is None: return None
     def step(L: Launch) -> None:
       a, da = fa(L)
       b, db = fb(L)
-      L.put_bits(name, fn(a, b), db if da is None else da if db is None else da & db)
+      put(L, fn(a, b), db if da is None else da if db is None else da & db)
     return step
   return build
 

@@ -74,6 +74,8 @@ class LoopPlan:
   accs: list[Acc] = field(default_factory=list)
   region: list[tuple[int, list[str]]] = field(default_factory=list)   # else: (position, other operands) stepped per iteration
   tail: list[int] = field(default_factory=list)   # run once after the loop, on the last iteration's values (see _tail)
+  srcs: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it reads (for the chunks: its operands)
+  dsts: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it writes
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
@@ -126,6 +128,10 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if o.kind not in ("reg", "imm"): return None
   P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
   P.tail = _tail(e, P, body, writes, reads)
+  region_of = dict(P.region)
+  links = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
+  P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
+  P.dsts = {i: _dsts(instrs[i]) for i in body}
   return P
 
 
@@ -336,9 +342,8 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
       done.add(i)
       A.cur[ins.args[0].value] = f
       continue
-    xs = (skip[i][0].xs[skip[i][1]] if i in skip else region[i]) if i in skip or i in region else _srcs(ins)
-    needs[i] = [(x, A.cur[x]) for x in dict.fromkeys(xs) if x in A.cur and x not in P.invariant]
-    for d in _dsts(ins): A.cur.pop(d, None)
+    needs[i] = [(x, A.cur[x]) for x in P.srcs[i] if x in A.cur and x not in P.invariant]
+    for d in P.dsts[i]: A.cur.pop(d, None)
   return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
 
 
@@ -347,13 +352,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   K = max(1, min(T, CHUNK_ELEMS // n))
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   region = dict(P.region)
-  region_out = {r for i in region for r in _dsts(pairs[i][0])}
-  done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if affine.enabled else (set(), {}, {}, set())
-  late = set(P.tail) - done if affine.enabled else set()
-  tail_out = {d for i in late for d in _dsts(pairs[i][0])}
+  region_out = {r for i in region for r in P.dsts[i]}
+  planned = affine.enabled and T >= affine.MIN_TRIPS
+  done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if planned else (set(), {}, {}, set())
+  late = set(P.tail) - done if planned else set()
+  tail_out = {d for i in late for d in P.dsts[i]}
   base = {r: L.regs[r] for r in P.inductions}
-  read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in (_srcs(pairs[i][0]) if i not in skip and i not in region else
-          (skip[i][0].xs[skip[i][1]] if i in skip else region[i]))}
+  read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in P.srcs[i]}
   tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
@@ -387,7 +392,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
       ins, f = pairs[i]
       W.ins, W._d = ins, None
       f(W)
-      for d in _dsts(ins): made.pop(d, None)
+      for d in P.dsts[i]: made.pop(d, None)
     if L.checked and any(d is not None for d in W.defined.values()): return False
     L.sel = everyone
     for a in P.accs:
@@ -408,10 +413,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
           _run_row(L, pairs[i], taken[i], j, n)
           if L.checked and L.defined.get(a.dests[li]) is not None: return False
       for d in a.dests: final[d] = L.regs.raw(d)
-    for j in range(k if region else 0):   # the carried region, once per iteration in order, on one row of its other operands
-      for i in region:
-        _run_row(L, pairs[i], taken[i], j, n)
-        if L.checked and any(L.defined.get(d) is not None for d in _dsts(pairs[i][0])): return False
+    if region and not _run_region(L, [(pairs[i][0], pairs[i][1], taken[i]) for i in region], k, n): return False
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
@@ -428,5 +430,23 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   for i in sorted(late):   # every operand now holds its last iteration's value
     L.ins, L._d = pairs[i][0], None
     pairs[i][1](L)
-    if L.checked and any(L.defined.get(d) is not None for d in _dsts(pairs[i][0])): return False
+    if L.checked and any(L.defined.get(d) is not None for d in P.dsts[i]): return False
   return True
+
+
+def _run_region(L: Launch, steps: list[tuple], k: int, n: int) -> bool:
+  """The carried region once per iteration in order, each instruction on one row of its other operands (chunk-computed,
+  defined: a region loads nothing, so its results are defined where the carried values are)."""
+  rows = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
+  regs, typed = L.regs, L.typed
+  if L.checked:
+    for _, _, ops in rows:
+      for x, _ in ops: L.defined[x] = None
+  for j in range(k):
+    for ins, f, ops in rows:
+      for x, v in ops:
+        dict.__setitem__(regs, x, v[j])
+        if typed: typed.pop(x, None)
+      L.ins, L._d = ins, None
+      f(L)
+  return not L.checked or all(L.defined.get(d) is None for ins, _, _ in rows for d in _dsts(ins))

@@ -97,6 +97,7 @@ def three(monkeypatch, src: str, *args) -> tuple[list[bytes], list[int]]:
     planned.append(len(r[0]))
     return r
   monkeypatch.setattr(loops, "_affine", counting)
+  monkeypatch.setattr(affine, "MIN_TRIPS", 1)
   res = []
   for on_loops, on_affine in ((True, True), (True, False), (False, True)):
     monkeypatch.setattr(loops, "enabled", on_loops)
