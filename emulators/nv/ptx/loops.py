@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulators.nv.ptx import affine
+from emulators.nv.ptx import affine, rows
 from emulators.nv.ptx.affine import Aff
 from emulators.nv.ptx.affine import Plan as AffinePlan
 from emulators.nv.ptx.execute import Launch, PTXFault, Regs
@@ -76,6 +76,7 @@ class LoopPlan:
   tail: list[int] = field(default_factory=list)   # run once after the loop, on the last iteration's values (see _tail)
   srcs: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it reads (for the chunks: its operands)
   dsts: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it writes
+  row_ops: list | None = None   # the carried region as array functions (emulators/nv/ptx/rows.py), when it compiles
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
@@ -132,6 +133,7 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   links = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
   P.dsts = {i: _dsts(instrs[i]) for i in body}
+  if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
   return P
 
 
@@ -413,7 +415,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
           _run_row(L, pairs[i], taken[i], j, n)
           if L.checked and L.defined.get(a.dests[li]) is not None: return False
       for d in a.dests: final[d] = L.regs.raw(d)
-    if region and not _run_region(L, [(pairs[i][0], pairs[i][1], taken[i]) for i in region], k, n): return False
+    if region and not _run_region(L, P, [(pairs[i][0], pairs[i][1], taken[i]) for i in region], k, n): return False
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
@@ -434,19 +436,42 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   return True
 
 
-def _run_region(L: Launch, steps: list[tuple], k: int, n: int) -> bool:
+def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> bool:
   """The carried region once per iteration in order, each instruction on one row of its other operands (chunk-computed,
   defined: a region loads nothing, so its results are defined where the carried values are)."""
-  rows = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
+  if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n)
+  rows_ = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
   regs, typed = L.regs, L.typed
   if L.checked:
-    for _, _, ops in rows:
+    for _, _, ops in rows_:
       for x, _ in ops: L.defined[x] = None
   for j in range(k):
-    for ins, f, ops in rows:
+    for ins, f, ops in rows_:
       for x, v in ops:
         dict.__setitem__(regs, x, v[j])
         if typed: typed.pop(x, None)
       L.ins, L._d = ins, None
       f(L)
-  return not L.checked or all(L.defined.get(d) is None for ins, _, _ in rows for d in _dsts(ins))
+  return not L.checked or all(L.defined.get(d) is None for ins, _, _ in rows_ for d in _dsts(ins))
+
+
+rows_enabled = True   # False: the carried region steps through its step closures (tests compare both)
+
+
+def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int) -> bool:
+  """The carried region through its array functions (rows.py): an environment of the region's registers, the other
+  operands row by row, the written registers put back once after the chunk's last iteration."""
+  regs = L.e.regs
+  out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
+  env: dict[str, np.ndarray] = {r: rows.value(L.regs.raw(r), regs[r]) for r in out if r in L.regs}
+  per_row = {x: rows.value(v, regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
+  items = list(per_row.items())
+  for j in range(k):
+    for x, v in items: env[x] = v[j]
+    for f in ops: f(env)
+  L.sel = L.everyone
+  for r in out:
+    v = env[r]
+    if regs[r] == "pred": L.put_bits(r, v.astype(np.uint64), None)
+    else: L.put_typed(r, v.copy(), None)
+  return True
