@@ -77,6 +77,7 @@ class LoopPlan:
   srcs: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it reads (for the chunks: its operands)
   dsts: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it writes
   row_ops: list | None = None   # the carried region as array functions (emulators/nv/ptx/rows.py), when it compiles
+  fold: tuple[str, str, bool] | None = None   # (carried, x, c first) when the region is the rendered MAX (rows.max_fold)
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
@@ -134,6 +135,10 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
   P.dsts = {i: _dsts(instrs[i]) for i in body}
   if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
+  carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
+  if P.row_ops is not None and len(carried) == len(P.inductions) + 1:
+    c = next(r for r in carried if r not in P.inductions)
+    if (m := rows.max_fold([instrs[i] for i, _ in P.region], c)) is not None: P.fold = (c, *m)
   return P
 
 
@@ -439,7 +444,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
 def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> bool:
   """The carried region once per iteration in order, each instruction on one row of its other operands (chunk-computed,
   defined: a region loads nothing, so its results are defined where the carried values are)."""
-  if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n)
+  if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n, P.fold)
   rows_ = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
   regs, typed = L.regs, L.typed
   if L.checked:
@@ -456,17 +461,23 @@ def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> b
 
 
 rows_enabled = True   # False: the carried region steps through its step closures (tests compare both)
+fold_enabled = True   # False: a MAX region runs row by row too
 
 
-def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int) -> bool:
+def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int, fold: tuple[str, str, bool] | None) -> bool:
   """The carried region through its array functions (rows.py): an environment of the region's registers, the other
-  operands row by row, the written registers put back once after the chunk's last iteration."""
+  operands row by row, the written registers put back once after the chunk's last iteration. A MAX region folds every
+  row but the last at once, then runs the last row (so every register it writes ends as the stepped loop leaves it)."""
   regs = L.e.regs
   out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
   env: dict[str, np.ndarray] = {r: rows.value(L.regs.raw(r), regs[r]) for r in out if r in L.regs}
   per_row = {x: rows.value(v, regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
   items = list(per_row.items())
-  for j in range(k):
+  first = 0
+  if fold is not None and k > 1 and fold[0] in env and fold[1] in per_row and fold_enabled:
+    env[fold[0]] = rows.max_fold_rows(env[fold[0]], per_row[fold[1]][:k - 1], fold[2])
+    first = k - 1
+  for j in range(first, k):
     for x, v in items: env[x] = v[j]
     for f in ops: f(env)
   L.sel = L.everyone

@@ -96,3 +96,43 @@ def value(v: np.ndarray, rtype: str) -> np.ndarray:
   if rtype == "pred": return v != 0 if v.dtype != np.bool_ else v
   return v.view(_U32) if v.itemsize == 4 else v.astype(_U32)
 
+
+
+# ---- the PTX renderer's MAX as a fold ---------------------------------------------------------------------------------
+# c = MAX(c, x) is rendered (refgrad/renderer/ptx.py `fmax`) as max / setp.eq / and / selp / setp.nan / add / selp: a NaN
+# operand gives c + x, equal operands their bitwise AND, else the larger. Under these instruction semantics the step is
+# "the first NaN met, quieted (x86 and numpy keep the first operand's NaN of an add), else the largest value with -0 below
+# +0": associative, so a chunk's rows fold at once. With x first (MAX(x, c)) the NaN kept is the newest one.
+_MAX_SHAPE = (("max", "f32"), ("setp", "eq", "f32"), ("and", "b32"), ("selp", "f32"), ("setp", "nan", "f32"), ("add", "rn", "f32"), ("selp", "f32"))
+
+
+def max_fold(instrs: list[Instr], carried: str) -> tuple[str, bool] | None:
+  """(x, c first) when the region is exactly the rendered MAX of the carried register c and one other register x."""
+  if len(instrs) != 7 or any(i.pred is not None or i.op != sh[0] or set(i.mods) != set(sh[1:]) or len(i.args) != 3 + (i.op == "selp")
+                             for i, sh in zip(instrs, _MAX_SHAPE)): return None
+  if any(o.kind != "reg" for i in instrs for o in i.args): return None
+  r = [[o.value for o in i.args] for i in instrs]
+  a, b = r[0][1], r[0][2]
+  if carried not in (a, b) or a == b or any(r[j][1:] != [a, b] for j in (1, 2, 4, 5)): return None
+  d_max, p_eq, d_and, p_nan, d_add = r[0][0], r[1][0], r[2][0], r[4][0], r[5][0]
+  d_sel = r[3][0]
+  x = b if a == carried else a
+  if r[3][1:] != [d_and, d_max, p_eq] or r[6] != [carried, d_add, d_sel, p_nan]: return None
+  names = [d_max, p_eq, d_and, p_nan, d_add, carried, x]
+  if len(set(names)) != 7 or (d_sel != d_max and d_sel in names): return None
+  return x, a == carried
+
+
+def max_fold_rows(c: np.ndarray, X: np.ndarray, c_first: bool) -> np.ndarray:
+  """The carried value (uint32 bits, n lanes) after folding rows X (k x n, uint32 bits) in order, as the rendered MAX."""
+  allv = np.concatenate([c[None, :], X], axis=0)   # (k + 1, n): the start value first
+  f = allv.view(np.float32)
+  isnan = np.isnan(f)
+  key = (allv.view(np.int32) ^ ((allv >> np.uint32(31)).astype(np.int32) * np.int32(0x7FFFFFFF)))   # total order, -0 < +0
+  cols = np.arange(allv.shape[1])
+  out = allv[key.argmax(axis=0), cols]
+  anynan = isnan.any(axis=0)
+  if anynan.any():
+    pick = isnan.argmax(axis=0) if c_first else allv.shape[0] - 1 - isnan[::-1].argmax(axis=0)
+    out = np.where(anynan, allv[pick, cols] | np.uint32(0x00400000), out)
+  return out

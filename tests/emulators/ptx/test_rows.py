@@ -91,3 +91,33 @@ L_top:
 """)
   (plan,) = loops.plans(parse(fib).entries["k"]).values()
   assert plan.region and plan.row_ops is None   # add.s32 has no array function: its step closures run
+
+
+NANS = np.array([0x7F800001, 0xFFC00123, 0x7FA00000, 0x7FC00000, 0xFF800005], np.uint32).view(np.float32)   # signaling, signed, payloads
+
+
+@pytest.mark.parametrize("c_first", [True, False])
+def test_max_region_folds_as_stepped(monkeypatch, c_first):
+  """The rendered MAX folds every row but the last at once: the first NaN met (c first) or the newest (x first), quieted;
+  else the largest with -0 below +0; lanes of only zeros, of NaNs only, of one NaN."""
+  src = MAX if c_first else MAX.replace("%f1, %f2;", "%f2, %f1;")
+  (plan,) = loops.plans(parse(src).entries["k"]).values()
+  assert plan.fold == ("%f1", "%f2", c_first)
+  lanes, n = 32, 50
+  x = RNG.standard_normal((lanes, n)).astype(np.float32)
+  x[0] = np.where(RNG.random(n) < 0.5, np.float32(0.0), np.float32(-0.0))
+  x[1] = -0.0
+  x[2] = RNG.choice(NANS, n)
+  for i in range(3, lanes, 3): x[i, RNG.integers(0, n, 2)] = RNG.choice(NANS, 2)
+  x[4, 7] = np.inf
+  x[5] = -np.inf
+  out = []
+  for fold in (True, False):
+    monkeypatch.setattr(loops, "fold_enabled", fold)
+    out.append(run(src, lanes, x.reshape(-1), n).tobytes())
+  monkeypatch.setattr(loops, "enabled", False)
+  out.append(run(src, lanes, x.reshape(-1), n).tobytes())
+  assert out[0] == out[1] == out[2]
+  r = np.frombuffer(out[0], np.uint32)
+  assert r[1] == 0x80000000 and r[0] in (0, 0x80000000) and np.isnan(np.frombuffer(out[0], np.float32)[2])
+  assert all(np.frombuffer(out[0], np.float32)[i] == x[i].max() for i in range(4, lanes) if not np.isnan(x[i]).any())
