@@ -232,6 +232,13 @@ class Launch:
         dd = self.defined[name] = np.ones(self.n, np.bool_)
       dd[sel] = True if d is None else d
 
+  def drop(self, names: tuple[str, ...]) -> None:
+    """Forget registers no instruction reads again (their memory is reused by the next results)."""
+    for r in names:
+      self.regs.pop(r, None)
+      self.typed.pop(r, None)
+      self.defined.pop(r, None)
+
   # ---- memory -----------------------------------------------------------------------------------------------------
   def address(self, o: Operand) -> np.ndarray:
     if o.kind != "addr": raise PTXFault("compute", "expected an address operand [..]", self.ins)

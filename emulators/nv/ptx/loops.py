@@ -325,7 +325,7 @@ class _Abort(Exception):
 
 def _run_row(L: Launch, pair: tuple, taken: dict[str, np.ndarray], j: int, n: int) -> None:
   """Run one instruction on iteration j's row of its chunk-computed operands `taken` (each k * n long)."""
-  ins, f = pair
+  ins, f = pair[0], pair[1]
   for s, v in taken.items():
     L.regs[s] = v[j * n:(j + 1) * n]
     L.typed.pop(s, None)
@@ -396,7 +396,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
         if len(taken[i]) != len(xs): return False
         continue
-      ins, f = pairs[i]
+      ins, f = pairs[i][0], pairs[i][1]
       W.ins, W._d = ins, None
       f(W)
       for d in P.dsts[i]: made.pop(d, None)
