@@ -58,6 +58,7 @@ def _run(L: Launch) -> None:
   # a guard or branch that every lane takes the same way stays in it
   uni: int | None = 0
   everyone = L.everyone
+  big = L.n >= DROP_LANES
   while True:
     if uni is not None:
       cur = uni
@@ -74,7 +75,7 @@ def _run(L: Launch) -> None:
         for ins, f, gone in pairs[cur:end]:
           L.ins, L._d = ins, None
           f(L)
-          if gone: L.drop(gone)
+          if gone and big: L.drop(gone)
         steps += end - cur
         uni = end
         continue
@@ -95,7 +96,7 @@ def _run(L: Launch) -> None:
       f = fns[cur]
       if f is not None:
         f(L)
-        if dead[cur]: L.drop(dead[cur])
+        if big and dead[cur]: L.drop(dead[cur])
         uni = cur + 1
         continue
       if ins.op == "bra":
@@ -150,6 +151,7 @@ def _run(L: Launch) -> None:
     if sel.size == everyone.size and not waiting.any() and pc[everyone[0]] >= 0 and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
 
 
+DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
 _READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
 
 
