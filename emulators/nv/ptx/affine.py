@@ -59,6 +59,7 @@ def _span(x: np.ndarray | int) -> tuple[int, int]:
 
 def _make(a: np.ndarray | int, b: np.ndarray | int, w: int, T: int) -> Aff | None:
   (alo, ahi), (blo, bhi) = _span(a), _span(b)
+  if isinstance(b, np.ndarray) and blo == bhi: b = blo   # one step for every lane (a uniform loop bound times the induction)
   if max(abs(alo), abs(ahi), abs(blo), abs(bhi)) * max(T, 1) >= _LIMIT: return None
   r = Aff(a, b, alo, ahi, blo, bhi, w)
   lo, hi = r.bounds(T)

@@ -99,6 +99,7 @@ class Launch:
     self.special = _Specials(self)
     self.regs = Regs()
     self.pref: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}   # coalesced byte loads: (group, byte) -> (lanes, bytes)
+    self.pre: tuple[Instr, np.ndarray] | None = None   # (ld, its bytes) read ahead by a loop run as a strided block (loops.py)
     self.typed: dict[str, np.ndarray] = {}   # register -> its whole value as a typed array (put_typed; dropped on the next write)
     self.defined: dict[str, np.ndarray] = {}
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
@@ -418,6 +419,20 @@ class Launch:
       rel = b + np.uint64((off - va) & 0xFFFFFFFFFFFFFFFF)   # below the mapping wraps to huge: one max checks both ends
       if r.size >= w and rel.max() <= np.uint64(r.size - w): return self._in_region(r, rel, w, st)
     return self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
+
+  def global_strided(self, start: int, ks: int, kstride: int, n: int, lstride: int, w: int) -> np.ndarray | None:
+    """The w bytes at start + k * kstride + l * lstride for k < ks, l < n ((ks * n, w) uint8, row k then lane l), when
+    they all lie in one mapping whose bytes are all defined; else None (the caller loads the ordinary way, which reports
+    faults and undefined bytes)."""
+    lo = start + min(0, (ks - 1) * kstride) + min(0, (n - 1) * lstride)
+    hi = start + max(0, (ks - 1) * kstride) + max(0, (n - 1) * lstride) + w
+    r = self.vm.find(lo) if lo >= 0 else None
+    if r is None or hi > r.end or (self.checked and r.mem.bits is not None): return None
+    g = next(g for g in (8, 4, 2, 1) if not (w % g or (start - r.va) % g or kstride % g or lstride % g))
+    base = r.mem.data[:r.mem.data.size // g * g].view(S.UINT[g])
+    el = (start - r.va) // g
+    v = np.lib.stride_tricks.as_strided(base[el:], shape=(ks, n, w // g), strides=(kstride, lstride, g), writeable=False)
+    return np.ascontiguousarray(v).view(np.uint8).reshape(ks * n, w)
 
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
     """The w bytes at b + off for every lane, when all lie in the last mapping used and all of its bytes are defined

@@ -124,13 +124,16 @@ def _ld(ins: Instr, e: Entry) -> Step | None:
     puts.append(p)
   dt, ut = S.NP[t], S.UINT[w]
   def step(L: Launch) -> None:
-    b, d = L.bits(base)
-    if d is not None and L.checked and not d.all():
-      raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
-    raw, dd = L.global_at(b, off, n * w)
+    if L.pre is not None and L.pre[0] is ins: raw, dd = L.pre[1], None   # the bytes a loop run read as a strided block
+    else:
+      b, d = L.bits(base)
+      if d is not None and L.checked and not d.all():
+        raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
+      raw, dd = L.global_at(b, off, n * w)
     vals = np.ascontiguousarray(raw).view(ut).reshape(-1, n).view(dt) if n > 1 else raw.view(ut).reshape(-1).view(dt)
     for i, p in enumerate(puts):
       if p is not None: p(L, vals[:, i] if n > 1 else vals, dd)
+  step.takes_pre = True   # type: ignore[attr-defined]   (loops.py may hand it the bytes: L.pre)
   return step
 
 

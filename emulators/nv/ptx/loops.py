@@ -354,6 +354,30 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
   return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
 
 
+def _strided_loads(P: LoopPlan, pairs: list, needs: dict[int, list]) -> dict[int, tuple[int, int, int, int]]:
+  """Global loads (pre-decoded) whose address is affine with one step per iteration and lanes in arithmetic progression:
+  position -> (address of iteration 0 lane 0 less nothing, step per iteration, step per lane, bytes)."""
+  out = {}
+  for i, xs in needs.items():
+    ins, f = pairs[i][0], pairs[i][1]
+    if not getattr(f, "takes_pre", False) or len(ins.args) != 2 or ins.args[1].kind != "addr": continue
+    base = ins.args[1].value.value
+    a = next((g for x, g in xs if x == base), None)
+    if a is None or not isinstance(a.b, int) or ins.has("v8"): continue
+    if isinstance(a.a, np.ndarray):
+      d = np.diff(a.a)
+      if d.size and (d != d[0]).any(): continue
+      a0, c = int(a.a[0]), int(d[0]) if d.size else 0
+    else: a0, c = a.a, 0
+    out[i] = (a0 + ins.args[1].offset, a.b, c, TYPES[ins.types[0]] * (4 if ins.has("v4") else 2 if ins.has("v2") else 1))
+  return out
+
+
+def _strided_load(W: Launch, s: tuple[int, int, int, int], k0: int, k: int, n: int) -> np.ndarray | None:
+  a0, b, c, w = s
+  return W.global_strided(a0 + b * k0, k, b, n, c, w)
+
+
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
@@ -367,6 +391,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   base = {r: L.regs[r] for r in P.inductions}
   read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in P.srcs[i]}
   tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
+  strided = _strided_loads(P, pairs, needs) if planned else {}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
   for k0 in range(0, T, K):
@@ -386,6 +411,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     taken: dict[int, dict[str, np.ndarray]] = {}
     for i in range(P.top, P.back):
       if i in done or i in late: continue
+      if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
+        W.pre = (pairs[i][0], raw)   # the load's address is never made into rows: it reads the block
+        W.ins, W._d = pairs[i][0], None
+        pairs[i][1](W)
+        W.pre = None
+        for d in P.dsts[i]: made.pop(d, None)
+        continue
       for x, f in needs.get(i, ()):
         if made.get(x) is not f:
           W.regs[x] = f.rows(kk, n)

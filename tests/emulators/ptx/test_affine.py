@@ -158,3 +158,32 @@ def test_plan_refuses_products_of_two_iteration_dependent_values():
   (ins,) = [i for i in sq.instrs if i.op == "mul" and i.has("lo")]
   f = A.step(ins)
   assert f is not None and (f.rows(np.arange(10), 4).reshape(10, 4) == (np.arange(10) * 3)[:, None]).all()
+
+
+def test_strided_block_loads_and_their_faults(monkeypatch):
+  """Loads whose address steps evenly per iteration and per lane read one strided block (global_strided); a block past
+  the buffer's end is left to the step closure, which reports the fault as the stepped loop does."""
+  import re
+
+  from refgrad.runtime.driver import GPUFault
+  calls = []
+  orig = loops._strided_load
+  def counting(*a):
+    r = orig(*a)
+    calls.append(r is not None)
+    return r
+  monkeypatch.setattr(loops, "_strided_load", counting)
+  monkeypatch.setattr(affine, "MIN_TRIPS", 1)
+  data = RNG.standard_normal(16 * 20 * 2 + 2).astype(np.float32)
+  a = run(INDEX, 16, 20, data)
+  assert calls and all(calls)
+  monkeypatch.setattr(loops, "enabled", False)
+  b = run(INDEX, 16, 20, data)
+  assert a[0].tobytes() + a[1].tobytes() == b[0].tobytes() + b[1].tobytes()
+  msgs = []
+  for on in (True, False):
+    monkeypatch.setattr(loops, "enabled", on)
+    with pytest.raises(GPUFault) as ex: run(INDEX, 16, 20, data[:16 * 20])
+    msgs.append(re.sub(r"0x[0-9a-f]+|GP entry \d+", "#", str(ex.value)))
+  assert msgs[0] == msgs[1] and "ld.global.f32" in msgs[0]
+  assert calls[-1] is False
