@@ -373,6 +373,18 @@ def _strided_loads(P: LoopPlan, pairs: list, needs: dict[int, list]) -> dict[int
   return out
 
 
+def _drop(W: Launch, regs: list[str], keep: set[str] | tuple, lastrow: dict[str, np.ndarray], n: int) -> bool:
+  """Drop chunk registers after their last use (False: one holds undefined values, which the stepped loop reports);
+  the last chunk's row of those written back after the loop is kept."""
+  for r in regs:
+    if W.checked and W.defined.get(r) is not None: return False
+    if r in keep and (v := W.regs.raw(r)) is not None: lastrow[r] = v[-n:].copy()
+    W.regs.pop(r, None)
+    W.typed.pop(r, None)
+    W.defined.pop(r, None)
+  return True
+
+
 def _strided_load(W: Launch, s: tuple[int, int, int, int], k0: int, k: int, n: int) -> np.ndarray | None:
   a0, b, c, w = s
   return W.global_strided(a0 + b * k0, k, b, n, c, w)
@@ -392,6 +404,15 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in P.srcs[i]}
   tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
   strided = _strided_loads(P, pairs, needs) if planned else {}
+  # each chunk register is dropped after its last use, so fresh results reuse memory; those written back keep their last row
+  last_use: dict[str, int] = {}
+  for i in range(P.top, P.back):
+    if i in done or i in late: continue
+    for r in P.srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
+  drop_at: dict[int, list[str]] = {}
+  for r, i in last_use.items(): drop_at.setdefault(i, []).append(r)
+  keep = set(P.written) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
+  lastrow: dict[str, np.ndarray] = {}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
   for k0 in range(0, T, K):
@@ -409,6 +430,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
+    last_chunk = k0 + k == T
     for i in range(P.top, P.back):
       if i in done or i in late: continue
       if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
@@ -417,6 +439,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         pairs[i][1](W)
         W.pre = None
         for d in P.dsts[i]: made.pop(d, None)
+        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
         continue
       for x, f in needs.get(i, ()):
         if made.get(x) is not f:
@@ -427,11 +450,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
         taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
         if len(taken[i]) != len(xs): return False
+        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
         continue
       ins, f = pairs[i][0], pairs[i][1]
       W.ins, W._d = ins, None
       f(W)
       for d in P.dsts[i]: made.pop(d, None)
+      if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
     if L.checked and any(d is not None for d in W.defined.values()): return False
     L.sel = everyone
     for a in P.accs:
@@ -464,7 +489,10 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
       L.put_typed(r, final[r].copy(), None)
       continue
     b = W.regs.raw(r)
-    if b is None: return False
+    if b is None:
+      if r not in lastrow: return False
+      L.put_typed(r, lastrow[r], None)
+      continue
     L.put_typed(r, b[-n:].copy(), None)   # typed as the body's step wrote it, or bits
   for i in sorted(late):   # every operand now holds its last iteration's value
     L.ins, L._d = pairs[i][0], None
