@@ -422,17 +422,16 @@ class Launch:
 
   def global_strided(self, start: int, ks: int, kstride: int, n: int, lstride: int, w: int) -> np.ndarray | None:
     """The w bytes at start + k * kstride + l * lstride for k < ks, l < n ((ks * n, w) uint8, row k then lane l), when
-    they all lie in one mapping whose bytes are all defined; else None (the caller loads the ordinary way, which reports
-    faults and undefined bytes)."""
+    they all lie in one mapping whose bytes are all defined and every address is a multiple of w; else None (the caller
+    loads the ordinary way, which reports faults and undefined bytes). The bounds come from the strides, not a scan."""
     lo = start + min(0, (ks - 1) * kstride) + min(0, (n - 1) * lstride)
     hi = start + max(0, (ks - 1) * kstride) + max(0, (n - 1) * lstride) + w
     r = self.vm.find(lo) if lo >= 0 else None
     if r is None or hi > r.end or (self.checked and r.mem.bits is not None): return None
-    g = next(g for g in (8, 4, 2, 1) if not (w % g or (start - r.va) % g or kstride % g or lstride % g))
-    base = r.mem.data[:r.mem.data.size // g * g].view(S.UINT[g])
-    el = (start - r.va) // g
-    v = np.lib.stride_tricks.as_strided(base[el:], shape=(ks, n, w // g), strides=(kstride, lstride, g), writeable=False)
-    return np.ascontiguousarray(v).view(np.uint8).reshape(ks * n, w)
+    if w not in (1, 2, 4, 8, 16) or (start - r.va) % w or kstride % w or lstride % w: return None
+    ix = ((start - r.va) // w + (kstride // w) * np.arange(ks, dtype=np.intp))[:, None] + (lstride // w) * np.arange(n, dtype=np.intp)[None, :]
+    if w == 16: return r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2).take(ix.reshape(-1), axis=0).view(np.uint8).reshape(-1, 16)
+    return r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w]).take(ix.reshape(-1)).view(np.uint8).reshape(-1, w)
 
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
     """The w bytes at b + off for every lane, when all lie in the last mapping used and all of its bytes are defined
