@@ -420,18 +420,22 @@ class Launch:
       if r.size >= w and rel.max() <= np.uint64(r.size - w): return self._in_region(r, rel, w, st)
     return self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
 
-  def global_strided(self, start: int, ks: int, kstride: int, n: int, lstride: int, w: int) -> np.ndarray | None:
-    """The w bytes at start + k * kstride + l * lstride for k < ks, l < n ((ks * n, w) uint8, row k then lane l), when
-    they all lie in one mapping whose bytes are all defined and every address is a multiple of w; else None (the caller
-    loads the ordinary way, which reports faults and undefined bytes). The bounds come from the strides, not a scan."""
-    lo = start + min(0, (ks - 1) * kstride) + min(0, (n - 1) * lstride)
-    hi = start + max(0, (ks - 1) * kstride) + max(0, (n - 1) * lstride) + w
+  def global_affine(self, a: np.ndarray | int, alo: int, ahi: int, b: int, w: int, k0: int, ks: int, n: int) -> np.ndarray | None:
+    """The w bytes at a + b * k (a per lane, alo..ahi its bounds, every address a multiple of w) for k0 <= k < k0 + ks
+    ((ks * n, w) uint8, row k then lane l), when they all lie in one mapping whose bytes are all defined; else None (the
+    caller loads the ordinary way, which reports faults and undefined bytes). The bounds come from alo, ahi and b, not
+    from a scan of every address."""
+    lo, hi = alo + min(b * k0, b * (k0 + ks - 1)), ahi + max(b * k0, b * (k0 + ks - 1)) + w
     r = self.vm.find(lo) if lo >= 0 else None
-    if r is None or hi > r.end or (self.checked and r.mem.bits is not None): return None
-    if w not in (1, 2, 4, 8, 16) or (start - r.va) % w or kstride % w or lstride % w: return None
-    ix = ((start - r.va) // w + (kstride // w) * np.arange(ks, dtype=np.intp))[:, None] + (lstride // w) * np.arange(n, dtype=np.intp)[None, :]
-    if w == 16: return r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2).take(ix.reshape(-1), axis=0).view(np.uint8).reshape(-1, 16)
-    return r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w]).take(ix.reshape(-1)).view(np.uint8).reshape(-1, w)
+    if r is None or hi > r.end or r.va % w or (self.checked and r.mem.bits is not None): return None
+    rel = (a - r.va) // w
+    ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
+      ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]
+    mem = self.mem_views.get(id(r.mem))
+    if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
+    if (v := mem.get(w)) is None:
+      v = mem[w] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w])
+    return (v.take(ix.reshape(-1), axis=0) if w == 16 else v.take(ix.reshape(-1))).view(np.uint8).reshape(-1, w)
 
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
     """The w bytes at b + off for every lane, when all lie in the last mapping used and all of its bytes are defined

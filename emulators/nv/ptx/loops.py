@@ -354,22 +354,20 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
   return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
 
 
-def _strided_loads(P: LoopPlan, pairs: list, needs: dict[int, list]) -> dict[int, tuple[int, int, int, int]]:
-  """Global loads (pre-decoded) whose address is affine with one step per iteration and lanes in arithmetic progression:
-  position -> (address of iteration 0 lane 0 less nothing, step per iteration, step per lane, bytes)."""
+def _strided_loads(P: LoopPlan, pairs: list, needs: dict[int, list]) -> dict[int, tuple]:
+  """Global loads (pre-decoded) whose address is affine with one step per iteration for every lane: position ->
+  (per-lane address of iteration 0 with the offset, its bounds, step per iteration, bytes, every address aligned)."""
   out = {}
   for i, xs in needs.items():
     ins, f = pairs[i][0], pairs[i][1]
-    if not getattr(f, "takes_pre", False) or len(ins.args) != 2 or ins.args[1].kind != "addr": continue
-    base = ins.args[1].value.value
-    a = next((g for x, g in xs if x == base), None)
-    if a is None or not isinstance(a.b, int) or ins.has("v8"): continue
-    if isinstance(a.a, np.ndarray):
-      d = np.diff(a.a)
-      if d.size and (d != d[0]).any(): continue
-      a0, c = int(a.a[0]), int(d[0]) if d.size else 0
-    else: a0, c = a.a, 0
-    out[i] = (a0 + ins.args[1].offset, a.b, c, TYPES[ins.types[0]] * (4 if ins.has("v4") else 2 if ins.has("v2") else 1))
+    if not getattr(f, "takes_pre", False) or len(ins.args) != 2 or ins.args[1].kind != "addr" or ins.has("v8"): continue
+    base, off = ins.args[1].value.value, ins.args[1].offset
+    g = next((g for x, g in xs if x == base), None)
+    if g is None or not isinstance(g.b, int): continue
+    w = TYPES[ins.types[0]] * (4 if ins.has("v4") else 2 if ins.has("v2") else 1)
+    a = g.a + off
+    aligned = w in (1, 2, 4, 8, 16) and not g.b % w and not (np.bitwise_or.reduce(a) if isinstance(a, np.ndarray) else a) % w
+    if aligned: out[i] = (a, g.alo + off, g.ahi + off, g.b, w)
   return out
 
 
@@ -385,9 +383,8 @@ def _drop(W: Launch, regs: list[str], keep: set[str] | tuple, lastrow: dict[str,
   return True
 
 
-def _strided_load(W: Launch, s: tuple[int, int, int, int], k0: int, k: int, n: int) -> np.ndarray | None:
-  a0, b, c, w = s
-  return W.global_strided(a0 + b * k0, k, b, n, c, w)
+def _strided_load(W: Launch, s: tuple, k0: int, k: int, n: int) -> np.ndarray | None:
+  return W.global_affine(*s, k0, k, n)
 
 
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
