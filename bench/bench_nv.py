@@ -82,7 +82,8 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
   ap.add_argument("--cpu-time", action="store_true", help="CPU time of the process (all threads) instead of wall time")
   args = ap.parse_args()
-  if args.cpu_time: time.perf_counter = time.process_time   # type: ignore[assignment]   (bench_tensor.bench and the launch loop read it)
+  clock = time.process_time if args.cpu_time else time.perf_counter   # (bench_tensor.bench binds its default clock at import: passed)
+  if args.cpu_time: time.perf_counter = time.process_time   # type: ignore[assignment]   (the launch loop reads it)
   os.environ.setdefault("MOCKGPU", "1")
   from rich.console import Console
   from rich.table import Table
@@ -93,12 +94,12 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   if ptx: cols += ["nvcc generic ms", "generic / PYTHON-CUDA", "nvcc ms", "nvcc / PYTHON-CUDA"]
   for c in cols: t.add_column(c, justify="right" if c != "program" else "left")
   for name, (prog, shapes) in PROGRAMS.items():
-    with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps), bench(prog, shapes, gpu, args.reps)
-    with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps)
+    with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps, clock), bench(prog, shapes, gpu, args.reps, clock)
+    with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps, clock)
     row = [name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x"]
     if ptx:
-      with nv_code("nvcc"), predecoded(False): g = bench(prog, shapes, "NV:1", args.reps)
-      with nv_code("nvcc"): p = bench(prog, shapes, "NV:1", args.reps)
+      with nv_code("nvcc"), predecoded(False): g = bench(prog, shapes, "NV:1", args.reps, clock)
+      with nv_code("nvcc"): p = bench(prog, shapes, "NV:1", args.reps, clock)
       row += [f"{g * 1e3:.2f}", f"{g / pyt:.2f}x", f"{p * 1e3:.2f}", f"{p / pyt:.2f}x"]
     t.add_row(*row)
   con.print(t)

@@ -88,6 +88,17 @@ PAIR = (0, 1)             # which fragment elements go in the low and high half 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 
+# integer ops whose second operand may be an immediate (commutative: a constant first operand moves second)
+_IMM_OPS = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX})
+
+
+def _is_nan_lit(lit: str) -> bool:
+  """Whether a 0f/0d float literal is a NaN (exponent all ones, fraction not zero)."""
+  v = int(lit[2:], 16)
+  if lit[1] == "d": return (v >> 52) & 0x7FF == 0x7FF and v & ((1 << 52) - 1) != 0
+  return (v >> 23) & 0xFF == 0xFF and v & ((1 << 23) - 1) != 0
+
+
 def _info(dt: DType) -> tuple[str, str, str]:
   try: return DTYPES[dt.scalar().name]
   except KeyError: raise ValueError(f"dtype {dt!r} has no PTX form") from None
@@ -108,6 +119,7 @@ class _PTXProgram:
     self.shared: list[str] = []
     self.aligned: dict[UOp, int] = {}      # idx value -> a power of two it is provably a multiple of
     self.known: dict[str, int] = {}        # registers of integer constants -> their value
+    self.fknown: dict[str, str] = {}       # registers of f32/f64 constants -> their literal (0f.../0d...)
     self.uses: dict[UOp, int] = {}         # how many uops read each value
     for u in uops:
       for x in u.src: self.uses[x] = self.uses.get(x, 0) + 1
@@ -138,8 +150,24 @@ class _PTXProgram:
       w = _BITS[cls]
       self.known[r] = int(v)
       self.pre.append(f"mov.b{w} {r}, 0x{int(v) & ((1 << w) - 1):x};")
-    else: self.pre.append(f"mov.b{_BITS[cls]} {r}, {self.float_bits(float(v), dt)};")
+    else:
+      lit = self.float_bits(float(v), dt)
+      if cls in ("f32", "f64"): self.fknown[r] = lit
+      self.pre.append(f"mov.b{_BITS[cls]} {r}, {lit};")
     return r
+
+  def imm(self, r: str, t: str) -> str:
+    """A source operand of arithmetic type t: an integer constant's register as an immediate (in t's range), else itself.
+    Immediates need no register read per lane, and a loop's bound stays a constant for its trip count."""
+    if r not in self.known or t[0] not in "subf": return r
+    bits = int(t[1:])
+    v = self.known[r] & ((1 << bits) - 1)
+    return str(v - (1 << bits) if t[0] == "s" and v >> (bits - 1) else v)
+
+  def fimm(self, r: str, t: str) -> str:
+    """A float constant's register as its exact literal for an f32/f64 operand, else itself."""
+    lit = self.fknown.get(r)
+    return lit if lit is not None and lit[1] == ("d" if t == "f64" else "f") else r
 
   @staticmethod
   def float_bits(fv: float, dt: DType) -> str:
@@ -184,8 +212,14 @@ class _PTXProgram:
       self.emit(f"and.pred {x}, {s[0]}, {s[1]};")
       self.emit(f"and.pred {y}, !{s[0]}, {s[2]};")
       self.emit(f"or.pred {d}, {x}, {y};")
-    else: self.emit(f"selp.b{_BITS[cls]} {d}, {s[1]}, {s[2]}, {s[0]};")
+    else: self.emit(f"selp.b{_BITS[cls]} {d}, {self.bimm(s[1], _BITS[cls])}, {self.bimm(s[2], _BITS[cls])}, {s[0]};")
     return d
+
+  def bimm(self, r: str, w: int) -> str:
+    """A constant's register as its w-bit pattern in hex (an integer, or a float constant's literal bits), else itself."""
+    if r in self.known: return f"0x{self.known[r] & ((1 << w) - 1):x}"
+    lit = self.fknown.get(r)
+    return f"0x{int(lit[2:], 16):x}" if lit is not None and (16 if lit[1] == "d" else 8) * 4 == w else r
 
   def bool_alu(self, op: Ops, s: list[str]) -> str:
     d = self.reg("pred")
@@ -208,15 +242,20 @@ class _PTXProgram:
     ins = INT_OPS[op].format(t=t, w=w)
     if op in GroupOp.Comparison:
       p = self.reg("pred")
-      self.emit(f"{ins} {p}, {s[0]}, {s[1]};")
+      self.emit(f"{ins} {p}, {s[0]}, {self.imm(s[1], t)};")
       return p
     d = self.reg(cls)
-    if op in (Ops.SHL, Ops.SHR):   # the amount is a u32 register, masked to the dtype's width
+    if op in (Ops.SHL, Ops.SHR) and s[1] in self.known:   # a constant amount, masked here
+      self.emit(f"{ins} {d}, {s[0]}, {self.known[s[1]] & (dt.bits - 1)};")
+    elif op in (Ops.SHL, Ops.SHR):   # the amount is a u32 register, masked to the dtype's width
       a = self.reg("b32")
       self.emit(f"cvt.u32.u64 {a}, {s[1]};" if w == 64 else f"mov.b32 {a}, {s[1]};")
       self.emit(f"and.b32 {a}, {a}, {dt.bits - 1};")
       self.emit(f"{ins} {d}, {s[0]}, {a};")
     elif op in (Ops.IDIV, Ops.MOD): self.divmod(op, dt, ins, d, s)
+    elif op in _IMM_OPS:
+      a, b = (s[1], s[0]) if s[0] in self.known and s[1] not in self.known else (s[0], s[1])   # commutative: the constant second
+      self.emit(f"{ins} {d}, {a}, {self.imm(b, t if op not in (Ops.AND, Ops.OR, Ops.XOR) else 'u' + str(w))};")
     else: self.emit(f"{ins} {d}, {', '.join(s)};")
     return self.canon(d, dt) if op in WRAPS else d
 
@@ -255,13 +294,17 @@ class _PTXProgram:
     w = [self.widen(x, t) for x in s]
     if op in GroupOp.Comparison:
       p = self.reg("pred")
-      self.emit(f"{FLOAT_OPS[op].format(t=ct)} {p}, {w[0]}, {w[1]};")
+      self.emit(f"{FLOAT_OPS[op].format(t=ct)} {p}, {w[0]}, {self.fimm(w[1], ct)};")
       return p
     r = self.reg(ct)
     if op is Ops.MAX: self.fmax(ct, r, w)
     elif op in GroupOp.Transcendental:
       self.emit(f"{APPROX[op]} {r}, {w[0]};")
-    elif op in FLOAT_OPS: self.emit(f"{FLOAT_OPS[op].format(t=ct)} {r}, {', '.join(w)};")
+    elif op in FLOAT_OPS:
+      if op in (Ops.ADD, Ops.MUL) and w[0] in self.fknown and w[1] not in self.fknown and not _is_nan_lit(self.fknown[w[0]]):
+        w = [w[1], w[0]]   # commutative (a NaN constant keeps its place: NaN operands' order)
+      srcs = [w[0], *(self.fimm(x, ct) for x in w[1:])] if op not in (Ops.NEG, Ops.RECIP, Ops.SQRT) else w
+      self.emit(f"{FLOAT_OPS[op].format(t=ct)} {r}, {', '.join(srcs)};")
     else: raise ValueError(f"{self.name}: {op.name} is not defined on {dt!r}")
     return self.narrow(r, t)
 
@@ -562,14 +605,14 @@ class _PTXProgram:
       blocks[u] = i
       self.v[u] = [r]
       self.emit(f"mov.b{_BITS[cls]} {r}, 0;")   # the test at the bottom, as nvcc does: 3 instructions per iteration
-      self.emit(f"setp.ge.{t} {p}, {r}, {self.one(src[0])};")
+      self.emit(f"setp.ge.{t} {p}, {r}, {self.imm(self.one(src[0]), t)};")
       self.emit(f"@{p} bra L{i}_end;")
       self.body.append(f"L{i}_top:")
     elif op is Ops.ENDRANGE:
       j, (r,), rng = blocks[src[0]], self.v[src[0]], src[0]
       t, p = _info(rng.dtype)[1], self.reg("pred")
       self.emit(f"add.{t} {r}, {r}, 1;")
-      self.emit(f"setp.lt.{t} {p}, {r}, {self.one(rng.src[0])};")
+      self.emit(f"setp.lt.{t} {p}, {r}, {self.imm(self.one(rng.src[0]), t)};")
       self.emit(f"@{p} bra L{j}_top;")
       self.body.append(f"L{j}_end:")
     elif op is Ops.IF:

@@ -52,6 +52,37 @@ def _geometry(per_cta: int, ncta: int, nt: int) -> tuple[np.ndarray, ...]:
   return r
 
 
+_U64 = np.dtype(np.uint64)
+
+
+def _to_bits(v: np.ndarray) -> np.ndarray:
+  """A register's typed value (an array of the register's width) as raw bits (uint64)."""
+  return v.view(np.uint64) if v.itemsize == 8 else v.view(S.UINT[v.itemsize]).astype(np.uint64)
+
+
+class Regs(dict):
+  """Register -> raw bits (uint64 per lane). An entry may hold the value typed instead (an array as wide as the register,
+  any dtype: Launch.put_typed), its bits made when first read: a float op feeding float ops never converts to bits."""
+  def get(self, k: str, default: Any = None) -> Any:
+    r = dict.get(self, k)
+    if r is None: return default
+    if r.dtype is not _U64:
+      r = _to_bits(r)
+      dict.__setitem__(self, k, r)
+    return r
+
+  def __getitem__(self, k: str) -> np.ndarray:
+    r = dict.__getitem__(self, k)
+    if r.dtype is not _U64:
+      r = _to_bits(r)
+      dict.__setitem__(self, k, r)
+    return r
+
+  def raw(self, k: str) -> np.ndarray | None:
+    """The entry as stored (typed or bits), without making bits."""
+    return dict.get(self, k)
+
+
 class Launch:
   """The state of one launch of one entry."""
   def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
@@ -66,8 +97,9 @@ class Launch:
     self._t = t
     self.shared_bytes = shared_bytes
     self.special = _Specials(self)
-    self.regs: dict[str, np.ndarray] = {}
+    self.regs = Regs()
     self.pref: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}   # coalesced byte loads: (group, byte) -> (lanes, bytes)
+    self.pre: tuple[Instr, np.ndarray] | None = None   # (ld, its bytes) read ahead by a loop run as a strided block (loops.py)
     self.typed: dict[str, np.ndarray] = {}   # register -> its whole value as a typed array (put_typed; dropped on the next write)
     self.defined: dict[str, np.ndarray] = {}
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
@@ -130,6 +162,10 @@ class Launch:
     if o.kind == "not":
       v = self.get(o.value, "pred")
       return ~v
+    if o.kind == "reg" and t != "pred" and self.sel.size == self.n and (r := self.regs.raw(o.value)) is not None and r.itemsize == TYPES[t]:
+      d = self.defined.get(o.value)   # every lane, a value as wide as t (typed or 8-byte bits): a view, no conversion
+      if d is not None: self._d = d if self._d is None else self._d & d
+      return r.view(S.NP[t] if t != "bf16" else np.uint16)
     b, d = self.bits(o)
     if d is not None: self._d = d if self._d is None else self._d & d
     if o.kind == "imm" and S.is_float(t):   # an integer literal where a float is expected is its value
@@ -156,6 +192,8 @@ class Launch:
     if t == "pred" or rt == "pred": b = np.asarray(v).astype(np.bool_).astype(np.uint64)
     else:
       v = np.asarray(v)
+      if v.ndim == 1 and v.size == self.n == self.sel.size and v.dtype.kind in "iuf" and v.itemsize == TYPES[rt] and v.flags.owndata:
+        return self.put_typed(name, v, self._d if d is None else d)   # its own array as wide as the register: kept typed
       if v.dtype == np.bool_: v = v.astype(np.uint8)
       if v.dtype.kind == "i": b = v.astype(np.int64).view(np.uint64)
       elif v.dtype.kind == "f": b = v.view(S.UINT[v.itemsize]).astype(np.uint64)
@@ -166,10 +204,12 @@ class Launch:
     if b.size != self.sel.size: b = np.broadcast_to(b, self.sel.shape).copy()
     self.put_bits(name, b, d)
 
-  def put_typed(self, name: str, b: np.ndarray, v: np.ndarray, d: np.ndarray | None) -> None:
-    """put_bits, keeping v (the same values typed, e.g. float32) for readers of that type while every lane runs."""
-    self.put_bits(name, b, d)
-    if self.sel.size == self.n: self.typed[name] = v
+  def put_typed(self, name: str, v: np.ndarray, d: np.ndarray | None) -> None:
+    """Write typed values (an array as wide as the register, e.g. float32 into a .f32/.b32 register): while every lane
+    runs, kept typed (readers of that type take it as is; the bits are made when first read), else as bits."""
+    if self.sel.size != self.n: return self.put_bits(name, _to_bits(v), d)
+    self.regs[name] = self.typed[name] = v
+    if self.checked: self.defined[name] = None if d is None or d.all() else d.copy()
 
   def put_bits(self, name: str, b: np.ndarray, d: np.ndarray | None) -> None:
     """Write raw register bits (a fresh uint64 array, already masked to the register's width) for the selected lanes;
@@ -180,7 +220,8 @@ class Launch:
       self.regs[name] = b
       if self.checked: self.defined[name] = None if d is None or d.all() else d.copy()
       return
-    r = self.regs.get(name)
+    r = self.regs.raw(name)
+    if r is not None and r.dtype is not _U64: r = self.regs[name] = _to_bits(r).copy() if r.itemsize == 8 else _to_bits(r)   # its own storage
     if r is None:
       r = self.regs[name] = np.zeros(self.n, np.uint64)
       if self.checked: self.defined[name] = np.zeros(self.n, np.bool_)
@@ -191,6 +232,13 @@ class Launch:
         if d is None or d.all(): return
         dd = self.defined[name] = np.ones(self.n, np.bool_)
       dd[sel] = True if d is None else d
+
+  def drop(self, names: tuple[str, ...]) -> None:
+    """Forget registers no instruction reads again (their memory is reused by the next results)."""
+    for r in names:
+      self.regs.pop(r, None)
+      self.typed.pop(r, None)
+      self.defined.pop(r, None)
 
   # ---- memory -----------------------------------------------------------------------------------------------------
   def address(self, o: Operand) -> np.ndarray:
@@ -372,6 +420,23 @@ class Launch:
       if r.size >= w and rel.max() <= np.uint64(r.size - w): return self._in_region(r, rel, w, st)
     return self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
 
+  def global_affine(self, a: np.ndarray | int, alo: int, ahi: int, b: int, w: int, k0: int, ks: int, n: int) -> np.ndarray | None:
+    """The w bytes at a + b * k (a per lane, alo..ahi its bounds, every address a multiple of w) for k0 <= k < k0 + ks
+    ((ks * n, w) uint8, row k then lane l), when they all lie in one mapping whose bytes are all defined; else None (the
+    caller loads the ordinary way, which reports faults and undefined bytes). The bounds come from alo, ahi and b, not
+    from a scan of every address."""
+    lo, hi = alo + min(b * k0, b * (k0 + ks - 1)), ahi + max(b * k0, b * (k0 + ks - 1)) + w
+    r = self.vm.find(lo) if lo >= 0 else None
+    if r is None or hi > r.end or r.va % w or (self.checked and r.mem.bits is not None): return None
+    rel = (a - r.va) // w
+    ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
+      ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]
+    mem = self.mem_views.get(id(r.mem))
+    if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
+    if (v := mem.get(w)) is None:
+      v = mem[w] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w])
+    return (v.take(ix.reshape(-1), axis=0) if w == 16 else v.take(ix.reshape(-1))).view(np.uint8).reshape(-1, w)
+
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
     """The w bytes at b + off for every lane, when all lie in the last mapping used and all of its bytes are defined
     (else None: the caller loads the ordinary way, which reports faults and undefined bytes)."""
@@ -417,13 +482,14 @@ class Launch:
       v[off >> 4] = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
-      if not k: e, k1 = (off[:, None] + np.arange(w)).reshape(-1), 1
-      else: k1 = k
-      dm = None if d is None else (d if k else np.repeat(d, w))
-      if dm is None: r.mem.mark_elems(e, k1, True)
+      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = ((off >> 3)[:, None] + np.arange(w // 8)).reshape(-1), 8, w // 8
+      elif not k: e, k1, rep = (off[:, None] + np.arange(w)).reshape(-1), 1, w
+      else: k1, rep = k, 1
+      dm = None if d is None else (d if rep == 1 else np.repeat(d, rep))
+      if dm is None: _mark(r.mem, e, k1, True)
       else:
-        if dm.any(): r.mem.mark_elems(e[dm], k1, True)
-        if (~dm).any(): r.mem.mark_elems(e[~dm], k1, False); self._undef_stored(r.mem)
+        if dm.any(): _mark(r.mem, e[dm], k1, True)
+        if (~dm).any(): _mark(r.mem, e[~dm], k1, False); self._undef_stored(r.mem)
       self.touched[id(r.mem)] = r.mem   # settled once when the launch ends (a bitmap scan per store would dominate)
     return None
 
@@ -480,6 +546,21 @@ class Launch:
           if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False); self._undef_stored(r.mem)
           self.touched[id(r.mem)] = r.mem
     return None if st is not None else (out, dd)
+
+
+def _mark(mem: Any, e: np.ndarray, k: int, defined: bool) -> None:
+  """Memory.mark_elems without ufunc.at: the elements are grouped by their bit position in the bitmap byte, so within a
+  group every element of one byte applies the same mask (duplicates are harmless)."""
+  if k == 8 or e.size < 64 or mem.bits is None: return mem.mark_elems(e, k, defined)
+  pos = e.astype(np.int64, copy=False) * k
+  byte, sh = pos >> 3, pos & 7
+  bits = mem.bits
+  for s in range(0, 8, k):
+    idx = byte[sh == s] if k < 8 else byte
+    if not idx.size: continue
+    m = ((1 << k) - 1) << s
+    if defined: bits[idx] |= np.uint8(m)
+    else: bits[idx] &= np.uint8(~m & 0xFF)
 
 
 class _Specials(dict):

@@ -55,9 +55,13 @@ def _typed_fetch(o: Operand, t: str) -> Fetch | None:
   if o.kind == "reg":
     ut, name = S.UINT[w], o.value
     def reg(L: Launch) -> tuple[np.ndarray, np.ndarray | None]:
-      if L.typed and L.sel.size == L.n and (v := L.typed.get(name)) is not None and v.dtype == dt: return v, L.defined.get(name)
+      if L.sel.size == L.n:
+        if (v := L.typed.get(name)) is not None and v.dtype == dt: return v, L.defined.get(name)
+        if (v := L.regs.raw(name)) is not None and v.itemsize == w: return v.view(dt), L.defined.get(name)   # typed as wide, or 8-byte bits
       b, d = L.bits(o)
-      return (b.view(dt) if w == 8 else b.astype(ut).view(dt)), d
+      v = b.view(dt) if w == 8 else b.astype(ut).view(dt)
+      if L.sel.size == L.n and name in L.regs: L.typed[name] = v   # the next reader of this type takes it as is
+      return v, d
     return reg
   if o.kind == "imm":
     v = float(o.value) if S.is_float(t) else o.value & ((1 << (8 * w)) - 1)
@@ -88,7 +92,7 @@ def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndar
     def tob(v: np.ndarray) -> np.ndarray: return v.view(ut).astype(np.uint64)
   if rw != w: return lambda L, v, d: L.put_bits(name, tob(v), d)
   def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None:   # the typed values too: the next reader of that type skips a conversion
-    if v.dtype.itemsize == w and v.size == L.n: L.put_typed(name, tob(v), v, d)
+    if v.dtype.itemsize == w and v.size == L.n: L.put_typed(name, v, d)
     else: L.put_bits(name, tob(v), d)
   return put
 
@@ -120,13 +124,16 @@ def _ld(ins: Instr, e: Entry) -> Step | None:
     puts.append(p)
   dt, ut = S.NP[t], S.UINT[w]
   def step(L: Launch) -> None:
-    b, d = L.bits(base)
-    if d is not None and L.checked and not d.all():
-      raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
-    raw, dd = L.global_at(b, off, n * w)
+    if L.pre is not None and L.pre[0] is ins: raw, dd = L.pre[1], None   # the bytes a loop run read as a strided block
+    else:
+      b, d = L.bits(base)
+      if d is not None and L.checked and not d.all():
+        raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
+      raw, dd = L.global_at(b, off, n * w)
     vals = np.ascontiguousarray(raw).view(ut).reshape(-1, n).view(dt) if n > 1 else raw.view(ut).reshape(-1).view(dt)
     for i, p in enumerate(puts):
       if p is not None: p(L, vals[:, i] if n > 1 else vals, dd)
+  step.takes_pre = True   # type: ignore[attr-defined]   (loops.py may hand it the bytes: L.pre)
   return step
 
 
@@ -222,9 +229,12 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
   if s.kind != "reg" or e.regs.get(s.value) == "pred": return None
   f = _bits_fetch(s, w, e)
   m = _MASK.get(w)
+  src = s.value
   def step(L: Launch) -> None:
+    if L.sel.size == L.n and (v := L.regs.raw(src)) is not None and v.itemsize == w:   # typed as wide: copied as it is
+      return L.put_typed(name, v.copy(), L.defined.get(src))   # a fresh array: registers never share storage
     b, dd = f(L)  # type: ignore[misc]
-    L.put_bits(name, b & m if m is not None else b.copy(), dd)   # a fresh array: registers never share storage
+    L.put_bits(name, b & m if m is not None else b.copy(), dd)
   return step
 
 
@@ -265,7 +275,7 @@ def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]
         r = op2(a, b)
-        L.put_typed(name_, r.view(np.uint32).astype(np.uint64), r, db if da is None else da if db is None else da & db)
+        L.put_typed(name_, r, db if da is None else da if db is None else da & db)
       return step2
     def step(L: Launch) -> None:   # (the scheduler runs every step under np.errstate(all="ignore"))
       vals, d = [], None
@@ -295,7 +305,39 @@ def _setp(ins: Instr, e: Entry) -> Step | None:
   return step
 
 
+def _ubits_fetch(o: Operand, t: str, e: Entry) -> Fetch | None:
+  """An operand's bits as the unsigned type of t's width (a register's typed value viewed, an immediate as a scalar)."""
+  w = TYPES[t]
+  if o.kind == "reg": return _typed_fetch(o, "u" + str(8 * w)) if o.value in e.regs and TYPES[e.regs[o.value]] == w else None
+  if o.kind == "imm":   # (an integer literal where a float is expected is its value: not here)
+    if S.is_float(t): return None
+    c = S.UINT[w](o.value & ((1 << (8 * w)) - 1))
+    return lambda L: (c, None)
+  f = _fimm_bits(o, t) if o.kind == "fimm" and S.is_float(t) else None
+  if f is None: return None
+  cf = S.UINT[w](int(f(None)[0]))   # type: ignore[arg-type]
+  return lambda L: (cf, None)
+
+
+def _selp_typed(ins: Instr, e: Entry) -> Step | None:
+  """selp of values as wide as the destination register: np.where on the operands' typed values, no bit conversions."""
+  t = ins.types[0]
+  if TYPES[t] not in (2, 4, 8) or len(ins.args) != 4 or ins.args[3].kind != "reg": return None
+  ut = "u" + str(8 * TYPES[t])
+  fa, fb, put = _ubits_fetch(ins.args[1], t, e), _ubits_fetch(ins.args[2], t, e), _dest(ins, e, ins.args[0], ut)
+  if fa is None or fb is None or put is None or e.regs.get(ins.args[0].value) is None or TYPES[e.regs[ins.args[0].value]] != TYPES[t]: return None
+  p = ins.args[3]
+  def step(L: Launch) -> None:
+    pv, dp = L.bits(p)
+    a, da = fa(L)
+    b, db = fb(L)
+    c = pv != 0
+    put(L, np.where(c, a, b), selected_defined(c, dp, da, db))   # the chosen operand's definedness
+  return step
+
+
 def _selp(ins: Instr, e: Entry) -> Step | None:
+  if len(ins.types) == 1 and ins.types[0] not in ("pred", "bf16") and (f := _selp_typed(ins, e)) is not None: return f
   if len(ins.types) != 1 or len(ins.args) != 4 or ins.types[0] == "pred" or TYPES[ins.types[0]] > 8: return None
   t = ins.types[0]
   if t == "bf16": return None
@@ -347,8 +389,29 @@ def _cvta(ins: Instr, e: Entry) -> Step | None:
   return step
 
 
+def _shift_reg(ins: Instr, e: Entry) -> Step | None:
+  """shl / shr.{b,s,u}{16,32,64} by a register amount (PTX ISA §9.7.8.7: amounts past the width give 0, or the sign for shr.s)."""
+  t = ins.types[0]
+  w = TYPES[t]
+  if t[0] not in "bsu" or w not in (2, 4, 8) or ins.mods != (t,): return None
+  st = ("s" if S.is_signed(t) else "u") + str(8 * w)
+  fa, fs, put = _typed_fetch(ins.args[1], st), _typed_fetch(ins.args[2], "u32"), _dest(ins, e, ins.args[0], st)
+  if fa is None or fs is None or put is None: return None
+  bits, dt, shl = 8 * w, S.NP[st], ins.op == "shl"
+  signed = S.is_signed(t) and not shl
+  def step(L: Launch) -> None:
+    a, da = fa(L)
+    s, ds = fs(L)
+    sc = np.minimum(s, bits - 1).astype(dt)
+    if signed: r = a >> sc   # arithmetic: past the width, the sign
+    else: r = np.where(s >= bits, dt(0), a << sc if shl else a >> sc)
+    put(L, r, _and(da, ds))
+  return step
+
+
 def _shift_imm(ins: Instr, e: Entry) -> Step | None:
   """shl / shr.{b,s,u}{32,64} by an immediate below the width (shr.s: arithmetic)."""
+  if len(ins.types) == 1 and len(ins.args) == 3 and ins.args[2].kind == "reg" and ins.args[1].kind == "reg": return _shift_reg(ins, e)
   if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[2].kind != "imm" or ins.args[1].kind != "reg": return None
   t = ins.types[0]
   w = TYPES[t]
@@ -377,17 +440,37 @@ def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[In
     w = TYPES[t]
     d = ins.args[0]
     if t[0] not in "bsu" or w not in (4, 8) or d.kind != "reg" or e.regs.get(d.value) in (None, "pred") or TYPES[e.regs[d.value]] != w: return None
-    fa, fb, name = _bits_fetch(ins.args[1], w, e), _bits_fetch(ins.args[2], w, e), d.value
-    if fa is None or fb is None: return None
+    ut = "u" + str(8 * w)
+    fa, fb, put = _typed_fetch(ins.args[1], ut), _typed_fetch(ins.args[2], ut), _dest(ins, e, d, ut)   # on the values as unsigned
+    if fa is None or fb is None or put is None: return None
     def step(L: Launch) -> None:
       a, da = fa(L)
       b, db = fb(L)
-      L.put_bits(name, fn(a, b), db if da is None else da if db is None else da & db)
+      put(L, fn(a, b), db if da is None else da if db is None else da & db)
     return step
   return build
 
 
+def _minmax(ins: Instr, e: Entry) -> Step | None:
+  """min / max of f32 f64 (optionally .NaN; no .ftz) and of s/u 16-64 integers."""
+  if len(ins.types) != 1 or len(ins.args) != 3: return None
+  t = ins.types[0]
+  if t not in ("f32", "f64") and (t[0] not in "su" or TYPES[t] < 2): return None
+  if any(m not in (t, "NaN") for m in ins.mods) or (ins.has("NaN") and t[0] != "f"): return None
+  fa, fb, put = _typed_fetch(ins.args[1], t), _typed_fetch(ins.args[2], t), _dest(ins, e, ins.args[0], t)
+  if fa is None or fb is None or put is None or ins.args[1].kind != "reg": return None
+  mx, nan = ins.op == "max", ins.has("NaN")
+  if t[0] == "f": op = lambda a, b: S.fminmax(a, b, mx, nan)
+  else: op = np.maximum if mx else np.minimum
+  def step(L: Launch) -> None:
+    a, da = fa(L)
+    b, db = fb(L)
+    put(L, np.asarray(op(a, b)), _and(da, db))
+  return step
+
+
 FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
+  "min": _minmax, "max": _minmax,
   "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
   "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
   **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},

@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx import affine, rows
+from emulators.nv.ptx.affine import Aff
+from emulators.nv.ptx.affine import Plan as AffinePlan
+from emulators.nv.ptx.execute import Launch, PTXFault, Regs
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
@@ -70,6 +73,11 @@ class LoopPlan:
   inductions: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # reg -> (position, step, bytes)
   accs: list[Acc] = field(default_factory=list)
   region: list[tuple[int, list[str]]] = field(default_factory=list)   # else: (position, other operands) stepped per iteration
+  tail: list[int] = field(default_factory=list)   # run once after the loop, on the last iteration's values (see _tail)
+  srcs: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it reads (for the chunks: its operands)
+  dsts: dict[int, list[str]] = field(default_factory=dict)   # position -> the registers it writes
+  row_ops: list | None = None   # the carried region as array functions (emulators/nv/ptx/rows.py), when it compiles
+  fold: tuple[str, str, bool] | None = None   # (carried, x, c first) when the region is the rendered MAX (rows.max_fold)
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
@@ -121,7 +129,34 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if o.kind == "reg" and o.value in writes and o.value not in P.inductions: return None
     if o.kind not in ("reg", "imm"): return None
   P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
+  P.tail = _tail(e, P, body, writes, reads)
+  region_of = dict(P.region)
+  links = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
+  P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
+  P.dsts = {i: _dsts(instrs[i]) for i in body}
+  if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
+  carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
+  if P.row_ops is not None and len(carried) == len(P.inductions) + 1:
+    c = next(r for r in carried if r not in P.inductions)
+    if (m := rows.max_fold([instrs[i] for i, _ in P.region], c)) is not None: P.fold = (c, *m)
   return P
+
+
+_TAIL_OPS = frozenset({"setp", "add", "sub", "mul", "mov", "and", "or", "xor", "shl", "shr", "selp", "max", "min", "neg", "abs"})
+
+
+def _tail(e: Entry, P: LoopPlan, body: range, writes: dict[str, list[int]], reads: dict[str, list[int]]) -> list[int]:
+  """Instructions whose results no body instruction reads (the loop condition's setp, values used after the loop) and
+  whose operands are not written after them in the body: only the last iteration's result matters, and after the loop
+  every operand holds its last iteration's value there, so each runs once then (on n lanes, not iterations x n). Only
+  operations that report nothing (no loads, no division)."""
+  inside = {i for a in P.accs for i in a.links} | {i for i, _ in P.region}
+  out = []
+  for i in body:
+    ins = e.instrs[i]
+    if i in inside or ins.op not in _TAIL_OPS or any(reads.get(d) for d in _dsts(ins)): continue
+    if all(max(writes.get(x, [-1])) < i for x in _srcs(ins)): out.append(i)
+  return out
 
 
 def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]], body: range) -> list[tuple[int, list[str]]] | None:
@@ -242,6 +277,11 @@ class _FirstLane(dict):
     return default if r is None else r[:1]
 
 
+def _f32(v: np.ndarray) -> np.ndarray:
+  """A 32-bit register's value (bits, or typed as 4 bytes) as float32."""
+  return v.astype(np.uint32).view(np.float32) if v.itemsize == 8 else v.view(np.float32)
+
+
 def _fold_add(c: np.ndarray, X: np.ndarray, m: int) -> list[np.ndarray]:
   """c + X[0] + X[1] + ... in row order, one float32 rounding per add (as np.add does it): the value before the last m
   rows and after each of them."""
@@ -265,7 +305,7 @@ def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
   nbody = P.back - P.top + 1
   T = trip_count(L, P, max(budget // nbody, 0))
   if T is None: return None
-  saved = {r: (L.regs.get(r), L.defined.get(r)) for r in P.written}
+  saved = {r: (L.regs.raw(r), L.defined.get(r)) for r in P.written}
   try:
     if not _chunks(L, P, pairs, T): raise _Abort
   except (PTXFault, _Abort, FloatingPointError):
@@ -285,7 +325,7 @@ class _Abort(Exception):
 
 def _run_row(L: Launch, pair: tuple, taken: dict[str, np.ndarray], j: int, n: int) -> None:
   """Run one instruction on iteration j's row of its chunk-computed operands `taken` (each k * n long)."""
-  ins, f = pair
+  ins, f = pair[0], pair[1]
   for s, v in taken.items():
     L.regs[s] = v[j * n:(j + 1) * n]
     L.typed.pop(s, None)
@@ -294,40 +334,132 @@ def _run_row(L: Launch, pair: tuple, taken: dict[str, np.ndarray], j: int, n: in
   f(L)
 
 
+def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dict) -> tuple[set[int], dict[int, list], dict[str, Aff], set[str]]:
+  """The body positions computed as affine values (once, not per chunk), for each other position the affine registers it
+  reads (made into rows before it runs), the affine registers' values after the loop, and the induction variables
+  planned as affine values (emulators/nv/ptx/affine.py)."""
+  A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in P.invariant if r in L.regs})
+  for r, (_, step, w) in P.inductions.items(): A.seed(r, L.regs.get(r), step, w)
+  seeded = set(A.cur)
+  done: set[int] = set()
+  needs: dict[int, list] = {}
+  for i in range(P.top, P.back):
+    ins = pairs[i][0]
+    if i not in skip and i not in region and (f := A.step(ins)) is not None:
+      done.add(i)
+      A.cur[ins.args[0].value] = f
+      continue
+    needs[i] = [(x, A.cur[x]) for x in P.srcs[i] if x in A.cur and x not in P.invariant]
+    for d in P.dsts[i]: A.cur.pop(d, None)
+  return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
+
+
+def _strided_loads(P: LoopPlan, pairs: list, needs: dict[int, list]) -> dict[int, tuple]:
+  """Global loads (pre-decoded) whose address is affine with one step per iteration for every lane: position ->
+  (per-lane address of iteration 0 with the offset, its bounds, step per iteration, bytes, every address aligned)."""
+  out = {}
+  for i, xs in needs.items():
+    ins, f = pairs[i][0], pairs[i][1]
+    if not getattr(f, "takes_pre", False) or len(ins.args) != 2 or ins.args[1].kind != "addr" or ins.has("v8"): continue
+    base, off = ins.args[1].value.value, ins.args[1].offset
+    g = next((g for x, g in xs if x == base), None)
+    if g is None or not isinstance(g.b, int): continue
+    w = TYPES[ins.types[0]] * (4 if ins.has("v4") else 2 if ins.has("v2") else 1)
+    a = g.a + off
+    aligned = w in (1, 2, 4, 8, 16) and not g.b % w and not (np.bitwise_or.reduce(a) if isinstance(a, np.ndarray) else a) % w
+    if aligned: out[i] = (a, g.alo + off, g.ahi + off, g.b, w)
+  return out
+
+
+def _drop(W: Launch, regs: list[str], keep: set[str] | tuple, lastrow: dict[str, np.ndarray], n: int) -> bool:
+  """Drop chunk registers after their last use (False: one holds undefined values, which the stepped loop reports);
+  the last chunk's row of those written back after the loop is kept."""
+  for r in regs:
+    if W.checked and W.defined.get(r) is not None: return False
+    if r in keep and (v := W.regs.raw(r)) is not None: lastrow[r] = v[-n:].copy()
+    W.regs.pop(r, None)
+    W.typed.pop(r, None)
+    W.defined.pop(r, None)
+  return True
+
+
+def _strided_load(W: Launch, s: tuple, k0: int, k: int, n: int) -> np.ndarray | None:
+  return W.global_affine(*s, k0, k, n)
+
+
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   region = dict(P.region)
-  region_out = {r for i in region for r in _dsts(pairs[i][0])}
+  region_out = {r for i in region for r in P.dsts[i]}
+  planned = affine.enabled and T >= affine.MIN_TRIPS
+  done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if planned else (set(), {}, {}, set())
+  late = set(P.tail) - done if planned else set()
+  tail_out = {d for i in late for d in P.dsts[i]}
   base = {r: L.regs[r] for r in P.inductions}
+  read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in P.srcs[i]}
+  tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
+  strided = _strided_loads(P, pairs, needs) if planned else {}
+  # each chunk register is dropped after its last use, so fresh results reuse memory; those written back keep their last row
+  last_use: dict[str, int] = {}
+  for i in range(P.top, P.back):
+    if i in done or i in late: continue
+    for r in P.srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
+  drop_at: dict[int, list[str]] = {}
+  for r, i in last_use.items(): drop_at.setdefault(i, []).append(r)
+  keep = set(P.written) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
+  lastrow: dict[str, np.ndarray] = {}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
   for k0 in range(0, T, K):
     k = min(K, T - k0)
     W = copy.copy(L)
-    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), {}, {}, {}, {}, np.arange(k * n)
-    for r in P.invariant:
-      if r in L.regs: W.regs[r] = np.tile(L.regs[r], k)
+    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
+    for r in P.invariant:   # (only those a stepped instruction reads)
+      if r not in read or (v := L.regs.raw(r)) is None: continue
+      if k != K: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
+      else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, np.tile(v, k))
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
+      if r in seeded: continue   # made from its affine value where a stepped instruction reads it
       W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
+    kk = ks.astype(np.int64)
+    made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
+    last_chunk = k0 + k == T
     for i in range(P.top, P.back):
+      if i in done or i in late: continue
+      if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
+        W.pre = (pairs[i][0], raw)   # the load's address is never made into rows: it reads the block
+        W.ins, W._d = pairs[i][0], None
+        pairs[i][1](W)
+        W.pre = None
+        for d in P.dsts[i]: made.pop(d, None)
+        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
+        continue
+      for x, f in needs.get(i, ()):
+        if made.get(x) is not f:
+          W.regs[x] = f.rows(kk, n)
+          W.typed.pop(x, None)
+          made[x] = f
       if i in skip or i in region:
         xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
-        taken[i] = {x: W.regs[x] for x in xs if x in W.regs}
+        taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
         if len(taken[i]) != len(xs): return False
+        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
         continue
-      ins, f = pairs[i]
+      ins, f = pairs[i][0], pairs[i][1]
       W.ins, W._d = ins, None
       f(W)
+      for d in P.dsts[i]: made.pop(d, None)
+      if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
     if L.checked and any(d is not None for d in W.defined.values()): return False
     L.sel = everyone
     for a in P.accs:
       if a.f32_add:
-        c = L.regs[a.carried].astype(np.uint32).view(np.float32)
-        cols = [taken[i][a.xs[j][0]].astype(np.uint32).view(np.float32).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
+        c = _f32(L.regs.raw(a.carried))
+        cols = [_f32(taken[i][a.xs[j][0]]).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
         adds = [j for j in range(len(a.links)) if a.xs[j]]
         tail = _fold_add(c, np.concatenate(cols, axis=1).reshape(-1, n), len(adds))
         v, m = tail[0], 0   # a leading mov copies the chain's value before the last iteration
@@ -335,26 +467,79 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
         for j, d in enumerate(a.dests):
           if a.xs[j]: v, m = last[m], m + 1
           final[d] = v
-        L.put_bits(a.carried, final[a.carried].view(np.uint32).astype(np.uint64), None)
+        L.put_typed(a.carried, final[a.carried], None)
         continue
       for j in range(k):
         for li, i in enumerate(a.links):
           _run_row(L, pairs[i], taken[i], j, n)
           if L.checked and L.defined.get(a.dests[li]) is not None: return False
-      for d in a.dests: final[d] = L.regs[d]
-    for j in range(k if region else 0):   # the carried region, once per iteration in order, on one row of its other operands
-      for i in region:
-        _run_row(L, pairs[i], taken[i], j, n)
-        if L.checked and any(L.defined.get(d) is not None for d in _dsts(pairs[i][0])): return False
+      for d in a.dests: final[d] = L.regs.raw(d)
+    if region and not _run_region(L, P, [(pairs[i][0], pairs[i][1], taken[i]) for i in region], k, n): return False
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
-    if r in region_out: continue   # already in L
-    if r in chain:
-      b = final[r]
-      L.put_bits(r, (b if b.dtype == np.uint64 else b.view(np.uint32).astype(np.uint64)).copy(), None)
+    if r in region_out or r in tail_out: continue   # already in L / made below
+    if r in after:   # last written by an affine instruction: its value in the last iteration
+      L.put_typed(r, after[r].last(T - 1, n), None)
       continue
-    b = W.regs.get(r)
-    if b is None: return False
-    L.put_bits(r, b[-n:].copy(), None)
+    if r in chain:   # float32 values (folded), or bits / typed values a row of the chain's steps wrote
+      L.put_typed(r, final[r].copy(), None)
+      continue
+    b = W.regs.raw(r)
+    if b is None:
+      if r not in lastrow: return False
+      L.put_typed(r, lastrow[r], None)
+      continue
+    L.put_typed(r, b[-n:].copy(), None)   # typed as the body's step wrote it, or bits
+  for i in sorted(late):   # every operand now holds its last iteration's value
+    L.ins, L._d = pairs[i][0], None
+    pairs[i][1](L)
+    if L.checked and any(L.defined.get(d) is not None for d in P.dsts[i]): return False
+  return True
+
+
+def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> bool:
+  """The carried region once per iteration in order, each instruction on one row of its other operands (chunk-computed,
+  defined: a region loads nothing, so its results are defined where the carried values are)."""
+  if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n, P.fold)
+  rows_ = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
+  regs, typed = L.regs, L.typed
+  if L.checked:
+    for _, _, ops in rows_:
+      for x, _ in ops: L.defined[x] = None
+  for j in range(k):
+    for ins, f, ops in rows_:
+      for x, v in ops:
+        dict.__setitem__(regs, x, v[j])
+        if typed: typed.pop(x, None)
+      L.ins, L._d = ins, None
+      f(L)
+  return not L.checked or all(L.defined.get(d) is None for ins, _, _ in rows_ for d in _dsts(ins))
+
+
+rows_enabled = True   # False: the carried region steps through its step closures (tests compare both)
+fold_enabled = True   # False: a MAX region runs row by row too
+
+
+def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int, fold: tuple[str, str, bool] | None) -> bool:
+  """The carried region through its array functions (rows.py): an environment of the region's registers, the other
+  operands row by row, the written registers put back once after the chunk's last iteration. A MAX region folds every
+  row but the last at once, then runs the last row (so every register it writes ends as the stepped loop leaves it)."""
+  regs = L.e.regs
+  out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
+  env: dict[str, np.ndarray] = {r: rows.value(L.regs.raw(r), regs[r]) for r in out if r in L.regs}
+  per_row = {x: rows.value(v, regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
+  items = list(per_row.items())
+  first = 0
+  if fold is not None and k > 1 and fold[0] in env and fold[1] in per_row and fold_enabled:
+    env[fold[0]] = rows.max_fold_rows(env[fold[0]], per_row[fold[1]][:k - 1], fold[2])
+    first = k - 1
+  for j in range(first, k):
+    for x, v in items: env[x] = v[j]
+    for f in ops: f(env)
+  L.sel = L.everyone
+  for r in out:
+    v = env[r]
+    if regs[r] == "pred": L.put_bits(r, v.astype(np.uint64), None)
+    else: L.put_typed(r, v.copy(), None)
   return True

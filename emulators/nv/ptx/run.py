@@ -45,9 +45,10 @@ def _run(L: Launch) -> None:
     ends = list(range(len(fns) + 1))
     for i in range(len(fns) - 1, -1, -1):
       if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1] if i + 1 not in tops else i + 1
-    e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns)),
-               _uses_named_barriers(e), tops)
-  _, fns, preds, ends, pairs, named, loops = e.steps
+    dead = _dead_after(e) if FAST.enabled else [()] * len(fns)
+    e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns, dead)),
+               _uses_named_barriers(e), tops, dead)
+  _, fns, preds, ends, pairs, named, loops, dead = e.steps
   loops = loops if LOOPS.enabled else {}
   failed: set[int] = set()   # loops whose fast path did not apply in this launch: stepped from now on
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
@@ -57,6 +58,7 @@ def _run(L: Launch) -> None:
   # a guard or branch that every lane takes the same way stays in it
   uni: int | None = 0
   everyone = L.everyone
+  big = L.n >= DROP_LANES
   while True:
     if uni is not None:
       cur = uni
@@ -70,9 +72,10 @@ def _run(L: Launch) -> None:
         failed.add(cur)
         L.sel = everyone
       if (end := ends[cur]) > cur:
-        for ins, f in pairs[cur:end]:
+        for ins, f, gone in pairs[cur:end]:
           L.ins, L._d = ins, None
           f(L)
+          if gone and big: L.drop(gone)
         steps += end - cur
         uni = end
         continue
@@ -93,6 +96,7 @@ def _run(L: Launch) -> None:
       f = fns[cur]
       if f is not None:
         f(L)
+        if big and dead[cur]: L.drop(dead[cur])
         uni = cur + 1
         continue
       if ins.op == "bra":
@@ -145,6 +149,37 @@ def _run(L: Launch) -> None:
       fns[cur](L)
       pc[sel] = cur + 1
     if sel.size == everyone.size and not waiting.any() and pc[everyone[0]] >= 0 and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
+
+
+DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
+_READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
+
+
+def _dead_after(e: Entry) -> list[tuple[str, ...]]:
+  """For each position, the registers no instruction reads after it, when no backward branch can come back to it: in
+  uniform mode (every lane past it) their arrays are dropped there, so a kernel holds only its live values (fresh memory
+  for every result costs more than the arithmetic on it)."""
+  n = len(e.instrs)
+  in_loop = [False] * n
+  for j, ins in enumerate(e.instrs):
+    if ins.op == "bra" and ins.args and (t := e.labels.get(str(ins.args[0].value))) is not None and t <= j:
+      for i in range(t, j + 1): in_loop[i] = True
+  last: dict[str, int] = {}
+  for i, ins in enumerate(e.instrs):
+    first = _regs(ins.args[0]) if ins.args and (ins.args[0].kind == "addr" or ins.op in _READS_FIRST) else []
+    for r in ([ins.pred] if ins.pred is not None else []) + [r for o in ins.args[1:] for r in _regs(o)] + first:
+      last[r] = i
+  out: list[list[str]] = [[] for _ in range(n)]
+  for r, i in last.items():
+    if not in_loop[i] and r in e.regs: out[i].append(r)
+  return [tuple(x) for x in out]
+
+
+def _regs(o: Operand) -> list[str]:
+  if o.kind == "reg": return [str(o.value)]
+  if o.kind in ("vec", "pair"): return [r for x in o.value for r in _regs(x)]  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return _regs(o.value)  # type: ignore[arg-type]
+  return []
 
 
 def _release(L: Launch, cur: int | None) -> None:

@@ -1,0 +1,189 @@
+"""Affine integer registers in loops run as arrays (emulators/nv/ptx/affine.py) give the stepped loop's bits: index and
+address arithmetic computed once per loop run, values that may leave [0, 2^(w-1)) (negative, wrapping) left to the steps,
+registers used after the loop written back with their last iteration's value, the loop condition run once at the end."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulators.nv.ptx import affine, loops
+from emulators.nv.ptx.parse import parse
+from refgrad.device import Device
+
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+RNG = np.random.default_rng(11)
+
+
+def kernel(body: str) -> str:
+  """Per thread t: acc (f32) and last (u32) written to out[t] and out2[t]; params out, inp, n (u32), out2."""
+  return HEAD + f""".visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n, .param .u64 out2)
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<24>;
+  .reg .f32 %f<16>;
+  .reg .b64 %rd<24>;
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [inp];
+  ld.param.u32 %r9, [n];
+  ld.param.u64 %rd20, [out2];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.s64 %rd3, %rd0, %rd2;
+  add.s64 %rd21, %rd20, %rd2;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r2, 0;
+  mov.u32 %r7, 0;
+L_top:
+{body}
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.f32 [%rd3], %f1;
+  st.global.u32 [%rd21], %r7;
+  ret;
+}}
+"""
+
+
+# in[(t * n + i) * 2 + 1] through mul by an immediate, add, shl, sub, mul.wide.s32, cvt.u64.u32 and an address offset;
+# r7 (stored after the loop) is the last iteration's index
+INDEX = kernel("""
+  mul.lo.s32 %r3, %r0, %r9;
+  add.s32 %r4, %r3, %r2;
+  shl.b32 %r5, %r4, 1;
+  add.s32 %r6, %r5, 3;
+  sub.s32 %r7, %r6, 2;
+  mul.wide.s32 %rd4, %r7, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  ld.global.f32 %f2, [%rd5];
+  cvt.u64.u32 %rd6, %r5;
+  shl.b64 %rd7, %rd6, 2;
+  add.s64 %rd8, %rd1, %rd7;
+  ld.global.f32 %f3, [%rd8+0];
+  add.rn.f32 %f4, %f2, %f3;
+  add.rn.f32 %f1, %f1, %f4;
+""")
+
+# values outside [0, 2^31): an index that is negative in the first iterations (mul.wide.s32 sign-extends it), a product
+# that wraps, an induction times a per-lane value; each turned into a float and summed
+RANGES = kernel("""
+  add.s32 %r3, %r2, -5;
+  mul.wide.s32 %rd4, %r3, 3;
+  cvt.rn.f32.s64 %f2, %rd4;
+  mul.lo.s32 %r4, %r2, 0x40000001;
+  cvt.rn.f32.s32 %f3, %r4;
+  mul.lo.s32 %r5, %r2, %r0;
+  mul.wide.u32 %rd5, %r5, 1000000;
+  cvt.rn.f32.u64 %f4, %rd5;
+  add.rn.f32 %f5, %f2, %f3;
+  add.rn.f32 %f6, %f5, %f4;
+  add.rn.f32 %f1, %f1, %f6;
+  sub.s32 %r7, %r4, %r5;
+""")
+
+
+def run(src: str, nthreads: int, n: int, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  out, _, _, out2 = Device["NV"].run_ptx(src, "k", [np.zeros(nthreads, np.float32), data, np.uint32(n), np.zeros(nthreads, np.uint32)],
+                                         grid=(1, 1, 1), block=(nthreads, 1, 1))
+  return out, out2
+
+
+def three(monkeypatch, src: str, *args) -> tuple[list[bytes], list[int]]:
+  """(results with affine registers, without them, with loops stepped), and the affine positions planned per loop run."""
+  planned: list[int] = []
+  orig = loops._affine
+  def counting(*a, **k):
+    r = orig(*a, **k)
+    planned.append(len(r[0]))
+    return r
+  monkeypatch.setattr(loops, "_affine", counting)
+  monkeypatch.setattr(affine, "MIN_TRIPS", 1)
+  res = []
+  for on_loops, on_affine in ((True, True), (True, False), (False, True)):
+    monkeypatch.setattr(loops, "enabled", on_loops)
+    monkeypatch.setattr(affine, "enabled", on_affine)
+    a, b = run(src, *args)
+    res.append(a.tobytes() + b.tobytes())
+  return res, planned
+
+
+@pytest.mark.parametrize("nthreads, n", [(1, 50), (37, 9), (128, 64)])
+def test_index_arithmetic_is_affine_and_exact(monkeypatch, nthreads, n):
+  data = RNG.standard_normal(nthreads * n * 2 + 4).astype(np.float32)
+  res, planned = three(monkeypatch, INDEX, nthreads, n, data)
+  assert res[0] == res[1] == res[2]
+  assert planned and planned[0] >= 9   # every integer instruction of the body
+  x = data[:nthreads * n * 2 + 2]
+  with np.errstate(all="ignore"):
+    acc = np.zeros(nthreads, np.float32)
+    for i in range(n):
+      j = (np.arange(nthreads) * n + i) * 2
+      acc = acc + (x[j + 1] + x[j])
+  out = np.frombuffer(res[0][:4 * nthreads], np.float32)
+  last = np.frombuffer(res[0][4 * nthreads:], np.uint32)
+  assert out.tobytes() == acc.tobytes()
+  assert (last == (np.arange(nthreads) * n + n - 1) * 2 + 1).all()
+
+
+def test_values_leaving_the_range_are_stepped_exactly(monkeypatch):
+  res, planned = three(monkeypatch, RANGES, 40, 30, np.zeros(4, np.float32))
+  assert res[0] == res[1] == res[2]
+  assert planned and planned[0] >= 2   # r2 * tid (a per-lane stride) and its mul.wide; the rest is stepped
+  last = np.frombuffer(res[0][4 * 40:], np.uint32)
+  t = np.arange(40, dtype=np.uint64)
+  assert (last == ((29 * 0x40000001 - 29 * t) & 0xFFFFFFFF).astype(np.uint32)).all()
+
+
+def test_chunks_and_the_condition_run_after_the_loop(monkeypatch):
+  monkeypatch.setattr(loops, "CHUNK_ELEMS", 100)   # 7 lanes x 14 iterations per chunk: several chunks
+  data = RNG.standard_normal(7 * 60 * 2 + 4).astype(np.float32)
+  res, _ = three(monkeypatch, INDEX, 7, 60, data)
+  assert res[0] == res[1] == res[2]
+  (plan,) = loops.plans(parse(INDEX).entries["k"]).values()
+  assert [parse(INDEX).entries["k"].instrs[i].op for i in plan.tail] == ["setp"]   # the loop condition: once, after the loop
+
+
+def test_plan_refuses_products_of_two_iteration_dependent_values():
+  e = parse(kernel("""
+  mul.lo.s32 %r3, %r2, %r2;
+  cvt.rn.f32.s32 %f2, %r3;
+  add.rn.f32 %f1, %f1, %f2;
+""")).entries["k"]
+  A = affine.Plan(e, 10, 4, {})
+  A.seed("%r2", np.zeros(4, np.uint64), 1, 4)
+  (ins,) = [i for i in e.instrs if i.op == "mul" and i.has("lo")]
+  assert A.step(ins) is None
+  A.cur["%r9"] = affine.Aff(np.full(4, 3, np.int64), 0, 3, 3, 0, 0, 4)
+  sq = parse(kernel("  mul.lo.s32 %r3, %r2, %r9;\n")).entries["k"]
+  (ins,) = [i for i in sq.instrs if i.op == "mul" and i.has("lo")]
+  f = A.step(ins)
+  assert f is not None and (f.rows(np.arange(10), 4).reshape(10, 4) == (np.arange(10) * 3)[:, None]).all()
+
+
+def test_strided_block_loads_and_their_faults(monkeypatch):
+  """Loads whose address steps evenly per iteration and per lane read one strided block (global_strided); a block past
+  the buffer's end is left to the step closure, which reports the fault as the stepped loop does."""
+  import re
+
+  from refgrad.runtime.driver import GPUFault
+  calls = []
+  orig = loops._strided_load
+  def counting(*a):
+    r = orig(*a)
+    calls.append(r is not None)
+    return r
+  monkeypatch.setattr(loops, "_strided_load", counting)
+  monkeypatch.setattr(affine, "MIN_TRIPS", 1)
+  data = RNG.standard_normal(16 * 20 * 2 + 2).astype(np.float32)
+  a = run(INDEX, 16, 20, data)
+  assert calls and all(calls)
+  monkeypatch.setattr(loops, "enabled", False)
+  b = run(INDEX, 16, 20, data)
+  assert a[0].tobytes() + a[1].tobytes() == b[0].tobytes() + b[1].tobytes()
+  msgs = []
+  for on in (True, False):
+    monkeypatch.setattr(loops, "enabled", on)
+    with pytest.raises(GPUFault) as ex: run(INDEX, 16, 20, data[:16 * 20])
+    msgs.append(re.sub(r"0x[0-9a-f]+|GP entry \d+", "#", str(ex.value)))
+  assert msgs[0] == msgs[1] and "ld.global.f32" in msgs[0]
+  assert calls[-1] is False
