@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from emulators.amd.rdna3 import blocks
 from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
 from emulators.amd.rdna3.execute import HANDLERS, NOPS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
 MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
 DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)
+BLOCKS: dict[tuple[bytes, int], dict[int, blocks.Block | None]] = {}   # (code bytes, VGPR count) -> entry PC -> block
 
 
 def float_consts(t: str) -> dict[int, int]:
@@ -56,6 +58,11 @@ class Machine:
     self.wg = np.repeat(np.arange(G), wpg)
     nv = ((rsrc1 & 0x3F) + 1) * 8            # RSRC1.VGPRS: granules of 8 VGPRs in wave32 (gfx11)
     self.nv = nv
+    if (blks := BLOCKS.get((self.code, nv))) is None:
+      if len(BLOCKS) >= 256: BLOCKS.pop(next(iter(BLOCKS)))
+      blks = BLOCKS[(self.code, nv)] = {}
+    self.blocks: dict[int, blocks.Block | None] = blks
+    self._fault_inst: Inst | None = None   # the instruction a block was running when it raised
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
@@ -120,12 +127,20 @@ class Machine:
       self.steps += 1
       if self.steps > MAX_STEPS: raise WaveFault(f"kernel {self.name}: more than {MAX_STEPS} instruction steps (a hang?) at PC 0x{pc0:x}")
       i = self.inst(pc0)
-      try: self.execute(i, idx)
+      self._fault_inst = None
+      try:
+        # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
+        if idx is every and (b := self.block_at(pc0)) is not None and b.fn(self, idx): self.steps += len(b.insts) - 1
+        else: self.execute(i, idx)
       except WaveFault as f:
+        i = self._fault_inst or i
         f.what = f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {f.what}"
         raise
-      except (ValueError, FloatingPointError) as e: raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {e}") from None
+      except (ValueError, FloatingPointError) as e:
+        i = self._fault_inst or i
+        raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {e}") from None
       except (IndexError, KeyError, TypeError, OverflowError) as e:   # an encoding the handlers do not model (e.g. a register out of range)
+        i = self._fault_inst or i
         raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): the emulator cannot execute this instruction "
                         f"({type(e).__name__}: {e})") from None
 
@@ -139,6 +154,10 @@ class Machine:
         raise WaveFault(f"kernel {self.name}: divergent barrier: in workgroup {g}, wave {w} ended while others wait at s_barrier "
                         f"(PC 0x{int(self.pc[np.flatnonzero(m & self.bar)[0]]) - 4:x})")
       self.bar[m] = False
+
+  def block_at(self, pc: int) -> blocks.Block | None:
+    if pc not in self.blocks: self.blocks[pc] = blocks.build(self, pc)
+    return self.blocks[pc]
 
   def inst(self, pc: int) -> Inst:
     if (i := self.insts.get(pc)) is None:

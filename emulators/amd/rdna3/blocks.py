@@ -1,0 +1,354 @@
+"""Basic blocks of RDNA3 code as generated Python: the straight-line run of instructions from a PC to the next branch,
+s_endpgm, s_barrier or EXEC write becomes one function, built once per (code bytes, VGPR count) and entry PC, that runs
+the whole run for every wave of the dispatch at once. Operands, register views, constants and modifiers are resolved
+when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated) and one masked write.
+
+What is generated inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp
+(ops.compare), v_cndmask_b32 and VOPD pairs. Every other instruction of the run is a call of its execute.HANDLERS row
+(the interpreter's own code); an instruction neither covers ends the run, and the interpreter steps it.
+
+A block runs only when every wave of the dispatch is at its entry PC (lockstep, so no wave's order changes) and EXEC is
+the same through it (an EXEC write ends it). Checked mode: the VGPR dwords the block reads before writing them must hold
+defined values in every enabled lane (one test at entry); then every value it computes is defined in those lanes too,
+and the dwords it writes are marked so (before each handler call and at the end). Where that test fails the interpreter
+steps the instructions instead, tracking definedness lane by lane and naming the first undefined read as it does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import execute as E
+from emulators.amd.rdna3 import lanes as M
+from emulators.amd.rdna3 import ops as X
+from emulators.amd.rdna3.decode import T16, WIDTH, Inst, vopd_dsty
+from emulators.amd.rdna3.opcodes import VOP3B
+
+VCC, EXEC = 106, 126
+MAX_INSTS = 400   # instructions per block (a long straight line is split; the next block starts where this one ends)
+TERMINATORS = frozenset({"s_endpgm", "s_barrier", *E.BRANCH_COND})
+HANDLED = frozenset({"SOP1", "SOP2", "SOPC", "SOPK", "SMEM", "VOP1", "VOP2", "VOPC", "VOP3", "VOPD", "DS", "FLAT"})
+
+
+@dataclass
+class Block:
+  fn: Any                   # fn(machine, idx) -> bool: False when the checked-mode entry test failed (nothing ran)
+  insts: list[Inst]         # the instructions it runs (by position: a fault names insts[k])
+  source: str               # the generated code (for reading and tests)
+
+
+def _exec_writer(i: Inst) -> bool:
+  """Whether i may write EXEC (s126/s127): it ends its block, so EXEC is constant inside one."""
+  f, n = i.f, i.op.name
+  if i.fmt in ("SOP1", "SOP2", "SOPK"):
+    d = f.get("sdst", 0)
+    return n in X.SAVEEXEC or "wrexec" in n or d in (EXEC, EXEC + 1) or (WIDTH.get(i.op.dst, 1) == 2 and d + 1 == EXEC)
+  if i.fmt == "SMEM": return f["sdata"] <= EXEC + 1 and f["sdata"] + WIDTH.get(i.op.dst, 1) > EXEC
+  if n.startswith("v_cmpx"): return True
+  if i.fmt == "VOP3":
+    if f.get("sdst") in (EXEC, EXEC + 1): return True
+    if n.startswith(("v_cmp", "v_readlane", "v_readfirstlane")) and f["vdst"] in (EXEC - 1, EXEC, EXEC + 1): return True
+  if i.fmt == "VOP1" and n == "v_readfirstlane_b32" and f["vdst"] in (EXEC, EXEC + 1): return True
+  return False
+
+
+def _dwords(code: int, t: str) -> list[int]:
+  """The VGPR dwords a source operand reads (none for SGPRs and constants)."""
+  if code < 256: return []
+  r = code - 256
+  if t in T16: return [r & 0x7F]
+  return list(range(r, r + WIDTH.get(t, 1)))
+
+
+def _handler_rw(i: Inst) -> tuple[list[int], list[int]] | None:
+  """(VGPR dwords read, VGPR dwords written) of an instruction run by its handler in a block; None: not in blocks.
+  Reads may be too many and writes too few (more dwords tested at entry), never the reverse."""
+  f, n = i.f, i.op.name
+  if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK", "SMEM"): return [], []
+  if i.fmt in ("VOP1", "VOP2", "VOPC", "VOP3"):
+    if n.startswith(("v_readlane", "v_writelane", "v_swap")) or n == "v_nop": return None
+    reads = [d for c, t, _ in E._srcs(None, i, None, None) if t != "m" for d in _dwords(c, t)]
+    if n.startswith("v_cmp") or n == "v_readfirstlane_b32" or i.op.dst in T16: return reads, []
+    return reads, _dwords(256 + f.get("vdst", 0), i.op.dst)
+  if i.fmt == "DS":
+    nm = n
+    if f["gds"]: return None
+    reads = [f["addr"]]
+    def nd(nb: int) -> list[int]: return list(range(-(-nb // 4)))
+    if nm in E.DS_LOAD: return reads, [f["vdst"] + k for k in nd(E.DS_LOAD[nm][0])]
+    if nm in E.DS_STORE: return reads + [f["data0"] + k for k in nd(E.DS_STORE[nm])], []
+    if nm in E.DS_2ADDR:
+      nb = E.DS_2ADDR[nm][0]
+      if "load" in nm: return reads, [f["vdst"] + k for k in nd(2 * nb)]
+      return reads + [f["data0"] + k for k in nd(nb)] + [f["data1"] + k for k in nd(nb)], []
+    return None
+  if i.fmt == "FLAT":
+    if f["seg"] not in (0, 2): return None
+    nm = n.split("_", 1)[1]
+    reads = [f["addr"]] if f["saddr"] not in (124, 125) and f["seg"] == 2 else [f["addr"], f["addr"] + 1]
+    if nm in E.FLAT_LOAD:
+      nb, _, d16 = E.FLAT_LOAD[nm]
+      return reads, [] if d16 or nb < 4 else [f["vdst"] + k for k in range(-(-nb // 4))]
+    if nm in E.FLAT_STORE:
+      nb, d16 = E.FLAT_STORE[nm]
+      return reads + [f["data"] + k for k in range(max(1, -(-nb // 4)))], []
+    return None
+  return None
+
+
+class _Gen:
+  """The generated source of one block: entry bindings (register views, constants) and the statements."""
+  def __init__(self, m: Any):
+    self.m, self.nv = m, m.nv
+    self.binds: dict[str, str] = {}   # name -> expression evaluated once at block entry
+    self.consts: dict[str, Any] = {}  # name -> object in the function's globals
+    self.lines: list[str] = []
+    self.reads: list[int] = []        # VGPR dwords read before the block wrote them (tested at entry in checked mode)
+    self.written: set[int] = set()
+    self.pending: set[int] = set()    # written inline since the last definedness mark
+
+  def const(self, obj: Any, hint: str) -> str:
+    name = f"{hint}{len(self.consts)}"
+    self.consts[name] = obj
+    return name
+
+  def read(self, dws: list[int]) -> None:
+    self.reads += [d for d in dws if d not in self.written and d not in self.reads]
+
+  def write(self, dws: list[int], inline: bool) -> None:
+    self.written.update(dws)
+    if inline: self.pending.update(dws)
+
+  def flush(self) -> None:
+    """Mark the dwords written inline since the last mark as defined in the enabled lanes (checked mode)."""
+    if not self.pending: return
+    p = sorted(self.pending)
+    ix = str(p[0]) if len(p) == 1 else self.const(np.array(p), "R")
+    self.lines.append(f"if vinit is not None: vinit[:, {ix}, :] |= {'L' if len(p) == 1 else 'L3'}")
+    self.pending.clear()
+
+  # ---- operands ----
+  def vreg(self, r: int, t: str) -> str:
+    """A typed view of VGPR r (32-bit types), bound at entry."""
+    dt = np.dtype(A.NP[t])
+    name = f"v{r}_{dt.char}"
+    self.binds[name] = f"v[:, {r}, :]" + ("" if dt == np.uint32 else f".view({self.const(dt, 'T')})")
+    return name
+
+  def src(self, code: int, t: str, lit: int | None) -> str | None:
+    """The expression of a source operand as the typed array the rows take; None where the block cannot inline it."""
+    w = WIDTH.get(t, 1)
+    if t in T16 or t in ("p16", "x16", "m") or w > 2: return None
+    dt = np.dtype(A.NP[t])
+    if code >= 256:
+      r = code - 256
+      if r + w > self.nv: return None   # the handler names the VGPR beyond RSRC1.VGPRS
+      self.read(list(range(r, r + w)))
+      if w == 1: return self.vreg(r, t)
+      return f"pair(v, {r}).view({self.const(dt, 'T')})"
+    if code < 128 and code != 124:
+      if code + w > 128: return None
+      name = f"s{code}_{w}_{dt.char}"
+      self.binds[name] = f"s[:, {code}:{code + w}]" + (".view(U64)" if w == 2 else "") + \
+        ("" if dt in (np.uint32, np.uint64) else f".view({self.const(dt, 'T')})")
+      return name
+    if code == 124: bits = 0
+    elif 128 <= code <= 248 or code == 255:
+      if code == 255 and lit is None: return None
+      try: bits = self.m.const(code, t, lit, None)
+      except M.WaveFault: return None
+    else: return None
+    raw = np.array([[bits if w == 2 else bits & 0xFFFFFFFF]], np.uint64 if w == 2 else np.uint32)
+    return self.const(raw.view(dt), "K")
+
+  def mods(self, i: Inst, x: str, k: int, t: str) -> str:
+    """VOP3 abs/neg of a float operand (execute._mods)."""
+    if i.fmt != "VOP3" or t[0] != "f" or i.op.name in VOP3B: return x
+    if (i.f["abs"] >> k) & 1: x = f"np.abs({x})"
+    if (i.f["neg"] >> k) & 1: x = f"np.negative({x})"
+    return x
+
+  def store(self, r: int, t: str, val: str) -> bool:
+    """Write a typed result to VGPR r (and r+1) in the enabled lanes (untyped: wrapped to the register's bits)."""
+    w = WIDTH.get(t, 1)
+    if t in T16 or w > 2 or r + w > self.nv: return False
+    dt = np.dtype(A.NP[t])
+    if w == 1:
+      dst = self.vreg(r, t) if dt.kind == "f" else self.vreg(r, "b32")
+      self.lines.append(f"store(full, L, {dst}, {val})")
+    else:
+      self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
+    self.write(list(range(r, r + w)), True)
+    return True
+
+
+# ---- runtime helpers the generated code calls ----
+def _store(full: bool, lanes: np.ndarray, dst: np.ndarray, val: Any) -> None:
+  """dst[enabled lanes] = val, cast to dst's type (a float result rounds once, an integer wraps: lanes.untyped)."""
+  val = np.asarray(val)
+  if dst.dtype.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dst.dtype} destination")
+  if full: np.copyto(dst, val, casting="unsafe")
+  else: np.copyto(dst, val, casting="unsafe", where=lanes)
+
+
+def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> None:
+  val = np.asarray(val)
+  if dt.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dt} destination")
+  bits = val.astype(dt).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
+  _store(full, lanes, v[:, r, :], bits & np.uint64(0xFFFFFFFF))
+  _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
+
+
+def _pair(v: np.ndarray, r: int) -> np.ndarray:
+  return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
+
+
+RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "tomask": M.lanes_to_mask,
+           "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
+
+
+# ---- instructions inline ----
+def _valu_inline(g: _Gen, i: Inst) -> bool:
+  """Generate one VALU instruction inline; False where it is left to its handler (nothing generated)."""
+  o, f, n = i.op, i.f, i.op.name
+  if i.fmt == "VOPD": return _vopd_inline(g, i)
+  if i.fmt not in ("VOP1", "VOP2", "VOPC", "VOP3"): return False
+  saved = (list(g.reads), dict(g.binds), len(g.lines))
+  def undo() -> bool:
+    g.reads, g.binds = saved[0], saved[1]
+    del g.lines[saved[2]:]
+    return False
+  if n.startswith("v_cmp_"):
+    srcs = E._srcs(None, i, None, None)
+    if len(srcs) != 2: return False
+    dst = VCC if i.fmt == "VOPC" else f["vdst"]
+    if dst >= 128: return False
+    args = [g.src(c, t, i.literal) for c, t, _ in srcs]
+    if None in args: return undo()
+    args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
+    fn = g.const(X.compare(n), "C")
+    g.lines.append(f"s[:, {dst}] = tomask({fn}({args[0]}, {args[1]}) & L)")
+    return True
+  if n == "v_cndmask_b32":
+    srcs = E._srcs(None, i, None, None)
+    sel_code = srcs[2][0]
+    if sel_code >= 128: return False
+    a, b = g.src(srcs[0][0], "b32", i.literal), g.src(srcs[1][0], "b32", i.literal)
+    if a is None or b is None: return undo()
+    ab = []
+    for k, x in ((0, a), (1, b)):
+      if i.fmt == "VOP3" and (f["abs"] >> k) & 1: x = f"({x} & np.uint32(0x7FFFFFFF))"
+      if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
+      ab.append(x)
+    if not g.store(f["vdst"], "b32", f"np.where(tolanes(s[:, {sel_code}]), {ab[1]}, {ab[0]})"): return undo()
+    return True
+  if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
+  if i.fmt == "VOP3" and n in VOP3B: return False
+  if i.fmt == "VOP3" and o.dst[0] != "f" and f.get("clamp"): return False
+  srcs = E._srcs(None, i, None, None)
+  args = [g.src(c, t, i.literal) for c, t, _ in srcs]
+  if None in args: return undo()
+  args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
+  val = f"{g.const(X.VALU[n], 'F')}({', '.join(args)})"
+  if o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"]):
+    val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
+  if not g.store(f.get("vdst", 0), o.dst, val): return undo()
+  return True
+
+
+def _vopd_inline(g: _Gen, i: Inst) -> bool:
+  """Both halves of a VOPD pair read their sources, then both write (execute.vopd / _vopd_half)."""
+  f = i.f
+  saved = (list(g.reads), dict(g.binds), len(g.lines))
+  halves = []
+  for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]), (f["vsrc1x"], f["vsrc1y"])):
+    if name == "v_dual_cndmask_b32":
+      a, b = g.src(s0, "b32", i.literal), g.src(256 + s1, "b32", None)
+      if a is None or b is None: break
+      halves.append((d, "b32", f"np.where(tolanes(s[:, {VCC}]), {b}, {a})"))
+      continue
+    base = E.VOPD_FN.get(name)
+    if base is None: break
+    t = E.VOPD_TYPES.get(base, "f32")
+    a = g.src(s0, t, i.literal)
+    args = [a]
+    if base != "v_mov_b32":
+      b = g.src(256 + s1, t, None)
+      k = g.const(np.float32(np.uint32(i.literal or 0).view(np.float32)), "K")
+      if base == "v_fmac_f32": args = [a, b, g.src(256 + d, t, None)]
+      elif base == "v_fmamk_f32": args = [a, k, b]
+      elif base == "v_fmaak_f32": args = [a, b, k]
+      else: args = [a, b]
+    if None in args: break
+    halves.append((d, t, f"np.asarray({g.const(X.VALU[base], 'F')}({', '.join(args)})).astype({g.const(np.dtype(A.NP[t]), 'T')})"))
+  if len(halves) != 2 or any(d + 1 > g.nv for d, _, _ in halves):
+    g.reads, g.binds = saved[0], saved[1]
+    del g.lines[saved[2]:]
+    return False
+  g.lines.append(f"rx = {halves[0][2]}")
+  g.lines.append(f"ry = {halves[1][2]}")
+  for (d, t, _), r in zip(halves, ("rx", "ry")): g.store(d, t, r)
+  return True
+
+
+def build(m: Any, pc: int) -> Block | None:
+  """The block from pc (None: the interpreter steps the instruction at pc)."""
+  g = _Gen(m)
+  insts: list[Inst] = []
+  body: list[str] = []
+  at = pc
+  end: str | None = None
+  while len(insts) < MAX_INSTS:
+    try: i = m.inst(at)
+    except M.WaveFault: break   # undecodable: the interpreter faults when a wave gets there
+    if i.fmt == "SOPP" and i.op.name in E.NOPS:
+      at += i.size
+      continue
+    k = len(insts)
+    if i.fmt == "SOPP":
+      if i.op.name not in TERMINATORS: break
+      insts.append(i)
+      g.flush()
+      g.lines += [f"k = {k}   # {i.text}", f"m.pc[:] = {i.pc}", f"sopp(m, {g.const(i, 'I')}, idx)"]   # the branch's own PC: a not-taken one goes on from there
+      end = "terminated"
+      break
+    if i.fmt not in HANDLED: break
+    insts.append(i)
+    g.lines.append(f"k = {k}   # {i.text}")
+    if not _valu_inline(g, i):
+      rw = _handler_rw(i)
+      if rw is None:
+        insts.pop()
+        g.lines.pop()
+        break
+      g.read(rw[0])
+      g.flush()
+      g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
+      g.write(rw[1], False)
+    at = i.pc + i.size
+    if _exec_writer(i): break
+  if not insts: return None
+  g.flush()
+  if end is None: body.append(f"m.pc[:] = {at}")
+  reads = g.const(np.array(sorted(g.reads), np.int64), "RD")
+  src = ["def block(m, idx):",
+         "  s, v, vinit = m.s, m.v, m.vinit",
+         "  L = m.exec_mask(idx)",
+         "  full = m.all_on(L)",
+         f"  if vinit is not None and {len(g.reads)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
+         "  L3 = L[:, None, :]",
+         *[f"  {k} = {e}" for k, e in g.binds.items()],
+         "  k = 0",
+         "  try:",
+         "    with np.errstate(all='ignore'):",
+         *[f"      {ln}" for ln in g.lines + body],
+         "  except BaseException:",
+         "    m._fault_inst = INSTS[k]",
+         "    raise",
+         "  return True"]
+  text = "\n".join(src)
+  ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
+  exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
+  return Block(ns["block"], insts, text)
