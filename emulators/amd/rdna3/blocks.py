@@ -108,6 +108,7 @@ class _Gen:
     self.reads: list[int] = []        # VGPR dwords read before the block wrote them (tested at entry in checked mode)
     self.written: set[int] = set()
     self.pending: set[int] = set()    # written inline since the last definedness mark
+    self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp result of this block)
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -163,6 +164,10 @@ class _Gen:
     raw = np.array([[bits if w == 2 else bits & 0xFFFFFFFF]], np.uint64 if w == 2 else np.uint32)
     return self.const(raw.view(dt), "K")
 
+  def lanes(self, code: int) -> str:
+    """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
+    return self.masks.get(code, f"tolanes(s[:, {code}])")
+
   def mods(self, i: Inst, x: str, k: int, t: str) -> str:
     """VOP3 abs/neg of a float operand (execute._mods)."""
     if i.fmt != "VOP3" or t[0] != "f" or i.op.name in VOP3B: return x
@@ -176,8 +181,8 @@ class _Gen:
     if t in T16 or w > 2 or r + w > self.nv: return False
     dt = np.dtype(A.NP[t])
     if w == 1:
-      dst = self.vreg(r, t) if dt.kind == "f" else self.vreg(r, "b32")
-      self.lines.append(f"store(full, L, {dst}, {val})")
+      if dt.kind == "f": self.lines.append(f"np.copyto({self.vreg(r, t)}, {val}, casting='unsafe', where=W)")
+      else: self.lines += [f"r = {val}", f"intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
     else:
       self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
     self.write(list(range(r, r + w)), True)
@@ -201,11 +206,15 @@ def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt:
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
 
 
+def _intres(r: Any) -> None:
+  if r.dtype.kind == "f": raise M.WaveFault(f"internal: a float result ({r.dtype}) for an integer destination")
+
+
 def _pair(v: np.ndarray, r: int) -> np.ndarray:
   return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
 
 
@@ -229,7 +238,8 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     if None in args: return undo()
     args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
     fn = g.const(X.compare(n), "C")
-    g.lines.append(f"s[:, {dst}] = tomask({fn}({args[0]}, {args[1]}) & L)")
+    g.lines += [f"c{dst} = {fn}({args[0]}, {args[1]}) & L", f"s[:, {dst}] = tomask(c{dst})"]
+    g.masks[dst] = f"c{dst}"
     return True
   if n == "v_cndmask_b32":
     srcs = E._srcs(None, i, None, None)
@@ -242,7 +252,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if i.fmt == "VOP3" and (f["abs"] >> k) & 1: x = f"({x} & np.uint32(0x7FFFFFFF))"
       if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
       ab.append(x)
-    if not g.store(f["vdst"], "b32", f"np.where(tolanes(s[:, {sel_code}]), {ab[1]}, {ab[0]})"): return undo()
+    if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})"): return undo()
     return True
   if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
   if i.fmt == "VOP3" and n in VOP3B: return False
@@ -267,7 +277,7 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
     if name == "v_dual_cndmask_b32":
       a, b = g.src(s0, "b32", i.literal), g.src(256 + s1, "b32", None)
       if a is None or b is None: break
-      halves.append((d, "b32", f"np.where(tolanes(s[:, {VCC}]), {b}, {a})"))
+      halves.append((d, "b32", f"np.where({g.lanes(VCC)}, {b}, {a})"))
       continue
     base = E.VOPD_FN.get(name)
     if base is None: break
@@ -282,7 +292,9 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
       elif base == "v_fmaak_f32": args = [a, b, k]
       else: args = [a, b]
     if None in args: break
-    halves.append((d, t, f"np.asarray({g.const(X.VALU[base], 'F')}({', '.join(args)})).astype({g.const(np.dtype(A.NP[t]), 'T')})"))
+    r = f"{g.const(X.VALU[base], 'F')}({', '.join(args)})"
+    # a mov's result is its source register's view: copied, as the other half may write that register first
+    halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r))
   if len(halves) != 2 or any(d + 1 > g.nv for d, _, _ in halves):
     g.reads, g.binds = saved[0], saved[1]
     del g.lines[saved[2]:]
@@ -326,6 +338,7 @@ def build(m: Any, pc: int) -> Block | None:
       g.read(rw[0])
       g.flush()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
+      g.masks.clear()   # it may write any SGPR
       g.write(rw[1], False)
     at = i.pc + i.size
     if _exec_writer(i): break
@@ -339,6 +352,7 @@ def build(m: Any, pc: int) -> Block | None:
          "  full = m.all_on(L)",
          f"  if vinit is not None and {len(g.reads)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
          "  L3 = L[:, None, :]",
+         "  W = True if full else L   # where= of the masked writes",
          *[f"  {k} = {e}" for k, e in g.binds.items()],
          "  k = 0",
          "  try:",
