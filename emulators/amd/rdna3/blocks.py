@@ -108,7 +108,8 @@ class _Gen:
     self.reads: list[int] = []        # VGPR dwords read before the block wrote them (tested at entry in checked mode)
     self.written: set[int] = set()
     self.pending: set[int] = set()    # written inline since the last definedness mark
-    self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp result of this block)
+    self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp/carry result of this block)
+    self.dirty: set[int] = set()      # SGPRs whose mask is only in its local so far
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -151,6 +152,7 @@ class _Gen:
       return f"pair(v, {r}).view({self.const(dt, 'T')})"
     if code < 128 and code != 124:
       if code + w > 128: return None
+      self.sync(range(code, code + w))   # a mask this block computed, read as a scalar operand
       name = f"s{code}_{w}_{dt.char}"
       self.binds[name] = f"s[:, {code}:{code + w}]" + (".view(U64)" if w == 2 else "") + \
         ("" if dt in (np.uint32, np.uint64) else f".view({self.const(dt, 'T')})")
@@ -163,6 +165,26 @@ class _Gen:
     else: return None
     raw = np.array([[bits if w == 2 else bits & 0xFFFFFFFF]], np.uint64 if w == 2 else np.uint32)
     return self.const(raw.view(dt), "K")
+
+  def save(self) -> tuple:
+    return list(self.reads), dict(self.binds), len(self.lines), set(self.dirty)
+
+  def restore(self, saved: tuple) -> None:
+    """Forget what generating an instruction that is then left to its handler added."""
+    self.reads, self.binds, n, self.dirty = saved[0], saved[1], saved[2], saved[3]
+    del self.lines[n:]
+
+  def setmask(self, code: int, expr: str) -> None:
+    """SGPR `code` = the lane mask of the bool [n, 32] expr (disabled lanes 0), written back by `sync` when needed."""
+    self.lines.append(f"c{code} = {expr}")
+    self.masks[code] = f"c{code}"
+    self.dirty.add(code)
+
+  def sync(self, codes: Any = None) -> None:
+    """Write the lane masks not yet in their SGPRs (all, or those among codes) before something reads the registers."""
+    for c in sorted(self.dirty if codes is None else self.dirty & set(codes)):
+      self.lines.append(f"s[:, {c}] = tomask(c{c} & L)")
+      self.dirty.discard(c)
 
   def lanes(self, code: int) -> str:
     """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
@@ -214,7 +236,7 @@ def _pair(v: np.ndarray, r: int) -> np.ndarray:
   return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "carry": E.carry_op, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
 
 
@@ -224,10 +246,9 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   o, f, n = i.op, i.f, i.op.name
   if i.fmt == "VOPD": return _vopd_inline(g, i)
   if i.fmt not in ("VOP1", "VOP2", "VOPC", "VOP3"): return False
-  saved = (list(g.reads), dict(g.binds), len(g.lines))
+  saved = g.save()
   def undo() -> bool:
-    g.reads, g.binds = saved[0], saved[1]
-    del g.lines[saved[2]:]
+    g.restore(saved)
     return False
   if n.startswith("v_cmp_"):
     srcs = E._srcs(None, i, None, None)
@@ -237,9 +258,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     args = [g.src(c, t, i.literal) for c, t, _ in srcs]
     if None in args: return undo()
     args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
-    fn = g.const(X.compare(n), "C")
-    g.lines += [f"c{dst} = {fn}({args[0]}, {args[1]}) & L", f"s[:, {dst}] = tomask(c{dst})"]
-    g.masks[dst] = f"c{dst}"
+    g.setmask(dst, f"{g.const(X.compare(n), 'C')}({args[0]}, {args[1]})")
     return True
   if n == "v_cndmask_b32":
     srcs = E._srcs(None, i, None, None)
@@ -253,6 +272,21 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
       ab.append(x)
     if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})"): return undo()
+    return True
+  if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
+    if i.fmt == "VOP3" and f["clamp"]: return False
+    srcs = E._srcs(None, i, None, None)
+    cout = f["sdst"] if i.fmt == "VOP3" else VCC
+    if cout >= 128: return False
+    a, b = g.src(srcs[0][0], srcs[0][1], i.literal), g.src(srcs[1][0], srcs[1][1], i.literal)
+    cin = "None"
+    if "_ci_" in n:
+      if srcs[2][0] >= 128: return undo()
+      cin = g.lanes(srcs[2][0])
+    if a is None or b is None: return undo()
+    g.lines.append(f"q = carry({n!r}, {a}, {b}, {cin})")
+    if not g.store(f["vdst"], "u32", "q"): return undo()
+    g.setmask(cout, "(q >> 32) != 0")
     return True
   if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
   if i.fmt == "VOP3" and n in VOP3B: return False
@@ -271,7 +305,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
 def _vopd_inline(g: _Gen, i: Inst) -> bool:
   """Both halves of a VOPD pair read their sources, then both write (execute.vopd / _vopd_half)."""
   f = i.f
-  saved = (list(g.reads), dict(g.binds), len(g.lines))
+  saved = g.save()
   halves = []
   for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]), (f["vsrc1x"], f["vsrc1y"])):
     if name == "v_dual_cndmask_b32":
@@ -296,8 +330,7 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
     # a mov's result is its source register's view: copied, as the other half may write that register first
     halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r))
   if len(halves) != 2 or any(d + 1 > g.nv for d, _, _ in halves):
-    g.reads, g.binds = saved[0], saved[1]
-    del g.lines[saved[2]:]
+    g.restore(saved)
     return False
   g.lines.append(f"rx = {halves[0][2]}")
   g.lines.append(f"ry = {halves[1][2]}")
@@ -323,6 +356,7 @@ def build(m: Any, pc: int) -> Block | None:
       if i.op.name not in TERMINATORS: break
       insts.append(i)
       g.flush()
+      g.sync()
       g.lines += [f"k = {k}   # {i.text}", f"m.pc[:] = {i.pc}", f"sopp(m, {g.const(i, 'I')}, idx)"]   # the branch's own PC: a not-taken one goes on from there
       end = "terminated"
       break
@@ -337,6 +371,7 @@ def build(m: Any, pc: int) -> Block | None:
         break
       g.read(rw[0])
       g.flush()
+      g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       g.masks.clear()   # it may write any SGPR
       g.write(rw[1], False)
@@ -344,6 +379,7 @@ def build(m: Any, pc: int) -> Block | None:
     if _exec_writer(i): break
   if not insts: return None
   g.flush()
+  g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
   reads = g.const(np.array(sorted(g.reads), np.int64), "RD")
   src = ["def block(m, idx):",

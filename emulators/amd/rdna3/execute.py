@@ -141,6 +141,9 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
   addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
+  if (out := _smem_gather(m, addr, nd)) is not None:
+    for k in range(nd): m.s[idx, f["sdata"] + k] = out[:, k]
+    return m.advance(i, idx)
   out = np.zeros((len(idx), nd), U32)
   for a in np.unique(addr):
     sel = addr == a
@@ -148,6 +151,18 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
     out[sel] = data.view(U32)
   for k in range(nd): m.s[idx, f["sdata"] + k] = out[:, k]
   m.advance(i, idx)
+
+
+def _smem_gather(m: Any, addr: np.ndarray, nd: int) -> np.ndarray | None:
+  """Every wave's nd dwords at addr [n] in one gather, when all lie in one mapping and are defined; None: the per-address
+  reads (Machine.mem_read), which name the fault of an unmapped or undefined address."""
+  lo, hi = int(addr.min()), int(addr.max()) + 4 * nd
+  r = m.vm.find(lo)
+  if r is None or hi > r.end or r.va % 4: return None
+  b = (addr - r.va)[:, None] + np.arange(4 * nd)
+  if m.checked and r.mem.bits is not None and not ((r.mem.bits[b >> 3] >> (b & 7).astype(np.uint8)) & np.uint8(1)).all(): return None
+  m._touch(r.va, lo, hi, False)
+  return r.mem.data[b].view(U32).reshape(len(addr), nd)
 
 
 # ---- vector ALU -----------------------------------------------------------------------------------------------------
@@ -202,6 +217,15 @@ VALU_OWN = ("v_cmp", "v_cndmask_b", "v_add_co_", "v_sub_co_", "v_subrev_co_", "v
             "v_div_fmas_", "v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32", "v_mbcnt_", "v_swap_b32", "v_nop")
 
 
+def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> np.ndarray:
+  """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin) as int64: bits 31..0 the result,
+  anything above a carry (add) or borrow (sub) out (ISA guide, V_ADD_CO_CI_U32 etc.)."""
+  a, b = a.astype(np.int64), b.astype(np.int64)
+  c = 0 if cin is None else cin.astype(np.int64)
+  if "subrev" in n: a, b = b, a
+  return a + b + c if "add" in n else a - b - c
+
+
 def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   if (row := i.extra.get("valu")) is None:
     n = i.op.name
@@ -244,10 +268,7 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
     return m.advance(i, idx)
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
-    a, b = vals[0].astype(np.int64), vals[1].astype(np.int64)
-    cin = M.mask_to_lanes(vals[2]).astype(np.int64) if "_ci_" in n else 0
-    if "subrev" in n: a, b = b, a
-    r = a + b + cin if "add" in n else a - b - cin
+    r = carry_op(n, vals[0], vals[1], M.mask_to_lanes(vals[2]) if "_ci_" in n else None)
     carry = ((r >> 32) != 0) & lanes
     if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
     m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
@@ -699,6 +720,9 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   addr = (addr.astype(np.int64) + off).astype(U64)
   if n in FLAT_LOAD:
     nb, sgn, d16 = FLAT_LOAD[n]
+    if nb >= 4 and (words := m.load_dwords(idx, addr, nb // 4, lanes)) is not None:   # whole aligned dwords: no byte shuffling
+      m.vwrite_dwords(idx, f["vdst"], words, lanes)
+      return m.advance(i, idx)
     b = m.gather(idx, addr, nb, lanes, i)
     _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
   elif n in FLAT_STORE:

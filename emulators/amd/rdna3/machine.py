@@ -339,6 +339,42 @@ class Machine:
     """What the dispatch read and wrote: (mapping VA, [(lo, hi, write)]) per mapping, for Hazards.access."""
     return [(va, [(lo, hi, w) for lo, hi, w in ((t[0], t[1], False), (t[2], t[3], True)) if hi > lo]) for va, t in self.touched.items()]
 
+  def load_dwords(self, idx: np.ndarray, addr: np.ndarray, nd: int, lanes: np.ndarray) -> np.ndarray | None:
+    """nd dwords per enabled lane [n, 32, nd] (0 in the others) in one gather, when the enabled lanes' addresses are
+    dword aligned in one mapping and (checked mode) the bytes are defined; None: `gather`, which names any fault."""
+    full = self.all_on(lanes)
+    a = addr.reshape(-1) if full else addr[lanes]
+    if not a.size or (a & U64(3)).any(): return None
+    lo, hi = int(a.min()), int(a.max()) + 4 * nd
+    r = self.vm.find(lo)
+    if r is None or hi > r.end or r.va % 4: return None
+    off = (a - U64(r.va)).astype(np.int64) >> 2
+    if self.checked and (bits := r.mem.bits) is not None:
+      s0, s1 = lo - r.va, hi - r.va
+      if not (s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes) and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):   # not the whole span defined:
+        q = off[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
+        if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return None
+    data = r.mem.data
+    got = data[:len(data) - len(data) % 4].view(U32)[off[:, None] + np.arange(nd)]
+    self._touch(r.va, lo, hi, False)
+    if full: return got.reshape(addr.shape + (nd,))
+    out = np.zeros(addr.shape + (nd,), U32)
+    out[lanes] = got
+    return out
+
+  def vwrite_dwords(self, idx: np.ndarray, r: int, words: np.ndarray, lanes: np.ndarray) -> None:
+    """VGPRs r.. = words [n, 32, nd] in the enabled lanes (defined there), as `vwrite` of each dword does."""
+    nd = words.shape[2]
+    ix = self.ix(idx)
+    if r + nd > self.nv or not isinstance(ix, slice):
+      for k in range(nd): self.vwrite(idx, r + k, "b32", words[:, :, k], lanes)
+      return
+    full = self.all_on(lanes)
+    np.copyto(self.v[ix, r:r + nd, :], words.transpose(0, 2, 1), where=True if full else lanes[:, None, :])
+    if self.vinit is not None:
+      if full: self.vinit[ix, r:r + nd, :] = True
+      else: self.vinit[ix, r:r + nd, :] |= lanes[:, None, :]
+
   def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
     out = np.zeros(addr.shape + (nbytes,), np.uint8)
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global load"):
