@@ -348,14 +348,18 @@ class Machine:
     lo, hi = int(a.min()), int(a.max()) + 4 * nd
     r = self.vm.find(lo)
     if r is None or hi > r.end or r.va % 4: return None
-    off = (a - U64(r.va)).astype(np.int64) >> 2
+    off = (a - U64(r.va)).astype(np.int64)
     if self.checked and (bits := r.mem.bits) is not None:
       s0, s1 = lo - r.va, hi - r.va
       if not (s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes) and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):   # not the whole span defined:
-        q = off[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
+        q = (off >> 2)[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
         if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return None
+    # the widest unit (16, 8 or 4 bytes) every address is aligned to: one element of a unit view per lane and unit
+    u = next(u for u in (16, 8, 4) if (4 * nd) % u == 0 and (u == 4 or (r.va % u == 0 and not (a & U64(u - 1)).any())))
     data = r.mem.data
-    got = data[:len(data) - len(data) % 4].view(U32)[off[:, None] + np.arange(nd)]
+    units = data[:len(data) - len(data) % u].view(np.dtype((np.void, u)))
+    k = 4 * nd // u
+    got = (units[off // u] if k == 1 else units[(off // u)[:, None] + np.arange(k)]).view(U32).reshape(len(a), nd)
     self._touch(r.va, lo, hi, False)
     if full: return got.reshape(addr.shape + (nd,))
     out = np.zeros(addr.shape + (nd,), U32)
