@@ -190,6 +190,22 @@ class _Gen:
     """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
     return self.masks.get(code, f"tolanes(s[:, {code}])")
 
+  def ssrc(self, code: int, t: str, lit: int | None) -> str | None:
+    """A scalar source as uint64 per wave [n] (Machine.sreg), None where the block cannot inline it."""
+    w = WIDTH.get(t, 1)
+    if w > 2: return None
+    if code < 128 and code != 124:
+      if code + w > 128: return None
+      self.sync(range(code, code + w))
+      return f"s[:, {code}].astype(U64)" if w == 1 else f"s[:, {code}:{code + 2}].view(U64)[:, 0].astype(U64)"
+    if code == 124 or 128 <= code <= 248 or (code == 255 and lit is not None):
+      try: val = 0 if code == 124 else self.m.const(code, t, lit, None)
+      except M.WaveFault: return None
+      name = f"k{code}_{val}"
+      self.binds[name] = f"np.full(len(idx), {val}, U64)"
+      return name
+    return None
+
   def mods(self, i: Inst, x: str, k: int, t: str) -> str:
     """VOP3 abs/neg of a float operand (execute._mods)."""
     if i.fmt != "VOP3" or t[0] != "f" or i.op.name in VOP3B: return x
@@ -204,7 +220,7 @@ class _Gen:
     dt = np.dtype(A.NP[t])
     if w == 1:
       if dt.kind == "f": self.lines.append(f"np.copyto({self.vreg(r, t)}, {val}, casting='unsafe', where=W)")
-      else: self.lines += [f"r = {val}", f"intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
+      else: self.lines += [f"r = {val}", "intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
     else:
       self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
     self.write(list(range(r, r + w)), True)
@@ -235,9 +251,6 @@ def _intres(r: Any) -> None:
 def _pair(v: np.ndarray, r: int) -> np.ndarray:
   return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
 
-
-RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "carry": E.carry_op, "tomask": M.lanes_to_mask,
-           "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
 
 
 # ---- instructions inline ----
@@ -338,6 +351,50 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+# ---- scalar instructions inline ----
+SOP1_OWN = ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32", "s_cmov_b32", "s_cmov_b64", "s_bitset", "s_getpc_b64")
+
+
+def _salu_inline(g: _Gen, i: Inst) -> bool:
+  """SOP2/SOP1 rows of ops.SALU, SOPC compares (execute.sopc_scc) and SOPK ops (execute.sopk_op) inline, per wave."""
+  o, f, n = i.op, i.f, i.op.name
+  saved = g.save()
+  if i.fmt == "SOP2" and n in X.SALU: srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], g.const(X.SALU[n], "S")
+  elif i.fmt == "SOP1" and n in X.SALU and n not in X.SAVEEXEC and not n.startswith(SOP1_OWN):
+    srcs, call = [(f["ssrc0"], o.srcs[0])], g.const(X.SALU[n], "S")
+  elif i.fmt == "SOPC": srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], None
+  elif i.fmt == "SOPK" and (n in E.SOPK_READS or n.startswith("s_cmpk_")): srcs, call = [(f["sdst"], "b32")], None
+  else: return False
+  args = [g.ssrc(c, t, i.literal) for c, t in srcs]
+  if None in args:
+    g.restore(saved)
+    return False
+  if i.fmt == "SOPC":
+    g.lines.append(f"scc[:] = {g.const(E.sopc_scc, 'S')}({n!r}, {args[0]}, {args[1]})")
+    return True
+  if i.fmt == "SOPK": g.lines.append(f"r, sc = {g.const(E.sopk_op, 'S')}({n!r}, {args[0]}, {f['simm16']})")
+  else: g.lines.append(f"r, sc = {call}({', '.join(args)}, scc.astype(U64))")
+  d, w = f["sdst"], WIDTH.get(o.dst, 1)
+  if n.startswith("s_cmpk_"): w = 0
+  elif d != 124 and (d >= 128 or d + w > 128):
+    g.restore(saved)
+    return False
+  if w and d != 124:
+    g.lines.append(f"swrite(s, {d}, {w}, r)")
+    for c in range(d, d + w):
+      g.masks.pop(c, None)
+      g.dirty.discard(c)
+  g.lines.append("if sc is not None: scc[:] = sc")
+  return True
+
+
+def _swrite(s: np.ndarray, d: int, w: int, r: Any) -> None:
+  """SGPRs d.. = r (uint64 per wave) as Machine.swrite writes them."""
+  if r is None: return
+  val = np.asarray(r, np.uint64)
+  for k in range(w): s[:, d + k] = ((val >> np.uint64(32 * k)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
 def build(m: Any, pc: int) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc)."""
   g = _Gen(m)
@@ -363,7 +420,7 @@ def build(m: Any, pc: int) -> Block | None:
     if i.fmt not in HANDLED: break
     insts.append(i)
     g.lines.append(f"k = {k}   # {i.text}")
-    if not _valu_inline(g, i):
+    if not (_salu_inline(g, i) if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _valu_inline(g, i)):
       rw = _handler_rw(i)
       if rw is None:
         insts.pop()
@@ -383,7 +440,7 @@ def build(m: Any, pc: int) -> Block | None:
   if end is None: body.append(f"m.pc[:] = {at}")
   reads = g.const(np.array(sorted(g.reads), np.int64), "RD")
   src = ["def block(m, idx):",
-         "  s, v, vinit = m.s, m.v, m.vinit",
+         "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
          "  full = m.all_on(L)",
          f"  if vinit is not None and {len(g.reads)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
@@ -402,3 +459,7 @@ def build(m: Any, pc: int) -> Block | None:
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
   return Block(ns["block"], insts, text)
+
+
+RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "carry": E.carry_op, "swrite": _swrite, "tomask": M.lanes_to_mask,
+           "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}

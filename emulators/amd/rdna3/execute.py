@@ -94,20 +94,41 @@ def _signed(x: np.ndarray, bits: int) -> np.ndarray:
   return np.where(x >> U64(bits - 1) & U64(1), x.astype(np.int64) - (1 << bits), x.astype(np.int64)) if bits < 64 else x.view(np.int64)
 
 
+def sopc_scc(n: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """The SCC an SOPC compare sets from its uint64 sources (s_cmp_<c>_<t>, s_bitcmp0/1)."""
+  if n.startswith("s_bitcmp"):
+    bits = 64 if n.endswith("64") else 32
+    bit = (a >> (b & U64(bits - 1))) & U64(1)
+    return (bit == 0) if "bitcmp0" in n else (bit == 1)
+  c, t = n.split("_")[2:4]
+  if t == "i32": a, b = _signed(a, 32), _signed(b, 32)
+  return X.SCMP[c](a, b)
+
+
 def sopc(m: Any, i: Inst, idx: np.ndarray) -> None:
   o = i.op
   a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
   b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
-  kind = o.name.split("_")
-  if o.name.startswith("s_bitcmp"):
-    bits = 64 if o.name.endswith("64") else 32
-    bit = (a >> (b & U64(bits - 1))) & U64(1)
-    m.scc[idx] = (bit == 0) if "bitcmp0" in o.name else (bit == 1)
-  else:
-    c, t = kind[2], kind[3]
-    if t == "i32": a, b = _signed(a, 32), _signed(b, 32)
-    m.scc[idx] = X.SCMP[c](a, b)
+  m.scc[idx] = sopc_scc(o.name, a, b)
   m.advance(i, idx)
+
+
+SOPK_READS = frozenset({"s_addk_i32", "s_mulk_i32"})   # SOPK ops of sopk_op that read SDST (s_cmpk_* too)
+
+
+def sopk_op(n: str, cur: np.ndarray, k: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+  """(result, SCC) of s_addk_i32 / s_mulk_i32 / s_cmpk_* on SDST's value cur (uint64 per wave) and SIMM16 k (None: not
+  written)."""
+  ks = k - (1 << 16) if k & 0x8000 else k
+  if n == "s_addk_i32":
+    r = _signed(cur, 32) + ks
+    return r.astype(U64) & U64(0xFFFFFFFF), (r > 0x7FFFFFFF) | (r < -0x80000000)
+  if n == "s_mulk_i32": return (_signed(cur, 32) * ks).astype(U64) & U64(0xFFFFFFFF), None
+  if n.startswith("s_cmpk_"):
+    c, t = n.split("_")[2], n.split("_")[3]
+    a, b = (_signed(cur, 32), ks) if t == "i32" else (cur, U64(k))
+    return None, X.SCMP[c](a, b)
+  raise M.WaveFault(f"{n} is not emulated")
 
 
 def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -120,17 +141,8 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n == "s_cmovk_i32":
     cur = m.sreg(idx, f["sdst"], "b32", None)
     return _sresult(m, i, idx, np.where(m.scc[idx], U64(ks & 0xFFFFFFFF), cur), None)
-  cur = m.sreg(idx, f["sdst"], "b32", None)
-  if n == "s_addk_i32":
-    r = _signed(cur, 32) + ks
-    return _sresult(m, i, idx, r.astype(U64) & U64(0xFFFFFFFF), (r > 0x7FFFFFFF) | (r < -0x80000000))
-  if n == "s_mulk_i32": return _sresult(m, i, idx, (_signed(cur, 32) * ks).astype(U64) & U64(0xFFFFFFFF), None)
-  if n.startswith("s_cmpk_"):
-    c, t = n.split("_")[2], n.split("_")[3]
-    a, b = (_signed(cur, 32), ks) if t == "i32" else (cur, U64(k))
-    m.scc[idx] = X.SCMP[c](a, b)
-    return m.advance(i, idx)
-  raise M.WaveFault(f"{n} is not emulated")
+  r, scc = sopk_op(n, m.sreg(idx, f["sdst"], "b32", None), k)
+  _sresult(m, i, idx, r, scc)
 
 
 # ---- scalar memory --------------------------------------------------------------------------------------------------
