@@ -308,11 +308,24 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   args = [g.src(c, t, i.literal) for c, t, _ in srcs]
   if None in args: return undo()
   args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
-  val = f"{g.const(X.VALU[n], 'F')}({', '.join(args)})"
-  if o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"]):
+  row = X.VALU[n]
+  finish = o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"])
+  vd = f.get("vdst", 0)
+  if _in_place(row, [t for _, t, _ in srcs], o.dst) and not finish and vd < g.nv:
+    g.lines.append(f"{g.const(row, 'F')}({', '.join(args)}, out={g.vreg(vd, o.dst)}, where=W)")
+    g.write([vd], True)
+    return True
+  val = f"{g.const(row, 'F')}({', '.join(args)})"
+  if finish:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
   return True
+
+
+def _in_place(row: Any, srcs: list[str], dst: str) -> bool:
+  """Whether a row is a numpy ufunc computing in its operands' 32-bit type, which it can write to the destination
+  register's lanes itself (out=, where=: the disabled lanes keep their values): one call instead of compute and copy."""
+  return isinstance(row, np.ufunc) and row.nin == len(srcs) and WIDTH.get(dst, 1) == 1 and dst not in T16 and all(t == dst for t in srcs)
 
 
 def _vopd_inline(g: _Gen, i: Inst) -> bool:
@@ -324,7 +337,7 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
     if name == "v_dual_cndmask_b32":
       a, b = g.src(s0, "b32", i.literal), g.src(256 + s1, "b32", None)
       if a is None or b is None: break
-      halves.append((d, "b32", f"np.where({g.lanes(VCC)}, {b}, {a})"))
+      halves.append((d, "b32", f"np.where({g.lanes(VCC)}, {b}, {a})", None, {s0 - 256, s1}))
       continue
     base = E.VOPD_FN.get(name)
     if base is None: break
@@ -339,15 +352,32 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
       elif base == "v_fmaak_f32": args = [a, b, k]
       else: args = [a, b]
     if None in args: break
-    r = f"{g.const(X.VALU[base], 'F')}({', '.join(args)})"
+    row = g.const(X.VALU[base], 'F')
+    r = f"{row}({', '.join(args)})"
+    inplace = f"{row}({', '.join(args)}, out={g.vreg(d, t)}, where=W)" if _in_place(X.VALU[base], [t] * len(args), t) else None
     # a mov's result is its source register's view: copied, as the other half may write that register first
-    halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r))
-  if len(halves) != 2 or any(d + 1 > g.nv for d, _, _ in halves):
+    halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r, inplace,
+                   {s0 - 256, s1} | ({d} if base == "v_fmac_f32" else set())))
+  if len(halves) != 2 or any(h[0] + 1 > g.nv for h in halves):
     g.restore(saved)
     return False
-  g.lines.append(f"rx = {halves[0][2]}")
-  g.lines.append(f"ry = {halves[1][2]}")
-  for (d, t, _), r in zip(halves, ("rx", "ry")): g.store(d, t, r)
+  (dx, tx, ex, ix, _), (dy, ty, ey, iy, ry) = halves
+  if ix is not None and dx not in ry and dx != dy:   # X writes first, in place: Y does not read its destination
+    g.lines.append(ix)
+    g.write([dx], True)
+    if iy is not None:
+      g.lines.append(iy)
+      g.write([dy], True)
+    else: g.store(dy, ty, ey)
+  elif iy is not None and dx != dy:   # X's result aside, Y in place, then X's
+    g.lines.append(f"rx = {ex}")
+    g.lines.append(iy)
+    g.write([dy], True)
+    g.store(dx, tx, "rx")
+  else:
+    g.lines += [f"rx = {ex}", f"ry = {ey}"]
+    g.store(dx, tx, "rx")
+    g.store(dy, ty, "ry")
   return True
 
 

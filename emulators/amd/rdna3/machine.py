@@ -351,7 +351,9 @@ class Machine:
     off = (a - U64(r.va)).astype(np.int64)
     if self.checked and (bits := r.mem.bits) is not None:
       s0, s1 = lo - r.va, hi - r.va
-      if not (s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes) and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):   # not the whole span defined:
+      # the bitmap bytes of the whole span when that is no more than the lanes' dwords (a dense access), else per dword
+      span = (s1 - s0) // 8 <= len(a) * nd and s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes)
+      if not (span and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):
         q = (off >> 2)[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
         if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return None
     # the widest unit (16, 8 or 4 bytes) every address is aligned to: one element of a unit view per lane and unit
