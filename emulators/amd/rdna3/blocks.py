@@ -23,7 +23,7 @@ from emulators.amd.rdna3 import alu as A
 from emulators.amd.rdna3 import execute as E
 from emulators.amd.rdna3 import lanes as M
 from emulators.amd.rdna3 import ops as X
-from emulators.amd.rdna3.decode import T16, WIDTH, Inst, vopd_dsty
+from emulators.amd.rdna3.decode import T16, WIDTH, Inst, flat_offset, vopd_dsty
 from emulators.amd.rdna3.opcodes import VOP3B
 
 VCC, EXEC = 106, 126
@@ -381,6 +381,31 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+def _load_inline(g: _Gen, i: Inst) -> bool:
+  """A FLAT/GLOBAL load of whole dwords: the address as execute.flat forms it, then Machine.load_dwords; where that
+  declines (unaligned, several mappings, a fault, undefined bytes) the handler runs the instruction and names any fault."""
+  f = i.f
+  nm = i.op.name.split("_", 1)[1]
+  if f["seg"] not in (0, 2) or nm not in E.FLAT_LOAD: return False
+  nb, _, d16 = E.FLAT_LOAD[nm]
+  nd = nb // 4
+  if d16 or nb < 4 or nb % 4 or f["vdst"] + nd > g.nv: return False
+  saddr = f["saddr"] not in (124, 125) and f["seg"] == 2
+  if saddr and f["saddr"] + 2 > 128: return False
+  g.read([f["addr"]] if saddr else [f["addr"], f["addr"] + 1])
+  g.flush()
+  g.sync()
+  if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
+  else: addr = f"pair(v, {f['addr']})"
+  off = flat_offset(i)
+  g.lines += [f"a = {addr}" if not off else f"a = (({addr}).astype(np.int64) + {off}).astype(U64)",
+              f"words = m.load_dwords(idx, a, {nd}, L)",
+              f"if words is None: {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)",
+              f"else: m.vwrite_dwords(idx, {f['vdst']}, words, L)"]
+  g.write(list(range(f["vdst"], f["vdst"] + nd)), False)
+  return True
+
+
 # ---- scalar instructions inline ----
 SOP1_OWN = ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32", "s_cmov_b32", "s_cmov_b64", "s_bitset", "s_getpc_b64")
 
@@ -450,7 +475,8 @@ def build(m: Any, pc: int) -> Block | None:
     if i.fmt not in HANDLED: break
     insts.append(i)
     g.lines.append(f"k = {k}   # {i.text}")
-    if not (_salu_inline(g, i) if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _valu_inline(g, i)):
+    inline = _salu_inline if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _load_inline if i.fmt == "FLAT" else _valu_inline
+    if not inline(g, i):
       rw = _handler_rw(i)
       if rw is None:
         insts.pop()
