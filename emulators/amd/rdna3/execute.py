@@ -28,6 +28,11 @@ BRANCH_COND = {"s_branch": lambda m, idx: np.ones(len(idx), np.bool_), "s_cbranc
                "s_cbranch_execnz": lambda m, idx: m.s[idx, EXEC] != 0}
 
 
+# trap ids (s_trap's SIMM16[7:0]) of the traps refgrad's kernels contain: llvm.debugtrap is s_trap 3, rendered only as the
+# checked-mode guard of an integer division's divisor (refgrad/renderer/llvmir.py)
+TRAPS = {3: "integer division by zero (llvm.debugtrap: the LLVM IR renderer's checked-mode guard of IDIV/MOD)"}
+
+
 def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
   n = i.op.name
   if n in NOPS: return m.advance(i, idx)
@@ -38,6 +43,12 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.bar[idx] = True
     m.pc[idx] += i.size   # the next instruction itself (not past no-ops): a divergent-barrier report names PC - 4
     return None
+  if n == "s_trap":   # a trap handler is not modelled: the dispatch faults, naming the trap and the first enabled lane
+    tid = i.f["simm16"] & 0xFF
+    ex = m.s[idx, EXEC]
+    w = int(np.flatnonzero(ex)[0]) if ex.any() else 0
+    lane = (int(ex[w]) & -int(ex[w])).bit_length() - 1   # the lowest enabled lane
+    raise M.WaveFault(f"lane {max(lane, 0)} of wave {int(idx[w])}: s_trap {tid}: {TRAPS.get(tid, 'a trap (no trap handler is emulated)')}")
   if n in BRANCH_COND:
     take = BRANCH_COND[n](m, idx)
     m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
