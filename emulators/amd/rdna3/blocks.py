@@ -213,13 +213,14 @@ class _Gen:
     if (i.f["neg"] >> k) & 1: x = f"np.negative({x})"
     return x
 
-  def store(self, r: int, t: str, val: str) -> bool:
+  def store(self, r: int, t: str, val: str, known_int: bool = False) -> bool:
     """Write a typed result to VGPR r (and r+1) in the enabled lanes (untyped: wrapped to the register's bits)."""
     w = WIDTH.get(t, 1)
     if t in T16 or w > 2 or r + w > self.nv: return False
     dt = np.dtype(A.NP[t])
     if w == 1:
       if dt.kind == "f": self.lines.append(f"np.copyto({self.vreg(r, t)}, {val}, casting='unsafe', where=W)")
+      elif known_int: self.lines.append(f"np.copyto({self.vreg(r, 'b32')}, {val}, casting='unsafe', where=W)")
       else: self.lines += [f"r = {val}", "intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
     else:
       self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
@@ -284,7 +285,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if i.fmt == "VOP3" and (f["abs"] >> k) & 1: x = f"({x} & np.uint32(0x7FFFFFFF))"
       if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
       ab.append(x)
-    if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})"): return undo()
+    if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})", True): return undo()   # of two uint32s
     return True
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
     if i.fmt == "VOP3" and f["clamp"]: return False
@@ -298,7 +299,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       cin = g.lanes(srcs[2][0])
     if a is None or b is None: return undo()
     g.lines.append(f"q = carry({n!r}, {a}, {b}, {cin})")
-    if not g.store(f["vdst"], "u32", "q"): return undo()
+    if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
     g.setmask(cout, "(q >> 32) != 0")
     return True
   if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
@@ -450,6 +451,15 @@ def _swrite(s: np.ndarray, d: int, w: int, r: Any) -> None:
   for k in range(w): s[:, d + k] = ((val >> np.uint64(32 * k)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
+def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
+  """The entry bindings (register views, per-wave constants): made once per dispatch (Machine.bound) and unpacked."""
+  if not binds: return []
+  names, exprs = ", ".join(binds) + ",", ", ".join(binds.values()) + ","
+  return [f"  bv = m.bound.get({pc})",
+          f"  if bv is None: bv = m.bound[{pc}] = ({exprs})",
+          f"  {names} = bv"]
+
+
 def build(m: Any, pc: int) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc)."""
   g = _Gen(m)
@@ -502,7 +512,7 @@ def build(m: Any, pc: int) -> Block | None:
          f"  if vinit is not None and {len(g.reads)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
-         *[f"  {k} = {e}" for k, e in g.binds.items()],
+         *_bind_lines(g.binds, pc),
          "  k = 0",
          "  try:",
          "    with np.errstate(all='ignore'):",

@@ -63,6 +63,7 @@ class Machine:
       blks = BLOCKS[(self.code, nv)] = {}
     self.blocks: dict[int, blocks.Block | None] = blks
     self._fault_inst: Inst | None = None   # the instruction a block was running when it raised
+    self.bound: dict[int, tuple] = {}      # block entry PC -> its register views and constants for this dispatch
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
