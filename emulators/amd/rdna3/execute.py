@@ -164,8 +164,8 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
   addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
-  if (out := _smem_gather(m, addr, nd)) is not None:
-    for k in range(nd): m.s[idx, f["sdata"] + k] = out[:, k]
+  if (out := _smem_gather(m, addr, nd)) is not None and f["sdata"] + nd <= 128:
+    m.s[m.ix(idx), f["sdata"]:f["sdata"] + nd] = out
     return m.advance(i, idx)
   out = np.zeros((len(idx), nd), U32)
   for a in np.unique(addr):
