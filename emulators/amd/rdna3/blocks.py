@@ -177,8 +177,8 @@ class _Gen:
   def setmask(self, code: int, expr: str) -> None:
     """SGPR `code` = the lane mask of the bool [n, 32] expr (disabled lanes 0), written back by `sync` when needed."""
     self.lines.append(f"c{code} = {expr}")
-    self.masks[code] = f"c{code}"
     self.dirty.add(code)
+    if code != 124: self.masks[code] = f"c{code}"   # NULL is written (as the handlers do) but reads as 0
 
   def sync(self, codes: Any = None) -> None:
     """Write the lane masks not yet in their SGPRs (all, or those among codes) before something reads the registers."""
@@ -188,6 +188,7 @@ class _Gen:
 
   def lanes(self, code: int) -> str:
     """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
+    if code == 124: return "False"   # NULL reads as 0: no lane
     return self.masks.get(code, f"tolanes(s[:, {code}])")
 
   def ssrc(self, code: int, t: str, lit: int | None) -> str | None:
@@ -504,12 +505,13 @@ def build(m: Any, pc: int) -> Block | None:
   g.flush()
   g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
-  reads = g.const(np.array(sorted(g.reads), np.int64), "RD")
+  tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
+  reads = g.const(np.array(tested, np.int64), "RD")
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
          "  full = m.all_on(L)",
-         f"  if vinit is not None and {len(g.reads)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
+         f"  if vinit is not None and {len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),

@@ -244,7 +244,7 @@ def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> np
   """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin) as int64: bits 31..0 the result,
   anything above a carry (add) or borrow (sub) out (ISA guide, V_ADD_CO_CI_U32 etc.)."""
   a, b = a.astype(np.int64), b.astype(np.int64)
-  c = 0 if cin is None else cin.astype(np.int64)
+  c = 0 if cin is None else np.asarray(cin).astype(np.int64)
   if "subrev" in n: a, b = b, a
   return a + b + c if "add" in n else a - b - c
 

@@ -39,6 +39,8 @@ FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
 
 
 class Machine:
+  use_blocks = True   # run basic blocks (blocks.py) where they apply; False: the interpreter alone (tests compare the two)
+
   def __init__(self, vm: Any, pgm: int, name: str, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int],
                block: tuple[int, int, int], lds_bytes: int, checked: bool, private_bytes: int = 0):
     self.vm, self.pgm, self.name, self.checked = vm, pgm, name, checked
@@ -131,7 +133,7 @@ class Machine:
       self._fault_inst = None
       try:
         # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
-        if idx is every and (b := self.block_at(pc0)) is not None and b.fn(self, idx): self.steps += len(b.insts) - 1
+        if idx is every and self.use_blocks and (b := self.block_at(pc0)) is not None and b.fn(self, idx): self.steps += len(b.insts) - 1
         else: self.execute(i, idx)
       except WaveFault as f:
         i = self._fault_inst or i
