@@ -1,7 +1,8 @@
 """Basic blocks of RDNA3 code as generated Python: the straight-line run of instructions from a PC to the next branch,
 s_endpgm, s_barrier or EXEC write becomes one function, built once per (code bytes, VGPR count) and entry PC, that runs
 the whole run for every wave of the dispatch at once. Operands, register views, constants and modifiers are resolved
-when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated) and one masked write.
+when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated; looked up in the table when the block runs,
+so a changed row takes effect) and one masked write.
 
 What is generated inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp
 (ops.compare), v_cndmask_b32 and VOPD pairs. Every other instruction of the run is a call of its execute.HANDLERS row
@@ -273,7 +274,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     args = [g.src(c, t, i.literal) for c, t, _ in srcs]
     if None in args: return undo()
     args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
-    g.setmask(dst, f"{g.const(X.compare(n), 'C')}({args[0]}, {args[1]})")
+    g.setmask(dst, f"{_compare_row(n)}({args[0]}, {args[1]})")
     return True
   if n == "v_cndmask_b32":
     srcs = E._srcs(None, i, None, None)
@@ -299,7 +300,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if srcs[2][0] >= 128: return undo()
       cin = g.lanes(srcs[2][0])
     if a is None or b is None: return undo()
-    g.lines.append(f"q = carry({n!r}, {a}, {b}, {cin})")
+    g.lines.append(f"q = E.carry_op({n!r}, {a}, {b}, {cin})")
     if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
     g.setmask(cout, "(q >> 32) != 0")
     return True
@@ -314,14 +315,21 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   finish = o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"])
   vd = f.get("vdst", 0)
   if _in_place(row, [t for _, t, _ in srcs], o.dst) and not finish and vd < g.nv:
-    g.lines.append(f"{g.const(row, 'F')}({', '.join(args)}, out={g.vreg(vd, o.dst)}, where=W)")
+    g.lines.append(f"X.VALU[{n!r}]({', '.join(args)}, out={g.vreg(vd, o.dst)}, where=W)")
     g.write([vd], True)
     return True
-  val = f"{g.const(row, 'F')}({', '.join(args)})"
+  val = f"X.VALU[{n!r}]({', '.join(args)})"
   if finish:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
   return True
+
+
+def _compare_row(n: str) -> str:
+  """ops.compare's choice for v_cmp_<c>_<t>, as an expression looked up when the block runs (a changed row is used)."""
+  c, t = n.split("_")[2:4]
+  if c == "class": return "A.cls_class"
+  return f"X.{'FCMP' if t[0] == 'f' else 'ICMP'}[{c!r}]"
 
 
 def _in_place(row: Any, srcs: list[str], dst: str) -> bool:
@@ -354,7 +362,7 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
       elif base == "v_fmaak_f32": args = [a, b, k]
       else: args = [a, b]
     if None in args: break
-    row = g.const(X.VALU[base], 'F')
+    row = f"X.VALU[{base!r}]"
     r = f"{row}({', '.join(args)})"
     inplace = f"{row}({', '.join(args)}, out={g.vreg(d, t)}, where=W)" if _in_place(X.VALU[base], [t] * len(args), t) else None
     # a mov's result is its source register's view: copied, as the other half may write that register first
@@ -416,9 +424,9 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
   """SOP2/SOP1 rows of ops.SALU, SOPC compares (execute.sopc_scc) and SOPK ops (execute.sopk_op) inline, per wave."""
   o, f, n = i.op, i.f, i.op.name
   saved = g.save()
-  if i.fmt == "SOP2" and n in X.SALU: srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], g.const(X.SALU[n], "S")
+  if i.fmt == "SOP2" and n in X.SALU: srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], f"X.SALU[{n!r}]"
   elif i.fmt == "SOP1" and n in X.SALU and n not in X.SAVEEXEC and not n.startswith(SOP1_OWN):
-    srcs, call = [(f["ssrc0"], o.srcs[0])], g.const(X.SALU[n], "S")
+    srcs, call = [(f["ssrc0"], o.srcs[0])], f"X.SALU[{n!r}]"
   elif i.fmt == "SOPC": srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], None
   elif i.fmt == "SOPK" and (n in E.SOPK_READS or n.startswith("s_cmpk_")): srcs, call = [(f["sdst"], "b32")], None
   else: return False
@@ -427,9 +435,9 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
     g.restore(saved)
     return False
   if i.fmt == "SOPC":
-    g.lines.append(f"scc[:] = {g.const(E.sopc_scc, 'S')}({n!r}, {args[0]}, {args[1]})")
+    g.lines.append(f"scc[:] = E.sopc_scc({n!r}, {args[0]}, {args[1]})")
     return True
-  if i.fmt == "SOPK": g.lines.append(f"r, sc = {g.const(E.sopk_op, 'S')}({n!r}, {args[0]}, {f['simm16']})")
+  if i.fmt == "SOPK": g.lines.append(f"r, sc = E.sopk_op({n!r}, {args[0]}, {f['simm16']})")
   else: g.lines.append(f"r, sc = {call}({', '.join(args)}, scc.astype(U64))")
   d, w = f["sdst"], WIDTH.get(o.dst, 1)
   if n.startswith("s_cmpk_"): w = 0
@@ -529,5 +537,5 @@ def build(m: Any, pc: int) -> Block | None:
   return Block(ns["block"], insts, text)
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "carry": E.carry_op, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
