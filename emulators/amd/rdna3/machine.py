@@ -66,6 +66,7 @@ class Machine:
     self.blocks: dict[int, blocks.Block | None] = blks
     self._fault_inst: Inst | None = None   # the instruction a block was running when it raised
     self.bound: dict[int, tuple] = {}      # block entry PC -> its register views and constants for this dispatch
+    self._stepped: set[int] = set()        # PCs inside a block whose entry test failed: stepped, no block built from them
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
@@ -133,7 +134,11 @@ class Machine:
       self._fault_inst = None
       try:
         # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
-        if idx is every and self.use_blocks and (b := self.block_at(pc0)) is not None and b.fn(self, idx): self.steps += len(b.insts) - 1
+        if idx is every and self.use_blocks and pc0 not in self._stepped and (b := self.block_at(pc0)) is not None:
+          if b.fn(self, idx): self.steps += len(b.insts) - 1
+          else:   # checked mode: an undefined VGPR read: the interpreter steps this block's instructions (no block from inside it)
+            self._stepped.update(j.pc for j in b.insts[1:])
+            self.execute(i, idx)
         else: self.execute(i, idx)
       except WaveFault as f:
         i = self._fault_inst or i
