@@ -409,9 +409,7 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   else: addr = f"pair(v, {f['addr']})"
   off = flat_offset(i)
   g.lines += [f"a = {addr}" if not off else f"a = (({addr}).astype(np.int64) + {off}).astype(U64)",
-              f"words = m.load_dwords(idx, a, {nd}, L)",
-              f"if words is None: {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)",
-              f"else: m.vwrite_dwords(idx, {f['vdst']}, words, L)"]
+              f"if not m.load_dwords(idx, a, {nd}, L, {f['vdst']}): {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)"]
   g.write(list(range(f["vdst"], f["vdst"] + nd)), False)
   return True
 

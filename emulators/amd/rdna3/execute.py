@@ -743,9 +743,7 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   addr = (addr.astype(np.int64) + off).astype(U64)
   if n in FLAT_LOAD:
     nb, sgn, d16 = FLAT_LOAD[n]
-    if nb >= 4 and (words := m.load_dwords(idx, addr, nb // 4, lanes)) is not None:   # whole aligned dwords: no byte shuffling
-      m.vwrite_dwords(idx, f["vdst"], words, lanes)
-      return m.advance(i, idx)
+    if nb >= 4 and m.load_dwords(idx, addr, nb // 4, lanes, f["vdst"]): return m.advance(i, idx)   # whole aligned dwords
     b = m.gather(idx, addr, nb, lanes, i)
     _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
   elif n in FLAT_STORE:

@@ -347,15 +347,21 @@ class Machine:
     """What the dispatch read and wrote: (mapping VA, [(lo, hi, write)]) per mapping, for Hazards.access."""
     return [(va, [(lo, hi, w) for lo, hi, w in ((t[0], t[1], False), (t[2], t[3], True)) if hi > lo]) for va, t in self.touched.items()]
 
-  def load_dwords(self, idx: np.ndarray, addr: np.ndarray, nd: int, lanes: np.ndarray) -> np.ndarray | None:
-    """nd dwords per enabled lane [n, 32, nd] (0 in the others) in one gather, when the enabled lanes' addresses are
-    dword aligned in one mapping and (checked mode) the bytes are defined; None: `gather`, which names any fault."""
+  def load_dwords(self, idx: np.ndarray, addr: np.ndarray, nd: int, lanes: np.ndarray, r0: int) -> bool:
+    """VGPRs r0.. = the nd dwords at each enabled lane's address, in one gather written straight into the register
+    file (defined there), when the enabled lanes' addresses are dword aligned in one mapping, the VGPRs are allocated
+    and the waves are all of the step's (a slice), and (checked mode) the bytes are defined. False: nothing done (the
+    byte path, `gather`, names any fault)."""
+    ix = self.ix(idx)
+    if r0 + nd > self.nv or not isinstance(ix, slice): return False
     full = self.all_on(lanes)
     a = addr.reshape(-1) if full else addr[lanes]
-    if not a.size or (a & U64(3)).any(): return None
+    if not a.size: return False
+    align = int(np.bitwise_or.reduce(a)) & 15   # the low bits any address has set
+    if align & 3: return False
     lo, hi = int(a.min()), int(a.max()) + 4 * nd
     r = self.vm.find(lo)
-    if r is None or hi > r.end or r.va % 4: return None
+    if r is None or hi > r.end or r.va % 4: return False
     off = (a - U64(r.va)).astype(np.int64)
     if self.checked and (bits := r.mem.bits) is not None:
       s0, s1 = lo - r.va, hi - r.va
@@ -363,31 +369,21 @@ class Machine:
       span = (s1 - s0) // 8 <= len(a) * nd and s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes)
       if not (span and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):
         q = (off >> 2)[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
-        if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return None
+        if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return False
     # the widest unit (16, 8 or 4 bytes) every address is aligned to: one element of a unit view per lane and unit
-    u = next(u for u in (16, 8, 4) if (4 * nd) % u == 0 and (u == 4 or (r.va % u == 0 and not (a & U64(u - 1)).any())))
+    u = next(u for u in (16, 8, 4) if (4 * nd) % u == 0 and (u == 4 or (r.va % u == 0 and not align & (u - 1))))
     data = r.mem.data
     units = data[:len(data) - len(data) % u].view(np.dtype((np.void, u)))
     k = 4 * nd // u
     got = (units[off // u] if k == 1 else units[(off // u)[:, None] + np.arange(k)]).view(U32).reshape(len(a), nd)
     self._touch(r.va, lo, hi, False)
-    if full: return got.reshape(addr.shape + (nd,))
-    out = np.zeros(addr.shape + (nd,), U32)
-    out[lanes] = got
-    return out
-
-  def vwrite_dwords(self, idx: np.ndarray, r: int, words: np.ndarray, lanes: np.ndarray) -> None:
-    """VGPRs r.. = words [n, 32, nd] in the enabled lanes (defined there), as `vwrite` of each dword does."""
-    nd = words.shape[2]
-    ix = self.ix(idx)
-    if r + nd > self.nv or not isinstance(ix, slice):
-      for k in range(nd): self.vwrite(idx, r + k, "b32", words[:, :, k], lanes)
-      return
-    full = self.all_on(lanes)
-    np.copyto(self.v[ix, r:r + nd, :], words.transpose(0, 2, 1), where=True if full else lanes[:, None, :])
+    dst = self.v[ix, r0:r0 + nd, :].transpose(0, 2, 1)   # [n, 32 lanes, nd], a view of the register file
+    if full: dst[...] = got.reshape(dst.shape)
+    else: dst[lanes] = got
     if self.vinit is not None:
-      if full: self.vinit[ix, r:r + nd, :] = True
-      else: self.vinit[ix, r:r + nd, :] |= lanes[:, None, :]
+      if full: self.vinit[ix, r0:r0 + nd, :] = True
+      else: self.vinit[ix, r0:r0 + nd, :] |= lanes[:, None, :]
+    return True
 
   def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
     out = np.zeros(addr.shape + (nbytes,), np.uint8)
