@@ -1,12 +1,16 @@
 """Basic blocks of RDNA3 code as generated Python: the straight-line run of instructions from a PC to the next branch,
 s_endpgm, s_barrier or EXEC write becomes one function, built once per (code bytes, VGPR count) and entry PC, that runs
 the whole run for every wave of the dispatch at once. Operands, register views, constants and modifiers are resolved
-when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated; looked up in the table when the block runs,
-so a changed row takes effect) and one masked write.
+when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated; looked up in its
+table when the block runs, so a changed row takes effect) and one masked write, or one call where the row is a numpy
+ufunc writing the enabled lanes of its destination itself.
 
-What is generated inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp
-(ops.compare), v_cndmask_b32 and VOPD pairs. Every other instruction of the run is a call of its execute.HANDLERS row
-(the interpreter's own code); an instruction neither covers ends the run, and the interpreter steps it.
+Inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp (ops.FCMP/ICMP),
+v_cndmask_b32, the carry ops (execute.carry_op), VOPD pairs, the SALU rows of ops.SALU, SOPC/SOPK compares and ops
+(execute.sopc_scc/sopk_op) and whole-dword global loads (Machine.load_dwords). Lane masks a block computes stay in it
+as [n, 32] bool and are written to their SGPRs before anything reads the registers. Every other instruction of the run
+is a call of its execute.HANDLERS row (the interpreter's own code); an instruction neither covers ends the run, and the
+interpreter steps it.
 
 A block runs only when every wave of the dispatch is at its entry PC (lockstep, so no wave's order changes) and EXEC is
 the same through it (an EXEC write ends it). Checked mode: the VGPR dwords the block reads before writing them must hold
