@@ -115,6 +115,7 @@ class _Gen:
     self.pending: set[int] = set()    # written inline since the last definedness mark
     self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp/carry result of this block)
     self.dirty: set[int] = set()      # SGPRs whose mask is only in its local so far
+    self.pairs: dict[int, str] = {}   # VGPR r -> the local holding v[r:r+2] as uint64 (valid until either is written)
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -126,6 +127,9 @@ class _Gen:
 
   def write(self, dws: list[int], inline: bool) -> None:
     self.written.update(dws)
+    for d in dws:
+      self.pairs.pop(d, None)
+      self.pairs.pop(d - 1, None)
     if inline: self.pending.update(dws)
 
   def flush(self) -> None:
@@ -172,11 +176,11 @@ class _Gen:
     return self.const(raw.view(dt), "K")
 
   def save(self) -> tuple:
-    return list(self.reads), dict(self.binds), len(self.lines), set(self.dirty)
+    return list(self.reads), dict(self.binds), len(self.lines), set(self.dirty), dict(self.pairs)
 
   def restore(self, saved: tuple) -> None:
     """Forget what generating an instruction that is then left to its handler added."""
-    self.reads, self.binds, n, self.dirty = saved[0], saved[1], saved[2], saved[3]
+    self.reads, self.binds, n, self.dirty, self.pairs = saved[0], saved[1], saved[2], saved[3], saved[4]
     del self.lines[n:]
 
   def setmask(self, code: int, expr: str) -> None:
@@ -410,9 +414,13 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   g.flush()
   g.sync()
   if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
-  else: addr = f"pair(v, {f['addr']})"
+  else:   # the VGPR pair as uint64, computed once while neither dword is written (loads at several offsets of one base)
+    if (addr := g.pairs.get(f["addr"])) is None:
+      addr = g.pairs[f["addr"]] = f"p{f['addr']}"
+      g.lines.append(f"{addr} = pair(v, {f['addr']})")
   off = flat_offset(i)
-  g.lines += [f"a = {addr}" if not off else f"a = (({addr}).astype(np.int64) + {off}).astype(U64)",
+  # + OFFSET modulo 2^64 (execute.flat adds it in int64 and wraps back: the same bits)
+  g.lines += [f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})",
               f"if not m.load_dwords(idx, a, {nd}, L, {f['vdst']}): {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)"]
   g.write(list(range(f["vdst"], f["vdst"] + nd)), False)
   return True
@@ -508,6 +516,7 @@ def build(m: Any, pc: int) -> Block | None:
       g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       g.masks.clear()   # it may write any SGPR
+      g.pairs.clear()   # and VGPRs beyond those _handler_rw names
       g.write(rw[1], False)
     at = i.pc + i.size
     if _exec_writer(i): break
