@@ -30,6 +30,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from refgrad import knobs
 from refgrad.dtype import DType, dtypes
 from refgrad.renderer import Renderer
 from refgrad.renderer.llvmir_helpers import HELPER_INTRINSICS, HELPER_SUBST, HELPERS, INTRINSICS
@@ -94,10 +95,17 @@ def _wrap(v: int, bits: int) -> int:
   return v - (1 << bits) if v >> (bits - 1) else v
 
 
+# what a kernel with llvm.debugtrap does not use: without these, LLVM asks the dispatch for the dispatch and queue
+# pointers, the dispatch id and more (for a trap handler's fallback), which the AMD runtime does not provide
+NO_TRAP_INPUTS = ("dispatch-ptr", "queue-ptr", "dispatch-id", "implicitarg-ptr", "heap-ptr", "hostcall-ptr", "multigrid-sync-arg",
+                  "completion-action", "default-queue")
+
+
 class _Program:
   """State of rendering one program: the function's lines, SSA names, helpers and intrinsics in use."""
-  def __init__(self, name: str, uops: list[UOp], tgt: LLVMTarget, idx_block_size: int):
+  def __init__(self, name: str, uops: list[UOp], tgt: LLVMTarget, idx_block_size: int, trap_div: bool = False):
     self.name, self.uops, self.tgt, self.idx_block_size = name, uops, tgt, idx_block_size
+    self.trap_div, self.trapped = trap_div, False   # guard IDIV/MOD divisors with a trap (amdgcn, checked mode); any rendered
     self.lines: list[str] = []       # body of the function
     self.allocas: list[str] = []     # entry-block allocas (accumulators, loop counters, host locals)
     self.globals: list[str] = []     # module-level definitions (GPU local memory)
@@ -229,6 +237,14 @@ class _Program:
       return self.emit(f"{'shl' if op is Ops.SHL else 'ashr' if signed else 'lshr'} {t} {s[0]}, {amt}")
     if op in (Ops.IDIV, Ops.MOD):  # total: by 0 gives 0; signed: / -1 is a wrapping NEG, % -1 is 0
       zero = self.emit(f"icmp eq {t} {s[1]}, 0")
+      if self.trap_div:   # checked mode: a divisor of 0 traps (s_trap 3), so the mock reports the undefined behaviour
+        k = self.fresh()
+        trap = self.intrinsic("llvm.debugtrap", "declare void @llvm.debugtrap()")
+        self.lines.append(f"br i1 {zero}, label %divz{k}, label %divok{k}")
+        self.label(f"divz{k}")
+        self.lines += [f"call void {trap}()", f"br label %divok{k}"]
+        self.label(f"divok{k}")
+        self.trapped = True
       bad = zero
       if signed:
         m1 = self.emit(f"icmp eq {t} {s[1]}, -1")
@@ -468,6 +484,7 @@ class _Program:
     self.lines.append("ret void")
     attrs = self.tgt.attrs
     if self.tgt.name == "amdgcn": attrs += f' "amdgpu-flat-work-group-size"="1,{max(1, math.prod(block))}"'
+    if self.trapped: attrs += " " + " ".join(f'"amdgpu-no-{a}"' for a in NO_TRAP_INPUTS)
     head = f"define {self.tgt.kernel + ' ' if self.tgt.kernel else ''}void @{self.name}({', '.join(params)}) #0 {{"
     out = [f'target triple = "{self.tgt.triple}"'] if self.tgt.triple else []
     out += self.globals + sorted(self.decls.values()) + list(self.extra.values())
@@ -652,8 +669,14 @@ class LLVMRenderer(Renderer):
     self.device = {"host": "LLVM", "amdgcn": "AMD", "nvptx": "NV"}[target]
     if native_transcendentals is not None: self.native_transcendentals = native_transcendentals
 
+  @property
+  def checked(self) -> bool:
+    """amdgcn: whether IDIV/MOD trap on a divisor of 0 (the CHECKED knob): the mock AMD GPU then reports the division by
+    zero, as the PYTHON device reports that undefined behaviour; else they are total, as on the CPU."""
+    return self.tgt.name == "amdgcn" and bool(knobs.get("CHECKED"))
+
   def render(self, name: str, uops: list[UOp]) -> str:
-    return _Program(name, list(uops), self.tgt, self.idx_block_size).render()
+    return _Program(name, list(uops), self.tgt, self.idx_block_size, self.checked).render()
 
   def launch_dims(self, uops: list[UOp]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     grid, block, _ = launch_geometry(list(uops), self.target, self.idx_block_size)

@@ -93,8 +93,33 @@ def test_kernel_descriptor_fills_the_dispatch_registers():
   assert w[s] | (w[s + 1] << 32) == args.va and w[s - 2] == 0xC0027600 and w[s - 1] == 0x240
   assert ops_amd.pkt3("DISPATCH_DIRECT", *r.spec.global_size, 0x8005) == w[-5:]   # no partial flush after it: launches overlap
 
-def _reduce_runner() -> Runner:
-  x = Tensor(np.ones((4, 4096), np.float32), device="AMD")
+def test_isa_kernel_descriptor_fills_the_dispatch_registers():
+  """AMD_CODE=isa: LLVM's descriptor, read back from device memory, gives the dispatch its RSRC registers and entry."""
+  r = _reduce_runner("AMD_ISA")
+  prg = r.prg
+  assert isinstance(prg, ops_amd.AMDISAProgram)
+  kd, dev = prg.code.kd, _amd("AMD_ISA")
+  st = dev.drv.alloc(64, host_visible=True)
+  q = dev.ordered("copy").copy(st.va, prg.image.va + prg.code.kd_offset, 64)
+  dev.wait_signal(dev.timeline, dev.finish(q))
+  assert ops_amd.KernelDescriptor.unpack(bytes(st.host)) == kd
+  assert prg.entry == prg.image.va + prg.code.kd_offset + kd.entry and prg.entry % 256 == 0
+  shared = sum(u.dtype.size * u.dtype.base.itemsize for u in r.spec.uops if u.op is Ops.DEFINE_LOCAL)
+  assert kd.group_segment >= shared > 0 and (prg.rsrc[1] >> 15) & 0x1FF == -(-kd.group_segment // 512)   # LDS_SIZE as dispatched
+  assert prg.rsrc[0] == kd.rsrc1 and prg.rsrc[1] & ~(0x1FF << 15) == kd.rsrc2 & ~(0x1FF << 15) and prg.user_sgprs == (kd.rsrc2 >> 1) & 0x1F
+  assert kd.properties & (1 << 3) and kd.properties & (1 << 10)                                  # kernarg pointer, wave32
+  q = dev.queue("compute")
+  args = prg.args([0] * prg.nbufs, [0] * prg.nvars)
+  q.exec(prg, args, r.spec.global_size, r.spec.local_size)
+  w = q.words
+  assert w[:4] == ops_amd.pkt3("SET_SH_REG", 0x20C, (prg.entry >> 8) & 0xFFFFFFFF, prg.entry >> 40)
+  assert w[4:8] == ops_amd.pkt3("SET_SH_REG", 0x212, prg.rsrc[0], prg.rsrc[1])
+  s = q.cmds[0][2]["kernarg"][0]
+  assert w[s] | (w[s + 1] << 32) == args.va
+
+
+def _reduce_runner(device: str = "AMD") -> Runner:
+  x = Tensor(np.ones((4, 4096), np.float32), device=device)
   with sched.recording() as log: x.sum(1).realize()
   return next(r for r in (step.runner for step in log) if r is not None and any(u.op is Ops.DEFINE_LOCAL for u in r.spec.uops))
 
@@ -124,6 +149,34 @@ def test_kernel_fault_surfaces_at_next_wait_and_device_recovers():
   assert (Tensor(np.arange(10, dtype=np.float32), device="AMD") * 2).tolist() == [2.0 * i for i in range(10)]
 
 
+def test_isa_kernel_fault_surfaces_at_next_wait_and_device_recovers():
+  """AMD_CODE=isa: the machine code carries no kernel name or uop to the mock: the fault names the code's address, the
+  PC and instruction, the lane and the address; the device stays usable."""
+  from refgrad.codegen import to_linear
+  dev = _amd("AMD_ISA")
+  g0 = UOp.define_global(0, dtypes.float32, 4)
+  i = UOp.range(8, 0)
+  r = Runner("oob_store", to_linear(UOp(Ops.SINK, dtypes.void, (g0.store(i, UOp.const(dtypes.float32, 1.0)),)), Device["AMD_ISA"].renderer), "AMD_ISA")
+  buf = Buffer("AMD_ISA", 4, dtypes.float32)
+  r(buf, wait=False)
+  with pytest.raises(GPUFault, match=r"global_store_b\d+ .*MMU fault: lane \d+ of wave 0: global store") as e: dev.synchronize()
+  assert e.value.kernel.startswith("<RDNA3 code at 0x") and e.value.device.startswith("AMD") and e.value.engine == "mmu"
+  assert e.value.address is not None and e.value.queue == dev.compute.handle.name and e.value.dword_offset is not None
+  assert (Tensor(np.arange(10, dtype=np.float32), device="AMD_ISA") * 2).tolist() == [2.0 * i for i in range(10)]
+
+
+def test_isa_integer_division_by_zero_faults_in_checked_mode(monkeypatch: pytest.MonkeyPatch):
+  """AMD_CODE=isa: IDIV/MOD by 0 is undefined behaviour; in checked mode the LLVM IR guards the divisor with
+  llvm.debugtrap, whose s_trap the mock reports as the division by zero (as the PYTHON device does); unchecked, the
+  division is total (by 0 gives 0), as on the CPU."""
+  a, b = np.array([7, -9, 4], np.int32), np.array([2, 0, 3], np.int32)
+  assert (Tensor(a, device="AMD_ISA") // Tensor(b + (b == 0), device="AMD_ISA")).tolist() == [3, -9, 1]   # no zero: no trap
+  with pytest.raises(GPUFault, match=r"lane 1 of wave 0: s_trap 3: integer division by zero"):
+    (Tensor(a, device="AMD_ISA") // Tensor(b, device="AMD_ISA")).tolist()
+  monkeypatch.setenv("CHECKED", "0")   # another shape: a kernel of its own (the kernel cache does not key on CHECKED)
+  assert (Tensor(np.append(a, 5), device="AMD_ISA") // Tensor(np.append(b, 5), device="AMD_ISA")).tolist() == [3, 0, 1, 1]
+
+
 def test_unsatisfiable_wait_is_a_deadlock_within_a_second():
   dev = _amd()
   sig = dev.new_signal(0)
@@ -136,12 +189,17 @@ def test_unsatisfiable_wait_is_a_deadlock_within_a_second():
   assert dev.timeline.value == v
 
 
-def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch):
+CODE = {"AMD": ops_amd.AMDProgram, "AMD_ISA": ops_amd.AMDISAProgram}   # the device of each code path, its program class
+
+
+@pytest.mark.parametrize("device", list(CODE))
+def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch, device: str):
   monkeypatch.setenv("MOCKGPU_HAZARDS", "1")
-  dev = ops_amd.make_device("AMD:7").hcq
+  if device == "AMD_ISA": monkeypatch.setenv("CHECKED", "0")   # the machine code reads `inp` unwritten: checked mode reports that first
+  dev = ops_amd.make_device(f"{device}:7").hcq
   assert isinstance(dev, ops_amd.AMDDevice)
-  r, _, _ = add_one("AMD", 16)
-  prg = ops_amd.AMDProgram(dev, r.prg.name, r.lib)
+  r, _, _ = add_one(device, 16)
+  prg = CODE[device](dev, r.prg.name, r.lib)
   out, inp = dev.drv.alloc(64), dev.drv.alloc(64)
   q = dev.ordered("compute")
   dev.finish(q.exec(prg, prg.args([out.va, inp.va], [], q), r.spec.global_size, r.spec.local_size))
@@ -151,16 +209,18 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
   with pytest.raises(GPUHazard) as e:
     dev.synchronize()
     dev.wait_signal(done, 1)
-  assert r.prg.name in str(e.value) and "AMD:7 copy ring byte" in str(e.value) and "AMD:7 compute" in str(e.value)
+  assert (r.prg.name if device == "AMD" else "<RDNA3 code at 0x") in str(e.value)   # machine code carries no kernel name to the mock
+  assert "AMD:7 copy ring byte" in str(e.value) and "AMD:7 compute" in str(e.value)
 
 
-def test_rings_and_indirect_buffers_wrap(monkeypatch: pytest.MonkeyPatch):
-  r, _, _ = add_one("AMD", 16)   # before patching: this may open Device["AMD"], which must keep its full-size rings
+@pytest.mark.parametrize("device", list(CODE))
+def test_rings_and_indirect_buffers_wrap(monkeypatch: pytest.MonkeyPatch, device: str):
+  r, _, _ = add_one(device, 16)   # before patching: this may open Device[device], which must keep its full-size rings
   monkeypatch.setattr(ops_amd.AMDChannel, "IB_BYTES", 4096)
   monkeypatch.setattr(ops_amd.AMDDevice, "SCRATCH_BYTES", 8192)
   monkeypatch.setattr(ops_amd.AMDDevice, "RING_ENTRIES", 64)
-  dev = ops_amd.AMDDevice("AMD:9", ops_amd.open_driver("AMD", 9))
-  prg = ops_amd.AMDProgram(dev, r.prg.name, r.lib)
+  dev = ops_amd.AMDDevice(f"{device}:9", ops_amd.open_driver("AMD", 9))
+  prg = CODE[device](dev, r.prg.name, r.lib)
   alloc = ops_amd.HCQAllocator(dev)
   bufs = [alloc.alloc(64) for _ in range(2)]
   alloc.copyin(bufs[0], memoryview(np.zeros(16, np.float32)))

@@ -28,6 +28,11 @@ BRANCH_COND = {"s_branch": lambda m, idx: np.ones(len(idx), np.bool_), "s_cbranc
                "s_cbranch_execnz": lambda m, idx: m.s[idx, EXEC] != 0}
 
 
+# trap ids (s_trap's SIMM16[7:0]) of the traps refgrad's kernels contain: llvm.debugtrap is s_trap 3, rendered only as the
+# checked-mode guard of an integer division's divisor (refgrad/renderer/llvmir.py)
+TRAPS = {3: "integer division by zero (llvm.debugtrap: the LLVM IR renderer's checked-mode guard of IDIV/MOD)"}
+
+
 def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
   n = i.op.name
   if n in NOPS: return m.advance(i, idx)
@@ -38,6 +43,12 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.bar[idx] = True
     m.pc[idx] += i.size   # the next instruction itself (not past no-ops): a divergent-barrier report names PC - 4
     return None
+  if n == "s_trap":   # a trap handler is not modelled: the dispatch faults, naming the trap and the first enabled lane
+    tid = i.f["simm16"] & 0xFF
+    ex = m.s[idx, EXEC]
+    w = int(np.flatnonzero(ex)[0]) if ex.any() else 0
+    lane = (int(ex[w]) & -int(ex[w])).bit_length() - 1   # the lowest enabled lane
+    raise M.WaveFault(f"lane {max(lane, 0)} of wave {int(idx[w])}: s_trap {tid}: {TRAPS.get(tid, 'a trap (no trap handler is emulated)')}")
   if n in BRANCH_COND:
     take = BRANCH_COND[n](m, idx)
     m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
@@ -94,20 +105,41 @@ def _signed(x: np.ndarray, bits: int) -> np.ndarray:
   return np.where(x >> U64(bits - 1) & U64(1), x.astype(np.int64) - (1 << bits), x.astype(np.int64)) if bits < 64 else x.view(np.int64)
 
 
+def sopc_scc(n: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """The SCC an SOPC compare sets from its uint64 sources (s_cmp_<c>_<t>, s_bitcmp0/1)."""
+  if n.startswith("s_bitcmp"):
+    bits = 64 if n.endswith("64") else 32
+    bit = (a >> (b & U64(bits - 1))) & U64(1)
+    return (bit == 0) if "bitcmp0" in n else (bit == 1)
+  c, t = n.split("_")[2:4]
+  if t == "i32": a, b = _signed(a, 32), _signed(b, 32)
+  return X.SCMP[c](a, b)
+
+
 def sopc(m: Any, i: Inst, idx: np.ndarray) -> None:
   o = i.op
   a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
   b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
-  kind = o.name.split("_")
-  if o.name.startswith("s_bitcmp"):
-    bits = 64 if o.name.endswith("64") else 32
-    bit = (a >> (b & U64(bits - 1))) & U64(1)
-    m.scc[idx] = (bit == 0) if "bitcmp0" in o.name else (bit == 1)
-  else:
-    c, t = kind[2], kind[3]
-    if t == "i32": a, b = _signed(a, 32), _signed(b, 32)
-    m.scc[idx] = X.SCMP[c](a, b)
+  m.scc[idx] = sopc_scc(o.name, a, b)
   m.advance(i, idx)
+
+
+SOPK_READS = frozenset({"s_addk_i32", "s_mulk_i32"})   # SOPK ops of sopk_op that read SDST (s_cmpk_* too)
+
+
+def sopk_op(n: str, cur: np.ndarray, k: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+  """(result, SCC) of s_addk_i32 / s_mulk_i32 / s_cmpk_* on SDST's value cur (uint64 per wave) and SIMM16 k (None: not
+  written)."""
+  ks = k - (1 << 16) if k & 0x8000 else k
+  if n == "s_addk_i32":
+    r = _signed(cur, 32) + ks
+    return r.astype(U64) & U64(0xFFFFFFFF), (r > 0x7FFFFFFF) | (r < -0x80000000)
+  if n == "s_mulk_i32": return (_signed(cur, 32) * ks).astype(U64) & U64(0xFFFFFFFF), None
+  if n.startswith("s_cmpk_"):
+    c, t = n.split("_")[2], n.split("_")[3]
+    a, b = (_signed(cur, 32), ks) if t == "i32" else (cur, U64(k))
+    return None, X.SCMP[c](a, b)
+  raise M.WaveFault(f"{n} is not emulated")
 
 
 def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -120,17 +152,8 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n == "s_cmovk_i32":
     cur = m.sreg(idx, f["sdst"], "b32", None)
     return _sresult(m, i, idx, np.where(m.scc[idx], U64(ks & 0xFFFFFFFF), cur), None)
-  cur = m.sreg(idx, f["sdst"], "b32", None)
-  if n == "s_addk_i32":
-    r = _signed(cur, 32) + ks
-    return _sresult(m, i, idx, r.astype(U64) & U64(0xFFFFFFFF), (r > 0x7FFFFFFF) | (r < -0x80000000))
-  if n == "s_mulk_i32": return _sresult(m, i, idx, (_signed(cur, 32) * ks).astype(U64) & U64(0xFFFFFFFF), None)
-  if n.startswith("s_cmpk_"):
-    c, t = n.split("_")[2], n.split("_")[3]
-    a, b = (_signed(cur, 32), ks) if t == "i32" else (cur, U64(k))
-    m.scc[idx] = X.SCMP[c](a, b)
-    return m.advance(i, idx)
-  raise M.WaveFault(f"{n} is not emulated")
+  r, scc = sopk_op(n, m.sreg(idx, f["sdst"], "b32", None), k)
+  _sresult(m, i, idx, r, scc)
 
 
 # ---- scalar memory --------------------------------------------------------------------------------------------------
@@ -141,6 +164,9 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
   addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
+  if (out := _smem_gather(m, addr, nd)) is not None and f["sdata"] + nd <= 128:
+    m.s[m.ix(idx), f["sdata"]:f["sdata"] + nd] = out
+    return m.advance(i, idx)
   out = np.zeros((len(idx), nd), U32)
   for a in np.unique(addr):
     sel = addr == a
@@ -148,6 +174,18 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
     out[sel] = data.view(U32)
   for k in range(nd): m.s[idx, f["sdata"] + k] = out[:, k]
   m.advance(i, idx)
+
+
+def _smem_gather(m: Any, addr: np.ndarray, nd: int) -> np.ndarray | None:
+  """Every wave's nd dwords at addr [n] in one gather, when all lie in one mapping and are defined; None: the per-address
+  reads (Machine.mem_read), which name the fault of an unmapped or undefined address."""
+  lo, hi = int(addr.min()), int(addr.max()) + 4 * nd
+  r = m.vm.find(lo)
+  if r is None or hi > r.end or r.va % 4: return None
+  b = (addr - r.va)[:, None] + np.arange(4 * nd)
+  if m.checked and r.mem.bits is not None and not ((r.mem.bits[b >> 3] >> (b & 7).astype(np.uint8)) & np.uint8(1)).all(): return None
+  m._touch(r.va, lo, hi, False)
+  return r.mem.data[b].view(U32).reshape(len(addr), nd)
 
 
 # ---- vector ALU -----------------------------------------------------------------------------------------------------
@@ -202,6 +240,15 @@ VALU_OWN = ("v_cmp", "v_cndmask_b", "v_add_co_", "v_sub_co_", "v_subrev_co_", "v
             "v_div_fmas_", "v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32", "v_mbcnt_", "v_swap_b32", "v_nop")
 
 
+def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> np.ndarray:
+  """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin) as int64: bits 31..0 the result,
+  anything above a carry (add) or borrow (sub) out (ISA guide, V_ADD_CO_CI_U32 etc.)."""
+  a, b = a.astype(np.int64), b.astype(np.int64)
+  c = 0 if cin is None else np.asarray(cin).astype(np.int64)
+  if "subrev" in n: a, b = b, a
+  return a + b + c if "add" in n else a - b - c
+
+
 def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   if (row := i.extra.get("valu")) is None:
     n = i.op.name
@@ -244,10 +291,7 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
     return m.advance(i, idx)
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
-    a, b = vals[0].astype(np.int64), vals[1].astype(np.int64)
-    cin = M.mask_to_lanes(vals[2]).astype(np.int64) if "_ci_" in n else 0
-    if "subrev" in n: a, b = b, a
-    r = a + b + cin if "add" in n else a - b - cin
+    r = carry_op(n, vals[0], vals[1], M.mask_to_lanes(vals[2]) if "_ci_" in n else None)
     carry = ((r >> 32) != 0) & lanes
     if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
     m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
@@ -699,6 +743,7 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   addr = (addr.astype(np.int64) + off).astype(U64)
   if n in FLAT_LOAD:
     nb, sgn, d16 = FLAT_LOAD[n]
+    if nb >= 4 and m.load_dwords(idx, addr, nb // 4, lanes, f["vdst"]): return m.advance(i, idx)   # whole aligned dwords
     b = m.gather(idx, addr, nb, lanes, i)
     _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
   elif n in FLAT_STORE:

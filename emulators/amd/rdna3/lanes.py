@@ -43,8 +43,11 @@ def untyped(val: Any, t: str) -> np.ndarray:
 
 
 def lanes_to_mask(b: np.ndarray) -> np.ndarray:
-  """[n, 32] bool -> uint32 per wave."""
-  return (b.astype(U32) << np.arange(LANES, dtype=U32)).sum(axis=1, dtype=np.uint64).astype(U32)
+  """[n, 32] bool -> uint32 per wave (bit l = lane l: the little-endian bytes of the packed lanes)."""
+  return np.packbits(b, axis=1, bitorder="little").view("<u4")[:, 0].astype(U32, copy=False)
 
 
-def mask_to_lanes(m: np.ndarray) -> np.ndarray: return (np.asarray(m).astype(U32)[:, None] & LANE_BITS) != 0
+def mask_to_lanes(m: np.ndarray) -> np.ndarray:
+  """uint32 (or the low dword of uint64) per wave -> [n, 32] bool."""
+  m = np.ascontiguousarray(np.asarray(m).astype("<u4").reshape(-1, 1))
+  return np.unpackbits(m.view(np.uint8), axis=1, bitorder="little").view(np.bool_)

@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from emulators.amd.rdna3 import blocks
 from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
 from emulators.amd.rdna3.execute import HANDLERS, NOPS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 
 MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
 DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)
+BLOCKS: dict[tuple[bytes, int], dict[int, blocks.Block | None]] = {}   # (code bytes, VGPR count) -> entry PC -> block
 
 
 def float_consts(t: str) -> dict[int, int]:
@@ -37,6 +39,8 @@ FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
 
 
 class Machine:
+  use_blocks = True   # run basic blocks (blocks.py) where they apply; False: the interpreter alone (tests compare the two)
+
   def __init__(self, vm: Any, pgm: int, name: str, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int],
                block: tuple[int, int, int], lds_bytes: int, checked: bool, private_bytes: int = 0):
     self.vm, self.pgm, self.name, self.checked = vm, pgm, name, checked
@@ -56,6 +60,13 @@ class Machine:
     self.wg = np.repeat(np.arange(G), wpg)
     nv = ((rsrc1 & 0x3F) + 1) * 8            # RSRC1.VGPRS: granules of 8 VGPRs in wave32 (gfx11)
     self.nv = nv
+    if (blks := BLOCKS.get((self.code, nv))) is None:
+      if len(BLOCKS) >= 256: BLOCKS.pop(next(iter(BLOCKS)))
+      blks = BLOCKS[(self.code, nv)] = {}
+    self.blocks: dict[int, blocks.Block | None] = blks
+    self._fault_inst: Inst | None = None   # the instruction a block was running when it raised
+    self.bound: dict[int, tuple] = {}      # block entry PC -> its register views and constants for this dispatch
+    self._stepped: set[int] = set()        # PCs inside a block whose entry test failed: stepped, no block built from them
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
@@ -120,12 +131,24 @@ class Machine:
       self.steps += 1
       if self.steps > MAX_STEPS: raise WaveFault(f"kernel {self.name}: more than {MAX_STEPS} instruction steps (a hang?) at PC 0x{pc0:x}")
       i = self.inst(pc0)
-      try: self.execute(i, idx)
+      self._fault_inst = None
+      try:
+        # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
+        if idx is every and self.use_blocks and pc0 not in self._stepped and (b := self.block_at(pc0)) is not None:
+          if b.fn(self, idx): self.steps += len(b.insts) - 1
+          else:   # checked mode: an undefined VGPR read: the interpreter steps this block's instructions (no block from inside it)
+            self._stepped.update(j.pc for j in b.insts[1:])
+            self.execute(i, idx)
+        else: self.execute(i, idx)
       except WaveFault as f:
+        i = self._fault_inst or i
         f.what = f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {f.what}"
         raise
-      except (ValueError, FloatingPointError) as e: raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {e}") from None
+      except (ValueError, FloatingPointError) as e:
+        i = self._fault_inst or i
+        raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): {e}") from None
       except (IndexError, KeyError, TypeError, OverflowError) as e:   # an encoding the handlers do not model (e.g. a register out of range)
+        i = self._fault_inst or i
         raise WaveFault(f"kernel {self.name}: PC 0x{i.pc:x} ({i.text}): the emulator cannot execute this instruction "
                         f"({type(e).__name__}: {e})") from None
 
@@ -139,6 +162,10 @@ class Machine:
         raise WaveFault(f"kernel {self.name}: divergent barrier: in workgroup {g}, wave {w} ended while others wait at s_barrier "
                         f"(PC 0x{int(self.pc[np.flatnonzero(m & self.bar)[0]]) - 4:x})")
       self.bar[m] = False
+
+  def block_at(self, pc: int) -> blocks.Block | None:
+    if pc not in self.blocks: self.blocks[pc] = blocks.build(self, pc)
+    return self.blocks[pc]
 
   def inst(self, pc: int) -> Inst:
     if (i := self.insts.get(pc)) is None:
@@ -319,6 +346,44 @@ class Machine:
   def accesses(self) -> list[tuple[int, list[tuple[int, int, bool]]]]:
     """What the dispatch read and wrote: (mapping VA, [(lo, hi, write)]) per mapping, for Hazards.access."""
     return [(va, [(lo, hi, w) for lo, hi, w in ((t[0], t[1], False), (t[2], t[3], True)) if hi > lo]) for va, t in self.touched.items()]
+
+  def load_dwords(self, idx: np.ndarray, addr: np.ndarray, nd: int, lanes: np.ndarray, r0: int) -> bool:
+    """VGPRs r0.. = the nd dwords at each enabled lane's address, in one gather written straight into the register
+    file (defined there), when the enabled lanes' addresses are dword aligned in one mapping, the VGPRs are allocated
+    and the waves are all of the step's (a slice), and (checked mode) the bytes are defined. False: nothing done (the
+    byte path, `gather`, names any fault)."""
+    ix = self.ix(idx)
+    if r0 + nd > self.nv or not isinstance(ix, slice): return False
+    full = self.all_on(lanes)
+    a = addr.reshape(-1) if full else addr[lanes]
+    if not a.size: return False
+    align = int(np.bitwise_or.reduce(a)) & 15   # the low bits any address has set
+    if align & 3: return False
+    lo, hi = int(a.min()), int(a.max()) + 4 * nd
+    r = self.vm.find(lo)
+    if r is None or hi > r.end or r.va % 4: return False
+    off = (a - U64(r.va)).astype(np.int64)
+    if self.checked and (bits := r.mem.bits) is not None:
+      s0, s1 = lo - r.va, hi - r.va
+      # the bitmap bytes of the whole span when that is no more than the lanes' dwords (a dense access), else per dword
+      span = (s1 - s0) // 8 <= len(a) * nd and s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes)
+      if not (span and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):
+        q = (off >> 2)[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
+        if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return False
+    # the widest unit (16, 8 or 4 bytes) every address is aligned to: one element of a unit view per lane and unit
+    u = next(u for u in (16, 8, 4) if (4 * nd) % u == 0 and (u == 4 or (r.va % u == 0 and not align & (u - 1))))
+    data = r.mem.data
+    units = data[:len(data) - len(data) % u].view(np.dtype((np.void, u)))
+    k = 4 * nd // u
+    got = (units[off // u] if k == 1 else units[(off // u)[:, None] + np.arange(k)]).view(U32).reshape(len(a), nd)
+    self._touch(r.va, lo, hi, False)
+    dst = self.v[ix, r0:r0 + nd, :].transpose(0, 2, 1)   # [n, 32 lanes, nd], a view of the register file
+    if full: dst[...] = got.reshape(dst.shape)
+    else: dst[lanes] = got
+    if self.vinit is not None:
+      if full: self.vinit[ix, r0:r0 + nd, :] = True
+      else: self.vinit[ix, r0:r0 + nd, :] |= lanes[:, None, :]
+    return True
 
   def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
     out = np.zeros(addr.shape + (nbytes,), np.uint8)

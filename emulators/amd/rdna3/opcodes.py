@@ -179,6 +179,7 @@ SOPP = _table("""
 8 s_waitcnt_depctr - u16
 9 s_waitcnt - u16
 10 s_wait_idle -
+16 s_trap - u16
 13 s_round_mode - u16
 14 s_denorm_mode - u16
 31 s_code_end -

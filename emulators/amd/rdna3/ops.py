@@ -115,9 +115,10 @@ VALU: dict[str, Callable[..., np.ndarray]] = {
   "v_frexp_exp_i32_f32": A.frexp_exp, "v_frexp_exp_i32_f64": A.frexp_exp, "v_frexp_mant_f32": A.frexp_mant, "v_frexp_mant_f64": A.frexp_mant,
   "v_frexp_mant_f16": A.frexp_mant, "v_frexp_exp_i16_f16": lambda a: A.frexp_exp(a).astype(np.int16),
   # VOP2
-  "v_add_f32": lambda a, b: a + b, "v_sub_f32": lambda a, b: a - b, "v_subrev_f32": lambda a, b: b - a, "v_mul_f32": lambda a, b: a * b,
-  "v_add_f16": lambda a, b: a + b, "v_sub_f16": lambda a, b: a - b, "v_subrev_f16": lambda a, b: b - a, "v_mul_f16": lambda a, b: a * b,
-  "v_add_f64": lambda a, b: a + b, "v_mul_f64": lambda a, b: a * b,
+  # IEEE add/sub/mul in the operands' type: numpy's ufuncs themselves (a basic block writes their result in place, blocks.py)
+  "v_add_f32": np.add, "v_sub_f32": np.subtract, "v_subrev_f32": lambda a, b: b - a, "v_mul_f32": np.multiply,
+  "v_add_f16": np.add, "v_sub_f16": np.subtract, "v_subrev_f16": lambda a, b: b - a, "v_mul_f16": np.multiply,
+  "v_add_f64": np.add, "v_mul_f64": np.multiply,
   "v_min_f32": A.fmin_ieee, "v_max_f32": A.fmax_ieee, "v_min_f16": A.fmin_ieee, "v_max_f16": A.fmax_ieee,
   "v_min_f64": A.fmin_ieee, "v_max_f64": A.fmax_ieee,
   "v_min_i32": _imin, "v_max_i32": _imax, "v_min_u32": _imin, "v_max_u32": _imax,
@@ -129,7 +130,7 @@ VALU: dict[str, Callable[..., np.ndarray]] = {
   "v_lshlrev_b16": lambda a, b: b << (a & np.uint16(15)), "v_lshrrev_b16": lambda a, b: b >> (a & np.uint16(15)),
   "v_ashrrev_i16": lambda a, b: b >> (a & np.uint16(15)).astype(np.int16),
   "v_lshlrev_b64": _lshl64, "v_lshrrev_b64": _lshr64, "v_ashrrev_i64": _ashr64,
-  "v_and_b32": lambda a, b: a & b, "v_or_b32": lambda a, b: a | b, "v_xor_b32": lambda a, b: a ^ b, "v_xnor_b32": lambda a, b: ~(a ^ b),
+  "v_and_b32": np.bitwise_and, "v_or_b32": np.bitwise_or, "v_xor_b32": np.bitwise_xor, "v_xnor_b32": lambda a, b: ~(a ^ b),
   "v_and_b16": lambda a, b: a & b, "v_or_b16": lambda a, b: a | b, "v_xor_b16": lambda a, b: a ^ b,
   "v_add_nc_u32": lambda a, b: _i(a) + _i(b), "v_sub_nc_u32": lambda a, b: _i(a) - _i(b), "v_subrev_nc_u32": lambda a, b: _i(b) - _i(a),
   "v_add_nc_i32": lambda a, b: _i(a) + _i(b), "v_sub_nc_i32": lambda a, b: _i(a) - _i(b),

@@ -1,0 +1,552 @@
+"""Basic blocks of RDNA3 code as generated Python: the straight-line run of instructions from a PC to the next branch,
+s_endpgm, s_barrier or EXEC write becomes one function, built once per (code bytes, VGPR count) and entry PC, that runs
+the whole run for every wave of the dispatch at once. Operands, register views, constants and modifiers are resolved
+when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated; looked up in its
+table when the block runs, so a changed row takes effect) and one masked write, or one call where the row is a numpy
+ufunc writing the enabled lanes of its destination itself.
+
+Inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp (ops.FCMP/ICMP),
+v_cndmask_b32, the carry ops (execute.carry_op), VOPD pairs, the SALU rows of ops.SALU, SOPC/SOPK compares and ops
+(execute.sopc_scc/sopk_op) and whole-dword global loads (Machine.load_dwords). Lane masks a block computes stay in it
+as [n, 32] bool and are written to their SGPRs before anything reads the registers. Every other instruction of the run
+is a call of its execute.HANDLERS row (the interpreter's own code); an instruction neither covers ends the run, and the
+interpreter steps it.
+
+A block runs only when every wave of the dispatch is at its entry PC (lockstep, so no wave's order changes) and EXEC is
+the same through it (an EXEC write ends it). Checked mode: the VGPR dwords the block reads before writing them must hold
+defined values in every enabled lane (one test at entry); then every value it computes is defined in those lanes too,
+and the dwords it writes are marked so (before each handler call and at the end). Where that test fails the interpreter
+steps the instructions instead, tracking definedness lane by lane and naming the first undefined read as it does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import execute as E
+from emulators.amd.rdna3 import lanes as M
+from emulators.amd.rdna3 import ops as X
+from emulators.amd.rdna3.decode import T16, WIDTH, Inst, flat_offset, vopd_dsty
+from emulators.amd.rdna3.opcodes import VOP3B
+
+VCC, EXEC = 106, 126
+MAX_INSTS = 400   # instructions per block (a long straight line is split; the next block starts where this one ends)
+TERMINATORS = frozenset({"s_endpgm", "s_barrier", *E.BRANCH_COND})
+HANDLED = frozenset({"SOP1", "SOP2", "SOPC", "SOPK", "SMEM", "VOP1", "VOP2", "VOPC", "VOP3", "VOPD", "DS", "FLAT"})
+
+
+@dataclass
+class Block:
+  fn: Any                   # fn(machine, idx) -> bool: False when the checked-mode entry test failed (nothing ran)
+  insts: list[Inst]         # the instructions it runs (by position: a fault names insts[k])
+  source: str               # the generated code (for reading and tests)
+
+
+def _exec_writer(i: Inst) -> bool:
+  """Whether i may write EXEC (s126/s127): it ends its block, so EXEC is constant inside one."""
+  f, n = i.f, i.op.name
+  if i.fmt in ("SOP1", "SOP2", "SOPK"):
+    d = f.get("sdst", 0)
+    return n in X.SAVEEXEC or "wrexec" in n or d in (EXEC, EXEC + 1) or (WIDTH.get(i.op.dst, 1) == 2 and d + 1 == EXEC)
+  if i.fmt == "SMEM": return f["sdata"] <= EXEC + 1 and f["sdata"] + WIDTH.get(i.op.dst, 1) > EXEC
+  if n.startswith("v_cmpx"): return True
+  if i.fmt == "VOP3":
+    if f.get("sdst") in (EXEC, EXEC + 1): return True
+    if n.startswith(("v_cmp", "v_readlane", "v_readfirstlane")) and f["vdst"] in (EXEC - 1, EXEC, EXEC + 1): return True
+  if i.fmt == "VOP1" and n == "v_readfirstlane_b32" and f["vdst"] in (EXEC, EXEC + 1): return True
+  return False
+
+
+def _dwords(code: int, t: str) -> list[int]:
+  """The VGPR dwords a source operand reads (none for SGPRs and constants)."""
+  if code < 256: return []
+  r = code - 256
+  if t in T16: return [r & 0x7F]
+  return list(range(r, r + WIDTH.get(t, 1)))
+
+
+def _handler_rw(i: Inst) -> tuple[list[int], list[int]] | None:
+  """(VGPR dwords read, VGPR dwords written) of an instruction run by its handler in a block; None: not in blocks.
+  Reads may be too many and writes too few (more dwords tested at entry), never the reverse."""
+  f, n = i.f, i.op.name
+  if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK", "SMEM"): return [], []
+  if i.fmt in ("VOP1", "VOP2", "VOPC", "VOP3"):
+    if n.startswith(("v_readlane", "v_writelane", "v_swap")) or n == "v_nop": return None
+    reads = [d for c, t, _ in E._srcs(None, i, None, None) if t != "m" for d in _dwords(c, t)]
+    if n.startswith("v_cmp") or n == "v_readfirstlane_b32" or i.op.dst in T16: return reads, []
+    return reads, _dwords(256 + f.get("vdst", 0), i.op.dst)
+  if i.fmt == "DS":
+    nm = n
+    if f["gds"]: return None
+    reads = [f["addr"]]
+    def nd(nb: int) -> list[int]: return list(range(-(-nb // 4)))
+    if nm in E.DS_LOAD: return reads, [f["vdst"] + k for k in nd(E.DS_LOAD[nm][0])]
+    if nm in E.DS_STORE: return reads + [f["data0"] + k for k in nd(E.DS_STORE[nm])], []
+    if nm in E.DS_2ADDR:
+      nb = E.DS_2ADDR[nm][0]
+      if "load" in nm: return reads, [f["vdst"] + k for k in nd(2 * nb)]
+      return reads + [f["data0"] + k for k in nd(nb)] + [f["data1"] + k for k in nd(nb)], []
+    return None
+  if i.fmt == "FLAT":
+    if f["seg"] not in (0, 2): return None
+    nm = n.split("_", 1)[1]
+    reads = [f["addr"]] if f["saddr"] not in (124, 125) and f["seg"] == 2 else [f["addr"], f["addr"] + 1]
+    if nm in E.FLAT_LOAD:
+      nb, _, d16 = E.FLAT_LOAD[nm]
+      return reads, [] if d16 or nb < 4 else [f["vdst"] + k for k in range(-(-nb // 4))]
+    if nm in E.FLAT_STORE:
+      nb, d16 = E.FLAT_STORE[nm]
+      return reads + [f["data"] + k for k in range(max(1, -(-nb // 4)))], []
+    return None
+  return None
+
+
+class _Gen:
+  """The generated source of one block: entry bindings (register views, constants) and the statements."""
+  def __init__(self, m: Any):
+    self.m, self.nv = m, m.nv
+    self.binds: dict[str, str] = {}   # name -> expression evaluated once at block entry
+    self.consts: dict[str, Any] = {}  # name -> object in the function's globals
+    self.lines: list[str] = []
+    self.reads: list[int] = []        # VGPR dwords read before the block wrote them (tested at entry in checked mode)
+    self.written: set[int] = set()
+    self.pending: set[int] = set()    # written inline since the last definedness mark
+    self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp/carry result of this block)
+    self.dirty: set[int] = set()      # SGPRs whose mask is only in its local so far
+    self.pairs: dict[int, str] = {}   # VGPR r -> the local holding v[r:r+2] as uint64 (valid until either is written)
+
+  def const(self, obj: Any, hint: str) -> str:
+    name = f"{hint}{len(self.consts)}"
+    self.consts[name] = obj
+    return name
+
+  def read(self, dws: list[int]) -> None:
+    self.reads += [d for d in dws if d not in self.written and d not in self.reads]
+
+  def write(self, dws: list[int], inline: bool) -> None:
+    self.written.update(dws)
+    for d in dws:
+      self.pairs.pop(d, None)
+      self.pairs.pop(d - 1, None)
+    if inline: self.pending.update(dws)
+
+  def flush(self) -> None:
+    """Mark the dwords written inline since the last mark as defined in the enabled lanes (checked mode)."""
+    if not self.pending: return
+    p = sorted(self.pending)
+    ix = str(p[0]) if len(p) == 1 else self.const(np.array(p), "R")
+    self.lines.append(f"if vinit is not None: vinit[:, {ix}, :] |= {'L' if len(p) == 1 else 'L3'}")
+    self.pending.clear()
+
+  # ---- operands ----
+  def vreg(self, r: int, t: str) -> str:
+    """A typed view of VGPR r (32-bit types), bound at entry."""
+    dt = np.dtype(A.NP[t])
+    name = f"v{r}_{dt.char}"
+    self.binds[name] = f"v[:, {r}, :]" + ("" if dt == np.uint32 else f".view({self.const(dt, 'T')})")
+    return name
+
+  def src(self, code: int, t: str, lit: int | None) -> str | None:
+    """The expression of a source operand as the typed array the rows take; None where the block cannot inline it."""
+    w = WIDTH.get(t, 1)
+    if t in T16 or t in ("p16", "x16", "m") or w > 2: return None
+    dt = np.dtype(A.NP[t])
+    if code >= 256:
+      r = code - 256
+      if r + w > self.nv: return None   # the handler names the VGPR beyond RSRC1.VGPRS
+      self.read(list(range(r, r + w)))
+      if w == 1: return self.vreg(r, t)
+      return f"pair(v, {r}).view({self.const(dt, 'T')})"
+    if code < 128 and code != 124:
+      if code + w > 128: return None
+      self.sync(range(code, code + w))   # a mask this block computed, read as a scalar operand
+      name = f"s{code}_{w}_{dt.char}"
+      self.binds[name] = f"s[:, {code}:{code + w}]" + (".view(U64)" if w == 2 else "") + \
+        ("" if dt in (np.uint32, np.uint64) else f".view({self.const(dt, 'T')})")
+      return name
+    if code == 124: bits = 0
+    elif 128 <= code <= 248 or code == 255:
+      if code == 255 and lit is None: return None
+      try: bits = self.m.const(code, t, lit, None)
+      except M.WaveFault: return None
+    else: return None
+    raw = np.array([[bits if w == 2 else bits & 0xFFFFFFFF]], np.uint64 if w == 2 else np.uint32)
+    return self.const(raw.view(dt), "K")
+
+  def save(self) -> tuple:
+    return list(self.reads), dict(self.binds), len(self.lines), set(self.dirty), dict(self.pairs)
+
+  def restore(self, saved: tuple) -> None:
+    """Forget what generating an instruction that is then left to its handler added."""
+    self.reads, self.binds, n, self.dirty, self.pairs = saved[0], saved[1], saved[2], saved[3], saved[4]
+    del self.lines[n:]
+
+  def setmask(self, code: int, expr: str) -> None:
+    """SGPR `code` = the lane mask of the bool [n, 32] expr (disabled lanes 0), written back by `sync` when needed."""
+    self.lines.append(f"c{code} = {expr}")
+    self.dirty.add(code)
+    if code != 124: self.masks[code] = f"c{code}"   # NULL is written (as the handlers do) but reads as 0
+
+  def sync(self, codes: Any = None) -> None:
+    """Write the lane masks not yet in their SGPRs (all, or those among codes) before something reads the registers."""
+    for c in sorted(self.dirty if codes is None else self.dirty & set(codes)):
+      self.lines.append(f"s[:, {c}] = tomask(c{c} & L)")
+      self.dirty.discard(c)
+
+  def lanes(self, code: int) -> str:
+    """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
+    if code == 124: return "False"   # NULL reads as 0: no lane
+    return self.masks.get(code, f"tolanes(s[:, {code}])")
+
+  def ssrc(self, code: int, t: str, lit: int | None) -> str | None:
+    """A scalar source as uint64 per wave [n] (Machine.sreg), None where the block cannot inline it."""
+    w = WIDTH.get(t, 1)
+    if w > 2: return None
+    if code < 128 and code != 124:
+      if code + w > 128: return None
+      self.sync(range(code, code + w))
+      return f"s[:, {code}].astype(U64)" if w == 1 else f"s[:, {code}:{code + 2}].view(U64)[:, 0].astype(U64)"
+    if code == 124 or 128 <= code <= 248 or (code == 255 and lit is not None):
+      try: val = 0 if code == 124 else self.m.const(code, t, lit, None)
+      except M.WaveFault: return None
+      name = f"k{code}_{val}"
+      self.binds[name] = f"np.full(len(idx), {val}, U64)"
+      return name
+    return None
+
+  def mods(self, i: Inst, x: str, k: int, t: str) -> str:
+    """VOP3 abs/neg of a float operand (execute._mods)."""
+    if i.fmt != "VOP3" or t[0] != "f" or i.op.name in VOP3B: return x
+    if (i.f["abs"] >> k) & 1: x = f"np.abs({x})"
+    if (i.f["neg"] >> k) & 1: x = f"np.negative({x})"
+    return x
+
+  def store(self, r: int, t: str, val: str, known_int: bool = False) -> bool:
+    """Write a typed result to VGPR r (and r+1) in the enabled lanes (untyped: wrapped to the register's bits)."""
+    w = WIDTH.get(t, 1)
+    if t in T16 or w > 2 or r + w > self.nv: return False
+    dt = np.dtype(A.NP[t])
+    if w == 1:
+      if dt.kind == "f": self.lines.append(f"np.copyto({self.vreg(r, t)}, {val}, casting='unsafe', where=W)")
+      elif known_int: self.lines.append(f"np.copyto({self.vreg(r, 'b32')}, {val}, casting='unsafe', where=W)")
+      else: self.lines += [f"r = {val}", "intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
+    else:
+      self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
+    self.write(list(range(r, r + w)), True)
+    return True
+
+
+# ---- runtime helpers the generated code calls ----
+def _store(full: bool, lanes: np.ndarray, dst: np.ndarray, val: Any) -> None:
+  """dst[enabled lanes] = val, cast to dst's type (a float result rounds once, an integer wraps: lanes.untyped)."""
+  val = np.asarray(val)
+  if dst.dtype.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dst.dtype} destination")
+  if full: np.copyto(dst, val, casting="unsafe")
+  else: np.copyto(dst, val, casting="unsafe", where=lanes)
+
+
+def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> None:
+  val = np.asarray(val)
+  if dt.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dt} destination")
+  bits = val.astype(dt).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
+  _store(full, lanes, v[:, r, :], bits & np.uint64(0xFFFFFFFF))
+  _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
+
+
+def _intres(r: Any) -> None:
+  if r.dtype.kind == "f": raise M.WaveFault(f"internal: a float result ({r.dtype}) for an integer destination")
+
+
+def _pair(v: np.ndarray, r: int) -> np.ndarray:
+  return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
+
+
+
+# ---- instructions inline ----
+def _valu_inline(g: _Gen, i: Inst) -> bool:
+  """Generate one VALU instruction inline; False where it is left to its handler (nothing generated)."""
+  o, f, n = i.op, i.f, i.op.name
+  if i.fmt == "VOPD": return _vopd_inline(g, i)
+  if i.fmt not in ("VOP1", "VOP2", "VOPC", "VOP3"): return False
+  saved = g.save()
+  def undo() -> bool:
+    g.restore(saved)
+    return False
+  if n.startswith("v_cmp_"):
+    srcs = E._srcs(None, i, None, None)
+    if len(srcs) != 2: return False
+    dst = VCC if i.fmt == "VOPC" else f["vdst"]
+    if dst >= 128: return False
+    args = [g.src(c, t, i.literal) for c, t, _ in srcs]
+    if None in args: return undo()
+    args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
+    g.setmask(dst, f"{_compare_row(n)}({args[0]}, {args[1]})")
+    return True
+  if n == "v_cndmask_b32":
+    srcs = E._srcs(None, i, None, None)
+    sel_code = srcs[2][0]
+    if sel_code >= 128: return False
+    a, b = g.src(srcs[0][0], "b32", i.literal), g.src(srcs[1][0], "b32", i.literal)
+    if a is None or b is None: return undo()
+    ab = []
+    for k, x in ((0, a), (1, b)):
+      if i.fmt == "VOP3" and (f["abs"] >> k) & 1: x = f"({x} & np.uint32(0x7FFFFFFF))"
+      if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
+      ab.append(x)
+    if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})", True): return undo()   # of two uint32s
+    return True
+  if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
+    if i.fmt == "VOP3" and f["clamp"]: return False
+    srcs = E._srcs(None, i, None, None)
+    cout = f["sdst"] if i.fmt == "VOP3" else VCC
+    if cout >= 128: return False
+    a, b = g.src(srcs[0][0], srcs[0][1], i.literal), g.src(srcs[1][0], srcs[1][1], i.literal)
+    cin = "None"
+    if "_ci_" in n:
+      if srcs[2][0] >= 128: return undo()
+      cin = g.lanes(srcs[2][0])
+    if a is None or b is None: return undo()
+    g.lines.append(f"q = E.carry_op({n!r}, {a}, {b}, {cin})")
+    if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
+    g.setmask(cout, "(q >> 32) != 0")
+    return True
+  if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
+  if i.fmt == "VOP3" and n in VOP3B: return False
+  if i.fmt == "VOP3" and o.dst[0] != "f" and f.get("clamp"): return False
+  srcs = E._srcs(None, i, None, None)
+  args = [g.src(c, t, i.literal) for c, t, _ in srcs]
+  if None in args: return undo()
+  args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
+  row = X.VALU[n]
+  finish = o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"])
+  vd = f.get("vdst", 0)
+  if _in_place(row, [t for _, t, _ in srcs], o.dst) and not finish and vd < g.nv:
+    g.lines.append(f"X.VALU[{n!r}]({', '.join(args)}, out={g.vreg(vd, o.dst)}, where=W)")
+    g.write([vd], True)
+    return True
+  val = f"X.VALU[{n!r}]({', '.join(args)})"
+  if finish:
+    val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
+  if not g.store(f.get("vdst", 0), o.dst, val): return undo()
+  return True
+
+
+def _compare_row(n: str) -> str:
+  """ops.compare's choice for v_cmp_<c>_<t>, as an expression looked up when the block runs (a changed row is used)."""
+  c, t = n.split("_")[2:4]
+  if c == "class": return "A.cls_class"
+  return f"X.{'FCMP' if t[0] == 'f' else 'ICMP'}[{c!r}]"
+
+
+def _in_place(row: Any, srcs: list[str], dst: str) -> bool:
+  """Whether a row is a numpy ufunc computing in its operands' 32-bit type, which it can write to the destination
+  register's lanes itself (out=, where=: the disabled lanes keep their values): one call instead of compute and copy."""
+  return isinstance(row, np.ufunc) and row.nin == len(srcs) and WIDTH.get(dst, 1) == 1 and dst not in T16 and all(t == dst for t in srcs)
+
+
+def _vopd_inline(g: _Gen, i: Inst) -> bool:
+  """Both halves of a VOPD pair read their sources, then both write (execute.vopd / _vopd_half)."""
+  f = i.f
+  saved = g.save()
+  halves = []
+  for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]), (f["vsrc1x"], f["vsrc1y"])):
+    if name == "v_dual_cndmask_b32":
+      a, b = g.src(s0, "b32", i.literal), g.src(256 + s1, "b32", None)
+      if a is None or b is None: break
+      halves.append((d, "b32", f"np.where({g.lanes(VCC)}, {b}, {a})", None, {s0 - 256, s1}))
+      continue
+    base = E.VOPD_FN.get(name)
+    if base is None: break
+    t = E.VOPD_TYPES.get(base, "f32")
+    a = g.src(s0, t, i.literal)
+    args = [a]
+    if base != "v_mov_b32":
+      b = g.src(256 + s1, t, None)
+      k = g.const(np.float32(np.uint32(i.literal or 0).view(np.float32)), "K")
+      if base == "v_fmac_f32": args = [a, b, g.src(256 + d, t, None)]
+      elif base == "v_fmamk_f32": args = [a, k, b]
+      elif base == "v_fmaak_f32": args = [a, b, k]
+      else: args = [a, b]
+    if None in args: break
+    row = f"X.VALU[{base!r}]"
+    r = f"{row}({', '.join(args)})"
+    inplace = f"{row}({', '.join(args)}, out={g.vreg(d, t)}, where=W)" if _in_place(X.VALU[base], [t] * len(args), t) else None
+    # a mov's result is its source register's view: copied, as the other half may write that register first
+    halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r, inplace,
+                   {s0 - 256, s1} | ({d} if base == "v_fmac_f32" else set())))
+  if len(halves) != 2 or any(h[0] + 1 > g.nv for h in halves):
+    g.restore(saved)
+    return False
+  (dx, tx, ex, ix, _), (dy, ty, ey, iy, ry) = halves
+  if ix is not None and dx not in ry and dx != dy:   # X writes first, in place: Y does not read its destination
+    g.lines.append(ix)
+    g.write([dx], True)
+    if iy is not None:
+      g.lines.append(iy)
+      g.write([dy], True)
+    else: g.store(dy, ty, ey)
+  elif iy is not None and dx != dy:   # X's result aside, Y in place, then X's
+    g.lines.append(f"rx = {ex}")
+    g.lines.append(iy)
+    g.write([dy], True)
+    g.store(dx, tx, "rx")
+  else:
+    g.lines += [f"rx = {ex}", f"ry = {ey}"]
+    g.store(dx, tx, "rx")
+    g.store(dy, ty, "ry")
+  return True
+
+
+def _load_inline(g: _Gen, i: Inst) -> bool:
+  """A FLAT/GLOBAL load of whole dwords: the address as execute.flat forms it, then Machine.load_dwords; where that
+  declines (unaligned, several mappings, a fault, undefined bytes) the handler runs the instruction and names any fault."""
+  f = i.f
+  nm = i.op.name.split("_", 1)[1]
+  if f["seg"] not in (0, 2) or nm not in E.FLAT_LOAD: return False
+  nb, _, d16 = E.FLAT_LOAD[nm]
+  nd = nb // 4
+  if d16 or nb < 4 or nb % 4 or f["vdst"] + nd > g.nv: return False
+  saddr = f["saddr"] not in (124, 125) and f["seg"] == 2
+  if saddr and f["saddr"] + 2 > 128: return False
+  g.read([f["addr"]] if saddr else [f["addr"], f["addr"] + 1])
+  g.flush()
+  g.sync()
+  if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
+  else:   # the VGPR pair as uint64, computed once while neither dword is written (loads at several offsets of one base)
+    if (addr := g.pairs.get(f["addr"])) is None:
+      addr = g.pairs[f["addr"]] = f"p{f['addr']}"
+      g.lines.append(f"{addr} = pair(v, {f['addr']})")
+  off = flat_offset(i)
+  # + OFFSET modulo 2^64 (execute.flat adds it in int64 and wraps back: the same bits)
+  g.lines += [f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})",
+              f"if not m.load_dwords(idx, a, {nd}, L, {f['vdst']}): {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)"]
+  g.write(list(range(f["vdst"], f["vdst"] + nd)), False)
+  return True
+
+
+# ---- scalar instructions inline ----
+SOP1_OWN = ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32", "s_cmov_b32", "s_cmov_b64", "s_bitset", "s_getpc_b64")
+
+
+def _salu_inline(g: _Gen, i: Inst) -> bool:
+  """SOP2/SOP1 rows of ops.SALU, SOPC compares (execute.sopc_scc) and SOPK ops (execute.sopk_op) inline, per wave."""
+  o, f, n = i.op, i.f, i.op.name
+  saved = g.save()
+  if i.fmt == "SOP2" and n in X.SALU: srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], f"X.SALU[{n!r}]"
+  elif i.fmt == "SOP1" and n in X.SALU and n not in X.SAVEEXEC and not n.startswith(SOP1_OWN):
+    srcs, call = [(f["ssrc0"], o.srcs[0])], f"X.SALU[{n!r}]"
+  elif i.fmt == "SOPC": srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], None
+  elif i.fmt == "SOPK" and (n in E.SOPK_READS or n.startswith("s_cmpk_")): srcs, call = [(f["sdst"], "b32")], None
+  else: return False
+  args = [g.ssrc(c, t, i.literal) for c, t in srcs]
+  if None in args:
+    g.restore(saved)
+    return False
+  if i.fmt == "SOPC":
+    g.lines.append(f"scc[:] = E.sopc_scc({n!r}, {args[0]}, {args[1]})")
+    return True
+  if i.fmt == "SOPK": g.lines.append(f"r, sc = E.sopk_op({n!r}, {args[0]}, {f['simm16']})")
+  else: g.lines.append(f"r, sc = {call}({', '.join(args)}, scc.astype(U64))")
+  d, w = f["sdst"], WIDTH.get(o.dst, 1)
+  if n.startswith("s_cmpk_"): w = 0
+  elif d != 124 and (d >= 128 or d + w > 128):
+    g.restore(saved)
+    return False
+  if w and d != 124:
+    g.lines.append(f"swrite(s, {d}, {w}, r)")
+    for c in range(d, d + w):
+      g.masks.pop(c, None)
+      g.dirty.discard(c)
+  g.lines.append("if sc is not None: scc[:] = sc")
+  return True
+
+
+def _swrite(s: np.ndarray, d: int, w: int, r: Any) -> None:
+  """SGPRs d.. = r (uint64 per wave) as Machine.swrite writes them."""
+  if r is None: return
+  val = np.asarray(r, np.uint64)
+  for k in range(w): s[:, d + k] = ((val >> np.uint64(32 * k)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
+  """The entry bindings (register views, per-wave constants): made once per dispatch (Machine.bound) and unpacked."""
+  if not binds: return []
+  names, exprs = ", ".join(binds) + ",", ", ".join(binds.values()) + ","
+  return [f"  bv = m.bound.get({pc})",
+          f"  if bv is None: bv = m.bound[{pc}] = ({exprs})",
+          f"  {names} = bv"]
+
+
+def build(m: Any, pc: int) -> Block | None:
+  """The block from pc (None: the interpreter steps the instruction at pc)."""
+  g = _Gen(m)
+  insts: list[Inst] = []
+  body: list[str] = []
+  at = pc
+  end: str | None = None
+  while len(insts) < MAX_INSTS:
+    try: i = m.inst(at)
+    except M.WaveFault: break   # undecodable: the interpreter faults when a wave gets there
+    if i.fmt == "SOPP" and i.op.name in E.NOPS:
+      at += i.size
+      continue
+    k = len(insts)
+    if i.fmt == "SOPP":
+      if i.op.name not in TERMINATORS: break
+      insts.append(i)
+      g.flush()
+      g.sync()
+      g.lines += [f"k = {k}   # {i.text}", f"m.pc[:] = {i.pc}", f"sopp(m, {g.const(i, 'I')}, idx)"]   # the branch's own PC: a not-taken one goes on from there
+      end = "terminated"
+      break
+    if i.fmt not in HANDLED: break
+    insts.append(i)
+    g.lines.append(f"k = {k}   # {i.text}")
+    inline = _salu_inline if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _load_inline if i.fmt == "FLAT" else _valu_inline
+    if not inline(g, i):
+      rw = _handler_rw(i)
+      if rw is None:
+        insts.pop()
+        g.lines.pop()
+        break
+      g.read(rw[0])
+      g.flush()
+      g.sync()
+      g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
+      g.masks.clear()   # it may write any SGPR
+      g.pairs.clear()   # and VGPRs beyond those _handler_rw names
+      g.write(rw[1], False)
+    at = i.pc + i.size
+    if _exec_writer(i): break
+  if not insts: return None
+  g.flush()
+  g.sync()
+  if end is None: body.append(f"m.pc[:] = {at}")
+  tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
+  reads = g.const(np.array(tested, np.int64), "RD")
+  src = ["def block(m, idx):",
+         "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
+         "  L = m.exec_mask(idx)",
+         "  full = m.all_on(L)",
+         f"  if vinit is not None and {len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
+         "  L3 = L[:, None, :]",
+         "  W = True if full else L   # where= of the masked writes",
+         *_bind_lines(g.binds, pc),
+         "  k = 0",
+         "  try:",
+         "    with np.errstate(all='ignore'):",
+         *[f"      {ln}" for ln in g.lines + body],
+         "  except BaseException:",
+         "    m._fault_inst = INSTS[k]",
+         "    raise",
+         "  return True"]
+  text = "\n".join(src)
+  ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
+  exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
+  return Block(ns["block"], insts, text)
+
+
+RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+           "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
