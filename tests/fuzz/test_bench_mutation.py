@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -36,6 +39,16 @@ def test_tree_names_the_modules_it_lacks_and_an_old_fuzzer_gets_no_runtime_check
   assert not bm.has_runtime_level(tmp_path) and [c[2] for c in bm._checks(tmp_path, 1, 0)] == ["conformance", "fuzz"]
   assert "--timeout" not in bm._checks(tmp_path, 1, 0)[0] and "--timeout" in bm._checks(bm.ROOT, 1, 0)[0]
   assert bm.has_runtime_level(bm.ROOT) and len(bm._checks(bm.ROOT, 1, 0)) == 3
+
+def test_the_fuzz_checks_accept_their_arguments(tmp_path):
+  # a check that exits 2 on an argument it does not know would count every mutant as killed: run each for one case
+  for c in bm._checks(bm.ROOT, 1, 0)[1:]:
+    i = c.index("--seconds")
+    c[i:i + 2] = ["--cases", "1"]
+    c = [str(tmp_path / "corpus") if a.endswith((".mut-corpus", ".mut-corpus-rt")) else a for a in c]
+    if "--level" not in c: c += ["--devices", "CPU"]
+    r = subprocess.run(c, cwd=bm.ROOT, env={**os.environ, "PYTHONPATH": str(bm.ROOT)}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (c, r.stdout[-2000:], r.stderr[-2000:])
 
 @pytest.mark.slow
 @needs_cosmic_ray
