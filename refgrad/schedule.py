@@ -299,14 +299,15 @@ def optimize(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | 
     return cached_beam(k, device, beam)
   return hand_coded_optimizations(k)
 
-# kernel cache: the same AST for the same device, target and choice of Opts is compiled once
+# kernel cache: the same AST for the same device, target, choice of Opts and CHECKED (a renderer may emit checks, e.g.
+# the amdgcn LLVM IR's division-by-zero trap) is compiled once
 _runners: dict[tuple[Any, ...], Runner] = {}
 
 def get_runner(ast: UOp, device: str, name: str = "kernel", opts: Sequence[Opt] | None = None) -> Runner:
   """The compiled kernel of `ast` on `device` (cached), optimized with exactly `opts` when given, else as the knobs choose
   (see `optimize`). Its `opts` are the Opts it was optimized with."""
   choice = ("opts", tuple(opts)) if opts is not None else (knobs.get("NOOPT"), knobs.get("BEAM"))
-  key = (ast, device, target_for(device).name, *choice)
+  key = (ast, device, target_for(device).name, knobs.get("CHECKED"), *choice)
   if (r := _runners.get(key)) is None:
     k = optimize(ast, device, name, opts)
     r = _runners[key] = Runner.from_sink(name, k.lower(), device, tuple(k.applied))
