@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -120,6 +120,13 @@ def run_direct(k: Kernel, bufs: list, grid: tuple[int, int, int], block: tuple[i
                checked: bool = True) -> list:
   """Run a kernel on the RDNA3 machine over a fresh mock VM (no command queue): code and kernel arguments uploaded,
   USER_DATA_0/1 = the kernarg pointer. The buffers as numpy arrays after the run."""
+  _, out = run_machine(k, bufs, grid, block, vals, checked)
+  return [o.view(b.dtype).reshape(b.shape) for o, b in zip(out, bufs)]
+
+
+def run_machine(k: Kernel, bufs: list, grid: tuple[int, int, int], block: tuple[int, int, int], vals: tuple[int, ...] = (),
+                checked: bool = True, blocks: bool = True) -> tuple[Any, list]:
+  """run_direct's run, basic blocks on or off: the machine after the run and each buffer's bytes (uint8)."""
   import numpy as np
 
   from emulators.amd.rdna3.machine import Machine
@@ -137,5 +144,7 @@ def run_direct(k: Kernel, bufs: list, grid: tuple[int, int, int], block: tuple[i
   ka.mem.write(np.frombuffer(args, np.uint8), 0)
   d = descriptor(k.descriptor)
   user = [ka.va & 0xFFFFFFFF, ka.va >> 32] + [0] * 14
-  Machine(vm, code.va, k.name, d.rsrc1, d.rsrc2, user, grid, block, d.group_segment, checked).run()
-  return [r.mem.data[:b.nbytes].copy().view(b.dtype).reshape(b.shape) for r, b in zip(regions, bufs)]
+  m = Machine(vm, code.va, k.name, d.rsrc1, d.rsrc2, user, grid, block, d.group_segment, checked)
+  m.use_blocks = blocks
+  m.run()
+  return m, [r.mem.data[:b.nbytes].copy() for r, b in zip(regions, bufs)]

@@ -4,38 +4,15 @@ whole runs of instructions; checked mode still names the first undefined read; a
 instruction."""
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 
 from emulators.amd.rdna3 import machine as MM
-from emulators.vm import AddressSpace
 from tests.emulators.rdna3 import kernels as K
-from tests.emulators.rdna3.llvm_util import Kernel, descriptor
+from tests.emulators.rdna3.llvm_util import Kernel
+from tests.emulators.rdna3.llvm_util import run_machine as machine
 from tests.emulators.rdna3.test_checked import S_ENDPGM, V_CMP_EQ_U32, raw_kernel, vop1, vopc
 from tests.emulators.rdna3.test_execute import EXPECT, NP, N, inputs, kernels_of
-
-
-def machine(k: Kernel, bufs: list[np.ndarray], grid: tuple[int, int, int], block: tuple[int, int, int], vals: tuple[int, ...] = (),
-            checked: bool = True, blocks: bool = True) -> tuple[MM.Machine, list[np.ndarray]]:
-  """Run k as tests.emulators.rdna3.llvm_util.run_direct does, blocks on or off: the machine after the run and the buffers."""
-  vm = AddressSpace("test")
-  code = vm.alloc(len(k.code), False)
-  code.mem.write(np.frombuffer(k.code, np.uint8), 0)
-  regions = []
-  for b in bufs:
-    r = vm.alloc(b.nbytes, False)
-    r.mem.write(b.view(np.uint8).reshape(-1), 0)
-    regions.append(r)
-  args = b"".join(struct.pack("<Q", r.va) for r in regions) + b"".join(struct.pack("<i", v) for v in vals)
-  ka = vm.alloc(max(len(args), 4), True)
-  ka.mem.write(np.frombuffer(args, np.uint8), 0)
-  d = descriptor(k.descriptor)
-  m = MM.Machine(vm, code.va, k.name, d.rsrc1, d.rsrc2, [ka.va & 0xFFFFFFFF, ka.va >> 32] + [0] * 14, grid, block, d.group_segment, checked)
-  m.use_blocks = blocks
-  m.run()
-  return m, [r.mem.data[:b.nbytes].copy() for r, b in zip(regions, bufs)]
 
 
 def same_either_way(k: Kernel, bufs: list[np.ndarray], grid, block, vals=(), checked=True) -> MM.Machine:
