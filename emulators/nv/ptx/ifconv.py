@@ -150,9 +150,20 @@ def compile_region(e: Entry, positions: list[int], B: Blocks) -> list[IOp] | Non
   return ops
 
 
-def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], k: int, n: int) -> bool:
+def _mixed_nans(c: np.ndarray, X: np.ndarray) -> bool:
+  """Whether some lane meets two NaNs that differ once quieted: which one `add` keeps then depends on numpy's loop (its
+  SIMD body and remainder order operands differently), so only the rows, computed as the steps compute them, decide."""
+  allv = np.concatenate([c[None, :], X], axis=0)
+  nan = np.isnan(allv.view(np.float32))
+  if not nan.any(): return False
+  q = allv | np.uint32(0x00400000)
+  return bool(((nan.sum(axis=0) > 1) & (np.where(nan, q, np.uint32(0xFFFFFFFF)).min(axis=0) != np.where(nan, q, np.uint32(0)).max(axis=0))).any())
+
+
+def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], k: int, n: int, fold: tuple[str, list[str]] | None = None) -> bool:
   """The if-converted region once per row of a chunk (rows.py's environment plus lane masks and definedness); the written
-  registers go back to L once. False (L unchanged): a read of an undefined lane."""
+  registers go back to L once. False (L unchanged): a read of an undefined lane. fold (carried, the x of each diamond):
+  a chain of nvcc MAX diamonds (max_chain) folds every row but the last at once, then runs the last row."""
   regs = L.e.regs
   env: Env = {}
   dm: dict[str, np.ndarray] = {}   # register -> lanes holding defined values (absent: all)
@@ -168,8 +179,14 @@ def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], 
     if L.checked and (d := L.defined.get(r)) is not None: dm[r] = d.copy()
   items = list(per_row.items())
   checked = L.checked
+  first = 0
+  if fold is not None and k > 1 and fold[0] in env and fold[0] not in dm and all(x in per_row for x in fold[1]):
+    X = np.stack([per_row[x][:k - 1] for x in fold[1]], axis=1).reshape(-1, n)   # iteration by iteration, diamond by diamond
+    if not _mixed_nans(env[fold[0]], X):
+      env[fold[0]] = rows.max_fold_rows(env[fold[0]], X, True)
+      first = k - 1
   try:
-    for j in range(k):
+    for j in range(first, k):
       for x, v in items: env[x] = v[j]
       for f in ops: f(env, dm, checked, n)
   except Undefined:
@@ -181,3 +198,87 @@ def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], 
     if regs[r] == "pred": L.put_bits(r, env[r].astype(np.uint64), d)
     else: L.put_typed(r, env[r].copy(), d)
   return True
+
+
+# ---- nvcc's rg_maxf as a fold -----------------------------------------------------------------------------------------
+# The CUDA renderer's MAX helper (NaN: a + b, equal: by a's sign bit, else the larger) is compiled by nvcc -O3 into
+#   setp.nan.f32 pn, c, x; @pn bra N; setp.eq.f32 pe, c, x; @pe bra E; bra.uni G;
+# then the blocks E: mov.b32 r, c; setp.lt.s32 pl, r, 0; selp.f32 d, x, c, pl   N: add.f32 d, c, x
+#                G: setp.gt.f32 pg, c, x; selp.f32 d, c, x, pg
+# in some order, each ending in `bra.uni J` (the last may fall through to J). Its step is the renderer's MAX step
+# (rows.max_fold_rows with c first): a chain of them through a loop folds a chunk's rows at once.
+def _is(ins: Instr, op: str, mods: set[str], nargs: int) -> bool:
+  return ins.op == op and set(ins.mods) == mods and len(ins.args) == nargs and ins.pred is None and all(o.kind in ("reg", "imm") for o in ins.args)
+
+
+def _a(ins: Instr) -> list:
+  return [o.value for o in ins.args]
+
+
+def _diamond(e: Entry, p: int) -> tuple[str, str, str, int, set[str]] | None:
+  """(c, x, d, the position after the join's label, the registers it writes but d) for the diamond starting at p."""
+  I, lab = e.instrs, e.labels
+  if p + 13 > len(I): return None
+  h = I[p:p + 5]
+  if not (_is(h[0], "setp", {"nan", "f32"}, 3) and _is(h[2], "setp", {"eq", "f32"}, 3)): return None
+  pn, c, x = _a(h[0])
+  pe = _a(h[2])[0]
+  if _a(h[2])[1:] != [c, x] or c == x: return None
+  brs = [(b.pred, b.pred_neg, lab.get(str(b.args[0].value)) if b.op == "bra" and len(b.args) == 1 else None) for b in (h[1], h[3], h[4])]
+  if brs[0][:2] != (pn, False) or brs[1][:2] != (pe, False) or brs[2][0] is not None or None in (b[2] for b in brs): return None
+  starts = {brs[1][2]: "E", brs[0][2]: "N", brs[2][2]: "G"}
+  cur, d, joins, temps = p + 5, None, [], {pn, pe}
+  for _ in range(3):
+    kind = starts.pop(cur, None)
+    if kind == "E" and _is(I[cur], "mov", {"b32"}, 2) and _is(I[cur + 1], "setp", {"lt", "s32"}, 3) and _is(I[cur + 2], "selp", {"f32"}, 4):
+      r, pl = _a(I[cur])[0], _a(I[cur + 1])[0]
+      if _a(I[cur])[1:] != [c] or _a(I[cur + 1])[1:] != [r, 0] or _a(I[cur + 2])[1:] != [x, c, pl]: return None
+      dd, temps, cur = _a(I[cur + 2])[0], temps | {r, pl}, cur + 3
+    elif kind == "N" and _is(I[cur], "add", {"f32"}, 3) and _a(I[cur])[1:] == [c, x]: dd, cur = _a(I[cur])[0], cur + 1
+    elif kind == "G" and _is(I[cur], "setp", {"gt", "f32"}, 3) and _is(I[cur + 1], "selp", {"f32"}, 4):
+      pg = _a(I[cur])[0]
+      if _a(I[cur])[1:] != [c, x] or _a(I[cur + 1])[1:] != [c, x, pg]: return None
+      dd, temps, cur = _a(I[cur + 1])[0], temps | {pg}, cur + 2
+    else: return None
+    if d not in (None, dd): return None
+    d = dd
+    if cur < len(I) and I[cur].op == "bra" and I[cur].pred is None and len(I[cur].args) == 1:
+      joins.append(lab.get(str(I[cur].args[0].value)))
+      cur += 1
+  if any(j != cur for j in joins) or d is None or d in temps or c in temps or x in temps: return None
+  return c, x, d, cur, temps
+
+
+def max_chain(e: Entry, positions: list[int], carried: str, top: int, back: int) -> list[str] | None:
+  """The x of each diamond, in order, when the region `positions` is exactly a chain of nvcc MAX diamonds from the
+  carried register back to it, and the registers they write besides the chain are read nowhere outside the loop (only
+  the chain's values must end as stepping leaves them)."""
+  pset = set(positions)
+  pos, chain, xs, temps, covered = positions[0], [carried], [], set(), set()
+  while covered != pset:
+    if pos >= back: return None
+    if pos not in pset:   # (a load between two diamonds)
+      pos += 1
+      continue
+    m = _diamond(e, pos)
+    if m is None or m[0] != chain[-1]: return None
+    _, x, d, nxt, t = m
+    chain.append(d)
+    xs.append(x)
+    temps |= t
+    covered |= set(range(pos, nxt))
+    pos = nxt
+  if chain[-1] != carried or len(set(chain[1:])) != len(chain) - 1: return None
+  mids = set(chain[1:-1])
+  if any(x in mids or x in temps or x == carried for x in xs): return None
+  outside = {r for i, ins in enumerate(e.instrs) if not top <= i <= back for o in ins.args for r in _names(o)}
+  outside |= {ins.pred for i, ins in enumerate(e.instrs) if not top <= i <= back and ins.pred is not None}
+  if temps & outside: return None
+  return xs
+
+
+def _names(o) -> list[str]:
+  if o.kind == "reg": return [str(o.value)]
+  if o.kind in ("vec", "pair"): return [r for x in o.value for r in _names(x)]
+  if o.kind in ("addr", "not"): return _names(o.value)
+  return []

@@ -82,6 +82,7 @@ class LoopPlan:
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   blocks: ifconv.Blocks | None = None   # the body's forward branches, if-converted inside the carried region (ifconv.py)
   ifc_ops: list | None = None           # the carried region as ifconv.py's functions (then row_ops is None)
+  ifc_fold: tuple[str, list[str]] | None = None   # (carried, x of each diamond) when the region is a chain of nvcc MAX diamonds
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
 
@@ -154,6 +155,9 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   if B is not None:
     P.blocks, P.ifc_ops = B, ifconv.compile_region(e, [i for i, _ in P.region], B)
     if P.ifc_ops is None or not masked <= set(region_of): return None
+    first = instrs[P.region[0][0]]
+    if first.op == "setp" and len(first.args) == 3 and first.args[1].kind == "reg" and (c := str(first.args[1].value)) in carried:
+      if (xs := ifconv.max_chain(e, [i for i, _ in P.region], c, top, back)) is not None: P.ifc_fold = (c, xs)
     return P
   if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
@@ -528,7 +532,7 @@ def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> b
     if not rows_enabled: return False
     out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
     per_row = {x: rows.value(v, L.e.regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
-    return ifconv.run_rows(L, P.ifc_ops, out, per_row, k, n)
+    return ifconv.run_rows(L, P.ifc_ops, out, per_row, k, n, P.ifc_fold if fold_enabled else None)
   if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n, P.fold)
   rows_ = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
   regs, typed = L.regs, L.typed

@@ -163,3 +163,42 @@ def test_branch_region_with_load_or_store_is_not_converted():
   store = NVCC_MAX.replace("  mov.b32 %r3, %f1;", "  st.global.b32 [%rd5], %r3;")
   for src in (load, store):
     assert not loops.plans(parse(src).entries["k"])
+
+
+@pytest.mark.parametrize("nthreads, n", [(24, 40), (128, 64), (3, 2)])
+def test_nvcc_max_chain_folds_like_rows_and_steps(monkeypatch, nthreads, n):
+  """The diamonds fold as the renderer's MAX (first NaN met, quieted; -0 below +0): the same bits as the masked rows and
+  the stepped loop, NaN payloads and signed zeros included."""
+  (P,) = loops.plans(parse(NVCC_MAX).entries["k"]).values()
+  assert P.ifc_fold == ("%f1", ["%f2", "%f4"])
+  data = _data(nthreads * n, specials=False)
+  data[RNG.integers(0, data.size, 4)] = [-0.0, 0.0, np.inf, -np.inf]
+  bits = data.reshape(nthreads, n).view(np.uint32)
+  nans = [0x7FC00001, 0xFFC00002, 0x7F800003, 0xFF800004]   # payloads, quiet and signalling: one per lane (two met in a lane: below)
+  for lane in range(0, nthreads, 2): bits[lane, RNG.integers(0, n)] = nans[lane // 2 % 4]
+  out = []
+  for fold in (True, False):
+    monkeypatch.setattr(loops, "fold_enabled", fold)
+    a, b, taken = _both(monkeypatch, NVCC_MAX, nthreads, data, n)
+    assert taken == 1 and a == b
+    out.append(a)
+  assert out[0] == out[1]
+
+
+def test_diamond_temporaries_read_after_the_loop_do_not_fold():
+  """A register written on one path (%r3) is read after the loop: only the masked rows give its value there."""
+  src = NVCC_MAX.replace("  st.global.f32 [%rd3], %f1;", "  st.global.f32 [%rd3], %f1;\n  st.global.b32 [%rd3], %r3;")
+  (P,) = loops.plans(parse(src).entries["k"]).values()
+  assert P.ifc_ops is not None and P.ifc_fold is None
+
+
+def test_two_different_nans_in_a_lane_are_not_folded(monkeypatch):
+  """Which NaN `add` keeps when two meet depends on numpy's loop (array length): the chunk runs row by row then, as the
+  steps compute it, so the fold and the rows agree."""
+  data = np.ones((24, 40), np.float32)
+  data.view(np.uint32)[20, [0, 17]] = [0x7FC00001, 0x7FC00000]
+  out = []
+  for fold in (True, False):
+    monkeypatch.setattr(loops, "fold_enabled", fold)
+    out.append(run(NVCC_MAX, 24, data.reshape(-1), 40).tobytes())
+  assert out[0] == out[1]
