@@ -160,10 +160,11 @@ def _mixed_nans(c: np.ndarray, X: np.ndarray) -> bool:
   return bool(((nan.sum(axis=0) > 1) & (np.where(nan, q, np.uint32(0xFFFFFFFF)).min(axis=0) != np.where(nan, q, np.uint32(0)).max(axis=0))).any())
 
 
-def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], k: int, n: int, fold: tuple[str, list[str]] | None = None) -> bool:
+def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], k: int, n: int, fold: tuple[str, list[str], bool] | None = None) -> bool:
   """The if-converted region once per row of a chunk (rows.py's environment plus lane masks and definedness); the written
   registers go back to L once. False (L unchanged): a read of an undefined lane. fold (carried, the x of each diamond):
-  a chain of nvcc MAX diamonds (max_chain) folds every row but the last at once, then runs the last row."""
+  a chain of nvcc MAX diamonds (max_chain) folds every row but the last at once, then runs the last row (or, when only
+  the carried value is read after the loop, folds every row and leaves the dead registers as they were)."""
   regs = L.e.regs
   env: Env = {}
   dm: dict[str, np.ndarray] = {}   # register -> lanes holding defined values (absent: all)
@@ -180,11 +181,12 @@ def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], 
   items = list(per_row.items())
   checked = L.checked
   first = 0
-  if fold is not None and k > 1 and fold[0] in env and fold[0] not in dm and all(x in per_row for x in fold[1]):
-    X = np.stack([per_row[x][:k - 1] for x in fold[1]], axis=1).reshape(-1, n)   # iteration by iteration, diamond by diamond
+  if fold is not None and (k > 1 or fold[2]) and fold[0] in env and fold[0] not in dm and all(x in per_row for x in fold[1]):
+    m = k if fold[2] else k - 1
+    X = np.stack([per_row[x][:m] for x in fold[1]], axis=1).reshape(-1, n)   # iteration by iteration, diamond by diamond
     if not _mixed_nans(env[fold[0]], X):
       env[fold[0]] = rows.max_fold_rows(env[fold[0]], X, True)
-      first = k - 1
+      first = m
   try:
     for j in range(first, k):
       for x, v in items: env[x] = v[j]
@@ -249,10 +251,11 @@ def _diamond(e: Entry, p: int) -> tuple[str, str, str, int, set[str]] | None:
   return c, x, d, cur, temps
 
 
-def max_chain(e: Entry, positions: list[int], carried: str, top: int, back: int) -> list[str] | None:
-  """The x of each diamond, in order, when the region `positions` is exactly a chain of nvcc MAX diamonds from the
-  carried register back to it, and the registers they write besides the chain are read nowhere outside the loop (only
-  the chain's values must end as stepping leaves them)."""
+def max_chain(e: Entry, positions: list[int], carried: str, top: int, back: int) -> tuple[list[str], bool] | None:
+  """(the x of each diamond in order, whether the chain's inner values are read nowhere outside the loop either) when the
+  region `positions` is exactly a chain of nvcc MAX diamonds from the carried register back to it, and the registers
+  they write besides the chain are read nowhere outside the loop: only the chain's values (or, with True, only the
+  carried one) must end as stepping leaves them; the others are dead when the loop ends, whatever they hold."""
   pset = set(positions)
   pos, chain, xs, temps, covered = positions[0], [carried], [], set(), set()
   while covered != pset:
@@ -274,7 +277,7 @@ def max_chain(e: Entry, positions: list[int], carried: str, top: int, back: int)
   outside = {r for i, ins in enumerate(e.instrs) if not top <= i <= back for o in ins.args for r in _names(o)}
   outside |= {ins.pred for i, ins in enumerate(e.instrs) if not top <= i <= back and ins.pred is not None}
   if temps & outside: return None
-  return xs
+  return xs, not mids & outside
 
 
 def _names(o) -> list[str]:

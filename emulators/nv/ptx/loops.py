@@ -82,7 +82,7 @@ class LoopPlan:
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
   blocks: ifconv.Blocks | None = None   # the body's forward branches, if-converted inside the carried region (ifconv.py)
   ifc_ops: list | None = None           # the carried region as ifconv.py's functions (then row_ops is None)
-  ifc_fold: tuple[str, list[str]] | None = None   # (carried, x of each diamond) when the region is a chain of nvcc MAX diamonds
+  ifc_fold: tuple[str, list[str], bool] | None = None   # (carried, x of each diamond, only carried read after) for a chain of nvcc MAX diamonds
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
 
@@ -157,7 +157,7 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if P.ifc_ops is None or not masked <= set(region_of): return None
     first = instrs[P.region[0][0]]
     if first.op == "setp" and len(first.args) == 3 and first.args[1].kind == "reg" and (c := str(first.args[1].value)) in carried:
-      if (xs := ifconv.max_chain(e, [i for i, _ in P.region], c, top, back)) is not None: P.ifc_fold = (c, xs)
+      if (m := ifconv.max_chain(e, [i for i, _ in P.region], c, top, back)) is not None: P.ifc_fold = (c, *m)
     return P
   if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]

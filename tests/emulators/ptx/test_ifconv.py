@@ -170,7 +170,7 @@ def test_nvcc_max_chain_folds_like_rows_and_steps(monkeypatch, nthreads, n):
   """The diamonds fold as the renderer's MAX (first NaN met, quieted; -0 below +0): the same bits as the masked rows and
   the stepped loop, NaN payloads and signed zeros included."""
   (P,) = loops.plans(parse(NVCC_MAX).entries["k"]).values()
-  assert P.ifc_fold == ("%f1", ["%f2", "%f4"])
+  assert P.ifc_fold == ("%f1", ["%f2", "%f4"], True)
   data = _data(nthreads * n, specials=False)
   data[RNG.integers(0, data.size, 4)] = [-0.0, 0.0, np.inf, -np.inf]
   bits = data.reshape(nthreads, n).view(np.uint32)
@@ -202,3 +202,13 @@ def test_two_different_nans_in_a_lane_are_not_folded(monkeypatch):
     monkeypatch.setattr(loops, "fold_enabled", fold)
     out.append(run(NVCC_MAX, 24, data.reshape(-1), 40).tobytes())
   assert out[0] == out[1]
+
+
+def test_chain_value_read_after_the_loop_runs_the_last_row(monkeypatch):
+  """%f3 (the first diamond's result) is read after the loop: every row but the last folds, the last runs as rows."""
+  src = NVCC_MAX.replace("  st.global.f32 [%rd3], %f1;", "  st.global.f32 [%rd3], %f3;")
+  (P,) = loops.plans(parse(src).entries["k"]).values()
+  assert P.ifc_fold == ("%f1", ["%f2", "%f4"], False)
+  data = _data(24 * 40)
+  a, b, taken = _both(monkeypatch, src, 24, data, 40)
+  assert taken == 1 and a == b
