@@ -128,7 +128,7 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     w = writes[r]
     ins = instrs[w[0]]
     t = ins.types[0] if len(ins.types) == 1 else None
-    if (len(w) == 1 and ins.op in ("add", "sub") and t is not None and t[0] in "sub" and TYPES[t] in (4, 8) and ins.mods == (t,)
+    if (len(w) == 1 and w[0] not in masked and w[0] not in guarded and ins.op in ("add", "sub") and t is not None and t[0] in "sub" and TYPES[t] in (4, 8) and ins.mods == (t,)
         and TYPES[e.regs[r]] == TYPES[t] and ins.args[1].kind == "reg" and ins.args[1].value == r and ins.args[2].kind == "imm"):
       step = ins.args[2].value if ins.op == "add" else -ins.args[2].value
       P.inductions[r] = (w[0], step, TYPES[t])

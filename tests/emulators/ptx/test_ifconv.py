@@ -212,3 +212,36 @@ def test_chain_value_read_after_the_loop_runs_the_last_row(monkeypatch):
   data = _data(24 * 40)
   a, b, taken = _both(monkeypatch, src, 24, data, 40)
   assert taken == 1 and a == b
+
+
+def test_guarded_increment_is_not_an_induction(monkeypatch):
+  """`@p add.s32 r, r, 1` and an increment skipped by a branch count the positive elements: not induction variables."""
+  guarded = kernel("""
+  mul.lo.s32 %r1, %r0, %r9;
+  mul.wide.s32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  mov.u32 %r5, 0;
+  mov.u32 %r6, 0;
+  mov.u32 %r2, 0;
+L_top:
+  ld.global.f32 %f2, [%rd5];
+  setp.gt.f32 %p2, %f2, 0f00000000;
+  @%p2 add.s32 %r5, %r5, 1;
+  @%p2 bra L_skip;
+  add.s32 %r6, %r6, 3;
+L_skip:
+  add.s64 %rd5, %rd5, 4;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  mul.lo.s32 %r7, %r6, 256;
+  add.s32 %r5, %r5, %r7;
+  st.global.u32 [%rd3], %r5;
+""")
+  (P,) = loops.plans(parse(guarded).entries["k"]).values()
+  assert set(P.inductions) == {"%r2", "%rd5"} and P.ifc_ops is not None
+  data = _data(16 * 30, specials=False)
+  a, b, taken = _both(monkeypatch, guarded, 16, data, 30, out=np.uint32)
+  assert taken == 1 and a == b
+  want = (data.reshape(16, 30) > 0).sum(axis=1) + 256 * 3 * (data.reshape(16, 30) <= 0).sum(axis=1)
+  assert (np.frombuffer(a, np.uint32) == want).all()
