@@ -150,7 +150,7 @@ def compile_region(e: Entry, positions: list[int], B: Blocks) -> list[IOp] | Non
   return ops
 
 
-def _mixed_nans(c: np.ndarray, X: np.ndarray) -> bool:
+def mixed_nans(c: np.ndarray, X: np.ndarray) -> bool:
   """Whether some lane meets two NaNs that differ once quieted: which one `add` keeps then depends on numpy's loop (its
   SIMD body and remainder order operands differently), so only the rows, computed as the steps compute them, decide."""
   allv = np.concatenate([c[None, :], X], axis=0)
@@ -184,7 +184,7 @@ def run_rows(L, ops: list[IOp], out: list[str], per_row: dict[str, np.ndarray], 
   if fold is not None and (k > 1 or fold[2]) and fold[0] in env and fold[0] not in dm and all(x in per_row for x in fold[1]):
     m = k if fold[2] else k - 1
     X = np.stack([per_row[x][:m] for x in fold[1]], axis=1).reshape(-1, n)   # iteration by iteration, diamond by diamond
-    if not _mixed_nans(env[fold[0]], X):
+    if not mixed_nans(env[fold[0]], X):
       env[fold[0]] = rows.max_fold_rows(env[fold[0]], X, True)
       first = m
   try:

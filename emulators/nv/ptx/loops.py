@@ -563,8 +563,8 @@ def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int, f
   per_row = {x: rows.value(v, regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
   items = list(per_row.items())
   first = 0
-  if fold is not None and k > 1 and fold[0] in env and fold[1] in per_row and fold_enabled:
-    env[fold[0]] = rows.max_fold_rows(env[fold[0]], per_row[fold[1]][:k - 1], fold[2])
+  if fold is not None and k > 1 and fold[0] in env and fold[1] in per_row and fold_enabled and not ifconv.mixed_nans(env[fold[0]], per_row[fold[1]][:k - 1]):
+    env[fold[0]] = rows.max_fold_rows(env[fold[0]], per_row[fold[1]][:k - 1], fold[2])   # (two different NaNs in a lane: rows decide)
     first = k - 1
   for j in range(first, k):
     for x, v in items: env[x] = v[j]
