@@ -531,7 +531,10 @@ def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> b
   if P.ifc_ops is not None:   # if-converted: no stepped form of the region (the whole loop is stepped instead)
     if not rows_enabled: return False
     out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
-    per_row = {x: rows.value(v, L.e.regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
+    per_row: dict[str, np.ndarray] = {}
+    for _, _, taken in steps:
+      for x, v in taken.items():
+        if x not in per_row: per_row[x] = rows.value(v, L.e.regs[x]).reshape(k, n)
     return ifconv.run_rows(L, P.ifc_ops, out, per_row, k, n, P.ifc_fold if fold_enabled else None)
   if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n, P.fold)
   rows_ = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
