@@ -562,6 +562,7 @@ def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int, f
   row but the last at once, then runs the last row (so every register it writes ends as the stepped loop leaves it)."""
   regs = L.e.regs
   out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
+  if L.checked and any(L.defined.get(r) is not None for r in out if r in L.regs): return False   # (results would be marked defined)
   env: dict[str, np.ndarray] = {r: rows.value(L.regs.raw(r), regs[r]) for r in out if r in L.regs}
   per_row = {x: rows.value(v, regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
   items = list(per_row.items())

@@ -245,3 +245,11 @@ L_skip:
   assert taken == 1 and a == b
   want = (data.reshape(16, 30) > 0).sum(axis=1) + 256 * 3 * (data.reshape(16, 30) <= 0).sum(axis=1)
   assert (np.frombuffer(a, np.uint32) == want).all()
+
+
+def test_rendered_max_with_a_partly_undefined_carried_value_reports_as_stepped(monkeypatch):
+  """The renderer's MAX region (rows.py) starting from a value defined on some lanes only: the same report as stepped."""
+  from tests.emulators.ptx.test_rows import MAX
+  src = MAX.replace("  mov.f32 %f1, 0fFF800000;", "  setp.lt.u32 %p3, %r0, 5;\n  @%p3 mov.f32 %f1, 0fFF800000;")
+  a, b, _ = _both(monkeypatch, src, 16, _data(16 * 20, specials=False), 20)
+  assert a == b and isinstance(a, str) and "44 of the 64 bytes" in a   # threads 5..15 store an undefined maximum
