@@ -9,7 +9,9 @@ every register the body carries from one iteration to the next is
   writing it back (the other operands of the chain never depend on a chain), or else
 - part of the carried region: the instructions depending on a carried register, when they alone write what they write
   and load nothing; they are stepped once per iteration on one row (the rest of the body still runs as arrays).
-and p (the loop condition) is a setp of induction variables, loop-invariant registers and immediates.
+and p (the loop condition) is a setp of induction variables, loop-invariant registers and immediates. A body with
+forward branches inside it qualifies too when they can be if-converted (emulators/nv/ptx/ifconv.py): the instructions of
+the blocks not every path runs, and the branches themselves, join the carried region as lane masks and masked writes.
 
 Then, for every lane at once: the trip count comes from the induction variables alone (the same for every lane, else
 no fast path); a chunk of iterations runs each body instruction once on (iterations x lanes) arrays through the very
