@@ -9,7 +9,9 @@ every register the body carries from one iteration to the next is
   writing it back (the other operands of the chain never depend on a chain), or else
 - part of the carried region: the instructions depending on a carried register, when they alone write what they write
   and load nothing; they are stepped once per iteration on one row (the rest of the body still runs as arrays).
-and p (the loop condition) is a setp of induction variables, loop-invariant registers and immediates.
+and p (the loop condition) is a setp of induction variables, loop-invariant registers and immediates. A body with
+forward branches inside it qualifies too when they can be if-converted (emulators/nv/ptx/ifconv.py): the instructions of
+the blocks not every path runs, and the branches themselves, join the carried region as lane masks and masked writes.
 
 Then, for every lane at once: the trip count comes from the induction variables alone (the same for every lane, else
 no fast path); a chunk of iterations runs each body instruction once on (iterations x lanes) arrays through the very
@@ -21,11 +23,12 @@ exactly what it reports)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulators.nv.ptx import affine, rows
+from emulators.nv.ptx import affine, ifconv, rows
 from emulators.nv.ptx.affine import Aff
 from emulators.nv.ptx.affine import Plan as AffinePlan
 from emulators.nv.ptx.execute import Launch, PTXFault, Regs
@@ -79,6 +82,9 @@ class LoopPlan:
   row_ops: list | None = None   # the carried region as array functions (emulators/nv/ptx/rows.py), when it compiles
   fold: tuple[str, str, bool] | None = None   # (carried, x, c first) when the region is the rendered MAX (rows.max_fold)
   cond: tuple = ()                           # (setp position, compare, signed, bytes, operands)
+  blocks: ifconv.Blocks | None = None   # the body's forward branches, if-converted inside the carried region (ifconv.py)
+  ifc_ops: list | None = None           # the carried region as ifconv.py's functions (then row_ops is None)
+  ifc_fold: tuple[str, list[str], bool] | None = None   # (carried, x of each diamond, only carried read after) for a chain of nvcc MAX diamonds
   written: list[str] = field(default_factory=list)   # every register the body writes
   invariant: list[str] = field(default_factory=list)  # registers read but not written
 
@@ -90,18 +96,32 @@ def _pure(ins: Instr, e: Entry) -> bool:
   return all(r in e.regs for o in ins.args for r in _regs(o))   # no special registers (per-lane ids, clocks)
 
 
+def _convertible(ins: Instr, e: Entry, branch: bool) -> bool:
+  """A forward branch of the body (ifconv.blocks checked where it goes) or a guarded pure instruction (its guard becomes a
+  lane mask)."""
+  if branch: return True
+  return ins.op not in ("bra", "ld", "ldu") and _pure(dataclasses.replace(ins, pred=None, pred_neg=False), e)
+
+
 def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   """The plan of the loop instrs[top:back] closed by the branch at `back`, or None when it does not qualify."""
   instrs = e.instrs
   br = instrs[back]
   if br.pred is None or back <= top: return None
   body = range(top, back)
-  if not all(_pure(instrs[i], e) for i in body): return None
+  B = ifconv.blocks(e, top, back) if ifconv.enabled and any(instrs[i].op == "bra" for i in body) else None
+  if B is not None and not B.branches: B = None
+  masked = set(B.masked()) | set(B.branches) if B is not None else set()
+  guarded = {i for i in masked if instrs[i].op != "bra"}   # (and the predicated instructions of full blocks)
+  if B is not None: guarded |= {i for i in body if instrs[i].pred is not None and instrs[i].op != "bra"}
+  if not all(_pure(instrs[i], e) or (B is not None and _convertible(instrs[i], e, i in B.branches)) for i in body): return None
   writes: dict[str, list[int]] = {}
   reads: dict[str, list[int]] = {}
   for i in body:
     for r in _dsts(instrs[i]): writes.setdefault(r, []).append(i)
-    for r in _srcs(instrs[i]): reads.setdefault(r, []).append(i)
+    # a guarded write merges with the old value (it reads its destination); a branch reads its predicate
+    for r in _srcs(instrs[i]) + (_dsts(instrs[i]) if i in guarded else []) + ([instrs[i].pred] if instrs[i].pred is not None else []):
+      reads.setdefault(r, []).append(i)
   if any(len(set(w)) != len(w) for w in writes.values()): return None   # a register twice in one destination list
   P = LoopPlan(top, back)
   P.written, P.invariant = list(writes), [r for r in reads if r not in writes]
@@ -110,13 +130,13 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     w = writes[r]
     ins = instrs[w[0]]
     t = ins.types[0] if len(ins.types) == 1 else None
-    if (len(w) == 1 and ins.op in ("add", "sub") and t is not None and t[0] in "sub" and TYPES[t] in (4, 8) and ins.mods == (t,)
+    if (len(w) == 1 and w[0] not in masked and w[0] not in guarded and ins.op in ("add", "sub") and t is not None and t[0] in "sub" and TYPES[t] in (4, 8) and ins.mods == (t,)
         and TYPES[e.regs[r]] == TYPES[t] and ins.args[1].kind == "reg" and ins.args[1].value == r and ins.args[2].kind == "imm"):
       step = ins.args[2].value if ins.op == "add" else -ins.args[2].value
       P.inductions[r] = (w[0], step, TYPES[t])
-  accs = _chains(e, [r for r in carried if r not in P.inductions], writes, reads)
+  accs = _chains(e, [r for r in carried if r not in P.inductions], writes, reads) if B is None else None
   if accs is not None: P.accs = accs
-  elif (region := _region(e, [r for r in carried if r not in P.inductions], writes, reads, body)) is not None: P.region = region
+  elif (region := _region(e, [r for r in carried if r not in P.inductions], writes, reads, body, masked | guarded)) is not None: P.region = region
   else: return None
   # the condition: p written once, by a setp of inductions / invariants / immediates
   pw = writes.get(br.pred, [])
@@ -134,6 +154,13 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   links = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
   P.dsts = {i: _dsts(instrs[i]) for i in body}
+  if B is not None:
+    P.blocks, P.ifc_ops = B, ifconv.compile_region(e, [i for i, _ in P.region], B)
+    if P.ifc_ops is None or not masked <= set(region_of): return None
+    first = instrs[P.region[0][0]]
+    if first.op == "setp" and len(first.args) == 3 and first.args[1].kind == "reg" and (c := str(first.args[1].value)) in carried:
+      if (m := ifconv.max_chain(e, [i for i, _ in P.region], c, top, back)) is not None: P.ifc_fold = (c, *m)
+    return P
   if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
   if P.row_ops is not None and len(carried) == len(P.inductions) + 1:
@@ -159,11 +186,13 @@ def _tail(e: Entry, P: LoopPlan, body: range, writes: dict[str, list[int]], read
   return out
 
 
-def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]], body: range) -> list[tuple[int, list[str]]] | None:
-  """The instructions that depend on a carried register (transitively, in the iteration), with their other register
-  operands, when every write of a carried register is among them and none is a load: folded once per iteration."""
-  inside: set[int] = set()
-  todo = list(carried)
+def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]], body: range,
+            forced: set[int] = frozenset()) -> list[tuple[int, list[str]]] | None:  # type: ignore[assignment]
+  """The instructions that depend on a carried register (transitively, in the iteration) or are `forced` in (the
+  if-converted ones), with their other register operands (a guard predicate included), when every write of a carried
+  register is among them and none is a load: folded once per iteration."""
+  inside: set[int] = set(forced)
+  todo = list(carried) + [r for i in forced for r in _dsts(e.instrs[i])]
   seen: set[str] = set()
   while todo:
     r = todo.pop()
@@ -176,7 +205,7 @@ def _region(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: d
   out_regs = {r for i in inside for r in _dsts(e.instrs[i])}
   # every write of a register the region writes (the carried ones included) is in it; no loads (addresses from carried values)
   if any(w not in inside for r in out_regs | set(carried) for w in writes.get(r, [])) or any(e.instrs[i].op in ("ld", "ldu") for i in inside): return None
-  return [(i, [x for x in _srcs(e.instrs[i]) if x not in out_regs]) for i in sorted(inside)]
+  return [(i, [x for x in dict.fromkeys(_srcs(e.instrs[i]) + ([e.instrs[i].pred] if e.instrs[i].pred else [])) if x not in out_regs]) for i in sorted(inside)]
 
 
 def _chains(e: Entry, carried: list[str], writes: dict[str, list[int]], reads: dict[str, list[int]]) -> list[Acc] | None:
@@ -501,6 +530,14 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
 def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> bool:
   """The carried region once per iteration in order, each instruction on one row of its other operands (chunk-computed,
   defined: a region loads nothing, so its results are defined where the carried values are)."""
+  if P.ifc_ops is not None:   # if-converted: no stepped form of the region (the whole loop is stepped instead)
+    if not rows_enabled: return False
+    out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
+    per_row: dict[str, np.ndarray] = {}
+    for _, _, taken in steps:
+      for x, v in taken.items():
+        if x not in per_row: per_row[x] = rows.value(v, L.e.regs[x]).reshape(k, n)
+    return ifconv.run_rows(L, P.ifc_ops, out, per_row, k, n, P.ifc_fold if fold_enabled else None)
   if P.row_ops is not None and rows_enabled: return _run_region_rows(L, P.row_ops, steps, k, n, P.fold)
   rows_ = [(ins, f, [(x, v.reshape(k, n)) for x, v in ops.items()]) for ins, f, ops in steps]
   regs, typed = L.regs, L.typed
@@ -527,12 +564,13 @@ def _run_region_rows(L: Launch, ops: list, steps: list[tuple], k: int, n: int, f
   row but the last at once, then runs the last row (so every register it writes ends as the stepped loop leaves it)."""
   regs = L.e.regs
   out = list(dict.fromkeys(d for ins, _, _ in steps for d in _dsts(ins)))
+  if L.checked and any(L.defined.get(r) is not None for r in out if r in L.regs): return False   # (results would be marked defined)
   env: dict[str, np.ndarray] = {r: rows.value(L.regs.raw(r), regs[r]) for r in out if r in L.regs}
   per_row = {x: rows.value(v, regs[x]).reshape(k, n) for _, _, taken in steps for x, v in taken.items()}
   items = list(per_row.items())
   first = 0
-  if fold is not None and k > 1 and fold[0] in env and fold[1] in per_row and fold_enabled:
-    env[fold[0]] = rows.max_fold_rows(env[fold[0]], per_row[fold[1]][:k - 1], fold[2])
+  if fold is not None and k > 1 and fold[0] in env and fold[1] in per_row and fold_enabled and not ifconv.mixed_nans(env[fold[0]], per_row[fold[1]][:k - 1]):
+    env[fold[0]] = rows.max_fold_rows(env[fold[0]], per_row[fold[1]][:k - 1], fold[2])   # (two different NaNs in a lane: rows decide)
     first = k - 1
   for j in range(first, k):
     for x, v in items: env[x] = v[j]

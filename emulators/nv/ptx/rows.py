@@ -62,6 +62,12 @@ def _op(ins: Instr, e: Entry) -> Op | None:
     else:
       def sop(env: Env) -> None: env[d] = np.asarray(S.cmp(fa(env), fb(env), c, ct))
     return sop
+  if op in ("add", "sub") and t in ("s32", "u32") and ins.mods == (t,) and len(ins.args) == 3 and dt in _W32:   # wrapping
+    fa, fb = _src(ins.args[1], e, "u32"), _src(ins.args[2], e, "u32")
+    if fa is None or fb is None: return None
+    h = np.add if op == "add" else np.subtract
+    def iop(env: Env) -> None: env[d] = np.asarray(h(fa(env), fb(env)), _U32)
+    return iop
   if op in ("and", "or", "xor") and t == "b32" and len(ins.args) == 3 and dt in _W32:
     fa, fb = _src(ins.args[1], e, "u32"), _src(ins.args[2], e, "u32")
     if fa is None or fb is None: return None

@@ -81,7 +81,7 @@ def test_region_with_other_instructions_is_stepped():
   mov.u32 %r3, 0;
   mov.u32 %r4, 1;
 L_top:
-  add.s32 %r5, %r3, %r4;
+  mad.lo.s32 %r5, %r3, 3, %r4;
   mov.u32 %r3, %r4;
   mov.u32 %r4, %r5;
   add.s32 %r2, %r2, 1;
@@ -90,20 +90,21 @@ L_top:
   st.global.u32 [%rd3], %r4;
 """)
   (plan,) = loops.plans(parse(fib).entries["k"]).values()
-  assert plan.region and plan.row_ops is None   # add.s32 has no array function: its step closures run
+  assert plan.region and plan.row_ops is None   # mad.lo.s32 has no array function: its step closures run
 
 
 NANS = np.array([0x7F800001, 0xFFC00123, 0x7FA00000, 0x7FC00000, 0xFF800005], np.uint32).view(np.float32)   # signaling, signed, payloads
 
 
+@pytest.mark.parametrize("lanes", [32, 24])   # (numpy's add keeps the second NaN of two in some lanes of 20-24-long arrays: not folded there)
 @pytest.mark.parametrize("c_first", [True, False])
-def test_max_region_folds_as_stepped(monkeypatch, c_first):
+def test_max_region_folds_as_stepped(monkeypatch, c_first, lanes):
   """The rendered MAX folds every row but the last at once: the first NaN met (c first) or the newest (x first), quieted;
   else the largest with -0 below +0; lanes of only zeros, of NaNs only, of one NaN."""
   src = MAX if c_first else MAX.replace("%f1, %f2;", "%f2, %f1;")
   (plan,) = loops.plans(parse(src).entries["k"]).values()
   assert plan.fold == ("%f1", "%f2", c_first)
-  lanes, n = 32, 50
+  n = 50
   x = RNG.standard_normal((lanes, n)).astype(np.float32)
   x[0] = np.where(RNG.random(n) < 0.5, np.float32(0.0), np.float32(-0.0))
   x[1] = -0.0
