@@ -249,7 +249,7 @@ L_skip:
 
 def test_rendered_max_with_a_partly_undefined_carried_value_reports_as_stepped(monkeypatch):
   """The renderer's MAX region (rows.py) starting from a value defined on some lanes only: the same report as stepped."""
-  from tests.emulators.ptx.test_rows import MAX
+  from tests.emulators.ptx.test_loops import MAX_NAN as MAX
   src = MAX.replace("  mov.f32 %f1, 0fFF800000;", "  setp.lt.u32 %p3, %r0, 5;\n  @%p3 mov.f32 %f1, 0fFF800000;")
   a, b, _ = _both(monkeypatch, src, 16, _data(16 * 20, specials=False), 20)
   assert a == b and isinstance(a, str) and "44 of the 64 bytes" in a   # threads 5..15 store an undefined maximum

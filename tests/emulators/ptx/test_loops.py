@@ -195,9 +195,8 @@ L_top:
   assert fib.accs == [] and len(fib.region) == 3
 
 
-def test_carried_region_matches_stepped(monkeypatch):
-  """softmax's max with NaN rules: the carried value feeds several instructions (a region stepped once per iteration)."""
-  src = kernel("""
+# softmax's max with NaN rules (the PTX renderer's MAX), the running value carried through seven instructions
+MAX_NAN = kernel("""
   mul.lo.s32 %r1, %r0, %r9;
   mul.wide.s32 %rd4, %r1, 4;
   add.s64 %rd5, %rd1, %rd4;
@@ -218,6 +217,11 @@ L_top:
   @%p1 bra L_top;
   st.global.f32 [%rd3], %f1;
 """)
+
+
+def test_carried_region_matches_stepped(monkeypatch):
+  """softmax's max with NaN rules: the carried value feeds several instructions (a region stepped once per iteration)."""
+  src = MAX_NAN
   data = np.resize(np.concatenate([SPECIAL, RNG.standard_normal(100).astype(np.float32)]), 16 * 30)
   RNG.shuffle(data)
   a, b, taken = both(monkeypatch, src, 16, data, 30)

@@ -7,32 +7,10 @@ import pytest
 
 from emulators.nv.ptx import loops
 from emulators.nv.ptx.parse import parse
-from tests.emulators.ptx.test_loops import SPECIAL, kernel, run
+from tests.emulators.ptx.test_loops import MAX_NAN, SPECIAL, kernel, run
 
 RNG = np.random.default_rng(17)
 
-# softmax's max with NaN rules (the PTX renderer's MAX), the running value carried through seven instructions
-MAX = kernel("""
-  mul.lo.s32 %r1, %r0, %r9;
-  mul.wide.s32 %rd4, %r1, 4;
-  add.s64 %rd5, %rd1, %rd4;
-  mov.f32 %f1, 0fFF800000;
-  mov.u32 %r2, 0;
-L_top:
-  ld.global.f32 %f2, [%rd5];
-  max.f32 %f3, %f1, %f2;
-  setp.eq.f32 %p2, %f1, %f2;
-  and.b32 %f4, %f1, %f2;
-  selp.f32 %f3, %f4, %f3, %p2;
-  setp.nan.f32 %p3, %f1, %f2;
-  add.rn.f32 %f5, %f1, %f2;
-  selp.f32 %f1, %f5, %f3, %p3;
-  add.s64 %rd5, %rd5, 4;
-  add.s32 %r2, %r2, 1;
-  setp.lt.s32 %p1, %r2, %r9;
-  @%p1 bra L_top;
-  st.global.f32 [%rd3], %f1;
-""")
 
 # a mix: signed and unsigned compares against immediates, selp of constants, bit ops, sub/mul/min, a mov
 MIX = kernel("""
@@ -61,7 +39,7 @@ L_top:
 """)
 
 
-@pytest.mark.parametrize("src", [MAX, MIX], ids=["max", "mix"])
+@pytest.mark.parametrize("src", [MAX_NAN, MIX], ids=["max", "mix"])
 def test_region_rows_match_steps_and_stepped_loop(monkeypatch, src):
   (plan,) = loops.plans(parse(src).entries["k"]).values()
   assert plan.region and plan.row_ops is not None and len(plan.row_ops) == len(plan.region)
@@ -101,7 +79,7 @@ NANS = np.array([0x7F800001, 0xFFC00123, 0x7FA00000, 0x7FC00000, 0xFF800005], np
 def test_max_region_folds_as_stepped(monkeypatch, c_first, lanes):
   """The rendered MAX folds every row but the last at once: the first NaN met (c first) or the newest (x first), quieted;
   else the largest with -0 below +0; lanes of only zeros, of NaNs only, of one NaN."""
-  src = MAX if c_first else MAX.replace("%f1, %f2;", "%f2, %f1;")
+  src = MAX_NAN if c_first else MAX_NAN.replace("%f1, %f2;", "%f2, %f1;")
   (plan,) = loops.plans(parse(src).entries["k"]).values()
   assert plan.fold == ("%f1", "%f2", c_first)
   n = 50
