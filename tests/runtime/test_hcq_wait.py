@@ -18,9 +18,10 @@ def mockgpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("device", ["NV", "AMD"])
 def test_timeout_fires_during_a_long_kernel(device: str, monkeypatch: pytest.MonkeyPatch):
-  # ~1-2 s on each mock: the NV mock runs PTX (slower per launch), the AMD one the serialized program with loops as arrays
-  # (there 640 had become ~0.45 s, too close to the 0.5 s check below)
-  n = {"NV": 448, "AMD": 800}[device]
+  # ~1-2 s on each mock: the NV mock runs PTX with loops as arrays (448 had become ~0.25 s once loop registers were affine
+  # and loads strided blocks), the AMD one the serialized program with loops as arrays (640 had become ~0.45 s); the
+  # check below needs more than 0.5 s
+  n = {"NV": 1024, "AMD": 800}[device]
   a = Tensor(np.ones((n, n), np.float32), device=device).realize()
   Device[device].synchronize()
   r = (a @ a).realize()             # one launch that runs for seconds on the mock (one poll step)
