@@ -46,6 +46,10 @@ PROGRAMS = [
   ({"dtype": "long", "shape": [5, 7], "steps": [["divmod_join", 4157, 1, 0]], "kernel": 0}, 9),
   ({"dtype": "char", "shape": [5, 7], "steps": [["divmod_join", 4149, 1, 0]], "kernel": 0}, 11),
   ({"dtype": "uchar", "shape": [5, 6], "steps": [["divmod_join", 5, 0, 0]], "kernel": 0}, 13),
+  # flag and parity tests of masked bits on unsigned values (bit_test), where symbolic's bounds of x & m decide comparisons
+  ({"dtype": "uchar", "shape": [6, 5], "steps": [["bit_test", 0, 0, 0]], "kernel": 0}, 20),
+  ({"dtype": "uint", "shape": [5, 7], "steps": [["bit_test", 13, 0, 0]], "kernel": 0}, 22),
+  ({"dtype": "ulong", "shape": [4, 6], "steps": [["bit_test", 6, 0, 0]], "kernel": 0}, 26),
   # gradients (float64 central differences): every differentiable step of the fuzzer at least once
   ({"dtype": "float", "shape": [4, 6], "steps": [["mul", 0, 0, 1], ["add", 0, 0, 1], ["add_const", 0, 0, 0], ["exp", 0, 0, 0], ["sum", 0, 1, 0], ["log", 0, 0, 0],
                                                  ["neg", 0, 0, 0], ["sigmoid", 0, 0, 0]], "kernel": 0}, 1),
