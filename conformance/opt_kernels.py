@@ -46,6 +46,10 @@ PROGRAMS = [
   ({"dtype": "long", "shape": [5, 7], "steps": [["divmod_join", 4157, 1, 0]], "kernel": 0}, 9),
   ({"dtype": "char", "shape": [5, 7], "steps": [["divmod_join", 4149, 1, 0]], "kernel": 0}, 11),
   ({"dtype": "uchar", "shape": [5, 6], "steps": [["divmod_join", 5, 0, 0]], "kernel": 0}, 13),
+  # flag and parity tests of masked bits on unsigned values (bit_test), where symbolic's bounds of x & m decide comparisons
+  ({"dtype": "uchar", "shape": [6, 5], "steps": [["bit_test", 0, 0, 0]], "kernel": 0}, 20),
+  ({"dtype": "uint", "shape": [5, 7], "steps": [["bit_test", 13, 0, 0]], "kernel": 0}, 22),
+  ({"dtype": "ulong", "shape": [4, 6], "steps": [["bit_test", 6, 0, 0]], "kernel": 0}, 26),
   # gradients (float64 central differences): every differentiable step of the fuzzer at least once
   ({"dtype": "float", "shape": [4, 6], "steps": [["mul", 0, 0, 1], ["add", 0, 0, 1], ["add_const", 0, 0, 0], ["exp", 0, 0, 0], ["sum", 0, 1, 0], ["log", 0, 0, 0],
                                                  ["neg", 0, 0, 0], ["sigmoid", 0, 0, 0]], "kernel": 0}, 1),
@@ -57,6 +61,8 @@ PROGRAMS = [
                                                     ["expand", 1, 0, 0], ["contiguous", 0, 0, 0], ["cumsum", 2, 0, 0], ["prod", 1, 0, 0]], "kernel": 0}, 7),
   ({"dtype": "float", "shape": [5, 6], "steps": [["conv2d", 1, 1, 1], ["gather", 2, 5, 0], ["pad_value", 0, 0, 1], ["mul_const", 2, 1, 0], ["max", 2, 0, 0],
                                                  ["min", 0, 0, 0]], "kernel": 0}, 9),
+  # an input that only decides a where (no gradient path to it): its gradient is zeros
+  ({"dtype": "float", "shape": [4, 5], "steps": [["where", 0, 0, 1], ["exp", 0, 0, 0], ["sum", 0, 1, 0]], "kernel": 0}, 11),
   # fusion through a pad: x // y under a pad must stay its own kernel (fused, the padded lanes divide by the gate's 0)
   ({"dtype": "int", "shape": [5, 4], "steps": [["idiv", 0, 0, 1], ["pad", 1, 2, 1]], "kernel": 0}, 8),
   ({"dtype": "uchar", "shape": [6, 3], "steps": [["mod_const", 3, 0, 0], ["idiv", 0, 0, 1], ["pad_value", 1, 2, 0]], "kernel": 0}, 16),

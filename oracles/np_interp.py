@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from oracles.inputs import input_caused, values
-from oracles.programs import MAX_ELEMENTS, STEPS, _const, _dt, big_view_geometry, divmod_constants
+from oracles.programs import MAX_ELEMENTS, STEPS, _const, _dt, big_view_geometry, bit_test_masks, divmod_constants
 from refgrad import Tensor
 from refgrad.dtype import DType, dtypes
 from refgrad.lazy import SPLIT_REDUCE
@@ -485,6 +485,12 @@ def _wrap_cmp(a: V, r: list[int]) -> V:
   c = const(a, hi - r[0] % 3)
   return lt(add(a.like(a.v & a.v.dtype.type(hi >> 1), a.e), c), c)
 
+def _bit_test(a: V, r: list[int]) -> V:
+  m, m2 = bit_test_masks(r)
+  v, ty = a.v, a.v.dtype.type
+  with np.errstate(all="ignore"): out = np.where((v & ty(m)) == 0, v, v + ty(1)) ^ np.where((v & ty(m2)) < 1, v, ~v)
+  return a.like(out, a.e)
+
 def _vmin(a: V, ax: int) -> V:
   if _is_float(a.dt): return neg(vmax(neg(a), ax, False))
   return a.like(np.min(a.v, axis=ax), np.max(a.e, axis=ax))
@@ -532,7 +538,7 @@ NP_STEPS: dict[str, Callable[[V, list[int], Any, Any], V]] = {
   "contiguous": lambda a, r, ins, nt: a,
   "add_const": lambda a, r, ins, nt: _const_chain(a, r, False), "mul_const": lambda a, r, ins, nt: _const_chain(a, r, True),
   "wrap_cmp": lambda a, r, ins, nt: _wrap_cmp(a, r), "big_view": lambda a, r, ins, nt: _big_view(a, r),
-  "divmod_join": lambda a, r, ins, nt: _divmod_join(a, r),
+  "divmod_join": lambda a, r, ins, nt: _divmod_join(a, r), "bit_test": lambda a, r, ins, nt: _bit_test(a, r),
   "lt_const": lambda a, r, ins, nt: lt(a, _cconst(a, r[0])), "pad_value": _pad_value, "long_sum": lambda a, r, ins, nt: _long_sum(a, r, nt),
 }
 

@@ -122,6 +122,17 @@ def _wrap_cmp(t: Any, r: list[int], new: Callable) -> Any:
   m, c = hi >> 1, hi - r[0] % 3
   return ((t & m) + c) < c
 
+def bit_test_masks(r: list[int]) -> tuple[int, int]:
+  """(m, m2) of the bit_test step: a low-bit mask 1..7 and a single bit 1, 2 or 4."""
+  return 1 + r[0] % 7, 1 << (r[0] >> 3) % 3
+
+def _bit_test(t: Any, r: list[int], new: Callable) -> Any:
+  """Flag and parity tests of masked bits, selecting between two values: where((t & m) == 0, t, t + 1) ^
+  where((t & m2) < 1, t, ~t). On unsigned values symbolic bounds t & m to [0, m], and folds a comparison its bounds
+  decide: a bound off by one (the symbolic_and injection: t & m >= 1) folds both tests to false."""
+  m, m2 = bit_test_masks(r)
+  return ((t & m) == 0).where(t, t + 1) ^ ((t & m2) < 1).where(t, ~t)
+
 def divmod_constants(d: DType, r: list[int]) -> tuple[int, int, int, int]:
   """(c1, n, c2, c3) of the divmod_join step on dtype d: all positive. The constants are equal for one draw in 2 (the
   case the join rules are for), else drawn apart; for one draw in 4, c1*n passes d's max (the overflow the rules'
@@ -211,6 +222,7 @@ STEPS: dict[str, tuple[str, Callable[[Any, list[int], Callable], Any]]] = {
   "add_const": (_F + _I, lambda t, r, n: _const_chain(t, r, False)), "mul_const": (_F + _I, lambda t, r, n: _const_chain(t, r, True)),
   "lt_const": (_F + _I, lambda t, r, n: t < _const(t, r[0])), "pad_value": (_F + _I + _B, _pad_value), "long_sum": (_F + _I, _long_sum),
   "wrap_cmp": (_I, _wrap_cmp), "big_view": (_F + _I + _B, _big_view), "divmod_join": (_I, _divmod_join),
+  "bit_test": (_I, _bit_test),
 }
 
 RARE = {"long_sum": 0.05}   # steps whose kernels are slow to check (a 16k-step reduction on PYTHON): drawn this much less often

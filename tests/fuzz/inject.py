@@ -20,6 +20,8 @@ Options.preload) with $FUZZ_INJECT naming the bug; `inject(name)` applies one in
                 capture's input buffers
   symbolic_join the divmod join rule ((x/c1)%n)*c2 + x%c3 -> x%(c1*n) applied without checking that the constants are
                 equal and c1*n fits the dtype (the guard of symbolic._join_divmod_mod left out)
+  symbolic_and  integer bounds of x & y (both non-negative) start at 1, not 0: comparisons of masked bits, such as
+                (x & 1) == 0 or (x & m) < 1, fold to false
   gradient_drop backward() loses every gradient: each requested gradient is zeros (materialized) or missing
   fuse_pad_ub   the scheduler fuses an op that can be undefined (x // y) under a pad: the padded lanes divide by the
                 gate's alternative 0 (schedule._walk's `padded and can_be_undefined(u)` cut dropped)
@@ -155,6 +157,14 @@ def _symbolic_join() -> None:
                              UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c3")))]), broken)
   sym.symbolic.__init__([rule, *sym.symbolic.rules])   # in place: the scheduler's simplify and lowering share this matcher
 
+def _symbolic_and() -> None:
+  from refgrad.uop import ops
+  orig = ops.bounds_unclamped
+  def bounds_unclamped(u: Any) -> Any:
+    r = orig(u)
+    return (1, r[1]) if u.op is ops.Ops.AND and r is not None and r[0] == 0 else r   # the bug: x & y of non-negatives taken for >= 1
+  ops.bounds_unclamped = bounds_unclamped
+
 def _gradient_drop() -> None:
   from refgrad.tensor import core
   core.compute_gradient = lambda root, root_grad, targets: {}   # the bug: nothing reaches the targets
@@ -203,7 +213,7 @@ def _register(*names: str) -> None:
   for n in names: Device._modules[n] = __name__
 
 BUGS = {"c_helper": _c_helper, "render_cast": _render_cast, "unroll": _unroll, "simt_max": _simt_max, "symbolic": _symbolic, "symbolic_wrap": _symbolic_wrap, "symbolic_float": _symbolic_float_assoc, "index_wrap": _index_wrap, "lifetime": _lifetime, "gradient": _gradient, "runtime_wait": _runtime_wait, "symbolic_join": _symbolic_join,
-        "gradient_drop": _gradient_drop, "fuse_pad_ub": _fuse_pad_ub, "jit_stale": _jit_stale,
+        "symbolic_and": _symbolic_and, "gradient_drop": _gradient_drop, "fuse_pad_ub": _fuse_pad_ub, "jit_stale": _jit_stale,
         "segv": lambda: _register("SEGV"), "hang": lambda: _register("HANG"), "segv+hang": lambda: _register("SEGV", "HANG"),
         "unconstructible": lambda: _register("BROKEN")}
 

@@ -4,6 +4,7 @@ bug of the same kind (tests/fuzz/inject.py):
   symbolic_join  a divmod join rule applied with unequal constants: the fuzzer's divmod_join step and conformance's
                  divmod programs, seen by the AST evaluator (before simplification) and the numpy interpreter
   gradient_drop  backward() loses gradients (zeros): conformance's gradient programs, against central differences
+  symbolic_and   bounds of x & y off by one (>= 1): the fuzzer's bit_test step and conformance's bit_test programs
   fuse_pad_ub    x // y fused under a pad (the padded lanes divide by 0): the program oracle, fused vs unfused, now
                  reports undefined behaviour that only the fused program has
 """
@@ -52,6 +53,7 @@ def test_conformance_programs_pass_on_refgrad_as_it_is():
   ("symbolic_join", {"ast-eval"}, 2),     # the unequal-constant and overflow divmod programs
   ("gradient_drop", {"grad"}, 5),         # every gradient program
   ("fuse_pad_ub", {"program"}, 2),        # both pad programs
+  ("symbolic_and", {"ast-eval", "numpy"}, 3),   # the bit_test programs
 ])
 def test_conformance_programs_find_the_bug(bug, oracles, at_least):
   got = _conformance_programs(bug)
