@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections import Counter, deque
+from collections.abc import Sequence
 
 from emulators.hazards import HOST, Hazards, NoHazards
 from emulators.order import Order, hazards_knob, order_knob
@@ -43,6 +44,8 @@ class MockDriver(Driver):
     # events by kind: qmd_launch, ce_copy, ce_release, inline_upload, sem_release, sem_acquire, doorbell, gp_entry
     self.counters: Counter[str] = Counter()
     self.t0 = time.perf_counter_ns()
+    # code objects the loader registered (code_object_loaded): load VA -> (end, [(name, start, end)]), dropped when freed
+    self.code_objects: dict[int, tuple[int, list[tuple[str, int, int]]]] = {}
 
   # ---- memory ---------------------------------------------------------------------------------
   def alloc(self, size: int, host_visible: bool = False) -> Mapping:
@@ -53,6 +56,27 @@ class MockDriver(Driver):
   def free(self, m: Mapping) -> None:
     r = self.vm.free(m.va)
     self.hz.forget(r.va, r.end)
+    for va in [va for va in self.code_objects if r.va <= va < r.end]: del self.code_objects[va]
+
+  # ---- code objects: the loader's registration, so faults name the kernel a PC is in ------------------------------
+  def code_object_loaded(self, va: int, size: int, symbols: Sequence[tuple[str, int, int]]) -> None:
+    r = self.vm.find(va)
+    if r is None or va + size > r.end:
+      raise ValueError(f"{self.device}: code object of {size} bytes registered at 0x{va:x}, which is not inside one mapping")
+    syms = []
+    for name, start, n in symbols:
+      if not (isinstance(name, str) and name and va <= start and start + n <= va + size and n > 0):
+        raise ValueError(f"{self.device}: symbol {name!r} at 0x{start:x} ({n} bytes) is not inside the code object at 0x{va:x}..0x{va + size:x}")
+      syms.append((name, start, start + n))
+    self.code_objects[va] = (va + size, syms)
+
+  def symbol_at(self, pc: int) -> str | None:
+    """The name of the registered symbol whose bytes hold `pc`, or None (code no loader registered)."""
+    for va, (end, syms) in self.code_objects.items():
+      if va <= pc < end:
+        for name, start, stop in syms:
+          if start <= pc < stop: return name
+    return None
 
   def check_host_read(self, m: Mapping, nbytes: int) -> None:
     if (r := self.vm.find(m.va)) is not None: check_host_read(r.mem, nbytes)

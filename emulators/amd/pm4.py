@@ -114,9 +114,10 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
   docs/hw/amd_code_object.md): USER_DATA_0.. in s0.., workgroup ids after them per RSRC2.TGID_*_EN, LDS per RSRC2."""
   ch = eng.ch
   rsrc1, rsrc2 = eng.reg("COMPUTE_PGM_RSRC1"), eng.reg("COMPUTE_PGM_RSRC2")
-  where = f"DISPATCH_DIRECT of RDNA3 code at 0x{pgm:x}"
-  rdna3.check_modes(rsrc1, where)
-  def bad(msg: str) -> Fault: return Fault(f"inconsistent dispatch: {where}: {msg}", "compute")
+  kernel = ch.dev.symbol_at(pgm)   # the loader's registration (code_object_loaded); None: code nobody registered
+  where = f"DISPATCH_DIRECT of kernel {kernel} (program at 0x{pgm:x})" if kernel else f"DISPATCH_DIRECT of {rdna3.code_name(pgm)}"
+  rdna3.check_modes(rsrc1, where, kernel)
+  def bad(msg: str) -> Fault: return Fault(f"inconsistent dispatch: {where}: {msg}", "compute", None, kernel)
   used = max((i for i in range(3) if block[i] > 1), default=0)
   if R.get("COMPUTE_PGM_RSRC2", rsrc2, "TIDIG_COMP_CNT") < used:
     raise bad(f"RSRC2.TIDIG_COMP_CNT is {R.get('COMPUTE_PGM_RSRC2', rsrc2, 'TIDIG_COMP_CNT')} but work-items vary along {'XYZ'[used]}")
@@ -140,7 +141,7 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
     def record(name: str, accesses: list) -> None:
       if hz.enabled:
         for base, ranges in accesses: hz.access(ch.pid, base, ranges, f"{label}: kernel {name}", seq)
-    rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private, record)
+    rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private, record, kernel)
   dispatch.start(body, ch.flight)
   return DONE
 

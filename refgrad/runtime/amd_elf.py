@@ -171,6 +171,7 @@ class CodeObject:
   kd: KernelDescriptor               # as linked (entry_offset resolved)
   kernarg_size: int = 0              # from the metadata note, and each argument's (offset, size, value kind)
   args: tuple[tuple[int, int, str], ...] = ()
+  functions: tuple[tuple[str, int, int], ...] = ()   # every function symbol of the image: (name, image offset, size), for code_object_loaded
 
   def link(self, va: int) -> bytes:
     """The image with every relocation applied for a load address `va` (256-byte aligned)."""
@@ -272,7 +273,8 @@ def load_code_object(elf: bytes, name: str) -> CodeObject:
   obj = CodeObject(name, bytes(image), placed, tuple(relocs), kd_off, entry, (entry, fn[0].size), KernelDescriptor.unpack(bytes(image[kd_off:kd_off + 64])))
   kd = KernelDescriptor.unpack(obj.link(0)[kd_off:kd_off + KD_BYTES])
   ksize, args = kernel_args(elf, secs, name)
-  obj = CodeObject(obj.name, obj.image, placed, obj.relocs, kd_off, entry, obj.text, kd, ksize, tuple(args))
+  funcs = tuple((s.name, where(s, "function"), s.size) for s in syms if s.type == STT_FUNC and s.size and s.shndx in placed)
+  obj = CodeObject(obj.name, obj.image, placed, obj.relocs, kd_off, entry, obj.text, kd, ksize, tuple(args), funcs)
   check_descriptor(obj)
   if ksize != kd.kernarg_size: raise CodeObjectError(f"kernel {name!r}: the metadata's kernarg segment is {ksize} bytes, the descriptor's {kd.kernarg_size}")
   return obj

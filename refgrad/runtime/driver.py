@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,12 @@ class Driver(abc.ABC):
   def check_host_read(self, m: Mapping, nbytes: int) -> None:
     """Before the host reads the first nbytes of host-visible m: a checking GPU (the mock) raises UndefinedBehaviourError
     in checked mode when some were copied from memory nothing wrote; real hardware knows nothing of it."""
+    return None
+  def code_object_loaded(self, va: int, size: int, symbols: Sequence[tuple[str, int, int]]) -> None:
+    """The loader placed a code object of `size` bytes at `va` whose symbols are (name, GPU address, size): the notice
+    ROCr's debugger interface gives (its list of loaded code objects, whose symbol tables ROCgdb reads) so that a tool
+    can name the kernel a PC is in. The registration lasts until the mapping holding `va` is freed. A checking GPU (the
+    mock) names faults and hazards of machine code with it; real hardware needs nothing."""
     return None
   def host_observed(self, va: int) -> None:
     """The host has just seen the signal at `va` reach the value it waited for: what it submits next is ordered after the

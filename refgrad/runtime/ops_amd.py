@@ -361,6 +361,10 @@ class AMDISAProgram(AMDProgram):
       self._bytes = linked
       HCQAllocator(dev).copyin(self.image, memoryview(linked))
     self.code, kd = co, co.kd
+    # tell the driver which code is where (as ROCr tells a debugger): the mock names faults of this code by its symbols
+    with dev.lock:
+      dev._join_stray()
+      dev.drv.code_object_loaded(self.image.va, len(co.image), [(n, self.image.va + off, size) for n, off, size in co.functions])
     lds = kd.rsrc2 if bits.get(kd.rsrc2, RSRC2["LDS_SIZE"]) else kd.rsrc2 | bits.pack(RSRC2, LDS_SIZE=-(-kd.group_segment // A.LDS_GRANULE))
     self.entry, self.rsrc, self.user_sgprs = self.image.va + co.entry, (kd.rsrc1, lds, kd.rsrc3), bits.get(kd.rsrc2, RSRC2["USER_SGPR"])
     # scratch (LLVM spills registers there): TMPRING_SIZE.WAVESIZE, a wave's scratch in 256-byte units (docs/hw/amd_code_object.md)

@@ -150,8 +150,9 @@ def test_kernel_fault_surfaces_at_next_wait_and_device_recovers():
 
 
 def test_isa_kernel_fault_surfaces_at_next_wait_and_device_recovers():
-  """AMD_CODE=isa: the machine code carries no kernel name or uop to the mock: the fault names the code's address, the
-  PC and instruction, the lane and the address; the device stays usable."""
+  """AMD_CODE=isa: the fault names the kernel (the runtime registered the code object's symbols with the driver, as
+  ROCr tells a debugger), the PC and instruction, the lane and the address (no uop: machine code has none); the device
+  stays usable."""
   from refgrad.codegen import to_linear
   dev = _amd("AMD_ISA")
   g0 = UOp.define_global(0, dtypes.float32, 4)
@@ -160,7 +161,8 @@ def test_isa_kernel_fault_surfaces_at_next_wait_and_device_recovers():
   buf = Buffer("AMD_ISA", 4, dtypes.float32)
   r(buf, wait=False)
   with pytest.raises(GPUFault, match=r"global_store_b\d+ .*MMU fault: lane \d+ of wave 0: global store") as e: dev.synchronize()
-  assert e.value.kernel.startswith("<RDNA3 code at 0x") and e.value.device.startswith("AMD") and e.value.engine == "mmu"
+  assert e.value.kernel == "oob_store" and "kernel oob_store: PC 0x" in e.value.what and e.value.device.startswith("AMD")
+  assert e.value.engine == "mmu" and e.value.uop is None and "RDNA3 code at" not in str(e.value)
   assert e.value.address is not None and e.value.queue == dev.compute.handle.name and e.value.dword_offset is not None
   assert (Tensor(np.arange(10, dtype=np.float32), device="AMD_ISA") * 2).tolist() == [2.0 * i for i in range(10)]
 
@@ -211,7 +213,7 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
   with pytest.raises(GPUHazard) as e:
     dev.synchronize()
     dev.wait_signal(done, 1)
-  assert (r.prg.name if device == "AMD" else "<RDNA3 code at 0x") in str(e.value)   # machine code carries no kernel name to the mock
+  assert f"kernel {r.prg.name}" in str(e.value) and "RDNA3 code at" not in str(e.value)   # isa: the registered code object's symbol
   assert "AMD:7 copy ring byte" in str(e.value) and "AMD:7 compute" in str(e.value)
 
 

@@ -12,21 +12,27 @@ from emulators.fault import Fault
 FLOAT_MODE_EMULATED = 0xF0   # RSRC1.FLOAT_MODE: round to nearest even (bits 3:0 = 0), f32 and f16/f64 denormals kept (7:4 = 0xF)
 
 
-def check_modes(rsrc1: int, where: str) -> None:
+def code_name(pgm: int) -> str:
+  """How faults name machine code no loader registered a symbol for: its address."""
+  return f"<RDNA3 code at 0x{pgm:x}>"
+
+
+def check_modes(rsrc1: int, where: str, kernel: str | None = None) -> None:
   """The float modes the executor implements (LLVM's defaults): anything else is refused by name, never approximated."""
   fm = (rsrc1 >> 12) & 0xFF
   if fm != FLOAT_MODE_EMULATED:
-    raise Fault(f"{where}: RSRC1.FLOAT_MODE 0x{fm:02x} is not emulated (only 0xf0: round to nearest even, denormals kept)", "compute")
+    raise Fault(f"{where}: RSRC1.FLOAT_MODE 0x{fm:02x} is not emulated (only 0xf0: round to nearest even, denormals kept)", "compute", None, kernel)
   if not (rsrc1 >> 23) & 1:
-    raise Fault(f"{where}: RSRC1.IEEE_MODE 0 is not emulated (min/max/NaN quieting follow IEEE mode)", "compute")
+    raise Fault(f"{where}: RSRC1.IEEE_MODE 0 is not emulated (min/max/NaN quieting follow IEEE mode)", "compute", None, kernel)
 
 
 def launch(vm: Any, pgm: int, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int], block: tuple[int, int, int],
            lds_bytes: int, checked: bool, private_bytes: int = 0,
-           record: Callable[[str, list[tuple[int, list[tuple[int, int, bool]]]]], None] | None = None) -> None:
-  """Run RDNA3 machine code at GPU address `pgm` for a dispatch; a WaveFault becomes a Fault naming the program.
-  `record(name, accesses)` gets the global memory the dispatch read and wrote (Machine.accesses), also after a fault."""
-  name = f"<RDNA3 code at 0x{pgm:x}>"
+           record: Callable[[str, list[tuple[int, list[tuple[int, int, bool]]]]], None] | None = None, kernel: str | None = None) -> None:
+  """Run RDNA3 machine code at GPU address `pgm` for a dispatch; a WaveFault becomes a Fault naming the program: `kernel`
+  (the registered symbol holding `pgm`, MockDriver.symbol_at), else its address. `record(name, accesses)` gets the
+  global memory the dispatch read and wrote (Machine.accesses), also after a fault."""
+  name = kernel or code_name(pgm)
   m = None
   try:
     m = Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked, private_bytes)

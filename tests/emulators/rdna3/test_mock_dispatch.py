@@ -115,13 +115,16 @@ def test_unsupported_float_mode_is_refused(drv):
   assert "FLOAT_MODE 0x00 is not emulated" in f.what
 
 
-def _mul_then_copy(drv, wait: bool):
-  """An ISA kernel writes `out`; an SDMA copy reads it, after a semaphore the kernel's release sets (`wait`) or not."""
+def _mul_then_copy(drv, wait: bool, register: bool = False):
+  """An ISA kernel writes `out`; an SDMA copy reads it, after a semaphore the kernel's release sets (`wait`) or not;
+  `register`: the code object's symbol is registered with the driver as a loader does."""
   k = kernels_of("elementwise")["mul_f32"]
   a = np.ones(128, np.float32)
   out, ma, mb, res, sig = buffer(drv, np.zeros(128, np.float32)), buffer(drv, a), buffer(drv, a), drv.alloc(512, True), drv.alloc(16, True)
   r, c = A.Ring(drv, "compute", 1024), A.Ring(drv, "copy")
-  r.push(dispatch_words(drv, k, upload(drv, k), [out.va, ma.va, mb.va], (), (2, 1, 1), (64, 1, 1)) + (A.release64(sig.va, 1) if wait else []))
+  prog = upload(drv, k)
+  if register: drv.code_object_loaded(prog.va, len(k.code), [(k.name, prog.va, len(k.code))])
+  r.push(dispatch_words(drv, k, prog, [out.va, ma.va, mb.va], (), (2, 1, 1), (64, 1, 1)) + (A.release64(sig.va, 1) if wait else []))
   c.push((A.poll(sig.va, 1) if wait else []) + A.copy_linear(res.va, out.va, 512))
   return out, ma
 
@@ -166,3 +169,29 @@ def test_isa_launches_in_flight_on_disjoint_bytes_of_one_buffer_are_clean(drv):
   r.push(words)
   assert drv.run_until_idle()
   np.testing.assert_array_equal(out.host.view(np.float32), np.full(128, 4, np.float32))
+
+
+def test_registered_code_object_names_the_kernel_in_faults_and_hazards(drv):
+  """The loader registers the code object's symbols (Driver.code_object_loaded, as ROCr tells a debugger): faults and
+  hazards of that code name the kernel; code outside every registered symbol keeps the address form (tests above)."""
+  k = kernels_of("elementwise")["add_f32"]
+  out, ma, mb = buffer(drv, np.zeros(64, np.float32)), buffer(drv, np.ones(128, np.float32)), buffer(drv, np.ones(128, np.float32))
+  prog = upload(drv, k)
+  drv.code_object_loaded(prog.va, len(k.code), [(k.name, prog.va, len(k.code))])
+  assert drv.symbol_at(prog.va) == k.name and drv.symbol_at(prog.va + len(k.code)) is None
+  f = fault(drv, dispatch_words(drv, k, prog, [out.va, ma.va, mb.va], (), (2, 1, 1), (64, 1, 1)))
+  assert f.kernel == k.name and f"kernel {k.name}: PC 0x" in f.what and "RDNA3 code at" not in str(f)
+  drv.free(prog)   # the registration ends with the mapping: memory reused for other code is not named after it
+  assert drv.symbol_at(prog.va) is None and not drv.code_objects
+
+
+def test_registration_outside_the_mapping_is_refused(drv):
+  prog = drv.alloc(256, True)
+  with pytest.raises(ValueError, match="not inside one mapping"): drv.code_object_loaded(prog.va, 8192, [])
+  with pytest.raises(ValueError, match=r"symbol 'k' at .* is not inside the code object"): drv.code_object_loaded(prog.va, 256, [("k", prog.va + 200, 100)])
+
+
+def test_registered_kernel_names_its_hazards(drv):
+  _mul_then_copy(drv, wait=False, register=True)
+  with pytest.raises(GPUHazard) as e: drv.run_until_idle()
+  assert "kernel mul_f32" in str(e.value) and "RDNA3 code at" not in str(e.value)
