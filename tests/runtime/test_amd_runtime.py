@@ -17,7 +17,7 @@ from refgrad.runtime import ops_amd
 from refgrad.runtime.driver import GPUDeadlock, GPUFault, GPUHazard
 from refgrad.uop.ops import Ops, UOp
 
-from .programs import add_one
+from .programs import add_one, amd_ir
 
 
 @pytest.fixture(autouse=True)
@@ -67,13 +67,14 @@ def test_amd_device_compiles_for_the_amd_target(monkeypatch: pytest.MonkeyPatch)
   assert target_for("AMD").name == "AMD" and target_for("AMD:1").name == "AMD"
 
 
-def test_kernel_descriptor_fills_the_dispatch_registers():
-  r = _reduce_runner()
+def test_kernel_descriptor_fills_the_dispatch_registers(monkeypatch: pytest.MonkeyPatch):
+  """AMD_CODE=ir: the descriptor refgrad makes for a serialized program (its isa twin is below)."""
+  r = _reduce_runner(name := amd_ir(monkeypatch))
   prg = r.prg
-  assert isinstance(prg, ops_amd.AMDProgram)
+  assert isinstance(prg, ops_amd.AMDProgram) and not isinstance(prg, ops_amd.AMDISAProgram)
   kd = prg.kd
   img = np.empty(64, np.uint8)
-  dev = _amd()   # the descriptor is in device memory: read it back through the copy queue
+  dev = _amd(name)   # the descriptor is in device memory: read it back through the copy queue
   st = dev.drv.alloc(64, host_visible=True)
   q = dev.ordered("copy").copy(st.va, prg.image.va, 64)
   dev.wait_signal(dev.timeline, dev.finish(q))
@@ -135,18 +136,20 @@ def test_launch_returns_before_the_kernel_runs():
   assert dev.drv.counters["dispatch"] == n + 1
 
 
-def test_kernel_fault_surfaces_at_next_wait_and_device_recovers():
+def test_kernel_fault_surfaces_at_next_wait_and_device_recovers(monkeypatch: pytest.MonkeyPatch):
+  """AMD_CODE=ir: the serialized program names the uop that faulted (its isa twin is below)."""
   from refgrad.codegen import to_linear
-  dev = _amd()
+  name = amd_ir(monkeypatch)
+  dev = _amd(name)
   g0 = UOp.define_global(0, dtypes.float32, 4)
   i = UOp.range(8, 0)
-  r = Runner("oob_store", to_linear(UOp(Ops.SINK, dtypes.void, (g0.store(i, UOp.const(dtypes.float32, 1.0)),)), Device["AMD"].renderer), "AMD")
-  buf = Buffer("AMD", 4, dtypes.float32)
+  r = Runner("oob_store", to_linear(UOp(Ops.SINK, dtypes.void, (g0.store(i, UOp.const(dtypes.float32, 1.0)),)), Device[name].renderer), name)
+  buf = Buffer(name, 4, dtypes.float32)
   r(buf, wait=False)
   with pytest.raises(GPUFault, match="oob_store") as e: dev.synchronize()
-  assert e.value.kernel == "oob_store" and e.value.device == "AMD:0" and e.value.engine == "mmu" and "STORE" in str(e.value.uop)
+  assert e.value.kernel == "oob_store" and e.value.device == name and e.value.engine == "mmu" and "STORE" in str(e.value.uop)
   assert e.value.queue == dev.compute.handle.name and e.value.dword_offset is not None
-  assert (Tensor(np.arange(10, dtype=np.float32), device="AMD") * 2).tolist() == [2.0 * i for i in range(10)]
+  assert (Tensor(np.arange(10, dtype=np.float32), device=name) * 2).tolist() == [2.0 * i for i in range(10)]
 
 
 def test_isa_kernel_fault_surfaces_at_next_wait_and_device_recovers():
@@ -193,16 +196,17 @@ def test_unsatisfiable_wait_is_a_deadlock_within_a_second():
   assert dev.timeline.value == v
 
 
-CODE = {"AMD": ops_amd.AMDProgram, "AMD_ISA": ops_amd.AMDISAProgram}   # the device of each code path, its program class
+CODE = {"AMD": ops_amd.AMDProgram, "AMD_ISA": ops_amd.AMDISAProgram}   # each code path ("AMD": ir, pinned by amd_ir), its program class
 
 
 @pytest.mark.parametrize("device", list(CODE))
 def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch, device: str):
   monkeypatch.setenv("MOCKGPU_HAZARDS", "1")
   if device == "AMD_ISA": monkeypatch.setenv("CHECKED", "0")   # the machine code reads `inp` unwritten: checked mode reports that first
+  compiled_on = amd_ir(monkeypatch) if device == "AMD" else device
   dev = ops_amd.make_device(f"{device}:7").hcq
   assert isinstance(dev, ops_amd.AMDDevice)
-  r, _, _ = add_one(device, 16)
+  r, _, _ = add_one(compiled_on, 16)
   prg = CODE[device](dev, r.prg.name, r.lib)
   out, inp = dev.drv.alloc(64), dev.drv.alloc(64)
   q = dev.ordered("compute")
@@ -219,7 +223,7 @@ def test_missing_wait_between_queues_is_a_hazard(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("device", list(CODE))
 def test_rings_and_indirect_buffers_wrap(monkeypatch: pytest.MonkeyPatch, device: str):
-  r, _, _ = add_one(device, 16)   # before patching: this may open Device[device], which must keep its full-size rings
+  r, _, _ = add_one(amd_ir(monkeypatch) if device == "AMD" else device, 16)   # before patching: this may open the device, which must keep its full-size rings
   monkeypatch.setattr(ops_amd.AMDChannel, "IB_BYTES", 4096)
   monkeypatch.setattr(ops_amd.AMDDevice, "SCRATCH_BYTES", 8192)
   monkeypatch.setattr(ops_amd.AMDDevice, "RING_ENTRIES", 64)
