@@ -65,9 +65,10 @@ class LLVMTarget:
   # float -> float16 by the integer helper, never `fptrunc`: gfx11 LLVM selects v_fma_mix*_f16 x, y, +0 for
   # fptrunc(fmul float x, y), which turns a -0 product into +0
   soft_f2h: bool = False
-  # EXP2/LOG2/SIN that reach the renderer (native ones: conformance's "native" group) rendered as refgrad's decomposition:
-  # gfx11 has no f64 exp2/log2/sin (LLVM has no libcall for them: a fatal error, not an exception) and v_sin_f32 is 1 ULP
-  # only after an approximate argument reduction
+  # EXP2/LOG2/SIN that reach the renderer (native ones: conformance's "native" group) rendered as refgrad's decomposition
+  # (its native form: float32 SIN reduced exactly past SIN_RANGE, decompositions._sin_wide_f32): gfx11 has no f64
+  # exp2/log2/sin (LLVM has no libcall for them: a fatal error, not an exception) and v_sin_f32 is 1 ULP only after an
+  # approximate argument reduction
   decompose: bool = False
 
 _AMD_NO = ("amdgpu-no-implicitarg-ptr", "amdgpu-no-dispatch-ptr", "amdgpu-no-queue-ptr", "amdgpu-no-dispatch-id", "amdgpu-no-lds-kernel-id",
@@ -575,7 +576,7 @@ class _Program:
       if op in GroupOp.Transcendental and not dtypes.is_float(sdt): raise ValueError(f"uop {i}: {op.name} needs a float operand")
       if op in GroupOp.Transcendental and self.tgt.decompose:   # the decomposition's new uops, in order, then its result
         done = set(self.uops)
-        sink = decompose_transcendentals(UOp(Ops.SINK, dtypes.void, (u,)))
+        sink = decompose_transcendentals(UOp(Ops.SINK, dtypes.void, (u,)), native=True)
         for v in sink.toposort:
           if v not in done and v.op is not Ops.SINK: self.stmt(i, v, ends)
         self.r[u] = self.r[sink.src[0]]

@@ -226,6 +226,13 @@ def _sin(x: UOp) -> UOp:
   r_hi = up.where(r_hi + -pio2_hi, down.where(r_hi + pio2_hi, r_hi))
   r_lo = up.where(r_lo + -pio2_lo, down.where(r_lo + pio2_lo, r_lo))
   k = up.where(k + 1, down.where(k + -1, k))
+  v = _sin_reduced(f, r_hi, r_lo, k)
+  y = ok.where(v, (x - x).ne(0).where(_c(x, float("nan")), _c(x, 0)))   # x - x: NaN exactly for +-inf and NaN
+  return x.ne(0).where(y, x)                                            # keeps the sign of +-0
+
+
+def _sin_reduced(f: _Fmt, r_hi: UOp, r_lo: UOp, k: UOp) -> UOp:
+  """sin(x) from its reduction x = k*pi/2 + r, r = r_hi + r_lo with |r| <= pi/4 (+ a hair), k an int."""
   z = r_hi * r_hi
   rr = _high(r_hi)
   hz_hi = 0.5 * (rr * rr)                            # exact; r_hi^2/2 = hz_hi + hz_lo
@@ -236,22 +243,68 @@ def _sin(x: UOp) -> UOp:
   cos_v = w + (((1.0 - w) - hz_hi) + (((z * z) * _horner(z, f.cos_poly) - hz_lo) - r_hi * r_lo))
   q = k & 3
   v = (q & 1).ne(0).where(cos_v, sin_v)
-  v = (q & 2).ne(0).where(-v, v)
-  y = ok.where(v, (x - x).ne(0).where(_c(x, float("nan")), _c(x, 0)))   # x - x: NaN exactly for +-inf and NaN
-  return x.ne(0).where(y, x)                                            # keeps the sign of +-0
+  return (q & 2).ne(0).where(-v, v)
+
+
+# 2/pi to 252 bits (floor(2/pi * 2^252)), cut into 28-bit chunks for the wide reduction of float32
+_TWO_OVER_PI_252 = 0xA2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC56
+_TWO_OVER_PI_CHUNKS = tuple(((_TWO_OVER_PI_252 >> (252 - 28 * (i + 1))) & ((1 << 28) - 1)) * 2.0 ** (-28 * (i + 1)) for i in range(8))
+_PIO2_D = (1.5707963267948966, 6.123233995736766e-17)   # pi/2 = hi + lo in float64
+
+
+def _rint_f64(v: UOp) -> UOp:
+  """v rounded to the nearest integer, ties to even, as float64: below 2^52 by adding and taking away 1.5*2^52 (two
+  roundings that are exact but the first, which is the one we want); from 2^52 on v is an integer already."""
+  magic = _c(v, 1.5 * 2.0 ** 52)
+  return (v.maximum(-v) < 2.0 ** 52).where((v + magic) - magic, v)
+
+
+def _sin_wide_f32(x: UOp) -> UOp:
+  """SIN of float32 for every input, past SIN_RANGE too (a device's native SIN; the decomposition gives +0 there). Inside
+  SIN_RANGE it is _sin bit for bit; beyond, the argument is reduced exactly in float64 (Payne-Hanek with 224 bits of
+  2/pi): x (exact in float64) times each 28-bit chunk C_i of 2/pi is exact (24 + 28 bits), p_i - 4*rint(p_i/4) drops
+  the multiples of 4 exactly (the quadrant keeps its value mod 4), and the remainders (in [-2, 2], exact) are summed
+  with TwoSum. The chunks left out weigh < 2^128 * 2^-224 = 2^-96, far below what the 24 bits of the result need at
+  any float32's distance from a multiple of pi/2. The float64 polynomial then gives sin within about 0.5 ULP of float32."""
+  d64 = dtypes.float64.vec(x.dtype.count)
+  finite = (x - x).eq(0)                              # false for +-inf and NaN
+  X = finite.where(x, _c(x, 0)).cast(d64)
+  s_hi, s_lo = X.const_like(0.0), X.const_like(0.0)
+  for c in _TWO_OVER_PI_CHUNKS:
+    p = X * c                                         # exact
+    rem = p - _rint_f64(p * 0.25) * 4.0               # exact, in [-2, 2]
+    s_hi, e = _two_sum(s_hi, rem)
+    s_lo = s_lo + e
+  kd = _rint_f64(s_hi)                                # |s_hi| <= 16
+  t_hi = s_hi - kd                                    # exact, |t_hi| <= 1/2
+  t = t_hi + s_lo
+  t_lo = s_lo - (t - t_hi)                            # exact (|t_hi| >= |s_lo| or t_hi = 0)
+  ph, pl = _PIO2_D
+  r_hi = t * ph
+  r_lo = t.alu(Ops.MULACC, X.const_like(ph), -r_hi) + (t * pl + t_lo * ph)   # fma: the exact error of r_hi
+  r = r_hi + r_lo
+  r_lo = r_lo - (r - r_hi)
+  big = _sin_reduced(_F64, r, r_lo, kd.cast(dtypes.int64.vec(x.dtype.count))).cast(x.dtype)
+  ok = x.maximum(-x) < SIN_RANGE[x.dtype.scalar()]
+  return ok.where(_sin(x), finite.where(big, _c(x, float("nan"))))
 
 
 _IMPL = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin}
+# a device's native ones built from the same parts (a renderer with no accurate instruction of its own): float32 SIN
+# (float16/bfloat16 run in it) reduced exactly past SIN_RANGE; float64 SIN keeps the range (no exact reduction here)
+_NATIVE_IMPL = {**_IMPL, Ops.SIN: lambda x: _sin_wide_f32(x) if x.dtype.scalar() == dtypes.float32 else _sin(x)}
 
-def _decompose(u: UOp) -> UOp:
+def _decompose(u: UOp, impl: dict = _IMPL) -> UOp:
   x = u.src[0]
   if u.dtype.scalar() in (dtypes.float16, dtypes.bfloat16):  # in float32, one rounding back at the end
-    return _IMPL[u.op](x.cast(dtypes.float32.vec(u.dtype.count))).cast(u.dtype)
-  return _IMPL[u.op](x)
+    return impl[u.op](x.cast(dtypes.float32.vec(u.dtype.count))).cast(u.dtype)
+  return impl[u.op](x)
 
-transcendental_rules = PatternMatcher([(UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), dtype=dtypes.floats, name="u", src=(UPat.var("x"),)),
-                                        lambda u, x: _decompose(u))])
+_TRANSCENDENTAL = UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), dtype=dtypes.floats, name="u", src=(UPat.var("x"),))
+transcendental_rules = PatternMatcher([(_TRANSCENDENTAL, lambda u, x: _decompose(u))])
+native_transcendental_rules = PatternMatcher([(_TRANSCENDENTAL, lambda u, x: _decompose(u, _NATIVE_IMPL))])
 
-def decompose_transcendentals(sink: UOp) -> UOp:
-  """Rewrite every EXP2, LOG2 and SIN under `sink` into basic ops (see the module docstring)."""
-  return graph_rewrite(sink, transcendental_rules)
+def decompose_transcendentals(sink: UOp, native: bool = False) -> UOp:
+  """Rewrite every EXP2, LOG2 and SIN under `sink` into basic ops (see the module docstring); native: as a device's own
+  EXP2/LOG2/SIN (the same, but float32 SIN accurate past SIN_RANGE: `_sin_wide_f32`)."""
+  return graph_rewrite(sink, native_transcendental_rules if native else transcendental_rules)

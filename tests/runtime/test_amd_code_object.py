@@ -328,3 +328,29 @@ def test_amd_isa_device_runs_the_isa_path_whatever_amd_code_says(amd: ops_amd.AM
   """AMD_ISA (conformance and the fuzzer test it by name) is made on the isa path even with AMD_CODE=ir."""
   monkeypatch.setenv("AMD_CODE", "ir")
   assert "AMD_ISA" in Device.names and isinstance(Device["AMD_ISA"].renderer, ops_amd.AMDLLVMRenderer)
+
+
+def test_native_sin_past_sin_range_is_accurate_on_the_isa_path():
+  """The amdgcn renderer's native float32/bfloat16 SIN reduces huge arguments exactly (decompositions._sin_wide_f32), so
+  AMD_ISA gives sin(x) within half an ULP where the decomposition's range ends, as the CPU's libm and the ir path do;
+  float64 past its SIN_RANGE keeps the range rule (+0). Through the real dispatch and the RDNA3 executor."""
+  from refgrad.codegen import to_linear
+  def native_sin(dt: DType, x: np.ndarray) -> np.ndarray:
+    out, a = UOp.define_global(0, dt), UOp.define_global(1, dt)
+    i = UOp.special("gidx0", len(x))
+    lin = to_linear(out.store(i, UOp(Ops.SIN, dt, (a.load(i),))).sink(), Device["AMD_ISA"].renderer, decompose=False)
+    bout, bin_ = Buffer("AMD_ISA", len(x), dt), Buffer.from_numpy("AMD_ISA", x, dt)
+    Runner(f"native_sin_{dt.name}", lin, "AMD_ISA")(bout, bin_)
+    return bout.numpy()
+  rng = np.random.default_rng(3)
+  mags = np.ldexp(rng.uniform(1, 2, 48), rng.integers(21, 128, 48))
+  x = np.concatenate([mags, -mags, [np.finfo(np.float32).max, 1.5 * 2.0 ** 20]]).astype(np.float32)
+  got, ref = native_sin(dtypes.float32, x).astype(np.float64), np.sin(x.astype(np.float64))
+  _, ex = np.frexp(ref)
+  assert (np.abs(got - ref) / np.ldexp(1.0, ex - 24)).max() < 0.51
+  xb = semantics.from_python(x[:-2].astype(np.float64), dtypes.bfloat16)   # float32's max rounds to inf in bfloat16
+  gb = semantics.to_float64(native_sin(dtypes.bfloat16, xb), dtypes.bfloat16)
+  rb = np.sin(semantics.to_float64(xb, dtypes.bfloat16))
+  _, ex = np.frexp(rb)
+  assert (np.abs(gb - rb) / np.ldexp(1.0, ex - 8)).max() <= 0.51
+  assert native_sin(dtypes.float64, np.array([1e30, -3e300], np.float64)).tolist() == [0.0, 0.0]
