@@ -8,8 +8,8 @@ result the correctly rounded value makes non-finite (inf, NaN) is exactly that.
 SIN is measured in ULPs for |x| < `SIN_RANGE[dtype]` (refgrad/uop/decompositions.py), the range where refgrad's own SIN
 is accurate, on every device alike: GPUs have no accurate native sine of huge arguments (PTX's sin.approx, gfx11's
 v_sin), so their renderers build SIN from refgrad's parts. A finite input at or beyond it must give a finite value in
-[-1, 1] (what the decomposition promises there), on every device. (The amdgcn renderer's float32/bfloat16 SIN is
-accurate past it too, by an exact reduction: tests/refgrad/test_native_sin.py; its float64 SIN gives +0 there.)
+[-1, 1] (what the decomposition promises there), on every device. (The amdgcn renderer's native SIN is accurate past
+it too, by an exact reduction: tests/refgrad/test_native_sin.py.)
 """
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ class LLVMTarget:
   # fptrunc(fmul float x, y), which turns a -0 product into +0
   soft_f2h: bool = False
   # EXP2/LOG2/SIN that reach the renderer (native ones: conformance's "native" group) rendered as refgrad's decomposition
-  # (its native form: float32 SIN reduced exactly past SIN_RANGE, decompositions._sin_wide_f32): gfx11 has no f64
+  # (its native form: SIN reduced exactly past SIN_RANGE, decompositions._sin_wide_f32/_f64): gfx11 has no f64
   # exp2/log2/sin (LLVM has no libcall for them: a fatal error, not an exception) and v_sin_f32 is 1 ULP only after an
   # approximate argument reduction
   decompose: bool = False

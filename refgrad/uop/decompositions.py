@@ -246,9 +246,21 @@ def _sin_reduced(f: _Fmt, r_hi: UOp, r_lo: UOp, k: UOp) -> UOp:
   return (q & 2).ne(0).where(-v, v)
 
 
-# 2/pi to 252 bits (floor(2/pi * 2^252)), cut into 28-bit chunks for the wide reduction of float32
-_TWO_OVER_PI_252 = 0xA2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC56
-_TWO_OVER_PI_CHUNKS = tuple(((_TWO_OVER_PI_252 >> (252 - 28 * (i + 1))) & ((1 << 28) - 1)) * 2.0 ** (-28 * (i + 1)) for i in range(8))
+# 2/pi to 1300 bits (floor(2/pi * 2^1300)), cut into chunks for the wide reductions (float32: 8 of 28 bits; float64: 46
+# of 26 bits, scaled by 2^600 so that every chunk is a normal float64)
+_TWO_OVER_PI_1300 = int(
+  "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561B7246E3A424DD2E006492EEA09D1921CFE1D"
+  "EB1CB129A73EE88235F52EBB4484E99C7026B45F7E413991D639835339F49C845F8BBDF9283B1FF897FFDE05980FEF2F118B"
+  "5A0A6D1F6D367ECF27CB09B74F463F669E5FEA2D7527BAC7EBE5F17B3D0739F78A5292EA6BFB5FB11F8D5D0856033046FC7B"
+  "6BABF0CFBC209AF4361DA9E39", 16)
+
+def _chunks(bits: int, n: int, scale: int = 0) -> tuple[float, ...]:
+  """2/pi's first n chunks of `bits` bits, each exactly a float64 (times 2^scale)."""
+  return tuple(math.ldexp((_TWO_OVER_PI_1300 >> (1300 - bits * (i + 1))) & ((1 << bits) - 1), scale - bits * (i + 1)) for i in range(n))
+
+_TWO_OVER_PI_CHUNKS = _chunks(28, 8)
+_F64_SCALE = 600
+_TWO_OVER_PI_CHUNKS_F64 = _chunks(26, 46, _F64_SCALE)
 _PIO2_D = (1.5707963267948966, 6.123233995736766e-17)   # pi/2 = hi + lo in float64
 
 
@@ -289,10 +301,47 @@ def _sin_wide_f32(x: UOp) -> UOp:
   return ok.where(_sin(x), finite.where(big, _c(x, float("nan"))))
 
 
+def _mod4(v: UOp) -> UOp:
+  """v - 4*rint(v/4), exact (in [-2, 2]) for a float64 v."""
+  return v - _rint_f64(v * 0.25) * 4.0
+
+
+def _sin_wide_f64(x: UOp) -> UOp:
+  """SIN of float64 for every input, past SIN_RANGE too (see _sin_wide_f32; inside the range it is _sin bit for bit).
+  x = x_hi + x_lo (26 + 27 bits), scaled by 2^-600 so that it and every 26-bit chunk of 2/pi (scaled by 2^600; 46 of
+  them, to 2^-1196) are normal floats: each product is exact, its multiple of 4 is dropped exactly, and the remainders
+  are summed in triple-double kept mod 4, about 2^-145 from x*2/pi mod 4. That is far below what 53 bits need at
+  any double's distance from a multiple of pi/2 (about 2^-62 at the closest)."""
+  ints = dtypes.int64.vec(x.dtype.count)
+  finite = (x - x).eq(0)
+  X = finite.where(x, _c(x, 0)) * 2.0 ** -_F64_SCALE     # exact: |x| >= SIN_RANGE here, so no underflow
+  x_hi = (X.bitcast(ints) & ~((1 << 27) - 1)).bitcast(x.dtype)
+  x_lo = X - x_hi
+  s0, s1, s2 = _c(x, 0), _c(x, 0), _c(x, 0)
+  for c in _TWO_OVER_PI_CHUNKS_F64:
+    for part in (x_hi, x_lo):
+      s0, e0 = _two_sum(s0, _mod4(part * c))          # the product is exact (or far too small to matter)
+      s1, e1 = _two_sum(s1, e0)
+      s2 = s2 + e1
+      s0 = _mod4(s0)                                  # exact; keeps the leading sum small
+  kd = _rint_f64(s0)
+  u, e = _two_sum(s0 - kd, s1)                        # s0 - kd exact, |.| <= 1/2
+  t_hi = u + (e + s2)
+  t_lo = (e + s2) - (t_hi - u)
+  ph, pl = _PIO2_D
+  r_hi = t_hi * ph
+  r_lo = t_hi.alu(Ops.MULACC, _c(x, ph), -r_hi) + (t_hi * pl + t_lo * ph)   # fma: the exact error of r_hi
+  r = r_hi + r_lo
+  r_lo = r_lo - (r - r_hi)
+  big = _sin_reduced(_F64, r, r_lo, kd.cast(ints))
+  ok = x.maximum(-x) < SIN_RANGE[x.dtype.scalar()]
+  return ok.where(_sin(x), finite.where(big, _c(x, float("nan"))))
+
+
 _IMPL = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin}
-# a device's native ones built from the same parts (a renderer with no accurate instruction of its own): float32 SIN
-# (float16/bfloat16 run in it) reduced exactly past SIN_RANGE; float64 SIN keeps the range (no exact reduction here)
-_NATIVE_IMPL = {**_IMPL, Ops.SIN: lambda x: _sin_wide_f32(x) if x.dtype.scalar() == dtypes.float32 else _sin(x)}
+# a device's native ones built from the same parts (a renderer with no accurate instruction of its own): SIN reduced
+# exactly past SIN_RANGE (float16/bfloat16 run in float32)
+_NATIVE_IMPL = {**_IMPL, Ops.SIN: lambda x: _sin_wide_f32(x) if x.dtype.scalar() == dtypes.float32 else _sin_wide_f64(x)}
 
 def _decompose(u: UOp, impl: dict = _IMPL) -> UOp:
   x = u.src[0]
@@ -306,5 +355,5 @@ native_transcendental_rules = PatternMatcher([(_TRANSCENDENTAL, lambda u, x: _de
 
 def decompose_transcendentals(sink: UOp, native: bool = False) -> UOp:
   """Rewrite every EXP2, LOG2 and SIN under `sink` into basic ops (see the module docstring); native: as a device's own
-  EXP2/LOG2/SIN (the same, but float32 SIN accurate past SIN_RANGE: `_sin_wide_f32`)."""
+  EXP2/LOG2/SIN (the same, but SIN accurate past SIN_RANGE: `_sin_wide_f32`, `_sin_wide_f64`)."""
   return graph_rewrite(sink, native_transcendental_rules if native else transcendental_rules)
