@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from bisect import bisect_right, insort
 from collections import Counter, deque
 from collections.abc import Sequence
 
@@ -44,8 +45,10 @@ class MockDriver(Driver):
     # events by kind: qmd_launch, ce_copy, ce_release, inline_upload, sem_release, sem_acquire, doorbell, gp_entry
     self.counters: Counter[str] = Counter()
     self.t0 = time.perf_counter_ns()
-    # code objects the loader registered (code_object_loaded): load VA -> (end, [(name, start, end)]), dropped when freed
+    # code objects the loader registered (code_object_loaded): load VA -> (end, [(name, start, end)]), dropped when freed;
+    # their VAs sorted, for a dispatch's look-up
     self.code_objects: dict[int, tuple[int, list[tuple[str, int, int]]]] = {}
+    self._code_vas: list[int] = []
 
   # ---- memory ---------------------------------------------------------------------------------
   def alloc(self, size: int, host_visible: bool = False) -> Mapping:
@@ -56,7 +59,10 @@ class MockDriver(Driver):
   def free(self, m: Mapping) -> None:
     r = self.vm.free(m.va)
     self.hz.forget(r.va, r.end)
-    for va in [va for va in self.code_objects if r.va <= va < r.end]: del self.code_objects[va]
+    if self.code_objects:
+      for va in [va for va in self._code_vas if r.va <= va < r.end]:
+        del self.code_objects[va]
+        self._code_vas.remove(va)
 
   # ---- code objects: the loader's registration, so faults name the kernel a PC is in ------------------------------
   def code_object_loaded(self, va: int, size: int, symbols: Sequence[tuple[str, int, int]]) -> None:
@@ -68,15 +74,15 @@ class MockDriver(Driver):
       if not (isinstance(name, str) and name and va <= start and start + n <= va + size and n > 0):
         raise ValueError(f"{self.device}: symbol {name!r} at 0x{start:x} ({n} bytes) is not inside the code object at 0x{va:x}..0x{va + size:x}")
       syms.append((name, start, start + n))
+    if va not in self.code_objects: insort(self._code_vas, va)
     self.code_objects[va] = (va + size, syms)
 
   def symbol_at(self, pc: int) -> str | None:
     """The name of the registered symbol whose bytes hold `pc`, or None (code no loader registered)."""
-    for va, (end, syms) in self.code_objects.items():
-      if va <= pc < end:
-        for name, start, stop in syms:
-          if start <= pc < stop: return name
-    return None
+    if (i := bisect_right(self._code_vas, pc) - 1) < 0: return None
+    end, syms = self.code_objects[self._code_vas[i]]
+    if pc >= end: return None
+    return next((name for name, start, stop in syms if start <= pc < stop), None)
 
   def check_host_read(self, m: Mapping, nbytes: int) -> None:
     if (r := self.vm.find(m.va)) is not None: check_host_read(r.mem, nbytes)
