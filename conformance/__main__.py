@@ -89,9 +89,9 @@ def _main(argv: list[str] | None) -> int:
     print(f"error: {e.args[0]}", file=sys.stderr)
     return 2
   devices = [d for d in devices if d not in excluded]
-  if not args.device:   # a default device that needs a program this machine lacks (NV_NVCC: nvcc) is left out with a note
-    for d in [d for d in devices if Device.unavailable(d)]:
-      print(f"python -m conformance: note: device {d} left out: {Device.unavailable(d)}", file=sys.stderr)
+  if not args.device:   # a default device that needs a program this machine lacks (NV_NVCC: nvcc), or runs another's code, is left out with a note
+    for d, why in [(d, why) for d in devices if (why := Device.unavailable(d) or Device.duplicate(d))]:
+      print(f"python -m conformance: note: device {d} left out: {why}", file=sys.stderr)
       devices.remove(d)
   if not devices:
     print("error: --exclude leaves no device to test", file=sys.stderr)

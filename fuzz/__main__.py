@@ -186,9 +186,10 @@ def _devices(text: str | None, notes: list[str], exclude: list[str], preload: li
       _fail(f"--devices: {why}")
       return None
     return devices
-  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded and d not in NOT_BY_DEFAULT and not Device.unavailable(d)]
+  left_out = {d: why for d in Device.names if d not in excluded and (why := Device.unavailable(d) or Device.duplicate(d))}
+  candidates = [d for d in Device.names if d != "PYTHON" and d not in excluded and d not in NOT_BY_DEFAULT and d not in left_out]
   notes += [f"device {d} is not in the default list: {NOT_BY_DEFAULT[d]}" for d in NOT_BY_DEFAULT if d in Device.names and d not in excluded]
-  notes += [f"device {d} is left out: {why}" for d in Device.names if d not in excluded and (why := Device.unavailable(d))]
+  notes += [f"device {d} is left out: {why}" for d, why in left_out.items()]
   problems = construct_problems(candidates, preload)
   for d, why in problems.items():
     notes.append(f"FAILED: {why} (leave it out with --exclude {d})")

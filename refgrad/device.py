@@ -238,6 +238,15 @@ class _DeviceRegistry:
     from PATH), or None. The default device lists of conformance and the fuzzer leave such a device out with a note."""
     tool = self._needs.get(name.partition(":")[0].upper())
     return f"{tool} is not on PATH" if tool is not None and shutil.which(tool) is None else None
+  # a built-in device named for one code path -> (the device it is a path of, its knob, the path): under that knob value both
+  # run the same code, so the default device lists of conformance and the fuzzer test it once
+  _paths = {"NV_NVCC": ("NV", "NV_CODE", "nvcc"), "AMD_ISA": ("AMD", "AMD_CODE", "isa")}
+  def duplicate(self, name: str) -> str | None:
+    """Why a registered device runs the very code another default device runs under the knobs as set (AMD_ISA while
+    AMD_CODE=isa), or None. The default device lists leave such a device out with a note; naming it still runs it."""
+    base, sep, idx = name.partition(":")
+    if (p := self._paths.get(base.upper())) is None or knobs.get(p[1]) != p[2]: return None
+    return f"it runs the same code as {p[0] + sep + idx} ({p[1]}={p[2]})"
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)
   def canonicalize(self, name: str) -> str:

@@ -179,3 +179,15 @@ def test_a_device_whose_program_is_missing_is_unavailable(monkeypatch: pytest.Mo
   assert Device.unavailable("NV") is None and Device.unavailable("CPU") is None
   monkeypatch.setattr(device.shutil, "which", lambda t: f"/opt/bin/{t}")
   assert Device.unavailable("NV_NVCC") is None
+
+
+@pytest.mark.parametrize("name, base, knob, path, other", [("NV_NVCC", "NV", "NV_CODE", "nvcc", "ptx"), ("AMD_ISA", "AMD", "AMD_CODE", "isa", "ir")])
+def test_a_device_that_runs_the_default_devices_code_is_a_duplicate(monkeypatch: pytest.MonkeyPatch, name, base, knob, path, other):
+  """A code-path device (NV_NVCC, AMD_ISA) is left out of the default lists while the knob makes its base device run the
+  same path: each code path is tested once, under one name."""
+  monkeypatch.setenv(knob, path)
+  assert Device.duplicate(name) == f"it runs the same code as {base} ({knob}={path})"
+  assert Device.duplicate(f"{name.lower()}:1") == f"it runs the same code as {base}:1 ({knob}={path})"
+  assert Device.duplicate(base) is None and Device.duplicate("CPU") is None
+  monkeypatch.setenv(knob, other)
+  assert Device.duplicate(name) is None
