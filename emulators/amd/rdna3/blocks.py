@@ -42,6 +42,11 @@ class Block:
   fn: Any                   # fn(machine, idx) -> bool: False when the checked-mode entry test failed (nothing ran)
   insts: list[Inst]         # the instructions it runs (by position: a fault names insts[k])
   source: str               # the generated code (for reading and tests)
+  vreads: frozenset[int] = frozenset()    # VGPR dwords read before the block writes them
+  vwritten: frozenset[int] = frozenset()  # VGPR dwords it writes
+  sreads: frozenset[int] = frozenset()    # SGPRs read before the block writes them (valid unless opaque)
+  swritten: frozenset[int] = frozenset()  # SGPRs it writes (valid unless opaque)
+  opaque: bool = False      # a handler other than SMEM runs in it: its SGPR and memory effects are not listed (no loop runs)
 
 
 def _exec_writer(i: Inst) -> bool:
@@ -116,6 +121,13 @@ class _Gen:
     self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp/carry result of this block)
     self.dirty: set[int] = set()      # SGPRs whose mask is only in its local so far
     self.pairs: dict[int, str] = {}   # VGPR r -> the local holding v[r:r+2] as uint64 (valid until either is written)
+    self.sreads: list[int] = []       # SGPRs read before the block wrote them
+    self.swritten: set[int] = set()
+    self.opaque = False
+    # loop mode (loops.py): accumulator VGPRs whose v_add_f32 chain is recorded (m.acc[r]) instead of computed; any other
+    # read or write of them makes the block unusable (bad)
+    self.accs: frozenset[int] = frozenset()
+    self.bad = False
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -123,9 +135,11 @@ class _Gen:
     return name
 
   def read(self, dws: list[int]) -> None:
+    if self.accs.intersection(dws): self.bad = True
     self.reads += [d for d in dws if d not in self.written and d not in self.reads]
 
   def write(self, dws: list[int], inline: bool) -> None:
+    if self.accs.intersection(dws): self.bad = True
     self.written.update(dws)
     for d in dws:
       self.pairs.pop(d, None)
@@ -162,6 +176,7 @@ class _Gen:
     if code < 128 and code != 124:
       if code + w > 128: return None
       self.sync(range(code, code + w))   # a mask this block computed, read as a scalar operand
+      self.sread(range(code, code + w))
       name = f"s{code}_{w}_{dt.char}"
       self.binds[name] = f"s[:, {code}:{code + w}]" + (".view(U64)" if w == 2 else "") + \
         ("" if dt in (np.uint32, np.uint64) else f".view({self.const(dt, 'T')})")
@@ -183,10 +198,17 @@ class _Gen:
     self.reads, self.binds, n, self.dirty, self.pairs = saved[0], saved[1], saved[2], saved[3], saved[4]
     del self.lines[n:]
 
+  def sread(self, codes: Any) -> None:
+    self.sreads += [c for c in codes if c != 124 and c not in self.swritten and c not in self.sreads]
+
+  def swrite(self, codes: Any) -> None:
+    self.swritten.update(c for c in codes if c != 124)
+
   def setmask(self, code: int, expr: str) -> None:
     """SGPR `code` = the lane mask of the bool [n, 32] expr (disabled lanes 0), written back by `sync` when needed."""
     self.lines.append(f"c{code} = {expr}")
     self.dirty.add(code)
+    self.swrite([code])
     if code != 124: self.masks[code] = f"c{code}"   # NULL is written (as the handlers do) but reads as 0
 
   def sync(self, codes: Any = None) -> None:
@@ -198,6 +220,7 @@ class _Gen:
   def lanes(self, code: int) -> str:
     """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
     if code == 124: return "False"   # NULL reads as 0: no lane
+    if code not in self.masks: self.sread([code])
     return self.masks.get(code, f"tolanes(s[:, {code}])")
 
   def ssrc(self, code: int, t: str, lit: int | None) -> str | None:
@@ -207,6 +230,7 @@ class _Gen:
     if code < 128 and code != 124:
       if code + w > 128: return None
       self.sync(range(code, code + w))
+      self.sread(range(code, code + w))
       return f"s[:, {code}].astype(U64)" if w == 1 else f"s[:, {code}:{code + 2}].view(U64)[:, 0].astype(U64)"
     if code == 124 or 128 <= code <= 248 or (code == 255 and lit is not None):
       try: val = 0 if code == 124 else self.m.const(code, t, lit, None)
@@ -312,6 +336,11 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
     g.setmask(cout, "(q >> 32) != 0")
     return True
+  if g.accs and f.get("vdst") in g.accs and not n.startswith(("v_cmp", "v_readfirstlane")):
+    srcs = E._srcs(None, i, None, None)
+    plain = i.fmt == "VOP2" or (i.fmt == "VOP3" and not (f["abs"] or f["neg"] or f["clamp"] or f["omod"]))
+    if n != "v_add_f32" or not plain or len(srcs) != 2: return _bad(g)
+    return _record(g, f["vdst"], srcs[0][0], srcs[1][0], i.literal)
   if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
   if i.fmt == "VOP3" and n in VOP3B: return False
   if i.fmt == "VOP3" and o.dst[0] != "f" and f.get("clamp"): return False
@@ -333,6 +362,23 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+def _bad(g: _Gen) -> bool:
+  g.bad = True
+  return False
+
+
+def _record(g: _Gen, r: int, c0: int, c1: int, lit: int | None) -> bool:
+  """Loop mode: v_add_f32 v[r], a, b with v[r] an accumulator: record (which operand is the accumulator, the other
+  operand in every lane) for loops.py, which adds the records in iteration order with the row's accumulate."""
+  if (c0 == 256 + r) == (c1 == 256 + r): return _bad(g)
+  form, x = (0, c1) if c0 == 256 + r else (1, c0)
+  xe = g.src(x, "f32", lit)
+  if xe is None: return _bad(g)
+  g.reads += [r] if r not in g.reads else []   # read before written: tested at entry in checked mode
+  g.lines.append(f"m.acc[{r}].append(({form}, np.broadcast_to({xe}, L.shape).copy()))")
+  return True
+
+
 def _compare_row(n: str) -> str:
   """ops.compare's choice for v_cmp_<c>_<t>, as an expression looked up when the block runs (a changed row is used)."""
   c, t = n.split("_")[2:4]
@@ -351,7 +397,12 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
   f = i.f
   saved = g.save()
   halves = []
+  nacc = 0   # halves recorded as accumulator adds (loop mode): they write no register
   for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]), (f["vsrc1x"], f["vsrc1y"])):
+    if d in g.accs:
+      if name != "v_dual_add_f32" or not _record(g, d, s0, 256 + s1, i.literal): return _bad(g)
+      nacc += 1
+      continue
     if name == "v_dual_cndmask_b32":
       a, b = g.src(s0, "b32", i.literal), g.src(256 + s1, "b32", None)
       if a is None or b is None: break
@@ -376,9 +427,11 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
     # a mov's result is its source register's view: copied, as the other half may write that register first
     halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r, inplace,
                    {s0 - 256, s1} | ({d} if base == "v_fmac_f32" else set())))
-  if len(halves) != 2 or any(h[0] + 1 > g.nv for h in halves):
+  if len(halves) + nacc != 2 or any(h[0] + 1 > g.nv for h in halves):
     g.restore(saved)
     return False
+  if len(halves) == 1: g.store(halves[0][0], halves[0][1], halves[0][2])
+  if len(halves) < 2: return True
   (dx, tx, ex, ix, _), (dy, ty, ey, iy, ry) = halves
   if ix is not None and dx not in ry and dx != dy:   # X writes first, in place: Y does not read its destination
     g.lines.append(ix)
@@ -411,6 +464,7 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   saddr = f["saddr"] not in (124, 125) and f["seg"] == 2
   if saddr and f["saddr"] + 2 > 128: return False
   g.read([f["addr"]] if saddr else [f["addr"], f["addr"] + 1])
+  if saddr: g.sread([f["saddr"], f["saddr"] + 1])
   g.flush()
   g.sync()
   if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
@@ -456,6 +510,7 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
     return False
   if w and d != 124:
     g.lines.append(f"swrite(s, {d}, {w}, r)")
+    g.swrite(range(d, d + w))
     for c in range(d, d + w):
       g.masks.pop(c, None)
       g.dirty.discard(c)
@@ -479,9 +534,11 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
           f"  {names} = bv"]
 
 
-def build(m: Any, pc: int) -> Block | None:
-  """The block from pc (None: the interpreter steps the instruction at pc)."""
+def build(m: Any, pc: int, accs: frozenset[int] = frozenset()) -> Block | None:
+  """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
+  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them."""
   g = _Gen(m)
+  g.accs = accs
   insts: list[Inst] = []
   body: list[str] = []
   at = pc
@@ -512,15 +569,20 @@ def build(m: Any, pc: int) -> Block | None:
         g.lines.pop()
         break
       g.read(rw[0])
+      if i.fmt == "SMEM":   # SGPRs: the base pair and SOFFSET read, the data written
+        f = i.f
+        g.sread([f["sbase"] << 1, (f["sbase"] << 1) + 1] + ([f["soffset"]] if f["soffset"] < 128 else []))
+      else: g.opaque = True
       g.flush()
       g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       g.masks.clear()   # it may write any SGPR
       g.pairs.clear()   # and VGPRs beyond those _handler_rw names
       g.write(rw[1], False)
+      if i.fmt == "SMEM": g.swrite(range(i.f["sdata"], i.f["sdata"] + WIDTH[i.op.dst]))
     at = i.pc + i.size
     if _exec_writer(i): break
-  if not insts: return None
+  if not insts or g.bad: return None
   g.flush()
   g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
@@ -545,7 +607,7 @@ def build(m: Any, pc: int) -> Block | None:
   text = "\n".join(src)
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
-  return Block(ns["block"], insts, text)
+  return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque)
 
 
 RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,

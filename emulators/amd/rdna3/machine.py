@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from emulators.amd.rdna3 import blocks
+from emulators.amd.rdna3 import blocks, loops
 from emulators.amd.rdna3.decode import T16, WIDTH, DecodeError, Inst, decode_one
 from emulators.amd.rdna3.execute import HANDLERS, NOPS
 from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
@@ -40,6 +40,7 @@ FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
 
 class Machine:
   use_blocks = True   # run basic blocks (blocks.py) where they apply; False: the interpreter alone (tests compare the two)
+  use_loops = True    # run one-block loops as batches of iterations (loops.py); False: block by block
 
   def __init__(self, vm: Any, pgm: int, name: str, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int],
                block: tuple[int, int, int], lds_bytes: int, checked: bool, private_bytes: int = 0):
@@ -67,6 +68,7 @@ class Machine:
     self._fault_inst: Inst | None = None   # the instruction a block was running when it raised
     self.bound: dict[int, tuple] = {}      # block entry PC -> its register views and constants for this dispatch
     self._stepped: set[int] = set()        # PCs inside a block whose entry test failed: stepped, no block built from them
+    self._noloop: set[int] = set()         # loop entry PCs whose batch was refused in this dispatch (loops.py)
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
@@ -135,7 +137,12 @@ class Machine:
       try:
         # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
         if idx is every and self.use_blocks and pc0 not in self._stepped and (b := self.block_at(pc0)) is not None:
-          if b.fn(self, idx): self.steps += len(b.insts) - 1
+          lp = loops.loop_at(self, pc0, b) if self.use_loops and pc0 not in self._noloop else None
+          prev = self.s.copy() if lp is not None else None
+          if b.fn(self, idx):
+            self.steps += len(b.insts) - 1
+            # a one-block loop: the iterations after this one as one batch (loops.py); a refused batch is not retried
+            if lp is not None and (self.pc == pc0).all() and not loops.run(self, lp, prev): self._noloop.add(pc0)
           else:   # checked mode: an undefined VGPR read: the interpreter steps this block's instructions (no block from inside it)
             self._stepped.update(j.pc for j in b.insts[1:])
             self.execute(i, idx)

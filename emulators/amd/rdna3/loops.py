@@ -1,0 +1,220 @@
+"""Counted loops of RDNA3 code run as whole arrays: the iterations of a one-block loop (a block whose s_cbranch_scc0/1
+goes back to its own entry) run together, as extra waves of one run of the block, instead of one block call each.
+
+A loop qualifies when its block (blocks.py) runs no handler but SMEM loads (so it stores nothing, touches no LDS and
+every SGPR it reads and writes is known), its exit is an s_cmp/s_cmpk on SGPRs and constants, and the VGPRs carried from
+one iteration to the next are accumulators: v_add_f32 chains `acc = acc + x` that nothing else in the body reads or
+writes. Everything else a body computes is written before it is read, so iteration t's values depend only on the values
+it starts with: the SGPRs carried (the inductions: counters, 64-bit address pairs) and SCC.
+
+One iteration runs as a normal block call first; the difference of the carried SGPRs over it is the step of each (a pair
+of carried SGPRs as one 64-bit value). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
+gives the trip count (the same for every wave, else no batch). The batch then runs the loop-mode block (built with the
+accumulators: their adds only record the other operand) on a copy of the machine with (iterations x waves) waves, each
+iteration's copy starting from the predicted SGPRs, the VGPRs at the batch's start and SCC as the branch leaves it.
+Nothing is predicted that is not checked: the batch is used only when every iteration's branch went where it was
+predicted, its carried SGPRs and SCC at the end are the next iteration's predicted start, and every record of an
+accumulator taken with the register as second operand is not a NaN (x + acc = acc + x holds then for np.add). Then the
+accumulators are the row's `accumulate` over the records in iteration order (a sequential fold: bit-exact with the
+adds one by one), and the machine takes the last iteration's registers. Anything else (a fault, a failed check, a row
+that is not a numpy ufunc: a seeded mutation) discards the batch and the interpreter goes on block by block, so faults
+name the PC and lane they name without batches, and a changed row takes effect either way."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emulators.amd.rdna3 import blocks as B
+from emulators.amd.rdna3 import execute as E
+from emulators.amd.rdna3 import ops as X
+from emulators.amd.rdna3.decode import WIDTH, Inst, branch_target
+from emulators.amd.rdna3.lanes import LANE_BITS, U32, U64
+
+LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGPR count) -> entry PC -> loop (None: not one)
+MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
+SALU = ("SOP1", "SOP2", "SOPK")
+
+
+@dataclass
+class Loop:
+  block: B.Block             # the loop-mode block
+  carried: tuple[int, ...]   # SGPRs carried from one iteration to the next
+  pairs: tuple[tuple[int, int], ...]   # (first SGPR, 1 or 2 dwords): the carried SGPRs as 32- or 64-bit inductions
+  accs: tuple[int, ...]      # accumulator VGPRs
+  taken: bool                # the SCC value that takes the back edge
+  cmp: Inst                  # the exit compare
+  after: frozenset[int]      # SGPRs the body writes before the compare (it reads the iteration's updated value)
+  exit_pc: int               # where the loop goes on when the branch is not taken
+
+
+def _sgpr_dsts(i: Inst) -> set[int] | None:
+  """The SGPRs an instruction of a loop body writes (SCC aside); None where they are not known here."""
+  f, n = i.f, i.op.name
+  if i.fmt in SALU: return set() if n.startswith("s_cmpk") else set(range(f["sdst"], f["sdst"] + WIDTH.get(i.op.dst, 1)))
+  if i.fmt == "SOPC": return set()
+  if i.fmt == "SMEM": return set(range(f["sdata"], f["sdata"] + WIDTH[i.op.dst]))
+  if i.fmt == "VOPC": return {B.VCC}
+  if i.fmt == "VOP3" and n.startswith(("v_cmp", "v_readlane", "v_readfirstlane")): return {f["vdst"]}
+  if i.fmt == "VOP3" and "sdst" in f: return {f["sdst"]}
+  if i.fmt in ("VOP1", "VOP2", "VOPD", "FLAT"): return set() if n != "v_readfirstlane_b32" else {f["vdst"]}
+  return None
+
+
+def analyze(m: Any, pc: int, b: B.Block) -> Loop | None:
+  last = b.insts[-1]
+  if last.op.name not in ("s_cbranch_scc0", "s_cbranch_scc1") or branch_target(last) != pc or b.opaque: return None
+  cv = b.vreads & b.vwritten
+  carried = tuple(sorted(b.sreads & b.swritten))
+  salu = [k for k, i in enumerate(b.insts[:-1]) if i.fmt in (*SALU, "SOPC")]
+  if not salu: return None
+  k = salu[-1]
+  cmp = b.insts[k]
+  if not (cmp.fmt == "SOPC" or cmp.op.name.startswith("s_cmpk_")): return None
+  ops = [(cmp.f["ssrc0"], cmp.op.srcs[0]), (cmp.f["ssrc1"], cmp.op.srcs[1])] if cmp.fmt == "SOPC" else [(cmp.f["sdst"], "b32")]
+  after: set[int] = set()
+  for i in b.insts[:k]:
+    if (d := _sgpr_dsts(i)) is None: return None
+    after |= d
+  for c, t in ops:
+    regs = set(range(c, c + WIDTH.get(t, 1))) if c < 128 else set()
+    if c >= 128 and not (c <= 208 or 240 <= c <= 248 or c == 255): return None   # only registers and constants
+    if regs & b.swritten and not regs <= set(carried): return None   # a value the body computes before it: not predicted
+  pairs, rest = [], list(carried)
+  while rest:
+    r = rest.pop(0)
+    if rest and rest[0] == r + 1: pairs.append((r, 2)); rest.pop(0)
+    else: pairs.append((r, 1))
+  lb = B.build(m, pc, frozenset(cv)) if cv else b
+  if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: return None
+  return Loop(lb, carried, tuple(pairs), tuple(sorted(cv)), last.op.name == "s_cbranch_scc1", cmp, frozenset(after & set(carried)),
+              last.pc + last.size)
+
+
+def loop_at(m: Any, pc: int, b: B.Block) -> Loop | None:
+  key = (m.code, m.nv)
+  if (d := LOOPS.get(key)) is None:
+    if len(LOOPS) >= 256: LOOPS.pop(next(iter(LOOPS)))
+    d = LOOPS[key] = {}
+  if pc not in d: d[pc] = analyze(m, pc, b)
+  return d[pc]
+
+
+def _predict(lp: Loop, prev: np.ndarray, cur: np.ndarray, n: int) -> dict[int, np.ndarray]:
+  """Each carried SGPR's value at the start of batch iterations 0..n (uint32 [n + 1, waves])."""
+  out = {}
+  j = np.arange(n + 1, dtype=U64)[:, None]
+  for r, w in lp.pairs:
+    if w == 2:
+      p0, p1 = prev[:, r:r + 2].copy().view(U64)[:, 0], cur[:, r:r + 2].copy().view(U64)[:, 0]
+      v = p1[None, :] + (p1 - p0)[None, :] * j
+      out[r], out[r + 1] = (v & U64(0xFFFFFFFF)).astype(U32), (v >> U64(32)).astype(U32)
+    else:
+      p0, p1 = prev[:, r].astype(U64), cur[:, r].astype(U64)
+      out[r] = ((p1[None, :] + ((p1 - p0) & U64(0xFFFFFFFF))[None, :] * j) & U64(0xFFFFFFFF)).astype(U32)
+  return out
+
+
+def _trips(m: Any, lp: Loop, pred: dict[int, np.ndarray], n: int) -> tuple[int, bool] | None:
+  """(iterations to run, whether the branch is taken after the last of them) from the exit compare on the predicted
+  values; None where the waves would leave the loop at different iterations."""
+  i = lp.cmp
+  vals = []
+  ops = [(i.f["ssrc0"], i.op.srcs[0]), (i.f["ssrc1"], i.op.srcs[1])] if i.fmt == "SOPC" else [(i.f["sdst"], "b32")]
+  for c, t in ops:
+    w = WIDTH.get(t, 1)
+    if c >= 128:
+      vals.append(np.full((n, m.W), m.const(c, t, i.literal, None), U64))
+      continue
+    v = np.zeros((n, m.W), U64)
+    for k in range(w):
+      r = c + k
+      x = (pred[r][1:] if r in lp.after else pred[r][:-1]) if r in pred else np.broadcast_to(m.s[:, r], (n, m.W))
+      v |= x.astype(U64) << U64(32 * k)
+    vals.append(v)
+  if i.fmt == "SOPC": scc = E.sopc_scc(i.op.name, vals[0].reshape(-1), vals[1].reshape(-1))
+  else: scc = E.sopk_op(i.op.name, vals[0].reshape(-1), i.f["simm16"])[1]
+  take = np.asarray(scc, np.bool_).reshape(n, m.W) == lp.taken
+  every, none = take.all(axis=1), ~take.any(axis=1)
+  stop = np.flatnonzero(~every)
+  if not stop.size: return n, True
+  j = int(stop[0])
+  return (j + 1, False) if none[j] else None
+
+
+def run(m: Any, lp: Loop, prev: np.ndarray) -> bool:
+  """After one iteration ran as a block (SGPRs before it: prev), the next iterations as one batch, while the waves
+  stay in the loop (at most what MAX_BYTES allows); False: nothing done (the caller goes on block by block)."""
+  row = X.VALU["v_add_f32"]
+  if lp.accs and not (isinstance(row, np.ufunc) and row.nin == 2): return False
+  W = m.W
+  per = W * m.nv * 32 * 4
+  cap = max(1, MAX_BYTES // max(per, 1))
+  pred = _predict(lp, prev, m.s, cap)
+  got = _trips(m, lp, pred, cap)
+  if got is None: return False
+  n, on = got
+  if n < 2 and on: return False
+  N = n * W
+  s0 = np.tile(m.s, (n, 1))
+  s3 = s0.reshape(n, W, 128)
+  for r, v in pred.items(): s3[:, :, r] = v[:n]
+  lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+  reads = sorted(r for r in lp.block.vreads if r < m.nv)
+  # checked mode: the block's entry test, on the machine (every iteration starts with its VGPRs); the batch then runs
+  # without definedness (each value the block computes is defined in the enabled lanes, as it marks them)
+  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  mx = copy.copy(m)
+  # VGPRs: the ones the body reads before writing them as at the batch's start, the others never read before written
+  # register-major ([VGPR, wave, lane] in memory): each register of all the batch's waves is one contiguous array
+  v = np.empty((m.nv, n, W, 32), U32)
+  v[reads] = m.v[:, reads, :].transpose(1, 0, 2)[:, None]
+  mx.W, mx.s, mx.v, mx.vinit = N, s0.copy(), v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
+  mx.scc = np.full(N, lp.taken)
+  mx.scc[:W] = m.scc
+  mx.pc, mx.done, mx.bar = np.full(N, m.pc[0], np.int64), np.zeros(N, np.bool_), np.zeros(N, np.bool_)
+  mx.wg, mx.bound, mx.acc = np.tile(m.wg, n), {}, {r: [] for r in lp.accs}
+  mx.touched = {k: list(v) for k, v in m.touched.items()}
+  idx = np.arange(N)
+  mx._idx, mx._ix, mx._lanes = idx, slice(None), None
+  try:
+    with np.errstate(all="ignore"):
+      if not lp.block.fn(mx, idx): return False
+  except Exception:   # any fault: the interpreter reruns these iterations and names it
+    return False
+  # the checks: every branch as predicted, the carried SGPRs and SCC each iteration ends with are the next one's start
+  pcs = mx.pc.reshape(n, W)
+  if not ((pcs[:-1] == m.pc[0]).all() and (pcs[-1] == (m.pc[0] if on else lp.exit_pc)).all()): return False
+  e3 = mx.s.reshape(n, W, 128)
+  if lp.carried and not (e3[:-1][:, :, list(lp.carried)] == s3[1:][:, :, list(lp.carried)]).all(): return False
+  if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
+  results = {}
+  sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
+  for r in lp.accs:
+    recs = mx.acc[r]
+    if not recs: return False
+    k = len(recs)
+    # per enabled lane its sequence of operands, iteration by iteration, each in program order: [lanes, n * k], contiguous
+    xs = np.stack([a for _, a in recs], axis=-1).view(np.float32).reshape(n, W * 32, k)[:, sel, :]
+    if any(form for form, _ in recs):   # acc as the second operand: x + acc == acc + x for np.add unless x is a NaN
+      if row is not np.add or np.isnan(xs[:, :, [j for j, (form, _) in enumerate(recs) if form]]).any(): return False
+    seq = np.concatenate([m.v[:, r, :].reshape(-1)[sel].view(np.float32)[:, None], xs.transpose(1, 0, 2).reshape(-1, n * k)], axis=1)
+    with np.errstate(all="ignore"): res = np.asarray(row.accumulate(seq, axis=1)[:, -1], np.float32)
+    out = m.v[:, r, :].copy()
+    out.reshape(-1)[sel] = res.view(U32)
+    results[r] = out
+  last = slice((n - 1) * W, N)
+  m.s[:] = mx.s[last]
+  m.scc[:] = mx.scc[last]
+  wr = sorted(r for r in lp.block.vwritten if r < m.nv)   # disabled lanes keep their values, as without the batch
+  m.v[:, wr, :] = np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
+  for r, x in results.items(): m.v[:, r, :] = x
+  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  m.pc[:] = mx.pc[last]
+  m.touched.clear()
+  m.touched.update(mx.touched)
+  m.steps += n * len(lp.block.insts)
+  m._lanes = None
+  return True
