@@ -216,5 +216,6 @@ def run(m: Any, lp: Loop, prev: np.ndarray) -> bool:
   m.touched.clear()
   m.touched.update(mx.touched)
   m.steps += n * len(lp.block.insts)
+  m.batches += 1
   m._lanes = None
   return True

@@ -101,6 +101,7 @@ class Machine:
     if checked: self.vinit[:, 0, :] = np.tile(exists, (G, 1))
     self.s[:, 126] = np.tile((exists.astype(np.uint64) << np.arange(LANES, dtype=np.uint64)).sum(axis=1), G).astype(U32)
     self.steps = 0
+    self.batches = 0   # loop batches run (loops.py)
     self._map: tuple[np.ndarray, np.ndarray] | None = None
     self.track: list[list[np.ndarray]] | None = None   # while a VALU op reads: the definedness of its VGPR sources
     # the step's waves: `idx` as the handlers get it, and how the register files are indexed for it (a slice, so a view

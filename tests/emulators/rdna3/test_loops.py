@@ -1,0 +1,265 @@
+"""One-block loops run as batches of iterations (emulators/amd/rdna3/loops.py) against the same kernels block by block
+and stepped by the interpreter: the same buffers, SGPRs, VGPRs, SCC, PC and (checked mode) VGPR definedness, with inputs
+where a wrong batch would give another answer (float sums whose order matters, NaN payloads, inductions wrapping at
+2^32, trip counts that differ between waves, a row changed as a seeded bug would), and the same fault text."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulators.amd.rdna3 import loops as LP
+from emulators.amd.rdna3 import machine as MM
+from emulators.amd.rdna3 import ops as X
+from tests.emulators.rdna3 import kernels as K
+from tests.emulators.rdna3.llvm_util import compile_ir, read_elf
+from tests.emulators.rdna3.llvm_util import run_machine as machine
+
+NL = 128   # work-items: 2 workgroups of 64 (4 waves)
+
+LANE_ACC = f"""
+define amdgpu_kernel void @lane_acc(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {{
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  %pi = getelementptr float, ptr addrspace(1) %a, i32 %i
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %off = mul i32 %k, {NL}
+  %off64 = zext i32 %off to i64
+  %pa = getelementptr float, ptr addrspace(1) %pi, i64 %off64
+  %v = load float, ptr addrspace(1) %pa
+  %w = fmul float %v, 3.0
+  %acc0 = fadd float %acc, %v
+  %acc1 = fadd float %acc0, %w
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, %n
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}}"""
+
+UNIFORM_ACC = """
+define amdgpu_kernel void @uniform_acc(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %k
+  %v = load float, ptr addrspace(1) %pa
+  %acc1 = fadd float %v, %acc
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, %n
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}"""
+
+WRAP32 = """
+define amdgpu_kernel void @wrap32(ptr addrspace(1) %out, i32 %k0, i32 %kend) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  br label %loop
+loop:
+  %k = phi i32 [%k0, %entry], [%k1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %kf = uitofp i32 %k to float
+  %acc1 = fadd float %acc, %kf
+  %k1 = add i32 %k, 3
+  %c = icmp ne i32 %k1, %kend
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}"""
+
+WRAP64 = """
+define amdgpu_kernel void @wrap64(ptr addrspace(1) %out, i32 %d) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  %d64 = zext i32 %d to i64
+  %k0 = sub i64 4294967296, %d64
+  %kend = add i64 4294967296, %d64
+  br label %loop
+loop:
+  %k = phi i64 [%k0, %entry], [%k1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %kh = lshr i64 %k, 29
+  %kt = trunc i64 %kh to i32
+  %kf = uitofp i32 %kt to float
+  %acc1 = fadd float %acc, %kf
+  %k1 = add i64 %k, 8
+  %c = icmp ne i64 %k1, %kend
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}"""
+
+WAVE_TRIPS = """
+define amdgpu_kernel void @wave_trips(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %lim = add i32 %n, %g
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %k
+  %v = load float, ptr addrspace(1) %pa
+  %acc1 = fadd float %acc, %v
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, %lim
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}"""
+
+_MOD: dict = {}
+
+
+def kernel(name: str):
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS))[0]))
+  return _MOD[name]
+
+
+def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches=True) -> list[np.ndarray]:
+  """Run with batches, block by block and stepped; everything the same; batches: whether one must have run."""
+  runs = []
+  for loops, blocks in ((True, True), (False, True), (False, False)):
+    old = MM.Machine.use_loops
+    MM.Machine.use_loops = loops
+    try: runs.append(machine(kernel(name), [b.copy() for b in bufs], (NL // 64, 1, 1), (64, 1, 1), vals, checked, blocks))
+    finally: MM.Machine.use_loops = old
+  (m0, o0) = runs[0]
+  assert m0.steps == runs[1][0].steps <= runs[2][0].steps   # a batch counts its instructions as the blocks do
+  for m, o in runs[1:]:
+    for x, y in zip(o0, o): assert x.tobytes() == y.tobytes()
+    assert np.array_equal(m0.s, m.s) and np.array_equal(m0.v, m.v) and np.array_equal(m0.scc, m.scc) and np.array_equal(m0.pc, m.pc)
+    if checked: assert np.array_equal(m0.vinit, m.vinit)
+  assert (m0.batches > 0) == batches, m0.batches
+  return o0
+
+
+def wide(rng: np.random.Generator, n: int) -> np.ndarray:
+  """Floats over a wide range of magnitudes and both signs: sums whose rounding depends on the order of the adds."""
+  return (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 9, n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_lane_accumulators_in_iteration_order(checked):
+  rng = np.random.default_rng(1)
+  n = 37
+  out = wide(rng, NL)
+  a = wide(rng, NL * n)
+  got = three_ways("lane_acc", [out, a], (n,), checked)
+  ref = out.copy()
+  for k in range(n):   # the reference: the adds one by one in float32
+    v = a[k * NL:(k + 1) * NL]
+    ref = (ref + v).astype(np.float32) + (v * np.float32(3)).astype(np.float32)
+  assert got[0].view(np.float32).tobytes() == ref.astype(np.float32).tobytes()
+  rev = out.copy()
+  for k in reversed(range(n)):
+    v = a[k * NL:(k + 1) * NL]
+    rev = (rev + v).astype(np.float32) + (v * np.float32(3)).astype(np.float32)
+  assert rev.tobytes() != ref.tobytes()   # the inputs do tell the order apart
+
+
+def nans(payloads: list[int]) -> np.ndarray:
+  return np.array([0x7FC00000 | p for p in payloads], np.uint32).view(np.float32)
+
+
+def test_accumulator_as_second_operand_with_nans():
+  """acc = x + acc (a uniform x in an SGPR must be src0): x + acc == acc + x holds for np.add unless x is a NaN (the
+  first operand's payload wins on x86): without NaNs a batch runs, with them the loop runs block by block."""
+  rng = np.random.default_rng(2)
+  n = 20
+  out, a = wide(rng, NL), wide(rng, n)
+  three_ways("uniform_acc", [out, a], (n,))
+  out[::3] = nans(list(range(1, NL, 3)))   # NaN accumulators with distinct payloads
+  three_ways("uniform_acc", [out, a], (n,))
+  a[5] = nans([0x1234])[0]
+  got = three_ways("uniform_acc", [out, a], (n,), batches=False)
+  pay = got[0].view(np.uint32)
+  assert (pay[::3] == 0x7FC01234).all() and (pay[1::3] == 0x7FC01234).all()   # x's payload: x + acc, x first
+
+
+def test_32_bit_induction_wraps():
+  rng = np.random.default_rng(3)
+  out = wide(rng, NL)
+  got = three_ways("wrap32", [out], ((1 << 32) - 30 - (1 << 32), 30))   # k from 2^32 - 30 by 3 through 0 to 30
+  ks = np.arange(20, dtype=np.uint64) * 3 + ((1 << 32) - 30)
+  ref = out.copy()
+  for k in ks & 0xFFFFFFFF: ref = (ref + np.float32(int(k))).astype(np.float32)
+  assert got[0].view(np.float32).tobytes() == ref.tobytes()
+
+
+def test_64_bit_induction_carries_across_2_32():
+  rng = np.random.default_rng(4)
+  out = wide(rng, NL)
+  got = three_ways("wrap64", [out], (200,))
+  ref = out.copy()
+  for k in range((1 << 32) - 200, (1 << 32) + 200, 8): ref = (ref + np.float32((k >> 29) & 0xFFFFFFFF)).astype(np.float32)
+  assert got[0].view(np.float32).tobytes() == ref.tobytes()
+
+
+def test_trip_counts_differing_between_waves():
+  rng = np.random.default_rng(5)
+  three_ways("wave_trips", [wide(rng, NL), wide(rng, 40)], (30,), batches=False)
+
+
+@pytest.mark.parametrize("row", [np.subtract, lambda a, b: np.add(a, b) * np.float32(2)])
+def test_a_changed_row_takes_effect(row, monkeypatch):
+  """A seeded bug in v_add_f32's row: the batch folds with the changed ufunc, or is refused (not a ufunc) and the blocks
+  use it; either way the result is the changed row's and the same as stepping."""
+  rng = np.random.default_rng(6)
+  out, a = wide(rng, NL), wide(rng, NL * 9)
+  good = three_ways("lane_acc", [out, a], (9,))
+  monkeypatch.setitem(X.VALU, "v_add_f32", row)
+  for mod, cache in ((MM, "DECODED"), (MM, "BLOCKS"), (LP, "LOOPS")): monkeypatch.setattr(mod, cache, {})   # as a fresh process
+  bad = three_ways("lane_acc", [out, a], (9,), batches=isinstance(row, np.ufunc))
+  assert good[0].tobytes() != bad[0].tobytes()
+
+
+def test_fault_in_a_loop_names_the_same_pc_and_lane():
+  """Loads past the end of the buffer at iteration 7: the batch is discarded and the fault is the interpreter's."""
+  rng = np.random.default_rng(7)
+  msgs = []
+  for loops in (True, False):
+    old = MM.Machine.use_loops
+    MM.Machine.use_loops = loops
+    try:
+      with pytest.raises(MM.WaveFault) as e: machine(kernel("lane_acc"), [wide(rng, NL), wide(rng, NL * 7)], (NL // 64, 1, 1), (64, 1, 1), (9,))
+    finally: MM.Machine.use_loops = old
+    msgs.append(e.value.what)
+  assert msgs[0] == msgs[1] and "MMU fault" in msgs[0] and "global_load" in msgs[0]
