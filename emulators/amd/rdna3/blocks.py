@@ -108,6 +108,19 @@ def _handler_rw(i: Inst) -> tuple[list[int], list[int]] | None:
   return None
 
 
+def _handler_sgprs(i: Inst) -> tuple[list[int], list[int]] | None:
+  """(SGPRs read, SGPRs written) of an instruction run by its handler in a block (SCC and EXEC aside: EXEC writers end
+  blocks); None where they are not listed here (the block is then opaque: no loop batch runs it)."""
+  f, n = i.f, i.op.name
+  if i.fmt == "SMEM":   # the base pair and SOFFSET read, the data written
+    return [f["sbase"] << 1, (f["sbase"] << 1) + 1] + ([f["soffset"]] if f["soffset"] < 128 else []), list(range(f["sdata"], f["sdata"] + WIDTH[i.op.dst]))
+  if i.fmt not in ("VOP1", "VOP2", "VOP3", "VOPC") or n.startswith(("v_cmpx", "v_readlane", "v_writelane")): return None
+  reads = [c + k for c, t, _ in E._srcs(None, i, None, None) if c < 128 for k in range(1 if t == "m" else WIDTH.get(t, 1))]
+  if i.fmt == "VOPC": return reads, [VCC]
+  if n.startswith("v_cmp") or n == "v_readfirstlane_b32": return reads, [f["vdst"]]
+  return reads, [f["sdst"]] if n in VOP3B else []
+
+
 class _Gen:
   """The generated source of one block: entry bindings (register views, constants) and the statements."""
   def __init__(self, m: Any):
@@ -127,7 +140,7 @@ class _Gen:
     # loop mode (loops.py): accumulator VGPRs whose v_add_f32 chain is recorded (m.acc[r]) instead of computed; any other
     # read or write of them makes the block unusable (bad)
     self.accs: frozenset[int] = frozenset()
-    self.bad = False
+    self.bad: set[int] = set()        # the accumulators read or written otherwise
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -135,11 +148,11 @@ class _Gen:
     return name
 
   def read(self, dws: list[int]) -> None:
-    if self.accs.intersection(dws): self.bad = True
+    self.bad |= self.accs.intersection(dws)
     self.reads += [d for d in dws if d not in self.written and d not in self.reads]
 
   def write(self, dws: list[int], inline: bool) -> None:
-    if self.accs.intersection(dws): self.bad = True
+    self.bad |= self.accs.intersection(dws)
     self.written.update(dws)
     for d in dws:
       self.pairs.pop(d, None)
@@ -339,7 +352,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   if g.accs and f.get("vdst") in g.accs and not n.startswith(("v_cmp", "v_readfirstlane")):
     srcs = E._srcs(None, i, None, None)
     plain = i.fmt == "VOP2" or (i.fmt == "VOP3" and not (f["abs"] or f["neg"] or f["clamp"] or f["omod"]))
-    if n != "v_add_f32" or not plain or len(srcs) != 2: return _bad(g)
+    if n != "v_add_f32" or not plain or len(srcs) != 2: return _bad(g, f["vdst"])
     return _record(g, f["vdst"], srcs[0][0], srcs[1][0], i.literal)
   if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
   if i.fmt == "VOP3" and n in VOP3B: return False
@@ -362,18 +375,18 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
-def _bad(g: _Gen) -> bool:
-  g.bad = True
+def _bad(g: _Gen, r: int) -> bool:
+  g.bad.add(r)
   return False
 
 
 def _record(g: _Gen, r: int, c0: int, c1: int, lit: int | None) -> bool:
   """Loop mode: v_add_f32 v[r], a, b with v[r] an accumulator: record (which operand is the accumulator, the other
   operand in every lane) for loops.py, which adds the records in iteration order with the row's accumulate."""
-  if (c0 == 256 + r) == (c1 == 256 + r): return _bad(g)
+  if (c0 == 256 + r) == (c1 == 256 + r): return _bad(g, r)
   form, x = (0, c1) if c0 == 256 + r else (1, c0)
   xe = g.src(x, "f32", lit)
-  if xe is None: return _bad(g)
+  if xe is None: return _bad(g, r)
   g.reads += [r] if r not in g.reads else []   # read before written: tested at entry in checked mode
   g.lines.append(f"m.acc[{r}].append(({form}, np.broadcast_to({xe}, L.shape).copy()))")
   return True
@@ -400,7 +413,7 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
   nacc = 0   # halves recorded as accumulator adds (loop mode): they write no register
   for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]), (f["vsrc1x"], f["vsrc1y"])):
     if d in g.accs:
-      if name != "v_dual_add_f32" or not _record(g, d, s0, 256 + s1, i.literal): return _bad(g)
+      if name != "v_dual_add_f32" or not _record(g, d, s0, 256 + s1, i.literal): return _bad(g, d)
       nacc += 1
       continue
     if name == "v_dual_cndmask_b32":
@@ -534,9 +547,9 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
           f"  {names} = bv"]
 
 
-def build(m: Any, pc: int, accs: frozenset[int] = frozenset()) -> Block | None:
+def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
-  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them."""
+  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad)."""
   g = _Gen(m)
   g.accs = accs
   insts: list[Inst] = []
@@ -569,19 +582,19 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset()) -> Block | None:
         g.lines.pop()
         break
       g.read(rw[0])
-      if i.fmt == "SMEM":   # SGPRs: the base pair and SOFFSET read, the data written
-        f = i.f
-        g.sread([f["sbase"] << 1, (f["sbase"] << 1) + 1] + ([f["soffset"]] if f["soffset"] < 128 else []))
-      else: g.opaque = True
+      srw = _handler_sgprs(i)
+      if srw is None: g.opaque = True
+      else: g.sread(srw[0])
       g.flush()
       g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       g.masks.clear()   # it may write any SGPR
       g.pairs.clear()   # and VGPRs beyond those _handler_rw names
       g.write(rw[1], False)
-      if i.fmt == "SMEM": g.swrite(range(i.f["sdata"], i.f["sdata"] + WIDTH[i.op.dst]))
+      if srw is not None: g.swrite(srw[1])
     at = i.pc + i.size
     if _exec_writer(i): break
+  if g.bad and bad is not None: bad |= g.bad
   if not insts or g.bad: return None
   g.flush()
   g.sync()

@@ -22,6 +22,7 @@ name the PC and lane they name without batches, and a changed row takes effect e
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +33,19 @@ from emulators.amd.rdna3 import execute as E
 from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3.decode import WIDTH, Inst, branch_target
 from emulators.amd.rdna3.lanes import LANE_BITS, U32, U64
+from emulators.amd.rdna3.opcodes import VOP3B
 
 LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGPR count) -> entry PC -> loop (None: not one)
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
+FOLD_LANES = 2048      # from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate
 SALU = ("SOP1", "SOP2", "SOPK")
+_LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
+
+
+def _scratch(size: int) -> np.ndarray:
+  buf = getattr(_LOCAL, "buf", None)
+  if buf is None or buf.size < size: buf = _LOCAL.buf = np.empty(size, U32)
+  return buf[:size]
 
 
 @dataclass
@@ -44,10 +54,13 @@ class Loop:
   carried: tuple[int, ...]   # SGPRs carried from one iteration to the next
   pairs: tuple[tuple[int, int], ...]   # (first SGPR, 1 or 2 dwords): the carried SGPRs as 32- or 64-bit inductions
   accs: tuple[int, ...]      # accumulator VGPRs
+  vcarried: tuple[int, ...]  # the other VGPRs carried (inductions: predicted like the SGPRs, per lane)
+  vpairs: tuple[tuple[int, int], ...]
   taken: bool                # the SCC value that takes the back edge
   cmp: Inst                  # the exit compare
   after: frozenset[int]      # SGPRs the body writes before the compare (it reads the iteration's updated value)
   exit_pc: int               # where the loop goes on when the branch is not taken
+  failed: bool = False       # a batch's carried registers were not what was predicted: not tried again
 
 
 def _sgpr_dsts(i: Inst) -> set[int] | None:
@@ -58,8 +71,8 @@ def _sgpr_dsts(i: Inst) -> set[int] | None:
   if i.fmt == "SMEM": return set(range(f["sdata"], f["sdata"] + WIDTH[i.op.dst]))
   if i.fmt == "VOPC": return {B.VCC}
   if i.fmt == "VOP3" and n.startswith(("v_cmp", "v_readlane", "v_readfirstlane")): return {f["vdst"]}
-  if i.fmt == "VOP3" and "sdst" in f: return {f["sdst"]}
-  if i.fmt in ("VOP1", "VOP2", "VOPD", "FLAT"): return set() if n != "v_readfirstlane_b32" else {f["vdst"]}
+  if i.fmt == "VOP3" and n in VOP3B: return {f["sdst"]}
+  if i.fmt in ("VOP1", "VOP2", "VOP3", "VOPD", "FLAT"): return set() if n != "v_readfirstlane_b32" else {f["vdst"]}
   return None
 
 
@@ -82,15 +95,29 @@ def analyze(m: Any, pc: int, b: B.Block) -> Loop | None:
     regs = set(range(c, c + WIDTH.get(t, 1))) if c < 128 else set()
     if c >= 128 and not (c <= 208 or 240 <= c <= 248 or c == 255): return None   # only registers and constants
     if regs & b.swritten and not regs <= set(carried): return None   # a value the body computes before it: not predicted
-  pairs, rest = [], list(carried)
+  # the accumulators: the carried VGPRs that only v_add_f32 chains use (one that is used otherwise is left to prediction)
+  accs, lb = set(cv), b
+  while accs:
+    bad: set[int] = set()
+    if (lb := B.build(m, pc, frozenset(accs), bad)) is not None: break
+    if not bad: return None
+    accs -= bad
+  if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: lb = b
+  vcar = tuple(sorted(cv - accs))
+  return Loop(lb, carried, _pairs(carried), tuple(sorted(accs)), vcar, _pairs(vcar), last.op.name == "s_cbranch_scc1", cmp,
+              frozenset(after & set(carried)), last.pc + last.size)
+
+
+def _pairs(regs: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+  """Registers as (first, 1 or 2): two adjacent carried registers are one 64-bit value (an address pair)."""
+  pairs, rest = [], list(regs)
   while rest:
     r = rest.pop(0)
-    if rest and rest[0] == r + 1: pairs.append((r, 2)); rest.pop(0)
+    if rest and rest[0] == r + 1:
+      pairs.append((r, 2))
+      rest.pop(0)
     else: pairs.append((r, 1))
-  lb = B.build(m, pc, frozenset(cv)) if cv else b
-  if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: return None
-  return Loop(lb, carried, tuple(pairs), tuple(sorted(cv)), last.op.name == "s_cbranch_scc1", cmp, frozenset(after & set(carried)),
-              last.pc + last.size)
+  return tuple(pairs)
 
 
 def loop_at(m: Any, pc: int, b: B.Block) -> Loop | None:
@@ -99,21 +126,23 @@ def loop_at(m: Any, pc: int, b: B.Block) -> Loop | None:
     if len(LOOPS) >= 256: LOOPS.pop(next(iter(LOOPS)))
     d = LOOPS[key] = {}
   if pc not in d: d[pc] = analyze(m, pc, b)
-  return d[pc]
+  lp = d[pc]
+  return None if lp is None or lp.failed else lp
 
 
-def _predict(lp: Loop, prev: np.ndarray, cur: np.ndarray, n: int) -> dict[int, np.ndarray]:
-  """Each carried SGPR's value at the start of batch iterations 0..n (uint32 [n + 1, waves])."""
+def _predict(pairs: tuple[tuple[int, int], ...], prev: dict[int, np.ndarray], cur: dict[int, np.ndarray], n: int) -> dict[int, np.ndarray]:
+  """Each carried register's value at the start of batch iterations 0..n (uint32 [n + 1, *shape]), the step being its
+  change over the iteration before (prev -> cur: register -> uint32 array, per wave or per wave and lane)."""
   out = {}
-  j = np.arange(n + 1, dtype=U64)[:, None]
-  for r, w in lp.pairs:
+  for r, w in pairs:
     if w == 2:
-      p0, p1 = prev[:, r:r + 2].copy().view(U64)[:, 0], cur[:, r:r + 2].copy().view(U64)[:, 0]
-      v = p1[None, :] + (p1 - p0)[None, :] * j
-      out[r], out[r + 1] = (v & U64(0xFFFFFFFF)).astype(U32), (v >> U64(32)).astype(U32)
-    else:
-      p0, p1 = prev[:, r].astype(U64), cur[:, r].astype(U64)
-      out[r] = ((p1[None, :] + ((p1 - p0) & U64(0xFFFFFFFF))[None, :] * j) & U64(0xFFFFFFFF)).astype(U32)
+      p0 = prev[r].astype(U64) | (prev[r + 1].astype(U64) << U64(32))
+      p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32))
+    else: p0, p1 = prev[r].astype(U64), cur[r].astype(U64)
+    j = np.arange(n + 1, dtype=U64).reshape((-1,) + (1,) * p1.ndim)
+    v = p1[None] + (p1 - p0)[None] * j   # modulo 2^64: the low 32 bits of a 32-bit one are right
+    out[r] = (v & U64(0xFFFFFFFF)).astype(U32)
+    if w == 2: out[r + 1] = (v >> U64(32)).astype(U32)
   return out
 
 
@@ -144,19 +173,24 @@ def _trips(m: Any, lp: Loop, pred: dict[int, np.ndarray], n: int) -> tuple[int, 
   return (j + 1, False) if none[j] else None
 
 
-def run(m: Any, lp: Loop, prev: np.ndarray) -> bool:
-  """After one iteration ran as a block (SGPRs before it: prev), the next iterations as one batch, while the waves
-  stay in the loop (at most what MAX_BYTES allows); False: nothing done (the caller goes on block by block)."""
+def before(m: Any, lp: Loop) -> tuple[np.ndarray, np.ndarray]:
+  """What `run` needs of the state before the iteration that runs as a block: the SGPRs and the carried VGPRs."""
+  return m.s.copy(), m.v[:, list(lp.vcarried), :].copy()
+
+
+def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
+  """After one iteration ran as a block (the state before it: `before`), the next iterations as one batch, while the
+  waves stay in the loop (at most what MAX_BYTES allows); False: nothing done (the caller goes on block by block)."""
   row = X.VALU["v_add_f32"]
   if lp.accs and not (isinstance(row, np.ufunc) and row.nin == 2): return False
   W = m.W
   per = W * m.nv * 32 * 4
   cap = max(1, MAX_BYTES // max(per, 1))
-  pred = _predict(lp, prev, m.s, cap)
+  pred = _predict(lp.pairs, {r: prev[0][:, r] for r in lp.carried}, {r: m.s[:, r] for r in lp.carried}, cap)
   got = _trips(m, lp, pred, cap)
   if got is None: return False
   n, on = got
-  if n < 2 and on: return False
+  if n < (4 if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
   s0 = np.tile(m.s, (n, 1))
   s3 = s0.reshape(n, W, 128)
@@ -169,8 +203,10 @@ def run(m: Any, lp: Loop, prev: np.ndarray) -> bool:
   mx = copy.copy(m)
   # VGPRs: the ones the body reads before writing them as at the batch's start, the others never read before written
   # register-major ([VGPR, wave, lane] in memory): each register of all the batch's waves is one contiguous array
-  v = np.empty((m.nv, n, W, 32), U32)
+  v = _scratch(m.nv * n * W * 32).reshape(m.nv, n, W, 32)
   v[reads] = m.v[:, reads, :].transpose(1, 0, 2)[:, None]
+  vpred = _predict(lp.vpairs, {r: prev[1][:, k] for k, r in enumerate(lp.vcarried)}, {r: m.v[:, r, :] for r in lp.vcarried}, n)
+  for r, x in vpred.items(): v[r] = x[:n]
   mx.W, mx.s, mx.v, mx.vinit = N, s0.copy(), v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
   mx.scc = np.full(N, lp.taken)
   mx.scc[:W] = m.scc
@@ -188,13 +224,27 @@ def run(m: Any, lp: Loop, prev: np.ndarray) -> bool:
   pcs = mx.pc.reshape(n, W)
   if not ((pcs[:-1] == m.pc[0]).all() and (pcs[-1] == (m.pc[0] if on else lp.exit_pc)).all()): return False
   e3 = mx.s.reshape(n, W, 128)
-  if lp.carried and not (e3[:-1][:, :, list(lp.carried)] == s3[1:][:, :, list(lp.carried)]).all(): return False
+  if lp.carried and not (e3[:-1][:, :, list(lp.carried)] == s3[1:][:, :, list(lp.carried)]).all():
+    lp.failed = True
+    return False
+  for r, x in vpred.items():
+    if not (mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]).all():
+      lp.failed = True
+      return False
   if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
   results = {}
   sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
   for r in lp.accs:
     recs = mx.acc[r]
     if not recs: return False
+    if W * 32 >= FOLD_LANES:   # many lanes: the row's own calls, iteration by iteration (either operand order exact)
+      acc = m.v[:, r, :].view(np.float32).copy()
+      xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
+      with np.errstate(all="ignore"):
+        for t in range(n):
+          for form, x in xs: row(x[t], acc, out=acc) if form else row(acc, x[t], out=acc)
+      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+      continue
     k = len(recs)
     # per enabled lane its sequence of operands, iteration by iteration, each in program order: [lanes, n * k], contiguous
     xs = np.stack([a for _, a in recs], axis=-1).view(np.float32).reshape(n, W * 32, k)[:, sel, :]

@@ -139,7 +139,7 @@ class Machine:
         # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
         if idx is every and self.use_blocks and pc0 not in self._stepped and (b := self.block_at(pc0)) is not None:
           lp = loops.loop_at(self, pc0, b) if self.use_loops and pc0 not in self._noloop else None
-          prev = self.s.copy() if lp is not None else None
+          prev = loops.before(self, lp) if lp is not None else None
           if b.fn(self, idx):
             self.steps += len(b.insts) - 1
             # a one-block loop: the iterations after this one as one batch (loops.py); a refused batch is not retried

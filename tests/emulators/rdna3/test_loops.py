@@ -145,11 +145,76 @@ done:
   ret void
 }"""
 
+LANE_IND = """
+define amdgpu_kernel void @lane_ind(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  %s = and i32 %l, 3
+  %st = add i32 %s, 1
+  %pi = getelementptr float, ptr addrspace(1) %a, i32 %i
+  %l64 = zext i32 %l to i64
+  %l3 = mul i64 %l64, 5
+  %q0 = sub i64 4294967200, %l3
+  %dq = add i64 %l64, 1
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %p = phi ptr addrspace(1) [%pi, %entry], [%p1, %loop]
+  %q = phi i64 [%q0, %entry], [%q1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %v = load float, ptr addrspace(1) %p
+  %qh = lshr i64 %q, 3
+  %qt = trunc i64 %qh to i32
+  %qf = uitofp i32 %qt to float
+  %acc0 = fadd float %acc, %v
+  %acc1 = fadd float %acc0, %qf
+  %p1 = getelementptr float, ptr addrspace(1) %p, i32 %st
+  %q1 = add i64 %q, %dq
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, %n
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}"""
+
+LANE_MAX = f"""
+define amdgpu_kernel void @lane_max(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {{
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  %init = load float, ptr addrspace(1) %po
+  %pi = getelementptr float, ptr addrspace(1) %a, i32 %i
+  br label %loop
+loop:
+  %k = phi i32 [0, %entry], [%k1, %loop]
+  %acc = phi float [%init, %entry], [%acc1, %loop]
+  %off = mul i32 %k, {NL}
+  %off64 = zext i32 %off to i64
+  %pa = getelementptr float, ptr addrspace(1) %pi, i64 %off64
+  %v = load float, ptr addrspace(1) %pa
+  %acc1 = call float @llvm.maxnum.f32(float %acc, float %v)
+  %k1 = add i32 %k, 1
+  %c = icmp ult i32 %k1, %n
+  br i1 %c, label %loop, label %done
+done:
+  store float %acc1, ptr addrspace(1) %po
+  ret void
+}}"""
+
 _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX))[0]))
   return _MOD[name]
 
 
@@ -169,6 +234,13 @@ def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches
     if checked: assert np.array_equal(m0.vinit, m.vinit)
   assert (m0.batches > 0) == batches, m0.batches
   return o0
+
+
+@pytest.fixture(params=["accumulate", "fold"], autouse=True)
+def fold(request, monkeypatch) -> bool:
+  """Accumulators by the row's accumulate (few lanes) or by its calls iteration by iteration (many lanes): both ways."""
+  if request.param == "fold": monkeypatch.setattr(LP, "FOLD_LANES", 0)
+  return request.param == "fold"
 
 
 def wide(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -199,9 +271,10 @@ def nans(payloads: list[int]) -> np.ndarray:
   return np.array([0x7FC00000 | p for p in payloads], np.uint32).view(np.float32)
 
 
-def test_accumulator_as_second_operand_with_nans():
+def test_accumulator_as_second_operand_with_nans(fold):
   """acc = x + acc (a uniform x in an SGPR must be src0): x + acc == acc + x holds for np.add unless x is a NaN (the
-  first operand's payload wins on x86): without NaNs a batch runs, with them the loop runs block by block."""
+  first operand's payload wins on x86): without NaNs accumulate runs, with them the loop runs block by block (the fold
+  calls the row as x + acc: a batch either way)."""
   rng = np.random.default_rng(2)
   n = 20
   out, a = wide(rng, NL), wide(rng, n)
@@ -209,7 +282,7 @@ def test_accumulator_as_second_operand_with_nans():
   out[::3] = nans(list(range(1, NL, 3)))   # NaN accumulators with distinct payloads
   three_ways("uniform_acc", [out, a], (n,))
   a[5] = nans([0x1234])[0]
-  got = three_ways("uniform_acc", [out, a], (n,), batches=False)
+  got = three_ways("uniform_acc", [out, a], (n,), batches=fold)
   pay = got[0].view(np.uint32)
   assert (pay[::3] == 0x7FC01234).all() and (pay[1::3] == 0x7FC01234).all()   # x's payload: x + acc, x first
 
@@ -231,6 +304,31 @@ def test_64_bit_induction_carries_across_2_32():
   ref = out.copy()
   for k in range((1 << 32) - 200, (1 << 32) + 200, 8): ref = (ref + np.float32((k >> 29) & 0xFFFFFFFF)).astype(np.float32)
   assert got[0].view(np.float32).tobytes() == ref.tobytes()
+
+
+def test_vgpr_inductions_per_lane():
+  """A per-lane pointer (a 64-bit VGPR pair stepped by a per-lane stride) and a per-lane 64-bit counter whose low word
+  wraps at different iterations in different lanes: predicted from the first iteration's change and checked."""
+  rng = np.random.default_rng(8)
+  n = 30
+  out, a = wide(rng, NL), wide(rng, NL + 4 * n)
+  got = three_ways("lane_ind", [out, a], (n,))
+  ref = out.copy()
+  lane = np.arange(NL) % 64
+  q = ((1 << 32) - 96 - 5 * lane).astype(np.uint64)
+  for k in range(n):
+    ref = (ref + a[np.arange(NL) + k * ((lane & 3) + 1)]).astype(np.float32)
+    ref = (ref + ((q >> np.uint64(3)) & np.uint64(0xFFFFFFFF)).astype(np.float32)).astype(np.float32)
+    q = q + (lane + 1).astype(np.uint64)
+  assert got[0].view(np.float32).tobytes() == ref.tobytes()
+
+
+def test_a_recurrence_that_is_no_induction_is_not_batched():
+  """acc = max(acc, x) carries a VGPR that is neither an add chain nor linear: the prediction fails its check once, the
+  loop runs block by block, and later dispatches do not try again."""
+  rng = np.random.default_rng(9)
+  for _ in range(2): three_ways("lane_max", [wide(rng, NL), wide(rng, NL * 12)], (12,), batches=False)
+  assert any(lp is not None and lp.failed for d in LP.LOOPS.values() for lp in d.values())
 
 
 def test_trip_counts_differing_between_waves():
