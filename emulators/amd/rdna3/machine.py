@@ -430,5 +430,14 @@ class Machine:
       self._touch(r.va, r.va + int(ix[:, 0].min()), r.va + int(ix[:, -1].max()) + 1, True)
       r.mem.data[ix] = data[sel]   # lanes in order: a later lane's store to the same byte wins, as one wave's store resolves
       if r.mem.bits is not None:
-        r.mem.mark_elems(ix.reshape(-1), 1, True)
+        flat = ix.reshape(-1)
+        lo = int(flat.min())
+        span = int(flat.max()) + 1 - lo
+        dense = span == flat.size
+        if dense:   # as many bytes as the span: one range when each is stored (a whole buffer written: the usual output)
+          seen = np.zeros(span, np.bool_)
+          seen[flat - lo] = True
+          dense = bool(seen.all())
+        if dense: r.mem.mark_range(lo, lo + span, True)
+        else: r.mem.mark_elems(flat, 1, True)
         r.mem.settle()
