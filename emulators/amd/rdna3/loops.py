@@ -37,6 +37,7 @@ from emulators.amd.rdna3.opcodes import VOP3B
 
 LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGPR count) -> entry PC -> loop (None: not one)
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
+MIN_N = 4
 FOLD_LANES = 2048      # from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
@@ -190,7 +191,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   got = _trips(m, lp, pred, cap)
   if got is None: return False
   n, on = got
-  if n < (4 if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
+  if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
   s0 = np.tile(m.s, (n, 1))
   s3 = s0.reshape(n, W, 128)

@@ -385,9 +385,11 @@ class Machine:
     k = 4 * nd // u
     got = (units[off // u] if k == 1 else units[(off // u)[:, None] + np.arange(k)]).view(U32).reshape(len(a), nd)
     self._touch(r.va, lo, hi, False)
-    dst = self.v[ix, r0:r0 + nd, :].transpose(0, 2, 1)   # [n, 32 lanes, nd], a view of the register file
-    if full: dst[...] = got.reshape(dst.shape)
-    else: dst[lanes] = got
+    if full:
+      dst = self.v[ix, r0:r0 + nd, :].transpose(0, 2, 1)   # [n, 32 lanes, nd], a view of the register file
+      dst[...] = got.reshape(dst.shape)
+    else:   # register by register: a masked write with the lanes' stride (one across dwords is many times slower)
+      for k in range(nd): self.v[ix, r0 + k, :][lanes] = got[:, k]
     if self.vinit is not None:
       if full: self.vinit[ix, r0:r0 + nd, :] = True
       else: self.vinit[ix, r0:r0 + nd, :] |= lanes[:, None, :]
