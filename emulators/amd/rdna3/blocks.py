@@ -46,7 +46,9 @@ class Block:
   vwritten: frozenset[int] = frozenset()  # VGPR dwords it writes
   sreads: frozenset[int] = frozenset()    # SGPRs read before the block writes them (valid unless opaque)
   swritten: frozenset[int] = frozenset()  # SGPRs it writes (valid unless opaque)
-  opaque: bool = False      # a handler other than SMEM runs in it: its SGPR and memory effects are not listed (no loop runs)
+  opaque: bool = False      # a handler runs in it whose SGPR and memory effects are not listed (no loop runs)
+  lanewise: bool = False    # only inline VALU work (no handler but SMEM): no lane reads another's value or its own
+                            # disabled lanes (a loop batch may then compute every lane: Machine.unmasked)
 
 
 def _exec_writer(i: Inst) -> bool:
@@ -137,6 +139,7 @@ class _Gen:
     self.sreads: list[int] = []       # SGPRs read before the block wrote them
     self.swritten: set[int] = set()
     self.opaque = False
+    self.lanewise = True
     # loop mode (loops.py): accumulator VGPRs whose v_add_f32 chain is recorded (m.acc[r]) instead of computed; any other
     # read or write of them makes the block unusable (bad)
     self.accs: frozenset[int] = frozenset()
@@ -365,7 +368,7 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   finish = o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"])
   vd = f.get("vdst", 0)
   if _in_place(row, [t for _, t, _ in srcs], o.dst) and not finish and vd < g.nv:
-    g.lines.append(f"X.VALU[{n!r}]({', '.join(args)}, out={g.vreg(vd, o.dst)}, where=W)")
+    g.lines.append(_in_place_line(f"X.VALU[{n!r}]", args, g.vreg(vd, o.dst)))
     g.write([vd], True)
     return True
   val = f"X.VALU[{n!r}]({', '.join(args)})"
@@ -405,6 +408,14 @@ def _in_place(row: Any, srcs: list[str], dst: str) -> bool:
   return isinstance(row, np.ufunc) and row.nin == len(srcs) and WIDTH.get(dst, 1) == 1 and dst not in T16 and all(t == dst for t in srcs)
 
 
+def _in_place_line(row: str, args: list[str], dst: str) -> str:
+  """The row writing its result into dst itself when every lane is on; else computed whole and copied to the enabled
+  lanes, as the interpreter does (a ufunc with where= may take a commutative op's operands in the other order, and so
+  the other NaN's payload when both are NaNs: numpy 2.4, a broadcast first operand and a lane mask)."""
+  a = ", ".join(args)
+  return f"{row}({a}, out={dst}) if full else np.copyto({dst}, {row}({a}), casting='unsafe', where=L)"
+
+
 def _vopd_inline(g: _Gen, i: Inst) -> bool:
   """Both halves of a VOPD pair read their sources, then both write (execute.vopd / _vopd_half)."""
   f = i.f
@@ -436,7 +447,7 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
     if None in args: break
     row = f"X.VALU[{base!r}]"
     r = f"{row}({', '.join(args)})"
-    inplace = f"{row}({', '.join(args)}, out={g.vreg(d, t)}, where=W)" if _in_place(X.VALU[base], [t] * len(args), t) else None
+    inplace = _in_place_line(row, args, g.vreg(d, t)) if _in_place(X.VALU[base], [t] * len(args), t) else None
     # a mov's result is its source register's view: copied, as the other half may write that register first
     halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r, inplace,
                    {s0 - 256, s1} | ({d} if base == "v_fmac_f32" else set())))
@@ -584,6 +595,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
       g.read(rw[0])
       srw = _handler_sgprs(i)
       if srw is None: g.opaque = True
+      if i.fmt != "SMEM": g.lanewise = False
       else: g.sread(srw[0])
       g.flush()
       g.sync()
@@ -604,7 +616,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
-         "  full = m.all_on(L)",
+         "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
          f"  if vinit is not None and {len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
@@ -620,7 +632,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   text = "\n".join(src)
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
-  return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque)
+  return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque, g.lanewise)
 
 
 RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,

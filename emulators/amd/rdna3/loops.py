@@ -216,6 +216,9 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   mx.touched = {k: list(v) for k, v in m.touched.items()}
   idx = np.arange(N)
   mx._idx, mx._ix, mx._lanes = idx, slice(None), None
+  # a lane-wise body computes the disabled lanes too (no masked writes; loads still only the enabled lanes'): their
+  # values are dropped below, where the registers written keep theirs in the disabled lanes
+  mx.unmasked = lp.block.lanewise
   try:
     with np.errstate(all="ignore"):
       if not lp.block.fn(mx, idx): return False
@@ -229,7 +232,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
     lp.failed = True
     return False
   for r, x in vpred.items():
-    if not (mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]).all():
+    if not ((mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]) | ~lanes).all():
       lp.failed = True
       return False
   if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
@@ -243,7 +246,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
       with np.errstate(all="ignore"):
         for t in range(n):
-          for form, x in xs: row(x[t], acc, out=acc) if form else row(acc, x[t], out=acc)
+          for form, x in xs: acc = np.asarray(row(x[t], acc) if form else row(acc, x[t]), np.float32)
       results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
       continue
     k = len(recs)
