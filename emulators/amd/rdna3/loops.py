@@ -194,8 +194,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
   s0 = np.tile(m.s, (n, 1))
-  s3 = s0.reshape(n, W, 128)
-  for r, v in pred.items(): s3[:, :, r] = v[:n]
+  for r, x in pred.items(): s0.reshape(n, W, 128)[:, :, r] = x[:n]
   lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
   reads = sorted(r for r in lp.block.vreads if r < m.nv)
   # checked mode: the block's entry test, on the machine (every iteration starts with its VGPRs); the batch then runs
@@ -208,7 +207,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   v[reads] = m.v[:, reads, :].transpose(1, 0, 2)[:, None]
   vpred = _predict(lp.vpairs, {r: prev[1][:, k] for k, r in enumerate(lp.vcarried)}, {r: m.v[:, r, :] for r in lp.vcarried}, n)
   for r, x in vpred.items(): v[r] = x[:n]
-  mx.W, mx.s, mx.v, mx.vinit = N, s0.copy(), v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
+  mx.W, mx.s, mx.v, mx.vinit = N, s0, v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
   mx.scc = np.full(N, lp.taken)
   mx.scc[:W] = m.scc
   mx.pc, mx.done, mx.bar = np.full(N, m.pc[0], np.int64), np.zeros(N, np.bool_), np.zeros(N, np.bool_)
@@ -228,7 +227,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   pcs = mx.pc.reshape(n, W)
   if not ((pcs[:-1] == m.pc[0]).all() and (pcs[-1] == (m.pc[0] if on else lp.exit_pc)).all()): return False
   e3 = mx.s.reshape(n, W, 128)
-  if lp.carried and not (e3[:-1][:, :, list(lp.carried)] == s3[1:][:, :, list(lp.carried)]).all():
+  if any(r not in pred or not (e3[:-1, :, r] == pred[r][1:n]).all() for r in lp.carried):
     lp.failed = True
     return False
   for r, x in vpred.items():
@@ -263,7 +262,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   m.s[:] = mx.s[last]
   m.scc[:] = mx.scc[last]
   wr = sorted(r for r in lp.block.vwritten if r < m.nv)   # disabled lanes keep their values, as without the batch
-  m.v[:, wr, :] = np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
+  m.v[:, wr, :] = mx.v[last][:, wr, :] if lanes.all() else np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
   for r, x in results.items(): m.v[:, r, :] = x
   if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
   m.pc[:] = mx.pc[last]
