@@ -3,7 +3,11 @@ s_endpgm, s_barrier or EXEC write becomes one function, built once per (code byt
 the whole run for every wave of the dispatch at once. Operands, register views, constants and modifiers are resolved
 when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated; looked up in its
 table when the block runs, so a changed row takes effect) and one masked write, or one call where the row is a numpy
-ufunc writing the enabled lanes of its destination itself.
+ufunc writing its destination itself (every lane on; else computed whole and copied to the enabled lanes).
+
+The SGPRs and VGPR dwords a block reads before writing them and those it writes are listed (Block.sreads etc.) for
+loops.py, which runs a one-block loop's iterations as one batch; in loop mode (`accs`) the v_add_f32 adds into an
+accumulator only record their other operand (m.acc).
 
 Inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp (ops.FCMP/ICMP),
 v_cndmask_b32, the carry ops (execute.carry_op), VOPD pairs, the SALU rows of ops.SALU, SOPC/SOPK compares and ops

@@ -1,24 +1,27 @@
 """Counted loops of RDNA3 code run as whole arrays: the iterations of a one-block loop (a block whose s_cbranch_scc0/1
-goes back to its own entry) run together, as extra waves of one run of the block, instead of one block call each.
+goes back to its own entry) run together, as extra waves of one call of the block, instead of one block call each.
 
-A loop qualifies when its block (blocks.py) runs no handler but SMEM loads (so it stores nothing, touches no LDS and
-every SGPR it reads and writes is known), its exit is an s_cmp/s_cmpk on SGPRs and constants, and the VGPRs carried from
-one iteration to the next are accumulators: v_add_f32 chains `acc = acc + x` that nothing else in the body reads or
-writes. Everything else a body computes is written before it is read, so iteration t's values depend only on the values
-it starts with: the SGPRs carried (the inductions: counters, 64-bit address pairs) and SCC.
+A loop qualifies when its block (blocks.py) runs no handler whose SGPR effects are unlisted (so it stores nothing and
+touches no LDS: only VALU, SALU, SMEM and global loads) and its exit is an s_cmp/s_cmpk on SGPRs and constants. What a
+body computes before it reads it depends only on the iteration; what it reads before writing it and also writes is
+carried: SCC, SGPR and VGPR inductions (counters, 64-bit address pairs), and accumulators, the VGPRs that only v_add_f32
+chains `acc = acc + x` (or `x + acc`) read and write.
 
-One iteration runs as a normal block call first; the difference of the carried SGPRs over it is the step of each (a pair
-of carried SGPRs as one 64-bit value). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
+One iteration runs as a block call first; the change of each carried register over it is its step (two adjacent ones
+as one 64-bit value; VGPRs per lane). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
 gives the trip count (the same for every wave, else no batch). The batch then runs the loop-mode block (built with the
-accumulators: their adds only record the other operand) on a copy of the machine with (iterations x waves) waves, each
-iteration's copy starting from the predicted SGPRs, the VGPRs at the batch's start and SCC as the branch leaves it.
-Nothing is predicted that is not checked: the batch is used only when every iteration's branch went where it was
-predicted, its carried SGPRs and SCC at the end are the next iteration's predicted start, and every record of an
-accumulator taken with the register as second operand is not a NaN (x + acc = acc + x holds then for np.add). Then the
-accumulators are the row's `accumulate` over the records in iteration order (a sequential fold: bit-exact with the
-adds one by one), and the machine takes the last iteration's registers. Anything else (a fault, a failed check, a row
-that is not a numpy ufunc: a seeded mutation) discards the batch and the interpreter goes on block by block, so faults
-name the PC and lane they name without batches, and a changed row takes effect either way."""
+accumulators: their adds only record the other operand, m.acc) on a copy of the machine with (iterations x waves)
+waves, each iteration's copy starting from the predicted registers, the other VGPRs as at the batch's start and SCC as
+the branch leaves it. A body with only inline VALU work is lane-wise and runs every lane (Machine.unmasked: no masked
+writes; loads still read only the enabled lanes); the disabled lanes' values are dropped when the batch is taken.
+
+Nothing predicted goes unchecked: the batch is used only when every iteration's branch went where it was predicted and
+the carried registers (enabled lanes) and SCC each iteration ends with are the next one's predicted start. The
+accumulators are then folded in iteration order by the row itself: its ufunc's `accumulate` (few lanes; a record taken
+as `x + acc` only when no x is a NaN: x + acc == acc + x for np.add then), or one row call per add (many lanes). The
+machine takes the last iteration's registers. Anything else (a fault, a failed check, a row that is not a numpy ufunc:
+a seeded mutation) discards the batch and the loop runs block by block, so faults name the PC and lane they name
+without batches, checked mode reports what it reports, and a changed row takes effect either way."""
 from __future__ import annotations
 
 import copy
