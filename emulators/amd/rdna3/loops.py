@@ -106,7 +106,7 @@ def analyze(m: Any, pc: int, b: B.Block) -> Loop | None:
     if (lb := B.build(m, pc, frozenset(accs), bad)) is not None: break
     if not bad: return None
     accs -= bad
-  if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: lb = b
+  if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: lb, accs = b, set()
   vcar = tuple(sorted(cv - accs))
   return Loop(lb, carried, _pairs(carried), tuple(sorted(accs)), vcar, _pairs(vcar), last.op.name == "s_cbranch_scc1", cmp,
               frozenset(after & set(carried)), last.pc + last.size)
@@ -238,6 +238,10 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
       lp.failed = True
       return False
   if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
+  wr = sorted(r for r in lp.block.vwritten if r < m.nv)
+  # the VGPRs read and not listed as written end as they began (a handler writing one unlisted: no batch)
+  if (keep := [r for r in reads if r not in lp.block.vwritten and r not in lp.accs]) and \
+     not (mx.v[(n - 1) * W:N][:, keep, :] == m.v[:, keep, :]).all(): return False
   results = {}
   sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
   for r in lp.accs:
@@ -264,7 +268,7 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   last = slice((n - 1) * W, N)
   m.s[:] = mx.s[last]
   m.scc[:] = mx.scc[last]
-  wr = sorted(r for r in lp.block.vwritten if r < m.nv)   # disabled lanes keep their values, as without the batch
+  # the registers written: disabled lanes keep their values, as without the batch
   m.v[:, wr, :] = mx.v[last][:, wr, :] if lanes.all() else np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
   for r, x in results.items(): m.v[:, r, :] = x
   if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
