@@ -53,6 +53,10 @@ class Block:
   opaque: bool = False      # a handler runs in it whose SGPR and memory effects are not listed (no loop runs)
   lanewise: bool = False    # only inline VALU work (no handler but SMEM): no lane reads another's value or its own
                             # disabled lanes (a loop batch may then compute every lane: Machine.unmasked)
+  lreads: frozenset[int] = frozenset()   # SGPRs read as lane masks that the block did not compute
+  sall: frozenset[int] = frozenset()     # SGPRs read as scalars (anywhere in the block)
+  maskw: frozenset[int] = frozenset()    # SGPRs whose last write in the block is a lane mask (v_cmp, carry out)
+  maskever: frozenset[int] = frozenset() # SGPRs the block writes a lane mask to (at any point)
 
 
 def _exec_writer(i: Inst) -> bool:
@@ -144,6 +148,10 @@ class _Gen:
     self.swritten: set[int] = set()
     self.opaque = False
     self.lanewise = True
+    self.lreads: set[int] = set()
+    self.sall: set[int] = set()
+    self.maskw: set[int] = set()
+    self.maskever: set[int] = set()
     # loop mode (loops.py): accumulator VGPRs whose v_add_f32 chain is recorded (m.acc[r]) instead of computed; any other
     # read or write of them makes the block unusable (bad)
     self.accs: frozenset[int] = frozenset()
@@ -218,18 +226,25 @@ class _Gen:
     self.reads, self.binds, n, self.dirty, self.pairs = saved[0], saved[1], saved[2], saved[3], saved[4]
     del self.lines[n:]
 
-  def sread(self, codes: Any) -> None:
-    self.sreads += [c for c in codes if c != 124 and c not in self.swritten and c not in self.sreads]
+  def sread(self, codes: Any, lane: bool = False) -> None:
+    codes = [c for c in codes if c != 124]
+    (self.lreads if lane else self.sall).update(codes)
+    self.sreads += [c for c in codes if c not in self.swritten and c not in self.sreads]
 
   def swrite(self, codes: Any) -> None:
-    self.swritten.update(c for c in codes if c != 124)
+    codes = [c for c in codes if c != 124]
+    self.swritten.update(codes)
+    self.maskw.difference_update(codes)
 
   def setmask(self, code: int, expr: str) -> None:
     """SGPR `code` = the lane mask of the bool [n, 32] expr (disabled lanes 0), written back by `sync` when needed."""
     self.lines.append(f"c{code} = {expr}")
     self.dirty.add(code)
     self.swrite([code])
-    if code != 124: self.masks[code] = f"c{code}"   # NULL is written (as the handlers do) but reads as 0
+    if code != 124:
+      self.masks[code] = f"c{code}"
+      self.maskw.add(code)
+      self.maskever.add(code)   # NULL is written (as the handlers do) but reads as 0
 
   def sync(self, codes: Any = None) -> None:
     """Write the lane masks not yet in their SGPRs (all, or those among codes) before something reads the registers."""
@@ -240,7 +255,7 @@ class _Gen:
   def lanes(self, code: int) -> str:
     """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
     if code == 124: return "False"   # NULL reads as 0: no lane
-    if code not in self.masks: self.sread([code])
+    if code not in self.masks: self.sread([code], lane=True)
     return self.masks.get(code, f"tolanes(s[:, {code}])")
 
   def ssrc(self, code: int, t: str, lit: int | None) -> str | None:
@@ -636,7 +651,8 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   text = "\n".join(src)
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
-  return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque, g.lanewise)
+  return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque, g.lanewise,
+               frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
 
 
 RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,

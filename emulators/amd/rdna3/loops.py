@@ -33,6 +33,7 @@ import numpy as np
 
 from emulators.amd.rdna3 import blocks as B
 from emulators.amd.rdna3 import execute as E
+from emulators.amd.rdna3 import lanes as M
 from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3.decode import WIDTH, Inst, branch_target
 from emulators.amd.rdna3.lanes import LANE_BITS, U32, U64
@@ -185,6 +186,64 @@ def before(m: Any, lp: Loop) -> tuple[np.ndarray, np.ndarray]:
 def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   """After one iteration ran as a block (the state before it: `before`), the next iterations as one batch, while the
   waves stay in the loop (at most what MAX_BYTES allows); False: nothing done (the caller goes on block by block)."""
+  got = _packed(m, lp, prev)
+  return _batch(m, lp, prev) if got is None else got
+
+
+def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | None:
+  """The batch on the enabled lanes alone, packed 32 to a wave, where that at least halves the waves: a lane-wise body
+  whose scalar inputs are the same in every wave (then so is all its scalar work), which reads no lane mask it did not
+  compute and no mask it computed as a scalar (a lane's position in its wave is never seen). The packed machine runs
+  `_batch`; its registers go back to the lanes they came from, its scalar results to every wave, its lane masks bit by
+  bit to their lanes. None: not applicable (the batch runs on the waves as they are)."""
+  b = lp.block
+  lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+  E = int(lanes.sum())
+  P = -(-E // 32)
+  if not b.lanewise or b.lreads or b.maskever & b.sall or not E or 2 * P > m.W: return None
+  cols = sorted(set(b.sreads) | set(lp.carried))
+  if not ((m.s[:, cols] == m.s[:1, cols]).all() and (prev[0][:, cols] == prev[0][:1, cols]).all() and (m.scc == m.scc[0]).all()): return None
+  reads = sorted(r for r in b.vreads if r < m.nv)
+  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  ew, el = np.nonzero(lanes)
+  def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
+    flat = np.zeros((P * 32, x.shape[1]), x.dtype)
+    flat[:E] = x[ew, :, el]
+    return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(0, 2, 1))
+  pm = copy.copy(m)
+  pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
+  pm.s[:, 126] = 0xFFFFFFFF
+  if E % 32: pm.s[-1, 126] = (1 << (E % 32)) - 1
+  pm.scc, pm.pc = np.full(P, m.scc[0]), np.full(P, m.pc[0], np.int64)
+  pm.done, pm.bar, pm.wg, pm.bound = np.zeros(P, np.bool_), np.zeros(P, np.bool_), np.zeros(P, np.int64), {}
+  pm._idx, pm._ix, pm._lanes, pm.steps, pm.batches = None, None, None, 0, 0
+  pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
+  ok = _batch(pm, lp, pprev)
+  m.steps += pm.steps
+  if not ok: return False
+  # back: the VGPRs the body writes (and the accumulators) to their lanes; the scalars (the same in every packed wave)
+  # to every wave; the lane masks bit by bit
+  if not ((pm.pc == pm.pc[0]).all() and (pm.scc == pm.scc[0]).all()): return False
+  sw = sorted(c for c in b.swritten - b.maskw if c < 128)
+  if sw and not (pm.s[:, sw] == pm.s[:1, sw]).all(): return False
+  wr = sorted(r for r in set(b.vwritten) | set(lp.accs) if r < m.nv)
+  flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
+  for r in wr: m.v[ew, r, el] = flat[:, r]
+  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  m.s[:, sw] = pm.s[0, sw]
+  for c in b.maskw:
+    bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
+    got = np.zeros_like(lanes)
+    got[ew, el] = bits
+    m.s[:, c] = M.lanes_to_mask(got)
+  m.scc[:] = pm.scc[0]
+  m.pc[:] = pm.pc[0]
+  m.batches += 1
+  m._lanes = None
+  return True
+
+
+def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   row = X.VALU["v_add_f32"]
   if lp.accs and not (isinstance(row, np.ufunc) and row.nin == 2): return False
   W = m.W

@@ -210,15 +210,20 @@ done:
   ret void
 }}"""
 
+LANE_SEL = LANE_ACC.replace("@lane_acc", "@lane_sel").replace("""  %w = fmul float %v, 3.0
+""", """  %lt = fcmp olt float %v, 0.5
+  %w = select i1 %lt, float %v, float 2.0
+""")
+
 _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_SEL))[0]))
   return _MOD[name]
 
 
-def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches=True) -> list[np.ndarray]:
+def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches=True, get_machine: bool = False):
   """Run with batches, block by block and stepped; everything the same; batches: whether one must have run."""
   runs = []
   for loops, blocks in ((True, True), (False, True), (False, False)):
@@ -233,7 +238,7 @@ def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches
     assert np.array_equal(m0.s, m.s) and np.array_equal(m0.v, m.v) and np.array_equal(m0.scc, m.scc) and np.array_equal(m0.pc, m.pc)
     if checked: assert np.array_equal(m0.vinit, m.vinit)
   assert (m0.batches > 0) == batches, m0.batches
-  return o0
+  return m0 if get_machine else o0
 
 
 @pytest.fixture(params=["accumulate", "fold"], autouse=True)
@@ -246,9 +251,10 @@ def fold(request, monkeypatch) -> bool:
 GROUP = {0: 64}   # work-items per workgroup (of the 64 the kernels index by): 40 leaves 24 lanes of each group's 2nd wave off
 
 
-@pytest.fixture(params=[64, 40], autouse=True)
+@pytest.fixture(params=[64, 40, 8], autouse=True)
 def group(request, monkeypatch) -> None:
-  """Whole waves, and waves with lanes EXEC leaves off (a lane-wise batch computes them and drops their values)."""
+  """Whole waves, waves with lanes EXEC leaves off (a lane-wise batch computes them and drops their values), and one
+  wave of 8 lanes a workgroup (a lane-wise batch packs the enabled lanes of both waves into one)."""
   monkeypatch.setitem(GROUP, 0, request.param)
 
 
@@ -356,6 +362,27 @@ def test_a_recurrence_that_is_no_induction_is_not_batched():
   rng = np.random.default_rng(9)
   for _ in range(2): three_ways("lane_max", [wide(rng, NL), wide(rng, NL * 12)], (12,), batches=False)
   assert any(lp is not None and lp.failed for d in LP.LOOPS.values() for lp in d.values())
+
+
+def test_packed_lanes(monkeypatch):
+  """Waves of 8 enabled lanes: the batch runs on the lanes packed into fewer waves (here 2 -> 1), and its lane masks
+  (the carry of the address adds: VCC) go back bit by bit: the same registers as block by block."""
+  if GROUP[0] != 8: pytest.skip("packing needs waves at most half full (the group=8 case)")
+  waves = []
+  real = LP._batch
+  def spy(m, lp, prev):
+    waves.append(m.W)
+    return real(m, lp, prev)
+  monkeypatch.setattr(LP, "_batch", spy)
+  rng = np.random.default_rng(11)
+  out, a = wide(rng, NL), wide(rng, NL * 13)
+  three_ways("lane_acc", [out, a], (13,))
+  assert waves and waves[0] == 1
+  waves.clear()
+  m = three_ways("lane_sel", [out, a], (13,), get_machine=True)   # a compare per lane and iteration: VCC differs by both
+  assert waves and waves[0] == 1
+  last = a[12 * NL:13 * NL][np.arange(NL) % 64 < 8]   # the last iteration's operands of the live lanes, wave by wave
+  assert [int(x) for x in m.s[:, 106]] == [sum(1 << k for k in range(8) if last[8 * w + k] < 0.5) for w in range(2)]
 
 
 def test_trip_counts_differing_between_waves():
