@@ -14,6 +14,8 @@ accumulators: their adds only record the other operand, m.acc) on a copy of the 
 waves, each iteration's copy starting from the predicted registers, the other VGPRs as at the batch's start and SCC as
 the branch leaves it. A body with only inline VALU work is lane-wise and runs every lane (Machine.unmasked: no masked
 writes; loads still read only the enabled lanes); the disabled lanes' values are dropped when the batch is taken.
+Where such a body's scalar inputs are also the same in every wave and it reads no lane mask as a scalar (nothing sees
+a lane's position in its wave), the batch runs on the enabled lanes packed 32 to a wave (`_packed`).
 
 Nothing predicted goes unchecked: the batch is used only when every iteration's branch went where it was predicted and
 the carried registers (enabled lanes) and SCC each iteration ends with are the next one's predicted start. The
