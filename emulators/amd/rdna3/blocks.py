@@ -241,10 +241,10 @@ class _Gen:
     self.lines.append(f"c{code} = {expr}")
     self.dirty.add(code)
     self.swrite([code])
-    if code != 124:
+    if code != 124:   # NULL is written (as the handlers do) but reads as 0
       self.masks[code] = f"c{code}"
       self.maskw.add(code)
-      self.maskever.add(code)   # NULL is written (as the handlers do) but reads as 0
+      self.maskever.add(code)
 
   def sync(self, codes: Any = None) -> None:
     """Write the lane masks not yet in their SGPRs (all, or those among codes) before something reads the registers."""
@@ -614,8 +614,8 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
       g.read(rw[0])
       srw = _handler_sgprs(i)
       if srw is None: g.opaque = True
-      if i.fmt != "SMEM": g.lanewise = False
       else: g.sread(srw[0])
+      if i.fmt != "SMEM": g.lanewise = False
       g.flush()
       g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
