@@ -3,7 +3,11 @@ s_endpgm, s_barrier or EXEC write becomes one function, built once per (code byt
 the whole run for every wave of the dispatch at once. Operands, register views, constants and modifiers are resolved
 when the block is built, so a VALU instruction costs its row of ops.VALU (called, never restated; looked up in its
 table when the block runs, so a changed row takes effect) and one masked write, or one call where the row is a numpy
-ufunc writing the enabled lanes of its destination itself.
+ufunc writing its destination itself (every lane on; else computed whole and copied to the enabled lanes).
+
+The SGPRs and VGPR dwords a block reads before writing them and those it writes are listed (Block.sreads etc.) for
+loops.py, which runs a one-block loop's iterations as one batch; in loop mode (`accs`) the v_add_f32 adds into an
+accumulator only record their other operand (m.acc).
 
 Inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp (ops.FCMP/ICMP),
 v_cndmask_b32, the carry ops (execute.carry_op), VOPD pairs, the SALU rows of ops.SALU, SOPC/SOPK compares and ops
@@ -42,6 +46,17 @@ class Block:
   fn: Any                   # fn(machine, idx) -> bool: False when the checked-mode entry test failed (nothing ran)
   insts: list[Inst]         # the instructions it runs (by position: a fault names insts[k])
   source: str               # the generated code (for reading and tests)
+  vreads: frozenset[int] = frozenset()    # VGPR dwords read before the block writes them
+  vwritten: frozenset[int] = frozenset()  # VGPR dwords it writes
+  sreads: frozenset[int] = frozenset()    # SGPRs read before the block writes them (valid unless opaque)
+  swritten: frozenset[int] = frozenset()  # SGPRs it writes (valid unless opaque)
+  opaque: bool = False      # a handler runs in it whose SGPR and memory effects are not listed (no loop runs)
+  lanewise: bool = False    # only inline VALU work (no handler but SMEM): no lane reads another's value or its own
+                            # disabled lanes (a loop batch may then compute every lane: Machine.unmasked)
+  lreads: frozenset[int] = frozenset()   # SGPRs read as lane masks that the block did not compute
+  sall: frozenset[int] = frozenset()     # SGPRs read as scalars (anywhere in the block)
+  maskw: frozenset[int] = frozenset()    # SGPRs whose last write in the block is a lane mask (v_cmp, carry out)
+  maskever: frozenset[int] = frozenset() # SGPRs the block writes a lane mask to (at any point)
 
 
 def _exec_writer(i: Inst) -> bool:
@@ -103,6 +118,19 @@ def _handler_rw(i: Inst) -> tuple[list[int], list[int]] | None:
   return None
 
 
+def _handler_sgprs(i: Inst) -> tuple[list[int], list[int]] | None:
+  """(SGPRs read, SGPRs written) of an instruction run by its handler in a block (SCC and EXEC aside: EXEC writers end
+  blocks); None where they are not listed here (the block is then opaque: no loop batch runs it)."""
+  f, n = i.f, i.op.name
+  if i.fmt == "SMEM":   # the base pair and SOFFSET read, the data written
+    return [f["sbase"] << 1, (f["sbase"] << 1) + 1] + ([f["soffset"]] if f["soffset"] < 128 else []), list(range(f["sdata"], f["sdata"] + WIDTH[i.op.dst]))
+  if i.fmt not in ("VOP1", "VOP2", "VOP3", "VOPC") or n.startswith(("v_cmpx", "v_readlane", "v_writelane")): return None
+  reads = [c + k for c, t, _ in E._srcs(None, i, None, None) if c < 128 for k in range(1 if t == "m" else WIDTH.get(t, 1))]
+  if i.fmt == "VOPC": return reads, [VCC]
+  if n.startswith("v_cmp") or n == "v_readfirstlane_b32": return reads, [f["vdst"]]
+  return reads, [f["sdst"]] if n in VOP3B else []
+
+
 class _Gen:
   """The generated source of one block: entry bindings (register views, constants) and the statements."""
   def __init__(self, m: Any):
@@ -116,6 +144,18 @@ class _Gen:
     self.masks: dict[int, str] = {}   # SGPR -> the local holding its lanes as [n, 32] bool (a v_cmp/carry result of this block)
     self.dirty: set[int] = set()      # SGPRs whose mask is only in its local so far
     self.pairs: dict[int, str] = {}   # VGPR r -> the local holding v[r:r+2] as uint64 (valid until either is written)
+    self.sreads: list[int] = []       # SGPRs read before the block wrote them
+    self.swritten: set[int] = set()
+    self.opaque = False
+    self.lanewise = True
+    self.lreads: set[int] = set()
+    self.sall: set[int] = set()
+    self.maskw: set[int] = set()
+    self.maskever: set[int] = set()
+    # loop mode (loops.py): accumulator VGPRs whose v_add_f32 chain is recorded (m.acc[r]) instead of computed; any other
+    # read or write of them makes the block unusable (bad)
+    self.accs: frozenset[int] = frozenset()
+    self.bad: set[int] = set()        # the accumulators read or written otherwise
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -123,9 +163,11 @@ class _Gen:
     return name
 
   def read(self, dws: list[int]) -> None:
+    self.bad |= self.accs.intersection(dws)
     self.reads += [d for d in dws if d not in self.written and d not in self.reads]
 
   def write(self, dws: list[int], inline: bool) -> None:
+    self.bad |= self.accs.intersection(dws)
     self.written.update(dws)
     for d in dws:
       self.pairs.pop(d, None)
@@ -162,6 +204,7 @@ class _Gen:
     if code < 128 and code != 124:
       if code + w > 128: return None
       self.sync(range(code, code + w))   # a mask this block computed, read as a scalar operand
+      self.sread(range(code, code + w))
       name = f"s{code}_{w}_{dt.char}"
       self.binds[name] = f"s[:, {code}:{code + w}]" + (".view(U64)" if w == 2 else "") + \
         ("" if dt in (np.uint32, np.uint64) else f".view({self.const(dt, 'T')})")
@@ -183,11 +226,25 @@ class _Gen:
     self.reads, self.binds, n, self.dirty, self.pairs = saved[0], saved[1], saved[2], saved[3], saved[4]
     del self.lines[n:]
 
+  def sread(self, codes: Any, lane: bool = False) -> None:
+    codes = [c for c in codes if c != 124]
+    (self.lreads if lane else self.sall).update(codes)
+    self.sreads += [c for c in codes if c not in self.swritten and c not in self.sreads]
+
+  def swrite(self, codes: Any) -> None:
+    codes = [c for c in codes if c != 124]
+    self.swritten.update(codes)
+    self.maskw.difference_update(codes)
+
   def setmask(self, code: int, expr: str) -> None:
     """SGPR `code` = the lane mask of the bool [n, 32] expr (disabled lanes 0), written back by `sync` when needed."""
     self.lines.append(f"c{code} = {expr}")
     self.dirty.add(code)
-    if code != 124: self.masks[code] = f"c{code}"   # NULL is written (as the handlers do) but reads as 0
+    self.swrite([code])
+    if code != 124:   # NULL is written (as the handlers do) but reads as 0
+      self.masks[code] = f"c{code}"
+      self.maskw.add(code)
+      self.maskever.add(code)
 
   def sync(self, codes: Any = None) -> None:
     """Write the lane masks not yet in their SGPRs (all, or those among codes) before something reads the registers."""
@@ -198,6 +255,7 @@ class _Gen:
   def lanes(self, code: int) -> str:
     """SGPR `code` as lanes: the v_cmp result this block computed for it, or unpacked from the register."""
     if code == 124: return "False"   # NULL reads as 0: no lane
+    if code not in self.masks: self.sread([code], lane=True)
     return self.masks.get(code, f"tolanes(s[:, {code}])")
 
   def ssrc(self, code: int, t: str, lit: int | None) -> str | None:
@@ -207,6 +265,7 @@ class _Gen:
     if code < 128 and code != 124:
       if code + w > 128: return None
       self.sync(range(code, code + w))
+      self.sread(range(code, code + w))
       return f"s[:, {code}].astype(U64)" if w == 1 else f"s[:, {code}:{code + 2}].view(U64)[:, 0].astype(U64)"
     if code == 124 or 128 <= code <= 248 or (code == 255 and lit is not None):
       try: val = 0 if code == 124 else self.m.const(code, t, lit, None)
@@ -312,6 +371,11 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
     g.setmask(cout, "(q >> 32) != 0")
     return True
+  if g.accs and f.get("vdst") in g.accs and not n.startswith(("v_cmp", "v_readfirstlane")):
+    srcs = E._srcs(None, i, None, None)
+    plain = i.fmt == "VOP2" or (i.fmt == "VOP3" and not (f["abs"] or f["neg"] or f["clamp"] or f["omod"]))
+    if n != "v_add_f32" or not plain or len(srcs) != 2: return _bad(g, f["vdst"])
+    return _record(g, f["vdst"], srcs[0][0], srcs[1][0], i.literal)
   if n.startswith(E.VALU_OWN) or n not in X.VALU: return False
   if i.fmt == "VOP3" and n in VOP3B: return False
   if i.fmt == "VOP3" and o.dst[0] != "f" and f.get("clamp"): return False
@@ -323,13 +387,30 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   finish = o.dst[0] == "f" and i.fmt == "VOP3" and (f["omod"] or f["clamp"])
   vd = f.get("vdst", 0)
   if _in_place(row, [t for _, t, _ in srcs], o.dst) and not finish and vd < g.nv:
-    g.lines.append(f"X.VALU[{n!r}]({', '.join(args)}, out={g.vreg(vd, o.dst)}, where=W)")
+    g.lines.append(_in_place_line(f"X.VALU[{n!r}]", args, g.vreg(vd, o.dst)))
     g.write([vd], True)
     return True
   val = f"X.VALU[{n!r}]({', '.join(args)})"
   if finish:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
+  return True
+
+
+def _bad(g: _Gen, r: int) -> bool:
+  g.bad.add(r)
+  return False
+
+
+def _record(g: _Gen, r: int, c0: int, c1: int, lit: int | None) -> bool:
+  """Loop mode: v_add_f32 v[r], a, b with v[r] an accumulator: record (which operand is the accumulator, the other
+  operand in every lane) for loops.py, which adds the records in iteration order with the row's accumulate."""
+  if (c0 == 256 + r) == (c1 == 256 + r): return _bad(g, r)
+  form, x = (0, c1) if c0 == 256 + r else (1, c0)
+  xe = g.src(x, "f32", lit)
+  if xe is None: return _bad(g, r)
+  g.reads += [r] if r not in g.reads else []   # read before written: tested at entry in checked mode
+  g.lines.append(f"m.acc[{r}].append(({form}, np.broadcast_to({xe}, L.shape).copy()))")
   return True
 
 
@@ -346,12 +427,25 @@ def _in_place(row: Any, srcs: list[str], dst: str) -> bool:
   return isinstance(row, np.ufunc) and row.nin == len(srcs) and WIDTH.get(dst, 1) == 1 and dst not in T16 and all(t == dst for t in srcs)
 
 
+def _in_place_line(row: str, args: list[str], dst: str) -> str:
+  """The row writing its result into dst itself when every lane is on; else computed whole and copied to the enabled
+  lanes, as the interpreter does (a ufunc with where= may take a commutative op's operands in the other order, and so
+  the other NaN's payload when both are NaNs: numpy 2.4, a broadcast first operand and a lane mask)."""
+  a = ", ".join(args)
+  return f"{row}({a}, out={dst}) if full else np.copyto({dst}, {row}({a}), casting='unsafe', where=L)"
+
+
 def _vopd_inline(g: _Gen, i: Inst) -> bool:
   """Both halves of a VOPD pair read their sources, then both write (execute.vopd / _vopd_half)."""
   f = i.f
   saved = g.save()
   halves = []
+  nacc = 0   # halves recorded as accumulator adds (loop mode): they write no register
   for name, d, s0, s1 in zip(i.op.name.split("::"), (f["vdstx"], vopd_dsty(i)), (f["src0x"], f["src0y"]), (f["vsrc1x"], f["vsrc1y"])):
+    if d in g.accs:
+      if name != "v_dual_add_f32" or not _record(g, d, s0, 256 + s1, i.literal): return _bad(g, d)
+      nacc += 1
+      continue
     if name == "v_dual_cndmask_b32":
       a, b = g.src(s0, "b32", i.literal), g.src(256 + s1, "b32", None)
       if a is None or b is None: break
@@ -372,13 +466,15 @@ def _vopd_inline(g: _Gen, i: Inst) -> bool:
     if None in args: break
     row = f"X.VALU[{base!r}]"
     r = f"{row}({', '.join(args)})"
-    inplace = f"{row}({', '.join(args)}, out={g.vreg(d, t)}, where=W)" if _in_place(X.VALU[base], [t] * len(args), t) else None
+    inplace = _in_place_line(row, args, g.vreg(d, t)) if _in_place(X.VALU[base], [t] * len(args), t) else None
     # a mov's result is its source register's view: copied, as the other half may write that register first
     halves.append((d, t, f"np.array({r}, {g.const(np.dtype(A.NP[t]), 'T')})" if base == "v_mov_b32" else r, inplace,
                    {s0 - 256, s1} | ({d} if base == "v_fmac_f32" else set())))
-  if len(halves) != 2 or any(h[0] + 1 > g.nv for h in halves):
+  if len(halves) + nacc != 2 or any(h[0] + 1 > g.nv for h in halves):
     g.restore(saved)
     return False
+  if len(halves) == 1: g.store(halves[0][0], halves[0][1], halves[0][2])
+  if len(halves) < 2: return True
   (dx, tx, ex, ix, _), (dy, ty, ey, iy, ry) = halves
   if ix is not None and dx not in ry and dx != dy:   # X writes first, in place: Y does not read its destination
     g.lines.append(ix)
@@ -411,6 +507,7 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   saddr = f["saddr"] not in (124, 125) and f["seg"] == 2
   if saddr and f["saddr"] + 2 > 128: return False
   g.read([f["addr"]] if saddr else [f["addr"], f["addr"] + 1])
+  if saddr: g.sread([f["saddr"], f["saddr"] + 1])
   g.flush()
   g.sync()
   if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
@@ -456,6 +553,7 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
     return False
   if w and d != 124:
     g.lines.append(f"swrite(s, {d}, {w}, r)")
+    g.swrite(range(d, d + w))
     for c in range(d, d + w):
       g.masks.pop(c, None)
       g.dirty.discard(c)
@@ -479,9 +577,11 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
           f"  {names} = bv"]
 
 
-def build(m: Any, pc: int) -> Block | None:
-  """The block from pc (None: the interpreter steps the instruction at pc)."""
+def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None) -> Block | None:
+  """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
+  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad)."""
   g = _Gen(m)
+  g.accs = accs
   insts: list[Inst] = []
   body: list[str] = []
   at = pc
@@ -512,15 +612,21 @@ def build(m: Any, pc: int) -> Block | None:
         g.lines.pop()
         break
       g.read(rw[0])
+      srw = _handler_sgprs(i)
+      if srw is None: g.opaque = True
+      else: g.sread(srw[0])
+      if i.fmt != "SMEM": g.lanewise = False
       g.flush()
       g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       g.masks.clear()   # it may write any SGPR
       g.pairs.clear()   # and VGPRs beyond those _handler_rw names
       g.write(rw[1], False)
+      if srw is not None: g.swrite(srw[1])
     at = i.pc + i.size
     if _exec_writer(i): break
-  if not insts: return None
+  if g.bad and bad is not None: bad |= g.bad
+  if not insts or g.bad: return None
   g.flush()
   g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
@@ -529,7 +635,7 @@ def build(m: Any, pc: int) -> Block | None:
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
-         "  full = m.all_on(L)",
+         "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
          f"  if vinit is not None and {len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
@@ -545,7 +651,8 @@ def build(m: Any, pc: int) -> Block | None:
   text = "\n".join(src)
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
-  return Block(ns["block"], insts, text)
+  return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque, g.lanewise,
+               frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
 
 
 RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,

@@ -1,0 +1,342 @@
+"""Counted loops of RDNA3 code run as whole arrays: the iterations of a one-block loop (a block whose s_cbranch_scc0/1
+goes back to its own entry) run together, as extra waves of one call of the block, instead of one block call each.
+
+A loop qualifies when its block (blocks.py) runs no handler whose SGPR effects are unlisted (so it stores nothing and
+touches no LDS: only VALU, SALU, SMEM and global loads) and its exit is an s_cmp/s_cmpk on SGPRs and constants. What a
+body computes before it reads it depends only on the iteration; what it reads before writing it and also writes is
+carried: SCC, SGPR and VGPR inductions (counters, 64-bit address pairs), and accumulators, the VGPRs that only v_add_f32
+chains `acc = acc + x` (or `x + acc`) read and write.
+
+One iteration runs as a block call first; the change of each carried register over it is its step (two adjacent ones
+as one 64-bit value; VGPRs per lane). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
+gives the trip count (the same for every wave, else no batch). The batch then runs the loop-mode block (built with the
+accumulators: their adds only record the other operand, m.acc) on a copy of the machine with (iterations x waves)
+waves, each iteration's copy starting from the predicted registers, the other VGPRs as at the batch's start and SCC as
+the branch leaves it. A body with only inline VALU work is lane-wise and runs every lane (Machine.unmasked: no masked
+writes; loads still read only the enabled lanes); the disabled lanes' values are dropped when the batch is taken.
+Where such a body's scalar inputs are also the same in every wave and it reads no lane mask as a scalar (nothing sees
+a lane's position in its wave), the batch runs on the enabled lanes packed 32 to a wave (`_packed`).
+
+Nothing predicted goes unchecked: the batch is used only when every iteration's branch went where it was predicted and
+the carried registers (enabled lanes) and SCC each iteration ends with are the next one's predicted start. The
+accumulators are then folded in iteration order by the row itself: its ufunc's `accumulate` (few lanes; a record taken
+as `x + acc` only when no x is a NaN: x + acc == acc + x for np.add then), or one row call per add (many lanes). The
+machine takes the last iteration's registers. Anything else (a fault, a failed check, a row that is not a numpy ufunc:
+a seeded mutation) discards the batch and the loop runs block by block, so faults name the PC and lane they name
+without batches, checked mode reports what it reports, and a changed row takes effect either way."""
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emulators.amd.rdna3 import blocks as B
+from emulators.amd.rdna3 import execute as E
+from emulators.amd.rdna3 import lanes as M
+from emulators.amd.rdna3 import ops as X
+from emulators.amd.rdna3.decode import WIDTH, Inst, branch_target
+from emulators.amd.rdna3.lanes import LANE_BITS, U32, U64
+from emulators.amd.rdna3.opcodes import VOP3B
+
+LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGPR count) -> entry PC -> loop (None: not one)
+MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
+MIN_N = 4
+FOLD_LANES = 2048      # from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate
+SALU = ("SOP1", "SOP2", "SOPK")
+_LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
+
+
+def _scratch(size: int) -> np.ndarray:
+  buf = getattr(_LOCAL, "buf", None)
+  if buf is None or buf.size < size: buf = _LOCAL.buf = np.empty(size, U32)
+  return buf[:size]
+
+
+@dataclass
+class Loop:
+  block: B.Block             # the loop-mode block
+  carried: tuple[int, ...]   # SGPRs carried from one iteration to the next
+  pairs: tuple[tuple[int, int], ...]   # (first SGPR, 1 or 2 dwords): the carried SGPRs as 32- or 64-bit inductions
+  accs: tuple[int, ...]      # accumulator VGPRs
+  vcarried: tuple[int, ...]  # the other VGPRs carried (inductions: predicted like the SGPRs, per lane)
+  vpairs: tuple[tuple[int, int], ...]
+  taken: bool                # the SCC value that takes the back edge
+  cmp: Inst                  # the exit compare
+  after: frozenset[int]      # SGPRs the body writes before the compare (it reads the iteration's updated value)
+  exit_pc: int               # where the loop goes on when the branch is not taken
+  failed: bool = False       # a batch's carried registers were not what was predicted: not tried again
+
+
+def _sgpr_dsts(i: Inst) -> set[int] | None:
+  """The SGPRs an instruction of a loop body writes (SCC aside); None where they are not known here."""
+  f, n = i.f, i.op.name
+  if i.fmt in SALU: return set() if n.startswith("s_cmpk") else set(range(f["sdst"], f["sdst"] + WIDTH.get(i.op.dst, 1)))
+  if i.fmt == "SOPC": return set()
+  if i.fmt == "SMEM": return set(range(f["sdata"], f["sdata"] + WIDTH[i.op.dst]))
+  if i.fmt == "VOPC": return {B.VCC}
+  if i.fmt == "VOP3" and n.startswith(("v_cmp", "v_readlane", "v_readfirstlane")): return {f["vdst"]}
+  if i.fmt == "VOP3" and n in VOP3B: return {f["sdst"]}
+  if i.fmt in ("VOP1", "VOP2", "VOP3", "VOPD", "FLAT"): return set() if n != "v_readfirstlane_b32" else {f["vdst"]}
+  return None
+
+
+def analyze(m: Any, pc: int, b: B.Block) -> Loop | None:
+  last = b.insts[-1]
+  if last.op.name not in ("s_cbranch_scc0", "s_cbranch_scc1") or branch_target(last) != pc or b.opaque: return None
+  cv = b.vreads & b.vwritten
+  carried = tuple(sorted(b.sreads & b.swritten))
+  salu = [k for k, i in enumerate(b.insts[:-1]) if i.fmt in (*SALU, "SOPC")]
+  if not salu: return None
+  k = salu[-1]
+  cmp = b.insts[k]
+  if not (cmp.fmt == "SOPC" or cmp.op.name.startswith("s_cmpk_")): return None
+  ops = [(cmp.f["ssrc0"], cmp.op.srcs[0]), (cmp.f["ssrc1"], cmp.op.srcs[1])] if cmp.fmt == "SOPC" else [(cmp.f["sdst"], "b32")]
+  after: set[int] = set()
+  for i in b.insts[:k]:
+    if (d := _sgpr_dsts(i)) is None: return None
+    after |= d
+  for c, t in ops:
+    regs = set(range(c, c + WIDTH.get(t, 1))) if c < 128 else set()
+    if c >= 128 and not (c <= 208 or 240 <= c <= 248 or c == 255): return None   # only registers and constants
+    if regs & b.swritten and not regs <= set(carried): return None   # a value the body computes before it: not predicted
+  # the accumulators: the carried VGPRs that only v_add_f32 chains use (one that is used otherwise is left to prediction)
+  accs, lb = set(cv), b
+  while accs:
+    bad: set[int] = set()
+    if (lb := B.build(m, pc, frozenset(accs), bad)) is not None: break
+    if not bad: return None
+    accs -= bad
+  if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: lb, accs = b, set()
+  vcar = tuple(sorted(cv - accs))
+  return Loop(lb, carried, _pairs(carried), tuple(sorted(accs)), vcar, _pairs(vcar), last.op.name == "s_cbranch_scc1", cmp,
+              frozenset(after & set(carried)), last.pc + last.size)
+
+
+def _pairs(regs: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+  """Registers as (first, 1 or 2): two adjacent carried registers are one 64-bit value (an address pair)."""
+  pairs, rest = [], list(regs)
+  while rest:
+    r = rest.pop(0)
+    if rest and rest[0] == r + 1:
+      pairs.append((r, 2))
+      rest.pop(0)
+    else: pairs.append((r, 1))
+  return tuple(pairs)
+
+
+def loop_at(m: Any, pc: int, b: B.Block) -> Loop | None:
+  key = (m.code, m.nv)
+  if (d := LOOPS.get(key)) is None:
+    if len(LOOPS) >= 256: LOOPS.pop(next(iter(LOOPS)))
+    d = LOOPS[key] = {}
+  if pc not in d: d[pc] = analyze(m, pc, b)
+  lp = d[pc]
+  return None if lp is None or lp.failed else lp
+
+
+def _predict(pairs: tuple[tuple[int, int], ...], prev: dict[int, np.ndarray], cur: dict[int, np.ndarray], n: int) -> dict[int, np.ndarray]:
+  """Each carried register's value at the start of batch iterations 0..n (uint32 [n + 1, *shape]), the step being its
+  change over the iteration before (prev -> cur: register -> uint32 array, per wave or per wave and lane)."""
+  out = {}
+  for r, w in pairs:
+    if w == 2:
+      p0 = prev[r].astype(U64) | (prev[r + 1].astype(U64) << U64(32))
+      p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32))
+    else: p0, p1 = prev[r].astype(U64), cur[r].astype(U64)
+    j = np.arange(n + 1, dtype=U64).reshape((-1,) + (1,) * p1.ndim)
+    v = p1[None] + (p1 - p0)[None] * j   # modulo 2^64: the low 32 bits of a 32-bit one are right
+    out[r] = (v & U64(0xFFFFFFFF)).astype(U32)
+    if w == 2: out[r + 1] = (v >> U64(32)).astype(U32)
+  return out
+
+
+def _trips(m: Any, lp: Loop, pred: dict[int, np.ndarray], n: int) -> tuple[int, bool] | None:
+  """(iterations to run, whether the branch is taken after the last of them) from the exit compare on the predicted
+  values; None where the waves would leave the loop at different iterations."""
+  i = lp.cmp
+  vals = []
+  ops = [(i.f["ssrc0"], i.op.srcs[0]), (i.f["ssrc1"], i.op.srcs[1])] if i.fmt == "SOPC" else [(i.f["sdst"], "b32")]
+  for c, t in ops:
+    w = WIDTH.get(t, 1)
+    if c >= 128:
+      vals.append(np.full((n, m.W), m.const(c, t, i.literal, None), U64))
+      continue
+    v = np.zeros((n, m.W), U64)
+    for k in range(w):
+      r = c + k
+      x = (pred[r][1:] if r in lp.after else pred[r][:-1]) if r in pred else np.broadcast_to(m.s[:, r], (n, m.W))
+      v |= x.astype(U64) << U64(32 * k)
+    vals.append(v)
+  if i.fmt == "SOPC": scc = E.sopc_scc(i.op.name, vals[0].reshape(-1), vals[1].reshape(-1))
+  else: scc = E.sopk_op(i.op.name, vals[0].reshape(-1), i.f["simm16"])[1]
+  take = np.asarray(scc, np.bool_).reshape(n, m.W) == lp.taken
+  every, none = take.all(axis=1), ~take.any(axis=1)
+  stop = np.flatnonzero(~every)
+  if not stop.size: return n, True
+  j = int(stop[0])
+  return (j + 1, False) if none[j] else None
+
+
+def before(m: Any, lp: Loop) -> tuple[np.ndarray, np.ndarray]:
+  """What `run` needs of the state before the iteration that runs as a block: the SGPRs and the carried VGPRs."""
+  return m.s.copy(), m.v[:, list(lp.vcarried), :].copy()
+
+
+def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
+  """After one iteration ran as a block (the state before it: `before`), the next iterations as one batch, while the
+  waves stay in the loop (at most what MAX_BYTES allows); False: nothing done (the caller goes on block by block)."""
+  got = _packed(m, lp, prev)
+  return _batch(m, lp, prev) if got is None else got
+
+
+def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | None:
+  """The batch on the enabled lanes alone, packed 32 to a wave, where that at least halves the waves: a lane-wise body
+  whose scalar inputs are the same in every wave (then so is all its scalar work), which reads no lane mask it did not
+  compute and no mask it computed as a scalar (a lane's position in its wave is never seen). The packed machine runs
+  `_batch`; its registers go back to the lanes they came from, its scalar results to every wave, its lane masks bit by
+  bit to their lanes. None: not applicable (the batch runs on the waves as they are)."""
+  b = lp.block
+  lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+  E = int(lanes.sum())
+  P = -(-E // 32)
+  if not b.lanewise or b.lreads or b.maskever & b.sall or not E or 2 * P > m.W: return None
+  cols = sorted(set(b.sreads) | set(lp.carried))
+  if not ((m.s[:, cols] == m.s[:1, cols]).all() and (prev[0][:, cols] == prev[0][:1, cols]).all() and (m.scc == m.scc[0]).all()): return None
+  reads = sorted(r for r in b.vreads if r < m.nv)
+  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  ew, el = np.nonzero(lanes)
+  def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
+    flat = np.zeros((P * 32, x.shape[1]), x.dtype)
+    flat[:E] = x[ew, :, el]
+    return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(0, 2, 1))
+  pm = copy.copy(m)
+  pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
+  pm.s[:, 126] = 0xFFFFFFFF
+  if E % 32: pm.s[-1, 126] = (1 << (E % 32)) - 1
+  pm.scc, pm.pc = np.full(P, m.scc[0]), np.full(P, m.pc[0], np.int64)
+  pm.done, pm.bar, pm.wg, pm.bound = np.zeros(P, np.bool_), np.zeros(P, np.bool_), np.zeros(P, np.int64), {}
+  pm._idx, pm._ix, pm._lanes, pm.steps, pm.batches = None, None, None, 0, 0
+  pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
+  ok = _batch(pm, lp, pprev)
+  m.steps += pm.steps
+  if not ok: return False
+  # back: the VGPRs the body writes (and the accumulators) to their lanes; the scalars (the same in every packed wave)
+  # to every wave; the lane masks bit by bit
+  if not ((pm.pc == pm.pc[0]).all() and (pm.scc == pm.scc[0]).all()): return False
+  sw = sorted(c for c in b.swritten - b.maskw if c < 128)
+  if sw and not (pm.s[:, sw] == pm.s[:1, sw]).all(): return False
+  wr = sorted(r for r in set(b.vwritten) | set(lp.accs) if r < m.nv)
+  flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
+  for r in wr: m.v[ew, r, el] = flat[:, r]
+  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  m.s[:, sw] = pm.s[0, sw]
+  for c in b.maskw:
+    bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
+    got = np.zeros_like(lanes)
+    got[ew, el] = bits
+    m.s[:, c] = M.lanes_to_mask(got)
+  m.scc[:] = pm.scc[0]
+  m.pc[:] = pm.pc[0]
+  m.batches += 1
+  m._lanes = None
+  return True
+
+
+def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
+  row = X.VALU["v_add_f32"]
+  if lp.accs and not (isinstance(row, np.ufunc) and row.nin == 2): return False
+  W = m.W
+  per = W * m.nv * 32 * 4
+  cap = max(1, MAX_BYTES // max(per, 1))
+  pred = _predict(lp.pairs, {r: prev[0][:, r] for r in lp.carried}, {r: m.s[:, r] for r in lp.carried}, cap)
+  got = _trips(m, lp, pred, cap)
+  if got is None: return False
+  n, on = got
+  if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
+  N = n * W
+  s0 = np.tile(m.s, (n, 1))
+  for r, x in pred.items(): s0.reshape(n, W, 128)[:, :, r] = x[:n]
+  lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+  reads = sorted(r for r in lp.block.vreads if r < m.nv)
+  # checked mode: the block's entry test, on the machine (every iteration starts with its VGPRs); the batch then runs
+  # without definedness (each value the block computes is defined in the enabled lanes, as it marks them)
+  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  mx = copy.copy(m)
+  # VGPRs: the ones the body reads before writing them as at the batch's start, the others never read before written
+  # register-major ([VGPR, wave, lane] in memory): each register of all the batch's waves is one contiguous array
+  v = _scratch(m.nv * n * W * 32).reshape(m.nv, n, W, 32)
+  v[reads] = m.v[:, reads, :].transpose(1, 0, 2)[:, None]
+  vpred = _predict(lp.vpairs, {r: prev[1][:, k] for k, r in enumerate(lp.vcarried)}, {r: m.v[:, r, :] for r in lp.vcarried}, n)
+  for r, x in vpred.items(): v[r] = x[:n]
+  mx.W, mx.s, mx.v, mx.vinit = N, s0, v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
+  mx.scc = np.full(N, lp.taken)
+  mx.scc[:W] = m.scc
+  mx.pc, mx.done, mx.bar = np.full(N, m.pc[0], np.int64), np.zeros(N, np.bool_), np.zeros(N, np.bool_)
+  mx.wg, mx.bound, mx.acc = np.tile(m.wg, n), {}, {r: [] for r in lp.accs}
+  mx.touched = {k: list(v) for k, v in m.touched.items()}
+  idx = np.arange(N)
+  mx._idx, mx._ix, mx._lanes = idx, slice(None), None
+  # a lane-wise body computes the disabled lanes too (no masked writes; loads still only the enabled lanes'): their
+  # values are dropped below, where the registers written keep theirs in the disabled lanes
+  mx.unmasked = lp.block.lanewise
+  try:
+    with np.errstate(all="ignore"):
+      if not lp.block.fn(mx, idx): return False
+  except Exception:   # any fault: the interpreter reruns these iterations and names it
+    return False
+  # the checks: every branch as predicted, the carried SGPRs and SCC each iteration ends with are the next one's start
+  pcs = mx.pc.reshape(n, W)
+  if not ((pcs[:-1] == m.pc[0]).all() and (pcs[-1] == (m.pc[0] if on else lp.exit_pc)).all()): return False
+  e3 = mx.s.reshape(n, W, 128)
+  if any(r not in pred or not (e3[:-1, :, r] == pred[r][1:n]).all() for r in lp.carried):
+    lp.failed = True
+    return False
+  for r, x in vpred.items():
+    if not ((mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]) | ~lanes).all():
+      lp.failed = True
+      return False
+  if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
+  wr = sorted(r for r in lp.block.vwritten if r < m.nv)
+  # the VGPRs read and not listed as written end as they began (a handler writing one unlisted: no batch)
+  if (keep := [r for r in reads if r not in lp.block.vwritten and r not in lp.accs]) and \
+     not (mx.v[(n - 1) * W:N][:, keep, :] == m.v[:, keep, :]).all(): return False
+  results = {}
+  sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
+  for r in lp.accs:
+    recs = mx.acc[r]
+    if not recs: return False
+    if W * 32 >= FOLD_LANES:   # many lanes: the row's own calls, iteration by iteration (either operand order exact)
+      acc = m.v[:, r, :].view(np.float32).copy()
+      xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
+      with np.errstate(all="ignore"):
+        for t in range(n):
+          for form, x in xs: acc = np.asarray(row(x[t], acc) if form else row(acc, x[t]), np.float32)
+      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+      continue
+    k = len(recs)
+    # per enabled lane its sequence of operands, iteration by iteration, each in program order: [lanes, n * k], contiguous
+    xs = np.stack([a for _, a in recs], axis=-1).view(np.float32).reshape(n, W * 32, k)[:, sel, :]
+    if any(form for form, _ in recs):   # acc as the second operand: x + acc == acc + x for np.add unless x is a NaN
+      if row is not np.add or np.isnan(xs[:, :, [j for j, (form, _) in enumerate(recs) if form]]).any(): return False
+    seq = np.concatenate([m.v[:, r, :].reshape(-1)[sel].view(np.float32)[:, None], xs.transpose(1, 0, 2).reshape(-1, n * k)], axis=1)
+    with np.errstate(all="ignore"): res = np.asarray(row.accumulate(seq, axis=1)[:, -1], np.float32)
+    out = m.v[:, r, :].copy()
+    out.reshape(-1)[sel] = res.view(U32)
+    results[r] = out
+  last = slice((n - 1) * W, N)
+  m.s[:] = mx.s[last]
+  m.scc[:] = mx.scc[last]
+  # the registers written: disabled lanes keep their values, as without the batch
+  m.v[:, wr, :] = mx.v[last][:, wr, :] if lanes.all() else np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
+  for r, x in results.items(): m.v[:, r, :] = x
+  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  m.pc[:] = mx.pc[last]
+  m.touched.clear()
+  m.touched.update(mx.touched)
+  m.steps += n * len(lp.block.insts)
+  m.batches += 1
+  m._lanes = None
+  return True
