@@ -613,12 +613,13 @@ def _vdata(m: Any, idx: np.ndarray, r: int, nbytes: int, lanes: np.ndarray) -> n
   return np.concatenate(parts, axis=2)[:, :, :nbytes]
 
 
-def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.ndarray) -> None:
+def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.ndarray, undef: np.ndarray | None = None) -> None:
+  """VGPRs r.. = the bytes [n, 32, nbytes]; `undef` [n, 32, dwords]: the lanes whose dword is undefined (None: none)."""
   nd = -(-data.shape[2] // 4)
   pad = np.zeros(data.shape[:2] + (4 * nd,), np.uint8)
   pad[:, :, :data.shape[2]] = data
   words = pad.view("<u4")
-  for k in range(nd): m.vwrite(idx, r + k, "b32", words[:, :, k], lanes)
+  for k in range(nd): m.vwrite(idx, r + k, "b32", words[:, :, k], lanes, None, None if undef is None else [~undef[:, :, k]])
 
 
 def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -679,19 +680,32 @@ FLAT_STORE = {"store_b8": (1, 0), "store_b16": (2, 0), "store_b32": (4, 0), "sto
               "store_b128": (16, 0), "store_d16_hi_b8": (1, 2), "store_d16_hi_b16": (2, 2)}
 
 
-def _write_loaded(m: Any, idx: np.ndarray, vdst: int, b: np.ndarray, nb: int, sgn: bool, d16: int, lanes: np.ndarray) -> None:
+def _write_loaded(m: Any, idx: np.ndarray, vdst: int, b: np.ndarray, nb: int, sgn: bool, d16: int, lanes: np.ndarray,
+                  undef: np.ndarray | None = None) -> None:
   """The bytes a FLAT/GLOBAL/SCRATCH load read into VDST: whole dwords, or 8/16 bits extended (sign when sgn) into the
-  dword or into a 16-bit half (d16 = 1 low, 2 high)."""
-  if nb >= 4: return _vstore_bytes(m, idx, vdst, b, lanes)
+  dword or into a 16-bit half (d16 = 1 low, 2 high). `undef` [n, 32, dwords]: lanes loaded from undefined bytes."""
+  if nb >= 4: return _vstore_bytes(m, idx, vdst, b, lanes, undef)
   v = _from_bytes(b)
   if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
-  if d16 == 0: m.vwrite(idx, vdst, "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
-  else: m.vwrite(idx, vdst, "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+  dfn = None if undef is None else [~undef[:, :, 0]]
+  if d16 == 0: m.vwrite(idx, vdst, "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes, None, dfn)
+  else: m.vwrite(idx, vdst, "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1, dfn)
 
 def _store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> np.ndarray:
   """The nb bytes per lane a FLAT/GLOBAL/SCRATCH store writes from DATA (a *_d16_hi store takes the high half)."""
   if d16: return _to_bytes(m.vsrc(idx, 256 + data, "b32", None, None, lanes) >> U32(16), nb)
   return _vdata(m, idx, data, nb, lanes)
+
+
+def _global_store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+  """A global store's bytes (`_store_data`) and, in checked mode, which of them come from undefined VGPR dwords
+  ([n, 32, nb] bool; None: none): they are stored as undefined bytes (the memcheck model), not reported."""
+  if m.vinit is None: return _store_data(m, idx, data, nb, d16, lanes), None
+  m.track = []
+  try: b = _store_data(m, idx, data, nb, d16, lanes)
+  finally: reads, m.track = m.track, None
+  und = np.repeat(np.stack([~d[0] for d in reads], axis=2), 4, axis=2)[:, :, :nb]
+  return b, (und if (und & lanes[:, :, None]).any() else None)
 
 def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
   """SCRATCH_*: a lane's private bytes at OFFSET (+ VADDR when SVE, + the SGPR SADDR names); outside the size the dispatch
@@ -744,12 +758,12 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n in FLAT_LOAD:
     nb, sgn, d16 = FLAT_LOAD[n]
     if nb >= 4 and m.load_dwords(idx, addr, nb // 4, lanes, f["vdst"]): return m.advance(i, idx)   # whole aligned dwords
-    b = m.gather(idx, addr, nb, lanes, i)
-    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
+    b, und = m.gather(idx, addr, nb, lanes, i)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und)
   elif n in FLAT_STORE:
     nb, d16 = FLAT_STORE[n]
-    data = _store_data(m, idx, f["data"], nb, d16, lanes)
-    m.scatter(idx, addr, data, lanes, i)
+    data, und = _global_store_data(m, idx, f["data"], nb, d16, lanes)
+    m.scatter(idx, addr, data, lanes, i, und)
   else: raise M.WaveFault(f"{i.op.name} is not emulated")
   m.advance(i, idx)
 

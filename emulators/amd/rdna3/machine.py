@@ -7,8 +7,13 @@ Initial state (AMDGPUUsage "Initial Kernel Execution State", docs/hw/amd_code_ob
 (RSRC2.USER_SGPR of them), then the workgroup ids X, Y, Z for each RSRC2.TGID_*_EN, then workgroup info for TG_SIZE_EN;
 v0 = work-item ids packed x | y << 10 | z << 20; EXEC = the lanes that exist.
 
-Checked mode reports out-of-bounds LDS, reads of VGPRs never written and of undefined global memory, divergent barriers
-(a workgroup where some waves wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane."""
+Checked mode reports out-of-bounds LDS, reads of VGPRs never written, divergent barriers (a workgroup where some waves
+wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane. Global memory follows the
+PYTHON device's memcheck model (refgrad/runtime/simt.py): a vector load of bytes nothing wrote gives VGPR lanes marked
+undefined (per dword), VALU ops carry that along, a store of them marks the bytes it writes undefined (the host reading
+them back is reported by copyout), and an undefined value is reported where it is used as an address or steers control
+flow or scalar state (v_cmp, v_readlane, ...: the VGPR read check). A scalar load of undefined bytes is still a fault
+(SGPRs keep no definedness)."""
 from __future__ import annotations
 
 from typing import Any
@@ -70,6 +75,7 @@ class Machine:
     self.bound: dict[int, tuple] = {}      # block entry PC -> its register views and constants for this dispatch
     self._stepped: set[int] = set()        # PCs inside a block whose entry test failed: stepped, no block built from them
     self._noloop: set[int] = set()         # loop entry PCs whose batch was refused in this dispatch (loops.py)
+    self.undef_origin: str | None = None   # checked mode: where this dispatch first loaded undefined global bytes
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
@@ -175,6 +181,12 @@ class Machine:
   def block_at(self, pc: int) -> blocks.Block | None:
     if pc not in self.blocks: self.blocks[pc] = blocks.build(self, pc)
     return self.blocks[pc]
+
+  def stop_block(self, insts: list[Inst], k: int) -> bool:
+    """Checked mode: a global load, instruction k of a block, gave undefined lanes; the block ends there (the load's
+    handler set the PC past it) and its remaining instructions are stepped in this dispatch, tracking definedness."""
+    self._stepped.update(j.pc for j in insts[k + 1:])
+    return True
 
   def inst(self, pc: int) -> Inst:
     if (i := self.insts.get(pc)) is None:
@@ -360,7 +372,7 @@ class Machine:
     """VGPRs r0.. = the nd dwords at each enabled lane's address, in one gather written straight into the register
     file (defined there), when the enabled lanes' addresses are dword aligned in one mapping, the VGPRs are allocated
     and the waves are all of the step's (a slice), and (checked mode) the bytes are defined. False: nothing done (the
-    byte path, `gather`, names any fault)."""
+    byte path, `gather`, names any fault and gives undefined bytes their definedness)."""
     ix = self.ix(idx)
     if r0 + nd > self.nv or not isinstance(ix, slice): return False
     full = self.all_on(lanes)
@@ -398,8 +410,13 @@ class Machine:
       else: self.vinit[ix, r0:r0 + nd, :] |= lanes[:, None, :]
     return True
 
-  def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
+  def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> tuple[np.ndarray, np.ndarray | None]:
+    """The nbytes at each enabled lane's address ([n, 32, nbytes]) and, in checked mode, which lanes' dwords hold bytes
+    nothing wrote ([n, 32, dwords] bool, a load below 4 bytes one dword; None: all defined). A loop batch's copy of the
+    machine keeps no definedness (vinit None): there undefined bytes are a fault, which discards the batch (loops.py)."""
     out = np.zeros(addr.shape + (nbytes,), np.uint8)
+    nd = max(1, nbytes // 4)
+    undef: np.ndarray | None = None
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global load"):
       every = sel is lanes and self.all_on(lanes)   # every lane of every wave: no boolean selection needed
       off = (addr.reshape(-1) if every else addr[sel]) - U64(r.va)
@@ -418,17 +435,28 @@ class Machine:
           full = (1 << nbytes) - 1
           ok = ((r.mem.bits[off >> 3].astype(np.int64) >> (off & 7)) & full) == full
         elif fast: ok = (r.mem.bits[(off >> 3)[:, None] + np.arange(nbytes // 8)] == 0xFF).all(axis=1)
-        else:
-          ix = off[:, None] + np.arange(nbytes)
-          ok = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
-        if not ok.all():
-          wi, lane = (int(x[~ok][0]) for x in np.nonzero(np.broadcast_to(sel, addr.shape)))
-          a = int(addr[wi, lane])
-          raise WaveFault(f"lane {lane} of wave {int(idx[wi])}: global load of {nbytes} bytes at 0x{a:x} reads memory that was never "
-                          "written (uninitialized)", "compute", a)
-    return out
+        else: ok = None
+        if ok is None or not ok.all():   # some lane's bytes are undefined: which dwords
+          bx = off[:, None] + np.arange(nbytes)
+          okb = ((r.mem.bits[bx >> 3] >> (bx & 7).astype(np.uint8)) & np.uint8(1)) != 0
+          bad = ~(okb.reshape(len(off), nd, -1).all(axis=2) if nbytes >= 4 else okb.all(axis=1, keepdims=True))
+          if bad.any():
+            wi, lane = (int(x[bad.any(axis=1)][0]) for x in np.nonzero(np.broadcast_to(sel, addr.shape)))
+            a = int(addr[wi, lane])
+            if self.vinit is None:
+              raise WaveFault(f"lane {lane} of wave {int(idx[wi])}: global load of {nbytes} bytes at 0x{a:x} reads memory that was never "
+                              "written (uninitialized)", "compute", a)
+            if self.undef_origin is None:
+              self.undef_origin = r.mem.origin or (f"in kernel {self.name} at PC 0x{i.pc:x} ({i.text}) by lane {lane} of wave {int(idx[wi])} "
+                                                   f"from 0x{a:x}, which nothing has written")
+            if undef is None: undef = np.zeros(addr.shape + (nd,), np.bool_)
+            if every: undef.reshape(-1, nd)[:] = bad
+            else: undef[sel] = bad
+    return out, undef
 
-  def scatter(self, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, i: Inst) -> None:
+  def scatter(self, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, i: Inst, undef: np.ndarray | None = None) -> None:
+    """Store each enabled lane's bytes ([n, 32, nbytes]); `undef` ([n, 32, nbytes] bool, checked mode): the bytes that
+    come from undefined values, which become undefined in memory (their origin: the dispatch's first undefined load)."""
     nbytes = data.shape[2]
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global store"):
       ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
@@ -445,4 +473,7 @@ class Machine:
           dense = bool(seen.all())
         if dense: r.mem.mark_range(lo, lo + span, True)
         else: r.mem.mark_elems(flat, 1, True)
-        r.mem.settle()
+      if undef is not None and (u := undef[sel]).any():
+        r.mem.mark_elems(ix[u], 1, False)
+        if r.mem.origin is None: r.mem.origin = self.undef_origin
+      if r.mem.bits is not None: r.mem.settle()
