@@ -22,7 +22,8 @@ defined values in every enabled lane (one test at entry); then every value it co
 and the dwords it writes are marked so (before each handler call and at the end). Where that test fails the interpreter
 steps the instructions instead, tracking definedness lane by lane and naming the first undefined read as it does; where
 a global load in the block gives undefined lanes (bytes nothing wrote), the block ends after the load and the
-interpreter steps the rest (Machine.stop_block)."""
+interpreter steps the rest (Machine.stop_block). Blocks run only while no SGPR bit or SCC is undefined (Machine.clean),
+and a scalar load that loads undefined bytes ends its block the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -632,6 +633,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       if i.fmt == "FLAT" and i.op.name.split("_", 1)[1] in E.FLAT_LOAD and i.f["vdst"] < g.nv:
         g.lines.append(_undef_stop(g, i.f["vdst"], 1))   # a sub-dword load (whole dwords load inline)
+      if i.fmt == "SMEM": g.lines.append("if m.sdirty and not m.clean(): return m.stop_block(INSTS, k)")   # undefined SGPRs loaded
       g.masks.clear()   # it may write any SGPR
       g.pairs.clear()   # and VGPRs beyond those _handler_rw names
       g.write(rw[1], False)
@@ -649,7 +651,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
-         f"  if vinit is not None and {len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
+         f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False",
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),

@@ -80,6 +80,11 @@ class Machine:
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
     self.scc = np.zeros(W, np.bool_)
+    # checked mode: the undefined bits of each SGPR (a lane mask from a compare of undefined lanes, a scalar load of
+    # undefined bytes) and whether SCC is undefined; `sdirty`: some may be set (blocks run only while none is)
+    self.sundef = np.zeros((W, 128), U32) if checked else None
+    self.sccundef = np.zeros(W, np.bool_) if checked else None
+    self.sdirty = False
     self.pc = np.zeros(W, np.int64)
     self.done = np.zeros(W, np.bool_)
     self.bar = np.zeros(W, np.bool_)
@@ -227,6 +232,61 @@ class Machine:
     if code == 251: return (self.s[idx, 106] == 0).astype(U64)
     return (self.s[idx, 126] == 0).astype(U64)
 
+  def strack(self) -> bool:
+    """Whether SGPR/SCC definedness is tracked (checked mode; not on a loop batch's copy, which keeps none: loops.py)."""
+    return self.vinit is not None and self.sundef is not None
+
+  def sund(self, idx: np.ndarray, code: int, t: str) -> np.ndarray | None:
+    """The undefined bits of a scalar operand as uint64 per wave [n] (None: all defined, or not tracked)."""
+    if not self.sdirty or not self.strack(): return None
+    w = WIDTH.get(t, 1)
+    ix = self.ix(idx)
+    if code < 124:
+      u = self.sundef[ix, code].astype(U64)
+      if w == 2 and code + 1 < 128: u |= self.sundef[ix, code + 1].astype(U64) << U64(32)
+    elif code == 253: u = np.where(self.sccundef[ix], U64(0xFFFFFFFFFFFFFFFF if w == 2 else 0xFFFFFFFF), U64(0))
+    elif code == 251: u = np.where(self.sundef[ix, 106] != 0, U64(1), U64(0))   # VCCZ
+    else: return None
+    return u if u.any() else None
+
+  def sset(self, idx: np.ndarray, code: int, w: int, undef: np.ndarray | None) -> None:
+    """SGPRs code.. (w dwords) were written: their undefined bits become `undef` (uint64 per wave; None: none)."""
+    if not self.strack() or code >= 128: return
+    ix = self.ix(idx)
+    if undef is None or not np.any(undef):
+      if self.sdirty: self.sundef[ix, code:code + w] = 0
+      return
+    undef = np.broadcast_to(np.asarray(undef).astype(U64), (len(idx),))
+    if code == 126: self.sreport(idx, "EXEC (the lanes that run on: control flow)", undef, True)
+    for k in range(w): self.sundef[ix, code + k] = ((undef >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
+    self.sdirty = True
+
+  def scc_set(self, idx: np.ndarray, undef: np.ndarray | None) -> None:
+    """SCC was written: whether it is undefined (bool per wave; None: defined)."""
+    if not self.strack(): return
+    if undef is None or not np.any(undef):
+      if self.sdirty: self.sccundef[self.ix(idx)] = False
+      return
+    self.sccundef[self.ix(idx)] = undef
+    self.sdirty = True
+
+  def sreport(self, idx: np.ndarray, what: str, undef: np.ndarray | None, mask: bool = False) -> None:
+    """Report an undefined scalar value (bits per wave) that decides `what` (an address, a branch); mask: the value is a
+    lane mask (the first undefined lane is named)."""
+    if undef is None or not np.any(undef): return
+    undef = np.broadcast_to(undef, (len(idx),))
+    w = int(np.flatnonzero(undef)[0])
+    u = int(undef[w])
+    who = f"lane {(u & -u).bit_length() - 1} of wave {int(idx[w])}" if mask else f"wave {int(idx[w])}"
+    raise WaveFault(f"{who}: an undefined value (loaded from memory nothing wrote, or computed from one) decides {what}")
+
+  def clean(self) -> bool:
+    """No SGPR bit and no SCC is undefined (resets `sdirty` when that is found so); blocks run only then."""
+    if not self.sdirty: return True
+    if self.sundef.any() or self.sccundef.any(): return False
+    self.sdirty = False
+    return True
+
   def const(self, code: int, t: str, lit: int | None, idx: np.ndarray) -> int:
     w = WIDTH.get(t, 1)
     bits = 64 if w == 2 else 16 if t in T16 else 32
@@ -256,6 +316,8 @@ class Machine:
       if t in T16: return ((v >> U32(16 * hi)) & U32(0xFFFF)).astype(np.uint16)
       return v
     s = self.sreg(idx, code, t, lit)[:, None]
+    if self.track is not None and (u := self.sund(idx, code, t)) is not None:
+      self.track.append([np.broadcast_to((u == 0)[:, None], (len(idx), LANES))] * w)
     if t in T16:
       sh = 16 if (hi and code < 128) else 0
       return ((s >> U64(sh)) & U64(0xFFFF)).astype(np.uint16)
@@ -302,13 +364,14 @@ class Machine:
     if defined is None: self.vinit[ix, r, :] = True if full else self.vinit[ix, r, :] | lanes
     else: self.vinit[ix, r, :] = defined if full else np.where(lanes, defined, self.vinit[ix, r, :])
 
-  def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray) -> None:
+  def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray, undef: np.ndarray | None = None) -> None:
     if code == 124: return
     w = WIDTH.get(t, 1)
     if code >= 128 or code + w > 128: raise WaveFault(f"writes scalar register {code}, which is not writable")
     val = np.asarray(val).astype(U64)
     ix = self.ix(idx)
     for k in range(w): self.s[ix, code + k] = ((val >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
+    self.sset(idx, code, w, undef)
 
   # ---- execution ----
   def execute(self, i: Inst, idx: np.ndarray) -> None:
@@ -328,14 +391,15 @@ class Machine:
     self.pc[self.ix(idx)] = nxt
 
   # ---- memory through the VM ----
-  def mem_read(self, addr: int, nbytes: int, what: str) -> np.ndarray:
+  def mem_read(self, addr: int, nbytes: int, what: str, check: bool = True) -> np.ndarray:
+    """Bytes at addr through the VM (an MMU fault outside a mapping); check: undefined bytes are a fault (checked mode)."""
     r = self.vm.find(addr)
     if r is None or addr + nbytes > r.end:
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x}"
       raise WaveFault(f"MMU fault: {what} of {nbytes} bytes at 0x{addr:x} {why}", "mmu", addr)
     off = addr - r.va
     self._touch(r.va, addr, addr + nbytes, False)
-    if self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
+    if check and self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
       raise WaveFault(f"{what} of {nbytes} bytes at 0x{addr:x} reads memory that was never written", "compute", addr)
     return r.mem.data[off:off + nbytes].copy()
 
