@@ -757,6 +757,12 @@ def _write_loaded(m: Any, idx: np.ndarray, vdst: int, b: np.ndarray, nb: int, sg
   v = _from_bytes(b)
   if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
   dfn = None if undef is None else [~undef[:, :, 0]]
+  if d16 and m.vinit is not None and m.undef_origin is not None and vdst < m.nv:
+    # one definedness bit per dword: once this dispatch has loaded undefined bytes, a half loaded into a dword keeps the
+    # other half's undefinedness (LLVM packs two loaded halves into one dword: either undefined makes it so). Before
+    # that, a defined half marks the dword defined (a never-written other half is then no use of undefined data)
+    old = m.vinit[m.ix(idx), vdst, :]
+    dfn = [old.copy() if dfn is None else old & dfn[0]]
   if d16 == 0: m.vwrite(idx, vdst, "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes, None, dfn)
   else: m.vwrite(idx, vdst, "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1, dfn)
 
