@@ -773,7 +773,7 @@ def _store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np
 
 
 def _global_store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-  """A global store's bytes (`_store_data`) and, in checked mode, which of them come from undefined VGPR dwords
+  """A global (or scratch) store's bytes (`_store_data`) and, in checked mode, which of them come from undefined VGPR dwords
   ([n, 32, nb] bool; None: none): they are stored as undefined bytes (the memcheck model), not reported."""
   if m.vinit is None: return _store_data(m, idx, data, nb, d16, lanes), None
   m.track = []
@@ -784,7 +784,7 @@ def _global_store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, la
 
 def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
   """SCRATCH_*: a lane's private bytes at OFFSET (+ VADDR when SVE, + the SGPR SADDR names); outside the size the dispatch
-  gives (TMPRING_SIZE.WAVESIZE) is a fault naming the lane, as is reading a byte never written (checked mode)."""
+  gives (TMPRING_SIZE.WAVESIZE) is a fault naming the lane. Checked mode: bytes keep definedness as global memory does."""
   f, n = i.f, i.op.name.split("_", 1)[1]
   lanes = m.exec_mask(idx)
   addr = np.full((len(idx), M.LANES), flat_offset(i), np.int64)
@@ -804,18 +804,26 @@ def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
   ix = addr[w, ln][:, None] + np.arange(nb)
   if n in FLAT_LOAD:
     _, sgn, d16 = FLAT_LOAD[n]
-    if m.checked and not (ok := m.privinit[idx[w][:, None], ln[:, None], ix].all(axis=1)).all():
-      k = int(np.flatnonzero(~ok)[0])
-      raise M.WaveFault(f"lane {int(ln[k])} of wave {int(idx[w[k]])}: scratch load of {nb} bytes at {int(ix[k, 0])} reads bytes never written "
-                        "(uninitialized)")
+    und = None
+    # checked mode: bytes never written (or written from undefined lanes, e.g. a spill of one) load as undefined lanes, as
+    # global memory does; a loop batch's copy (no definedness) faults instead and the batch is discarded
+    if m.checked and not (ok := m.privinit[idx[w][:, None], ln[:, None], ix]).all():
+      if m.vinit is None:
+        k = int(np.flatnonzero(~ok.all(axis=1))[0])
+        raise M.WaveFault(f"lane {int(ln[k])} of wave {int(idx[w[k]])}: scratch load of {nb} bytes at {int(ix[k, 0])} reads bytes never written "
+                          "(uninitialized)")
+      nd = max(1, nb // 4)
+      und = np.zeros((len(idx), M.LANES, nd), np.bool_)
+      und[w, ln] = ~(ok.reshape(len(w), nd, -1).all(axis=2) if nb >= 4 else ok.all(axis=1, keepdims=True))
+      if m.undef_origin is None: m.undef_origin = f"in kernel {m.name} at PC 0x{i.pc:x} ({i.text}) from scratch bytes nothing wrote"
     b = np.zeros((len(idx), M.LANES, nb), np.uint8)
     b[w, ln] = m.priv[idx[w][:, None], ln[:, None], ix]
-    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und)
   else:
     _, d16 = FLAT_STORE[n]
-    data = _store_data(m, idx, f["data"], nb, d16, lanes)
+    data, und = _global_store_data(m, idx, f["data"], nb, d16, lanes)
     m.priv[idx[w][:, None], ln[:, None], ix] = data[w, ln]
-    if m.checked: m.privinit[idx[w][:, None], ln[:, None], ix] = True
+    if m.checked: m.privinit[idx[w][:, None], ln[:, None], ix] = True if und is None else ~und[w, ln]
   m.advance(i, idx)
 
 
