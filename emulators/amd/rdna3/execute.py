@@ -77,6 +77,12 @@ def _sundef(m: Any, i: Inst, idx: np.ndarray, parts: list[np.ndarray | None]) ->
   return np.where(u != 0, U64(0xFFFFFFFFFFFFFFFF if WIDTH.get(i.op.dst, 1) == 2 else 0xFFFFFFFF), U64(0))
 
 
+def _decided(fn: Any, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+  """The bits of the bitwise fn(x) that x's undefined bits u decide: where fn gives different bits with them all 0 and all 1
+  (exact for an op whose bit k depends on bit k alone)."""
+  return (np.asarray(fn(x & ~u)) ^ np.asarray(fn(x | u))) & U64(0xFFFFFFFF)
+
+
 def _sresult(m: Any, i: Inst, idx: np.ndarray, r: Any, scc: Any, und: np.ndarray | None = None) -> None:
   if r is not None: m.swrite(idx, i.f["sdst"], i.op.dst, np.asarray(r, U64), und)
   if scc is not None:
@@ -100,15 +106,16 @@ def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
     s0 = m.sreg(idx, f["ssrc0"], "b32", i.literal)
     old = m.s[idx, EXEC].astype(U64)
     new = X.SAVEEXEC[o.name](s0, old) & U64(0xFFFFFFFF)
-    if (u := m.sund(idx, f["ssrc0"], "b32")) is not None:   # an undefined bit of a lane EXEC keeps (AND forms) decides control flow
-      m.sset(idx, EXEC, 1, u & old if "_and_" in o.name and "not" not in o.name and "n2" not in o.name else u)
+    if (u := m.sund(idx, f["ssrc0"], "b32")) is not None:   # EXEC bits the undefined bits decide: a report
+      m.sset(idx, EXEC, 1, _decided(lambda x: X.SAVEEXEC[o.name](x, old), s0, u))
     m.s[idx, EXEC] = new.astype(U32)
     return _sresult(m, i, idx, old, new != 0)
   if o.name in ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32"):
     s0 = m.sreg(idx, f["ssrc0"], "b32", i.literal)
     old = m.s[idx, EXEC].astype(U64)
     new = ((~s0 & old) if o.name == "s_and_not0_wrexec_b32" else (s0 & ~old)) & U64(0xFFFFFFFF)
-    m.sset(idx, EXEC, 1, m.sund(idx, f["ssrc0"], "b32"))
+    if (u := m.sund(idx, f["ssrc0"], "b32")) is not None:
+      m.sset(idx, EXEC, 1, _decided(lambda x: (~x & old) if o.name == "s_and_not0_wrexec_b32" else (x & ~old), s0, u))
     m.s[idx, EXEC] = new.astype(U32)
     return _sresult(m, i, idx, new, new != 0)
   if o.name in ("s_cmov_b32", "s_cmov_b64"):

@@ -241,7 +241,7 @@ class Machine:
     if not self.sdirty or not self.strack(): return None
     w = WIDTH.get(t, 1)
     ix = self.ix(idx)
-    if code < 124:
+    if code < 128 and code != 124:
       u = self.sundef[ix, code].astype(U64)
       if w == 2 and code + 1 < 128: u |= self.sundef[ix, code + 1].astype(U64) << U64(32)
     elif code == 253: u = np.where(self.sccundef[ix], U64(0xFFFFFFFFFFFFFFFF if w == 2 else 0xFFFFFFFF), U64(0))
