@@ -633,6 +633,9 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
       if i.fmt == "FLAT" and i.op.name.split("_", 1)[1] in E.FLAT_LOAD and i.f["vdst"] < g.nv:
         g.lines.append(_undef_stop(g, i.f["vdst"], 1))   # a sub-dword load (whole dwords load inline)
+      if i.fmt == "DS" and rw[1] and max(rw[1]) < g.nv:   # an LDS load of bytes stored from undefined lanes
+        g.lines.append(_undef_stop(g, rw[1][0], len(rw[1])) if rw[1] == list(range(rw[1][0], rw[1][0] + len(rw[1]))) else
+                       "if vinit is not None: return m.stop_block(INSTS, k)")
       if i.fmt == "SMEM": g.lines.append("if m.sdirty and not m.clean(): return m.stop_block(INSTS, k)")   # undefined SGPRs loaded
       g.masks.clear()   # it may write any SGPR
       g.pairs.clear()   # and VGPRs beyond those _handler_rw names

@@ -646,27 +646,54 @@ def _lds_index(m: Any, i: Inst, idx: np.ndarray, addr: np.ndarray, nbytes: int, 
   return addr
 
 
-def _lds_read(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray) -> np.ndarray:
+def _lds_read(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, undef: list | None = None) -> np.ndarray:
+  """[n, 32, nbytes] of LDS. Checked mode: bytes never written are a fault; bytes stored from undefined lanes give
+  undefined lanes (appended to `undef` as [n, 32, dwords], None when none; without `undef`, or on a loop batch's copy:
+  a fault)."""
   addr = _lds_index(m, i, idx, addr.copy(), nbytes, lanes)
   g = m.wg[idx][:, None, None]
   a = np.where(lanes, addr, 0)[:, :, None] + np.arange(nbytes)[None, None, :]
   if m.ldsinit is not None:
-    undef = lanes & ~m.ldsinit[g, a].all(axis=2)
-    if undef.any():
-      wi, lane = map(int, np.argwhere(undef)[0])
+    bad = lanes & ~m.ldsinit[g, a].all(axis=2)
+    if bad.any():
+      wi, lane = map(int, np.argwhere(bad)[0])
       raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
                            "that were never written (uninitialized LDS)")
+    u = m.ldsundef[g, a] & lanes[:, :, None]
+    if u.any():
+      if undef is None or m.vinit is None:
+        wi, lane = map(int, np.argwhere(u.any(axis=2))[0])
+        raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
+                          "that hold an undefined value (stored from a value loaded from memory nothing wrote)")
+      undef.append(u.reshape(u.shape[0], LANES, nbytes // 4, 4).any(axis=3) if nbytes >= 4 else u.any(axis=2, keepdims=True))
+    elif undef is not None: undef.append(None)
+  elif undef is not None: undef.append(None)
   return m.lds[g, a]   # [n, 32, nbytes]
 
 
-def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray) -> None:
+def _ds_data(m: Any, idx: np.ndarray, lanes: np.ndarray, nb: int, read: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+  """(data, lanes, undefined bytes) of a DS store, as _lds_write takes them after the address (`_tracked_bytes`)."""
+  data, und = _tracked_bytes(m, lanes, nb, read)
+  return data, lanes, und
+
+
+def _lds_undef(parts: list, shape: tuple[int, int], nds: list[int]) -> np.ndarray | None:
+  """The undefined dwords of one or two LDS reads (`_lds_read`'s undef parts) side by side, or None."""
+  if all(p is None for p in parts): return None
+  return np.concatenate([np.zeros(shape + (k,), np.bool_) if p is None else p for p, k in zip(parts, nds)], axis=2)
+
+
+def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, undef: np.ndarray | None = None) -> None:
+  """Store each enabled lane's bytes; `undef` ([n, 32, nbytes], checked mode): bytes from undefined lanes, kept undefined."""
   nbytes = data.shape[2]
   addr = _lds_index(m, i, idx, addr.copy(), nbytes, lanes)
   wi, li = np.nonzero(lanes)
   g = m.wg[idx][wi][:, None]
   a = addr[wi, li][:, None] + np.arange(nbytes)[None, :]
   m.lds[g, a] = data[wi, li]
-  if m.ldsinit is not None: m.ldsinit[g, a] = True
+  if m.ldsinit is not None:
+    m.ldsinit[g, a] = True
+    m.ldsundef[g, a] = False if undef is None else undef[wi, li]
 
 
 def _to_bytes(v: np.ndarray, nbytes: int) -> np.ndarray:
@@ -705,33 +732,34 @@ def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
   if f["gds"]: raise M.WaveFault("GDS is not emulated")
   addr = m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(np.int64)
   off = f["offset0"] | f["offset1"] << 8
+  und: list = []   # the loads' undefined dwords (values stored from undefined lanes: they flow as values)
+  sh = (len(idx), LANES)
   if n in DS_LOAD:
     nb, sgn = DS_LOAD[n]
-    b = _lds_read(m, i, idx, addr + off, nb, lanes)
-    if nb < 4:
-      v = _from_bytes(b)
-      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
-      m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
-    else: _vstore_bytes(m, idx, f["vdst"], b, lanes)
+    b = _lds_read(m, i, idx, addr + off, nb, lanes, und)
+    if nb < 4: _write_loaded(m, idx, f["vdst"], b, nb, sgn, 0, lanes, und[0])
+    else: _vstore_bytes(m, idx, f["vdst"], b, lanes, und[0])
   elif n in DS_STORE:
     nb = DS_STORE[n]
-    _lds_write(m, i, idx, addr + off, _vdata(m, idx, f["data0"], nb, lanes), lanes)
+    _lds_write(m, i, idx, addr + off, *_ds_data(m, idx, lanes, nb, lambda: _vdata(m, idx, f["data0"], nb, lanes)))
   elif n in DS_LOAD_D16:
     nb, sgn, d16 = DS_LOAD_D16[n]
-    _write_loaded(m, idx, f["vdst"], _lds_read(m, i, idx, addr + off, nb, lanes), nb, sgn, d16, lanes)
+    b = _lds_read(m, i, idx, addr + off, nb, lanes, und)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und[0])
   elif n in DS_STORE_D16_HI:
     nb = DS_STORE_D16_HI[n]
-    _lds_write(m, i, idx, addr + off, _store_data(m, idx, f["data0"], nb, 1, lanes), lanes)
+    _lds_write(m, i, idx, addr + off, *_ds_data(m, idx, lanes, nb, lambda: _store_data(m, idx, f["data0"], nb, 1, lanes)))
   elif n in DS_2ADDR:
     nb, stride = DS_2ADDR[n]
     a0, a1 = addr + f["offset0"] * nb * stride, addr + f["offset1"] * nb * stride
     if "load" in n:
-      b = np.concatenate([_lds_read(m, i, idx, a0, nb, lanes), _lds_read(m, i, idx, a1, nb, lanes)], axis=2)
-      _vstore_bytes(m, idx, f["vdst"], b, lanes)
+      b = np.concatenate([_lds_read(m, i, idx, a0, nb, lanes, und), _lds_read(m, i, idx, a1, nb, lanes, und)], axis=2)
+      _vstore_bytes(m, idx, f["vdst"], b, lanes, _lds_undef(und, sh, [nb // 4] * 2))
     else:
-      d0, d1 = _vdata(m, idx, f["data0"], nb, lanes), _vdata(m, idx, f["data1"], nb, lanes)
-      _lds_write(m, i, idx, a0, d0, lanes)
-      _lds_write(m, i, idx, a1, d1, lanes)
+      d0 = _ds_data(m, idx, lanes, nb, lambda: _vdata(m, idx, f["data0"], nb, lanes))
+      d1 = _ds_data(m, idx, lanes, nb, lambda: _vdata(m, idx, f["data1"], nb, lanes))
+      _lds_write(m, i, idx, a0, *d0)
+      _lds_write(m, i, idx, a1, *d1)
   elif n in DS_ATOMIC:
     # lanes in lane order, one at a time per address conflict: apply sequentially over lanes (vectorized across waves)
     for lane in range(LANES):
@@ -780,11 +808,16 @@ def _store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np
 
 
 def _global_store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-  """A global (or scratch) store's bytes (`_store_data`) and, in checked mode, which of them come from undefined VGPR dwords
-  ([n, 32, nb] bool; None: none): they are stored as undefined bytes (the memcheck model), not reported."""
-  if m.vinit is None: return _store_data(m, idx, data, nb, d16, lanes), None
+  """A global (or scratch) store's bytes (`_store_data`) and which come from undefined VGPR dwords (`_tracked_bytes`)."""
+  return _tracked_bytes(m, lanes, nb, lambda: _store_data(m, idx, data, nb, d16, lanes))
+
+
+def _tracked_bytes(m: Any, lanes: np.ndarray, nb: int, read: Any) -> tuple[np.ndarray, np.ndarray | None]:
+  """The [n, 32, nb] bytes `read` gathers from VGPR dwords (in order) and, in checked mode, which of them come from
+  undefined dwords ([n, 32, nb] bool; None: none): a store writes them as undefined bytes (the memcheck model), no report."""
+  if m.vinit is None: return read(), None
   m.track = []
-  try: b = _store_data(m, idx, data, nb, d16, lanes)
+  try: b = read()
   finally: reads, m.track = m.track, None
   und = np.repeat(np.stack([~d[0] for d in reads], axis=2), 4, axis=2)[:, :, :nb]
   return b, (und if (und & lanes[:, :, None]).any() else None)

@@ -90,6 +90,7 @@ class Machine:
     self.bar = np.zeros(W, np.bool_)
     self.lds = np.zeros((G, max(lds_bytes, 0)), np.uint8)
     self.ldsinit = np.zeros((G, max(lds_bytes, 0)), np.bool_) if checked else None
+    self.ldsundef = np.zeros((G, max(lds_bytes, 0)), np.bool_) if checked else None   # bytes stored from undefined lanes
     # scratch: each lane's private bytes (SCRATCH_* addresses are per lane), never shared, so no base address is modelled
     self.priv = np.zeros((W, LANES, private_bytes), np.uint8)
     self.privinit = np.zeros((W, LANES, private_bytes), np.bool_) if checked else None

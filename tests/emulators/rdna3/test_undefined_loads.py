@@ -139,6 +139,9 @@ PROGRAMS = {
   "sum over all": lambda d: _partial(d).sum().numpy(),
   "sum over the written part": lambda d: _partial(d)[0:4].sum().numpy(),
   "max over all": lambda d: _partial(d).max().numpy(),
+  "row sums of the written rows": lambda d: (lambda t: (t.__setitem__(slice(0, 32), 1), t.sum(axis=1).realize()[0:32].numpy())[1])(Tensor.empty(64, 256, device=d)),
+  "two-stage sum, half written": lambda d: _partial(d, 40000).sum().numpy(),
+  "two-stage sum of the written half": lambda d: _partial(d, 40000)[0:20000].sum().numpy(),
   "index by it": lambda d: Tensor([1., 2., 3., 4.], device=d)[_partial(d, 4, dtypes.int32, 0)].numpy(),
   # IDIV/MOD by an undefined divisor: PYTHON reports the divisor, the ISA the EXEC mask the renderer's zero guard sets
   "divide by it": lambda d: (Tensor([8, 8, 8, 8], dtype=dtypes.int32, device=d) // _partial(d, 4, dtypes.int32, 2)).realize()[0:2].numpy(),
@@ -166,3 +169,20 @@ def test_exec_from_an_undefined_compare_is_reported():
   k = raw_kernel(vop1(1, 1, 256 + 5), vopc(V_CMP_EQ_U32, 256 + 1, 0), 0xBE80206A, S_ENDPGM)
   with pytest.raises(WaveFault) as e: run_direct(k, [], (1, 1, 1), (32, 1, 1))
   assert "PC 0x8 (s_and_saveexec_b32 s0, vcc_lo): lane 0 of wave 0: an undefined value" in e.value.what and "decides EXEC" in e.value.what
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_undefined_values_pass_through_lds(blocks: bool):
+  """lds_reverse: each lane stores its loaded value to LDS and reads its mirror's back. Values stored from undefined lanes
+  load back undefined (PYTHON's local memory: a store of an undefined value makes the bytes undefined), with no fault;
+  LDS never written is still reported (test_checked.test_uninitialized_lds_read)."""
+  k = kernels_of("control")["lds_reverse"]
+  a = np.arange(N, dtype=np.float32)
+  ua = np.zeros(N, np.bool_)
+  ua[[3, 64 + 10]] = True
+  _, regs = run_partial(k, [np.zeros(N, np.float32), a], [None, ua], (2, 1, 1), (64, 1, 1), blocks=blocks)
+  want = np.ones(N, np.bool_)
+  want[[63 - 3, 64 + 63 - 10]] = False
+  assert np.array_equal(elem_defined(regs[0], N, 4), want)
+  got = regs[0].mem.data[:4 * N].view(np.float32)
+  assert np.array_equal(got[want], np.concatenate([a[63::-1], a[:63:-1]])[want])
