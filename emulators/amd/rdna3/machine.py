@@ -7,13 +7,16 @@ Initial state (AMDGPUUsage "Initial Kernel Execution State", docs/hw/amd_code_ob
 (RSRC2.USER_SGPR of them), then the workgroup ids X, Y, Z for each RSRC2.TGID_*_EN, then workgroup info for TG_SIZE_EN;
 v0 = work-item ids packed x | y << 10 | z << 20; EXEC = the lanes that exist.
 
-Checked mode reports out-of-bounds LDS, reads of VGPRs never written, divergent barriers (a workgroup where some waves
-wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane. Global memory follows the
-PYTHON device's memcheck model (refgrad/runtime/simt.py): a vector load of bytes nothing wrote gives VGPR lanes marked
-undefined (per dword), VALU ops carry that along, a store of them marks the bytes it writes undefined (the host reading
-them back is reported by copyout), and an undefined value is reported where it is used as an address or steers control
-flow or scalar state (v_cmp, v_readlane, ...: the VGPR read check). A scalar load of undefined bytes is still a fault
-(SGPRs keep no definedness)."""
+Checked mode reports out-of-bounds LDS, reads of LDS never written, divergent barriers (a workgroup where some
+waves wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane. Memory follows the PYTHON
+device's memcheck model (refgrad/runtime/simt.py): a load of global or scratch bytes nothing wrote gives VGPR lanes
+marked undefined (`vinit`, per dword; a scalar load: undefined SGPR bits, `sundef`), VALU ops carry that along, v_cmp
+and the carries keep undefined lanes as undefined bits of their lane masks (v_cndmask then follows its condition, as a
+WHERE does), SALU ops carry undefined bits (SCC: `sccundef`), and a store of undefined lanes makes the bytes it writes
+undefined (global memory, scratch, LDS; the host reading global bytes back is reported by copyout, naming the first
+load: `undef_origin`). An undefined value is reported where it decides something: an address (a VGPR or SGPR), a
+branch (SCC, VCC), EXEC (the lanes that run on), or where v_readlane/v_readfirstlane move it to an SGPR (a VGPR never
+written counts as undefined: LLVM moves `undef` values around)."""
 from __future__ import annotations
 
 from typing import Any
