@@ -97,7 +97,17 @@ def sop2(m: Any, i: Inst, idx: np.ndarray) -> None:
   a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
   b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
   r, scc = fn(a, b, m.scc[idx].astype(U64))
-  _sresult(m, i, idx, r, scc, _sundef(m, i, idx, [m.sund(idx, i.f["ssrc0"], o.srcs[0]), m.sund(idx, i.f["ssrc1"], o.srcs[1])]))
+  ua, ub = m.sund(idx, i.f["ssrc0"], o.srcs[0]), m.sund(idx, i.f["ssrc1"], o.srcs[1])
+  if (ua is not None or ub is not None) and o.name.startswith(BITWISE):
+    # a bitwise op: the result bits each source's undefined bits decide, the other source as it is (s_and_b32 exec_lo,
+    # exec_lo, vcc_lo keeps the undefined lanes EXEC enables, not those it disables), and bits undefined in both
+    z = np.zeros(len(idx), U64)
+    ua, ub = (z if ua is None else ua), (z if ub is None else ub)
+    c = m.scc[idx].astype(U64)
+    full = U64(0xFFFFFFFFFFFFFFFF if WIDTH.get(o.dst, 1) == 2 else 0xFFFFFFFF)
+    und = ((fn(a & ~ua, b, c)[0] ^ fn(a | ua, b, c)[0]) | (fn(a, b & ~ub, c)[0] ^ fn(a, b | ub, c)[0]) | (ua & ub)) & full
+    return _sresult(m, i, idx, r, scc, und)
+  _sresult(m, i, idx, r, scc, _sundef(m, i, idx, [ua, ub]))
 
 
 def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:

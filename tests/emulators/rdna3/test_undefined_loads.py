@@ -16,7 +16,7 @@ from refgrad import Tensor, dtypes
 from refgrad.runtime.driver import GPUFault
 from refgrad.runtime.simt import UndefinedBehaviourError
 from tests.emulators.rdna3 import kernels as K
-from tests.emulators.rdna3.llvm_util import Kernel, compile_ir, descriptor, read_elf, run_direct
+from tests.emulators.rdna3.llvm_util import Kernel, compile_ir, descriptor, read_elf, run_direct, run_machine
 from tests.emulators.rdna3.test_checked import S_ENDPGM, V_CMP_EQ_U32, raw_kernel, vop1, vopc
 from tests.emulators.rdna3.test_execute import NP, N, inputs, kernels_of
 
@@ -186,3 +186,16 @@ def test_undefined_values_pass_through_lds(blocks: bool):
   assert np.array_equal(elem_defined(regs[0], N, 4), want)
   got = regs[0].mem.data[:4 * N].view(np.float32)
   assert np.array_equal(got[want], np.concatenate([a[63::-1], a[:63:-1]])[want])
+
+
+EXEC_16, EXEC_ALL, S_AND_EXEC_VCC = (0xBEFE00FF, 0xFFFF), (0xBEFE00C1,), 0x8B7E6A7E   # s_mov_b32 exec_lo, ...; s_and_b32 exec_lo, exec_lo, vcc_lo
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_exec_and_of_a_mask_reports_only_the_lanes_it_keeps(blocks: bool):
+  """v1 = v0 in lanes 0..15 only; v_cmp under all 32 lanes: VCC's bits 16..31 undefined. ANDing VCC into an EXEC of lanes
+  0..15 is defined (those bits are 0 whatever VCC holds); into an EXEC of all lanes it decides lanes 16.. (reported)."""
+  head = (*EXEC_16, vop1(1, 1, 256), *EXEC_ALL, vopc(V_CMP_EQ_U32, 256 + 1, 0))
+  run_machine(raw_kernel(*head, *EXEC_16, S_AND_EXEC_VCC, S_ENDPGM), [], (1, 1, 1), (32, 1, 1), blocks=blocks)
+  with pytest.raises(WaveFault) as e: run_machine(raw_kernel(*head, S_AND_EXEC_VCC, S_ENDPGM), [], (1, 1, 1), (32, 1, 1), blocks=blocks)
+  assert "(s_and_b32 exec_lo, exec_lo, vcc_lo): lane 16 of wave 0: an undefined value" in e.value.what and "decides EXEC" in e.value.what
