@@ -20,7 +20,10 @@ A block runs only when every wave of the dispatch is at its entry PC (lockstep, 
 the same through it (an EXEC write ends it). Checked mode: the VGPR dwords the block reads before writing them must hold
 defined values in every enabled lane (one test at entry); then every value it computes is defined in those lanes too,
 and the dwords it writes are marked so (before each handler call and at the end). Where that test fails the interpreter
-steps the instructions instead, tracking definedness lane by lane and naming the first undefined read as it does."""
+steps the instructions instead, tracking definedness lane by lane and naming the first undefined read as it does; where
+a global load in the block gives undefined lanes (bytes nothing wrote), the block ends after the load and the
+interpreter steps the rest (Machine.stop_block). Blocks run only while no SGPR bit or SCC is undefined (Machine.clean),
+and a scalar load that loads undefined bytes ends its block the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -518,9 +521,18 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   off = flat_offset(i)
   # + OFFSET modulo 2^64 (execute.flat adds it in int64 and wraps back: the same bits)
   g.lines += [f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})",
-              f"if not m.load_dwords(idx, a, {nd}, L, {f['vdst']}): {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)"]
+              f"if not m.load_dwords(idx, a, {nd}, L, {f['vdst']}):",
+              f"  {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)",
+              f"  {_undef_stop(g, f['vdst'], nd)}"]
   g.write(list(range(f["vdst"], f["vdst"] + nd)), False)
   return True
+
+
+def _undef_stop(g: _Gen, vdst: int, nd: int) -> str:
+  """After a global load's handler: where it loaded undefined bytes (checked mode) the block ends there and the
+  interpreter steps the rest, tracking definedness lane by lane (what the block computes is marked defined)."""
+  d = str(vdst) if nd == 1 else g.const(np.arange(vdst, vdst + nd), "R")
+  return f"if vinit is not None and not (vinit[:, {d}, :] | ~L{'' if nd == 1 else '3'}).all(): return m.stop_block(INSTS, k)"
 
 
 # ---- scalar instructions inline ----
@@ -619,6 +631,12 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
       g.flush()
       g.sync()
       g.lines.append(f"{g.const(E.HANDLERS[i.fmt], 'H')}(m, {g.const(i, 'I')}, idx)")
+      if i.fmt == "FLAT" and i.op.name.split("_", 1)[1] in E.FLAT_LOAD and i.f["vdst"] < g.nv:
+        g.lines.append(_undef_stop(g, i.f["vdst"], 1))   # a sub-dword load (whole dwords load inline)
+      if i.fmt == "DS" and rw[1] and max(rw[1]) < g.nv:   # an LDS load of bytes stored from undefined lanes
+        g.lines.append(_undef_stop(g, rw[1][0], len(rw[1])) if rw[1] == list(range(rw[1][0], rw[1][0] + len(rw[1]))) else
+                       "if vinit is not None: return m.stop_block(INSTS, k)")
+      if i.fmt == "SMEM": g.lines.append("if m.sdirty and not m.clean(): return m.stop_block(INSTS, k)")   # undefined SGPRs loaded
       g.masks.clear()   # it may write any SGPR
       g.pairs.clear()   # and VGPRs beyond those _handler_rw names
       g.write(rw[1], False)
@@ -636,7 +654,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
-         f"  if vinit is not None and {len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all(): return False",
+         f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False",
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),

@@ -50,6 +50,9 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
     lane = (int(ex[w]) & -int(ex[w])).bit_length() - 1   # the lowest enabled lane
     raise M.WaveFault(f"lane {max(lane, 0)} of wave {int(idx[w])}: s_trap {tid}: {TRAPS.get(tid, 'a trap (no trap handler is emulated)')}")
   if n in BRANCH_COND:
+    if m.sdirty and n != "s_branch":   # a condition from an undefined value (EXEC never is: sset reports that write)
+      if "scc" in n: m.sreport(idx, f"a branch ({n})", m.sund(idx, 253, "b32"))
+      elif "vcc" in n: m.sreport(idx, f"a branch ({n})", m.sund(idx, VCC, "b32"), True)
     take = BRANCH_COND[n](m, idx)
     m.pc[idx] = np.where(take, branch_target(i), m.pc[idx] + i.size)
     return None
@@ -57,9 +60,34 @@ def sopp(m: Any, i: Inst, idx: np.ndarray) -> None:
 
 
 # ---- scalar ALU -----------------------------------------------------------------------------------------------------
-def _sresult(m: Any, i: Inst, idx: np.ndarray, r: Any, scc: Any) -> None:
-  if r is not None: m.swrite(idx, i.f["sdst"], i.op.dst, np.asarray(r, U64))
-  if scc is not None: m.scc[idx] = np.asarray(scc, np.bool_)
+# checked mode: SALU ops whose result bit k depends on bit k of the sources alone (undefined bits stay where they are);
+# any other op with an undefined source bit (or an undefined SCC it reads) gives a wholly undefined result and SCC
+BITWISE = ("s_and_", "s_or_", "s_xor_", "s_nand_", "s_nor_", "s_xnor_", "s_andn2_", "s_orn2_", "s_and_not1_", "s_or_not1_", "s_not_", "s_mov_")
+READS_SCC = ("s_cselect_", "s_addc_", "s_subb_", "s_cmov", "s_cmovk")
+
+
+def _sundef(m: Any, i: Inst, idx: np.ndarray, parts: list[np.ndarray | None]) -> np.ndarray | None:
+  """The undefined bits of an SALU result from its sources' (uint64 per wave; None: defined)."""
+  if not m.sdirty: return None
+  if i.op.name.startswith(READS_SCC): parts = parts + [m.sund(idx, 253, "b64")]
+  parts = [p for p in parts if p is not None]
+  if not parts: return None
+  u = parts[0] if len(parts) == 1 else np.bitwise_or.reduce(parts)
+  if i.op.name.startswith(BITWISE): return u
+  return np.where(u != 0, U64(0xFFFFFFFFFFFFFFFF if WIDTH.get(i.op.dst, 1) == 2 else 0xFFFFFFFF), U64(0))
+
+
+def _decided(fn: Any, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+  """The bits of the bitwise fn(x) that x's undefined bits u decide: where fn gives different bits with them all 0 and all 1
+  (exact for an op whose bit k depends on bit k alone)."""
+  return (np.asarray(fn(x & ~u)) ^ np.asarray(fn(x | u))) & U64(0xFFFFFFFF)
+
+
+def _sresult(m: Any, i: Inst, idx: np.ndarray, r: Any, scc: Any, und: np.ndarray | None = None) -> None:
+  if r is not None: m.swrite(idx, i.f["sdst"], i.op.dst, np.asarray(r, U64), und)
+  if scc is not None:
+    m.scc[idx] = np.asarray(scc, np.bool_)
+    m.scc_set(idx, None if und is None else und != 0)
   m.advance(i, idx)
 
 
@@ -69,7 +97,17 @@ def sop2(m: Any, i: Inst, idx: np.ndarray) -> None:
   a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
   b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
   r, scc = fn(a, b, m.scc[idx].astype(U64))
-  _sresult(m, i, idx, r, scc)
+  ua, ub = m.sund(idx, i.f["ssrc0"], o.srcs[0]), m.sund(idx, i.f["ssrc1"], o.srcs[1])
+  if (ua is not None or ub is not None) and o.name.startswith(BITWISE):
+    # a bitwise op: the result bits each source's undefined bits decide, the other source as it is (s_and_b32 exec_lo,
+    # exec_lo, vcc_lo keeps the undefined lanes EXEC enables, not those it disables), and bits undefined in both
+    z = np.zeros(len(idx), U64)
+    ua, ub = (z if ua is None else ua), (z if ub is None else ub)
+    c = m.scc[idx].astype(U64)
+    full = U64(0xFFFFFFFFFFFFFFFF if WIDTH.get(o.dst, 1) == 2 else 0xFFFFFFFF)
+    und = ((fn(a & ~ua, b, c)[0] ^ fn(a | ua, b, c)[0]) | (fn(a, b & ~ub, c)[0] ^ fn(a, b | ub, c)[0]) | (ua & ub)) & full
+    return _sresult(m, i, idx, r, scc, und)
+  _sresult(m, i, idx, r, scc, _sundef(m, i, idx, [ua, ub]))
 
 
 def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -78,27 +116,32 @@ def sop1(m: Any, i: Inst, idx: np.ndarray) -> None:
     s0 = m.sreg(idx, f["ssrc0"], "b32", i.literal)
     old = m.s[idx, EXEC].astype(U64)
     new = X.SAVEEXEC[o.name](s0, old) & U64(0xFFFFFFFF)
+    if (u := m.sund(idx, f["ssrc0"], "b32")) is not None:   # EXEC bits the undefined bits decide: a report
+      m.sset(idx, EXEC, 1, _decided(lambda x: X.SAVEEXEC[o.name](x, old), s0, u))
     m.s[idx, EXEC] = new.astype(U32)
     return _sresult(m, i, idx, old, new != 0)
   if o.name in ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32"):
     s0 = m.sreg(idx, f["ssrc0"], "b32", i.literal)
     old = m.s[idx, EXEC].astype(U64)
     new = ((~s0 & old) if o.name == "s_and_not0_wrexec_b32" else (s0 & ~old)) & U64(0xFFFFFFFF)
+    if (u := m.sund(idx, f["ssrc0"], "b32")) is not None:
+      m.sset(idx, EXEC, 1, _decided(lambda x: (~x & old) if o.name == "s_and_not0_wrexec_b32" else (x & ~old), s0, u))
     m.s[idx, EXEC] = new.astype(U32)
     return _sresult(m, i, idx, new, new != 0)
   if o.name in ("s_cmov_b32", "s_cmov_b64"):
     s0 = m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal)
     cur = m.sreg(idx, f["sdst"], o.dst, None)
-    return _sresult(m, i, idx, np.where(m.scc[idx], s0, cur), None)
+    return _sresult(m, i, idx, np.where(m.scc[idx], s0, cur), None, _sundef(m, i, idx, [m.sund(idx, f["ssrc0"], o.srcs[0]), m.sund(idx, f["sdst"], o.dst)]))
   if o.name.startswith("s_bitset"):   # D[S0 bits] = 0/1: the destination is read too; SCC is kept (ISA guide, SOP1)
     bits = 64 if o.name.endswith("64") else 32
     bit = U64(1) << (m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal) & U64(bits - 1))
     cur = m.sreg(idx, f["sdst"], o.dst, None)
-    return _sresult(m, i, idx, (cur | bit) if o.name.startswith("s_bitset1") else (cur & ~bit & U64((1 << bits) - 1)), None)
+    und = _sundef(m, i, idx, [m.sund(idx, f["ssrc0"], o.srcs[0]), m.sund(idx, f["sdst"], o.dst)])
+    return _sresult(m, i, idx, (cur | bit) if o.name.startswith("s_bitset1") else (cur & ~bit & U64((1 << bits) - 1)), None, und)
   if o.name == "s_getpc_b64": return _sresult(m, i, idx, np.full(len(idx), m.pgm + i.pc + 4, U64), None)
   if (fn := X.SALU.get(o.name)) is None: raise M.WaveFault(f"{o.name} is not emulated")
   r, scc = fn(m.sreg(idx, f["ssrc0"], o.srcs[0], i.literal), m.scc[idx].astype(U64))
-  _sresult(m, i, idx, r, scc)
+  _sresult(m, i, idx, r, scc, _sundef(m, i, idx, [m.sund(idx, f["ssrc0"], o.srcs[0])]))
 
 
 def _signed(x: np.ndarray, bits: int) -> np.ndarray:
@@ -121,6 +164,7 @@ def sopc(m: Any, i: Inst, idx: np.ndarray) -> None:
   a = m.sreg(idx, i.f["ssrc0"], o.srcs[0], i.literal)
   b = m.sreg(idx, i.f["ssrc1"], o.srcs[1], i.literal)
   m.scc[idx] = sopc_scc(o.name, a, b)
+  if m.sdirty: m.scc_set(idx, _sundef(m, i, idx, [m.sund(idx, i.f["ssrc0"], o.srcs[0]), m.sund(idx, i.f["ssrc1"], o.srcs[1])]))
   m.advance(i, idx)
 
 
@@ -151,9 +195,10 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n == "s_movk_i32": return _sresult(m, i, idx, np.full(len(idx), ks & 0xFFFFFFFF, U64), None)
   if n == "s_cmovk_i32":
     cur = m.sreg(idx, f["sdst"], "b32", None)
-    return _sresult(m, i, idx, np.where(m.scc[idx], U64(ks & 0xFFFFFFFF), cur), None)
+    return _sresult(m, i, idx, np.where(m.scc[idx], U64(ks & 0xFFFFFFFF), cur), None, _sundef(m, i, idx, [m.sund(idx, f["sdst"], "b32")]))
   r, scc = sopk_op(n, m.sreg(idx, f["sdst"], "b32", None), k)
-  _sresult(m, i, idx, r, scc)
+  und = _sundef(m, i, idx, [m.sund(idx, f["sdst"], "b32")])
+  _sresult(m, i, idx, r, scc, und)
 
 
 # ---- scalar memory --------------------------------------------------------------------------------------------------
@@ -164,15 +209,29 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
   addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
+  if m.sdirty:
+    m.sreport(idx, "the address of a scalar load", m.sund(idx, f["sbase"] << 1, "b64"))
+    if f["soffset"] != 124: m.sreport(idx, "the address of a scalar load", m.sund(idx, f["soffset"], "b32"))
   if (out := _smem_gather(m, addr, nd)) is not None and f["sdata"] + nd <= 128:
     m.s[m.ix(idx), f["sdata"]:f["sdata"] + nd] = out
+    if m.sdirty: m.sundef[m.ix(idx), f["sdata"]:f["sdata"] + nd] = 0
     return m.advance(i, idx)
   out = np.zeros((len(idx), nd), U32)
+  # checked mode: dwords with bytes nothing wrote load as undefined SGPRs (not on a loop batch's copy: a fault there)
+  track = m.strack()
+  und = np.zeros((len(idx), nd), np.bool_) if track else None
   for a in np.unique(addr):
     sel = addr == a
-    data = m.mem_read(int(a), 4 * nd, f"scalar load {i.op.name}")
+    data = m.mem_read(int(a), 4 * nd, f"scalar load {i.op.name}", check=not track)
     out[sel] = data.view(U32)
+    if track and (r := m.vm.find(int(a))).mem.bits is not None and (ub := r.mem.undefined_bytes(int(a) - r.va, int(a) - r.va + 4 * nd)).size:
+      und[np.ix_(sel, np.unique(ub // 4))] = True
+      if m.undef_origin is None:
+        m.undef_origin = r.mem.origin or f"in kernel {m.name} at PC 0x{i.pc:x} ({i.text}) from 0x{int(a):x}, which nothing has written"
   for k in range(nd): m.s[idx, f["sdata"] + k] = out[:, k]
+  if track and f["sdata"] + nd <= 128 and (m.sdirty or und.any()):
+    m.sundef[m.ix(idx), f["sdata"]:f["sdata"] + nd] = np.where(und, U32(0xFFFFFFFF), U32(0))
+    m.sdirty = True
   m.advance(i, idx)
 
 
@@ -231,8 +290,25 @@ def _srcs(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray) -> list[tuple[int
 
 
 def _read(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, code: int, t: str, hi: int | None) -> np.ndarray:
-  if t == "m": return m.sreg(idx, code, "b32", i.literal)
+  if t == "m":   # a lane mask (carry in, v_cndmask's selector): its undefined bits are undefined lanes
+    if m.track is not None and (u := m.sund(idx, code, "b32")) is not None: m.track.append([~M.mask_to_lanes(u.astype(U32))])
+    return m.sreg(idx, code, "b32", i.literal)
   return m.vsrc(idx, code, t, i.literal, hi, lanes)
+
+
+def _lane_def(m: Any, idx: np.ndarray, code: int, t: str) -> np.ndarray | None:
+  """Checked mode: the lanes in which a VOP source is defined ([n, 32]; None: all): a VGPR's definedness, a lane mask's
+  defined bits, a scalar without undefined bits."""
+  w = WIDTH.get(t, 1)
+  if code >= 256:
+    r = code - 256
+    if t in T16: r &= 0x7F
+    d = m.vinit[m.ix(idx), r, :]
+    if w == 2: d = d & m.vinit[m.ix(idx), r + 1, :]
+    return None if d.all() else d
+  if (u := m.sund(idx, code, "b32" if t == "m" else t)) is None: return None
+  if t == "m": return ~M.mask_to_lanes(u.astype(U32))
+  return np.broadcast_to((u == 0)[:, None], (len(idx), LANES))
 
 
 # VALU opcodes with their own code below; every other opcode is a row of ops.VALU (`_valu_row`, decided once per Inst)
@@ -259,7 +335,7 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   lanes = m.exec_mask(idx)
   srcs = _srcs(m, i, idx, lanes)
   if n == "v_nop": return m.advance(i, idx)
-  strict = n.startswith(("v_cmp", "v_read", "v_div_scale"))   # results that steer control flow or scalar state
+  strict = n.startswith("v_read")   # results that become scalar state (an SGPR keeps undefined bits only for lane masks)
   if m.vinit is not None and not strict: m.track = []
   rl = lanes   # the lanes src0 is read in: v_readlane/v_readfirstlane read one (an SGPR spill lives in one lane)
   if n == "v_readlane_b32":
@@ -273,21 +349,25 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
   vals = [raw[k] if t == "m" else _mods(i, M.typed(raw[k], t), k, t) for k, (c, t, h) in enumerate(srcs)]
   vdst = f.get("vdst", 0)
   dhi = (f["op_sel"] >> 3) & 1 if i.fmt == "VOP3" and o.dst in T16 else None
+  # a lane mask written from undefined lanes keeps them as undefined bits (checked mode: Machine.sset; EXEC reports)
+  mund = None if dfn is None else M.lanes_to_mask(lanes & ~dfn[0]).astype(U64)
   if n.startswith(("v_cmp_", "v_cmpx_")):
     res = X.compare(n)(vals[0], vals[1]) & lanes
     mask = M.lanes_to_mask(res)
-    if n.startswith("v_cmpx_"): m.s[idx, EXEC] = mask
-    else: m.s[idx, VCC if i.fmt == "VOPC" else vdst] = mask
+    d = EXEC if n.startswith("v_cmpx_") else VCC if i.fmt == "VOPC" else vdst
+    m.sset(idx, d, 1, mund)
+    m.s[idx, d] = mask
     return m.advance(i, idx)
   if n in ("v_cndmask_b32", "v_cndmask_b16"):
     bits = 32 if n.endswith("32") else 16
     sel = M.mask_to_lanes(vals[2])
     r = np.where(sel, _bits_mods(i, raw[1], 1, bits), _bits_mods(i, raw[0], 0, bits))
-    if reads is not None:   # the selected source's definedness (VGPR sources only are tracked)
-      d = [np.ones((len(idx), LANES), np.bool_) if c < 256 else None for c, _, _ in srcs[:2]]
-      it = iter(reads)
-      d = [x if x is not None else next(it)[0] for x in d]
-      dfn = [np.where(sel, d[1], d[0])]
+    if m.vinit is not None:   # the selected source's definedness, and the mask's: a WHERE is undefined where its condition is
+      d = [_lane_def(m, idx, c, t) for c, t, _ in srcs[:3]]
+      if any(x is not None for x in d):
+        one = np.ones((len(idx), LANES), np.bool_)
+        d = [one if x is None else x for x in d]
+        dfn = [np.where(sel, d[1], d[0]) & d[2]]
     m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
     return m.advance(i, idx)
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
@@ -295,7 +375,8 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     carry = ((r >> 32) != 0) & lanes
     if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
     m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
-    m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)   # carries are not tracked for definedness
+    m.sset(idx, f["sdst"] if i.fmt == "VOP3" else VCC, 1, mund)
+    m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)
     return m.advance(i, idx)
   if n in ("v_mad_u64_u32", "v_mad_i64_i32"):
     if n == "v_mad_u64_u32":
@@ -307,16 +388,20 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
       r = np.vectorize(lambda x: x & 0xFFFFFFFFFFFFFFFF, otypes=[U64])(p)
       carry = np.vectorize(lambda x: not -(1 << 63) <= x < (1 << 63), otypes=[np.bool_])(p)
     m.vwrite(idx, vdst, "b64", r, lanes, None, dfn)
+    m.sset(idx, f["sdst"], 1, None if dfn is None else M.lanes_to_mask(lanes & ~dfn[-1]).astype(U64))
     m.s[idx, f["sdst"]] = M.lanes_to_mask(carry & lanes)
     return m.advance(i, idx)
   if n in ("v_div_scale_f32", "v_div_scale_f64"):
     act = lanes
     r, vcc = A.div_scale(*[np.where(np.broadcast_to(act, np.broadcast(v, act).shape), v, v.dtype.type(1)) for v in vals])
-    m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes)
+    m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, None, dfn)
+    m.sset(idx, f["sdst"], 1, mund)
     m.s[idx, f["sdst"]] = M.lanes_to_mask(vcc & lanes)
     return m.advance(i, idx)
   if n in ("v_div_fmas_f32", "v_div_fmas_f64"):
     vcc = M.mask_to_lanes(m.s[idx, VCC]) & lanes
+    if (u := m.sund(idx, VCC, "b32")) is not None:   # the implicit VCC's undefined lanes
+      dfn = [(np.ones((len(idx), LANES), np.bool_) if dfn is None else dfn[0]) & ~M.mask_to_lanes(u.astype(U32))]
     r = _finish_float(i, A.div_fmas(vals[0], vals[1], vals[2], vcc), o.dst)
     m.vwrite(idx, vdst, o.dst, M.untyped(r, o.dst), lanes, None, dfn)
     return m.advance(i, idx)
@@ -523,6 +608,7 @@ def _vopd_half(m: Any, i: Inst, idx: np.ndarray, lanes: np.ndarray, name: str, d
   if name == "v_dual_cndmask_b32":
     a = m.vsrc(idx, s0, "b32", i.literal, None, lanes)
     b = m.vsrc(idx, 256 + s1, "b32", i.literal, None, lanes)
+    if m.track is not None and (u := m.sund(idx, VCC, "b32")) is not None: m.track.append([~M.mask_to_lanes(u.astype(U32))])
     return d, np.where(M.mask_to_lanes(m.s[idx, VCC]), b, a)
   base = VOPD_FN.get(name)
   if base is None: raise M.WaveFault(f"{name} is not emulated")
@@ -570,27 +656,54 @@ def _lds_index(m: Any, i: Inst, idx: np.ndarray, addr: np.ndarray, nbytes: int, 
   return addr
 
 
-def _lds_read(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray) -> np.ndarray:
+def _lds_read(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, undef: list | None = None) -> np.ndarray:
+  """[n, 32, nbytes] of LDS. Checked mode: bytes never written are a fault; bytes stored from undefined lanes give
+  undefined lanes (appended to `undef` as [n, 32, dwords], None when none; without `undef`, or on a loop batch's copy:
+  a fault)."""
   addr = _lds_index(m, i, idx, addr.copy(), nbytes, lanes)
   g = m.wg[idx][:, None, None]
   a = np.where(lanes, addr, 0)[:, :, None] + np.arange(nbytes)[None, None, :]
   if m.ldsinit is not None:
-    undef = lanes & ~m.ldsinit[g, a].all(axis=2)
-    if undef.any():
-      wi, lane = map(int, np.argwhere(undef)[0])
+    bad = lanes & ~m.ldsinit[g, a].all(axis=2)
+    if bad.any():
+      wi, lane = map(int, np.argwhere(bad)[0])
       raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
                            "that were never written (uninitialized LDS)")
+    u = m.ldsundef[g, a] & lanes[:, :, None]
+    if u.any():
+      if undef is None or m.vinit is None:
+        wi, lane = map(int, np.argwhere(u.any(axis=2))[0])
+        raise M.WaveFault(f"lane {lane} of wave {int(idx[wi])} reads LDS bytes {int(addr[wi, lane])}..{int(addr[wi, lane]) + nbytes} "
+                          "that hold an undefined value (stored from a value loaded from memory nothing wrote)")
+      undef.append(u.reshape(u.shape[0], LANES, nbytes // 4, 4).any(axis=3) if nbytes >= 4 else u.any(axis=2, keepdims=True))
+    elif undef is not None: undef.append(None)
+  elif undef is not None: undef.append(None)
   return m.lds[g, a]   # [n, 32, nbytes]
 
 
-def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray) -> None:
+def _ds_data(m: Any, idx: np.ndarray, lanes: np.ndarray, nb: int, read: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+  """(data, lanes, undefined bytes) of a DS store, as _lds_write takes them after the address (`_tracked_bytes`)."""
+  data, und = _tracked_bytes(m, lanes, nb, read)
+  return data, lanes, und
+
+
+def _lds_undef(parts: list, shape: tuple[int, int], nds: list[int]) -> np.ndarray | None:
+  """The undefined dwords of one or two LDS reads (`_lds_read`'s undef parts) side by side, or None."""
+  if all(p is None for p in parts): return None
+  return np.concatenate([np.zeros(shape + (k,), np.bool_) if p is None else p for p, k in zip(parts, nds)], axis=2)
+
+
+def _lds_write(m: Any, i: Any, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, undef: np.ndarray | None = None) -> None:
+  """Store each enabled lane's bytes; `undef` ([n, 32, nbytes], checked mode): bytes from undefined lanes, kept undefined."""
   nbytes = data.shape[2]
   addr = _lds_index(m, i, idx, addr.copy(), nbytes, lanes)
   wi, li = np.nonzero(lanes)
   g = m.wg[idx][wi][:, None]
   a = addr[wi, li][:, None] + np.arange(nbytes)[None, :]
   m.lds[g, a] = data[wi, li]
-  if m.ldsinit is not None: m.ldsinit[g, a] = True
+  if m.ldsinit is not None:
+    m.ldsinit[g, a] = True
+    m.ldsundef[g, a] = False if undef is None else undef[wi, li]
 
 
 def _to_bytes(v: np.ndarray, nbytes: int) -> np.ndarray:
@@ -613,12 +726,13 @@ def _vdata(m: Any, idx: np.ndarray, r: int, nbytes: int, lanes: np.ndarray) -> n
   return np.concatenate(parts, axis=2)[:, :, :nbytes]
 
 
-def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.ndarray) -> None:
+def _vstore_bytes(m: Any, idx: np.ndarray, r: int, data: np.ndarray, lanes: np.ndarray, undef: np.ndarray | None = None) -> None:
+  """VGPRs r.. = the bytes [n, 32, nbytes]; `undef` [n, 32, dwords]: the lanes whose dword is undefined (None: none)."""
   nd = -(-data.shape[2] // 4)
   pad = np.zeros(data.shape[:2] + (4 * nd,), np.uint8)
   pad[:, :, :data.shape[2]] = data
   words = pad.view("<u4")
-  for k in range(nd): m.vwrite(idx, r + k, "b32", words[:, :, k], lanes)
+  for k in range(nd): m.vwrite(idx, r + k, "b32", words[:, :, k], lanes, None, None if undef is None else [~undef[:, :, k]])
 
 
 def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -628,33 +742,34 @@ def ds(m: Any, i: Inst, idx: np.ndarray) -> None:
   if f["gds"]: raise M.WaveFault("GDS is not emulated")
   addr = m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(np.int64)
   off = f["offset0"] | f["offset1"] << 8
+  und: list = []   # the loads' undefined dwords (values stored from undefined lanes: they flow as values)
+  sh = (len(idx), LANES)
   if n in DS_LOAD:
     nb, sgn = DS_LOAD[n]
-    b = _lds_read(m, i, idx, addr + off, nb, lanes)
-    if nb < 4:
-      v = _from_bytes(b)
-      if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
-      m.vwrite(idx, f["vdst"], "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
-    else: _vstore_bytes(m, idx, f["vdst"], b, lanes)
+    b = _lds_read(m, i, idx, addr + off, nb, lanes, und)
+    if nb < 4: _write_loaded(m, idx, f["vdst"], b, nb, sgn, 0, lanes, und[0])
+    else: _vstore_bytes(m, idx, f["vdst"], b, lanes, und[0])
   elif n in DS_STORE:
     nb = DS_STORE[n]
-    _lds_write(m, i, idx, addr + off, _vdata(m, idx, f["data0"], nb, lanes), lanes)
+    _lds_write(m, i, idx, addr + off, *_ds_data(m, idx, lanes, nb, lambda: _vdata(m, idx, f["data0"], nb, lanes)))
   elif n in DS_LOAD_D16:
     nb, sgn, d16 = DS_LOAD_D16[n]
-    _write_loaded(m, idx, f["vdst"], _lds_read(m, i, idx, addr + off, nb, lanes), nb, sgn, d16, lanes)
+    b = _lds_read(m, i, idx, addr + off, nb, lanes, und)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und[0])
   elif n in DS_STORE_D16_HI:
     nb = DS_STORE_D16_HI[n]
-    _lds_write(m, i, idx, addr + off, _store_data(m, idx, f["data0"], nb, 1, lanes), lanes)
+    _lds_write(m, i, idx, addr + off, *_ds_data(m, idx, lanes, nb, lambda: _store_data(m, idx, f["data0"], nb, 1, lanes)))
   elif n in DS_2ADDR:
     nb, stride = DS_2ADDR[n]
     a0, a1 = addr + f["offset0"] * nb * stride, addr + f["offset1"] * nb * stride
     if "load" in n:
-      b = np.concatenate([_lds_read(m, i, idx, a0, nb, lanes), _lds_read(m, i, idx, a1, nb, lanes)], axis=2)
-      _vstore_bytes(m, idx, f["vdst"], b, lanes)
+      b = np.concatenate([_lds_read(m, i, idx, a0, nb, lanes, und), _lds_read(m, i, idx, a1, nb, lanes, und)], axis=2)
+      _vstore_bytes(m, idx, f["vdst"], b, lanes, _lds_undef(und, sh, [nb // 4] * 2))
     else:
-      d0, d1 = _vdata(m, idx, f["data0"], nb, lanes), _vdata(m, idx, f["data1"], nb, lanes)
-      _lds_write(m, i, idx, a0, d0, lanes)
-      _lds_write(m, i, idx, a1, d1, lanes)
+      d0 = _ds_data(m, idx, lanes, nb, lambda: _vdata(m, idx, f["data0"], nb, lanes))
+      d1 = _ds_data(m, idx, lanes, nb, lambda: _vdata(m, idx, f["data1"], nb, lanes))
+      _lds_write(m, i, idx, a0, *d0)
+      _lds_write(m, i, idx, a1, *d1)
   elif n in DS_ATOMIC:
     # lanes in lane order, one at a time per address conflict: apply sequentially over lanes (vectorized across waves)
     for lane in range(LANES):
@@ -679,28 +794,54 @@ FLAT_STORE = {"store_b8": (1, 0), "store_b16": (2, 0), "store_b32": (4, 0), "sto
               "store_b128": (16, 0), "store_d16_hi_b8": (1, 2), "store_d16_hi_b16": (2, 2)}
 
 
-def _write_loaded(m: Any, idx: np.ndarray, vdst: int, b: np.ndarray, nb: int, sgn: bool, d16: int, lanes: np.ndarray) -> None:
+def _write_loaded(m: Any, idx: np.ndarray, vdst: int, b: np.ndarray, nb: int, sgn: bool, d16: int, lanes: np.ndarray,
+                  undef: np.ndarray | None = None) -> None:
   """The bytes a FLAT/GLOBAL/SCRATCH load read into VDST: whole dwords, or 8/16 bits extended (sign when sgn) into the
-  dword or into a 16-bit half (d16 = 1 low, 2 high)."""
-  if nb >= 4: return _vstore_bytes(m, idx, vdst, b, lanes)
+  dword or into a 16-bit half (d16 = 1 low, 2 high). `undef` [n, 32, dwords]: lanes loaded from undefined bytes."""
+  if nb >= 4: return _vstore_bytes(m, idx, vdst, b, lanes, undef)
   v = _from_bytes(b)
   if sgn: v = (v.astype(np.int64) << (64 - 8 * nb) >> (64 - 8 * nb)).astype(U64)
-  if d16 == 0: m.vwrite(idx, vdst, "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes)
-  else: m.vwrite(idx, vdst, "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1)
+  dfn = None if undef is None else [~undef[:, :, 0]]
+  if d16 and m.vinit is not None and m.undef_origin is not None and vdst < m.nv:
+    # one definedness bit per dword: once this dispatch has loaded undefined bytes, a half loaded into a dword keeps the
+    # other half's undefinedness (LLVM packs two loaded halves into one dword: either undefined makes it so). Before
+    # that, a defined half marks the dword defined (a never-written other half is then no use of undefined data)
+    old = m.vinit[m.ix(idx), vdst, :]
+    dfn = [old.copy() if dfn is None else old & dfn[0]]
+  if d16 == 0: m.vwrite(idx, vdst, "b32", (v & U64(0xFFFFFFFF)).astype(U32), lanes, None, dfn)
+  else: m.vwrite(idx, vdst, "b16", (v & U64(0xFFFF)).astype(np.uint16), lanes, d16 - 1, dfn)
 
 def _store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> np.ndarray:
   """The nb bytes per lane a FLAT/GLOBAL/SCRATCH store writes from DATA (a *_d16_hi store takes the high half)."""
   if d16: return _to_bytes(m.vsrc(idx, 256 + data, "b32", None, None, lanes) >> U32(16), nb)
   return _vdata(m, idx, data, nb, lanes)
 
+
+def _global_store_data(m: Any, idx: np.ndarray, data: int, nb: int, d16: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+  """A global (or scratch) store's bytes (`_store_data`) and which come from undefined VGPR dwords (`_tracked_bytes`)."""
+  return _tracked_bytes(m, lanes, nb, lambda: _store_data(m, idx, data, nb, d16, lanes))
+
+
+def _tracked_bytes(m: Any, lanes: np.ndarray, nb: int, read: Any) -> tuple[np.ndarray, np.ndarray | None]:
+  """The [n, 32, nb] bytes `read` gathers from VGPR dwords (in order) and, in checked mode, which of them come from
+  undefined dwords ([n, 32, nb] bool; None: none): a store writes them as undefined bytes (the memcheck model), no report."""
+  if m.vinit is None: return read(), None
+  m.track = []
+  try: b = read()
+  finally: reads, m.track = m.track, None
+  und = np.repeat(np.stack([~d[0] for d in reads], axis=2), 4, axis=2)[:, :, :nb]
+  return b, (und if (und & lanes[:, :, None]).any() else None)
+
 def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
   """SCRATCH_*: a lane's private bytes at OFFSET (+ VADDR when SVE, + the SGPR SADDR names); outside the size the dispatch
-  gives (TMPRING_SIZE.WAVESIZE) is a fault naming the lane, as is reading a byte never written (checked mode)."""
+  gives (TMPRING_SIZE.WAVESIZE) is a fault naming the lane. Checked mode: bytes keep definedness as global memory does."""
   f, n = i.f, i.op.name.split("_", 1)[1]
   lanes = m.exec_mask(idx)
   addr = np.full((len(idx), M.LANES), flat_offset(i), np.int64)
   if f["sve"]: addr = addr + m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(np.int64)
-  if f["saddr"] not in (124, 125): addr = addr + m.sreg(idx, f["saddr"], "b32", None).astype(np.int64)[:, None]
+  if f["saddr"] not in (124, 125):
+    if m.sdirty: m.sreport(idx, "the address of a scratch access", m.sund(idx, f["saddr"], "b32"))
+    addr = addr + m.sreg(idx, f["saddr"], "b32", None).astype(np.int64)[:, None]
   nb = FLAT_LOAD[n][0] if n in FLAT_LOAD else FLAT_STORE[n][0] if n in FLAT_STORE else 0
   if not nb: raise M.WaveFault(f"{i.op.name} is not emulated")
   size = m.priv.shape[2]
@@ -713,18 +854,26 @@ def scratch(m: Any, i: Inst, idx: np.ndarray) -> None:
   ix = addr[w, ln][:, None] + np.arange(nb)
   if n in FLAT_LOAD:
     _, sgn, d16 = FLAT_LOAD[n]
-    if m.checked and not (ok := m.privinit[idx[w][:, None], ln[:, None], ix].all(axis=1)).all():
-      k = int(np.flatnonzero(~ok)[0])
-      raise M.WaveFault(f"lane {int(ln[k])} of wave {int(idx[w[k]])}: scratch load of {nb} bytes at {int(ix[k, 0])} reads bytes never written "
-                        "(uninitialized)")
+    und = None
+    # checked mode: bytes never written (or written from undefined lanes, e.g. a spill of one) load as undefined lanes, as
+    # global memory does; a loop batch's copy (no definedness) faults instead and the batch is discarded
+    if m.checked and not (ok := m.privinit[idx[w][:, None], ln[:, None], ix]).all():
+      if m.vinit is None:
+        k = int(np.flatnonzero(~ok.all(axis=1))[0])
+        raise M.WaveFault(f"lane {int(ln[k])} of wave {int(idx[w[k]])}: scratch load of {nb} bytes at {int(ix[k, 0])} reads bytes never written "
+                          "(uninitialized)")
+      nd = max(1, nb // 4)
+      und = np.zeros((len(idx), M.LANES, nd), np.bool_)
+      und[w, ln] = ~(ok.reshape(len(w), nd, -1).all(axis=2) if nb >= 4 else ok.all(axis=1, keepdims=True))
+      if m.undef_origin is None: m.undef_origin = f"in kernel {m.name} at PC 0x{i.pc:x} ({i.text}) from scratch bytes nothing wrote"
     b = np.zeros((len(idx), M.LANES, nb), np.uint8)
     b[w, ln] = m.priv[idx[w][:, None], ln[:, None], ix]
-    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und)
   else:
     _, d16 = FLAT_STORE[n]
-    data = _store_data(m, idx, f["data"], nb, d16, lanes)
+    data, und = _global_store_data(m, idx, f["data"], nb, d16, lanes)
     m.priv[idx[w][:, None], ln[:, None], ix] = data[w, ln]
-    if m.checked: m.privinit[idx[w][:, None], ln[:, None], ix] = True
+    if m.checked: m.privinit[idx[w][:, None], ln[:, None], ix] = True if und is None else ~und[w, ln]
   m.advance(i, idx)
 
 
@@ -737,6 +886,7 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   off = flat_offset(i)
   saddr = f["saddr"] not in (124, 125) and seg == 2
   if saddr:
+    if m.sdirty: m.sreport(idx, "the address of a global access", m.sund(idx, f["saddr"], "b64"))
     base = m.sreg(idx, f["saddr"], "b64", None)[:, None]
     addr = base + m.vsrc(idx, 256 + f["addr"], "b32", None, None, lanes).astype(U64)
   else: addr = m.vsrc(idx, 256 + f["addr"], "b64", None, None, lanes)
@@ -744,12 +894,12 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
   if n in FLAT_LOAD:
     nb, sgn, d16 = FLAT_LOAD[n]
     if nb >= 4 and m.load_dwords(idx, addr, nb // 4, lanes, f["vdst"]): return m.advance(i, idx)   # whole aligned dwords
-    b = m.gather(idx, addr, nb, lanes, i)
-    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes)
+    b, und = m.gather(idx, addr, nb, lanes, i)
+    _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und)
   elif n in FLAT_STORE:
     nb, d16 = FLAT_STORE[n]
-    data = _store_data(m, idx, f["data"], nb, d16, lanes)
-    m.scatter(idx, addr, data, lanes, i)
+    data, und = _global_store_data(m, idx, f["data"], nb, d16, lanes)
+    m.scatter(idx, addr, data, lanes, i, und)
   else: raise M.WaveFault(f"{i.op.name} is not emulated")
   m.advance(i, idx)
 

@@ -7,8 +7,16 @@ Initial state (AMDGPUUsage "Initial Kernel Execution State", docs/hw/amd_code_ob
 (RSRC2.USER_SGPR of them), then the workgroup ids X, Y, Z for each RSRC2.TGID_*_EN, then workgroup info for TG_SIZE_EN;
 v0 = work-item ids packed x | y << 10 | z << 20; EXEC = the lanes that exist.
 
-Checked mode reports out-of-bounds LDS, reads of VGPRs never written and of undefined global memory, divergent barriers
-(a workgroup where some waves wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane."""
+Checked mode reports out-of-bounds LDS, reads of LDS never written, divergent barriers (a workgroup where some
+waves wait at s_barrier while others ended), each naming the kernel, PC, instruction and lane. Memory follows the PYTHON
+device's memcheck model (refgrad/runtime/simt.py): a load of global or scratch bytes nothing wrote gives VGPR lanes
+marked undefined (`vinit`, per dword; a scalar load: undefined SGPR bits, `sundef`), VALU ops carry that along, v_cmp
+and the carries keep undefined lanes as undefined bits of their lane masks (v_cndmask then follows its condition, as a
+WHERE does), SALU ops carry undefined bits (SCC: `sccundef`), and a store of undefined lanes makes the bytes it writes
+undefined (global memory, scratch, LDS; the host reading global bytes back is reported by copyout, naming the first
+load: `undef_origin`). An undefined value is reported where it decides something: an address (a VGPR or SGPR), a
+branch (SCC, VCC), EXEC (the lanes that run on), or where v_readlane/v_readfirstlane move it to an SGPR (a VGPR never
+written counts as undefined: LLVM moves `undef` values around)."""
 from __future__ import annotations
 
 from typing import Any
@@ -70,15 +78,22 @@ class Machine:
     self.bound: dict[int, tuple] = {}      # block entry PC -> its register views and constants for this dispatch
     self._stepped: set[int] = set()        # PCs inside a block whose entry test failed: stepped, no block built from them
     self._noloop: set[int] = set()         # loop entry PCs whose batch was refused in this dispatch (loops.py)
+    self.undef_origin: str | None = None   # checked mode: where this dispatch first loaded undefined global bytes
     self.s = np.zeros((W, 128), U32)
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
     self.scc = np.zeros(W, np.bool_)
+    # checked mode: the undefined bits of each SGPR (a lane mask from a compare of undefined lanes, a scalar load of
+    # undefined bytes) and whether SCC is undefined; `sdirty`: some may be set (blocks run only while none is)
+    self.sundef = np.zeros((W, 128), U32) if checked else None
+    self.sccundef = np.zeros(W, np.bool_) if checked else None
+    self.sdirty = False
     self.pc = np.zeros(W, np.int64)
     self.done = np.zeros(W, np.bool_)
     self.bar = np.zeros(W, np.bool_)
     self.lds = np.zeros((G, max(lds_bytes, 0)), np.uint8)
     self.ldsinit = np.zeros((G, max(lds_bytes, 0)), np.bool_) if checked else None
+    self.ldsundef = np.zeros((G, max(lds_bytes, 0)), np.bool_) if checked else None   # bytes stored from undefined lanes
     # scratch: each lane's private bytes (SCRATCH_* addresses are per lane), never shared, so no base address is modelled
     self.priv = np.zeros((W, LANES, private_bytes), np.uint8)
     self.privinit = np.zeros((W, LANES, private_bytes), np.bool_) if checked else None
@@ -176,6 +191,12 @@ class Machine:
     if pc not in self.blocks: self.blocks[pc] = blocks.build(self, pc)
     return self.blocks[pc]
 
+  def stop_block(self, insts: list[Inst], k: int) -> bool:
+    """Checked mode: a global load, instruction k of a block, gave undefined lanes; the block ends there (the load's
+    handler set the PC past it) and its remaining instructions are stepped in this dispatch, tracking definedness."""
+    self._stepped.update(j.pc for j in insts[k + 1:])
+    return True
+
   def inst(self, pc: int) -> Inst:
     if (i := self.insts.get(pc)) is None:
       try: i = self.insts[pc] = decode_one(self.code, pc, f"kernel {self.name}: ")
@@ -215,6 +236,61 @@ class Machine:
     if code == 251: return (self.s[idx, 106] == 0).astype(U64)
     return (self.s[idx, 126] == 0).astype(U64)
 
+  def strack(self) -> bool:
+    """Whether SGPR/SCC definedness is tracked (checked mode; not on a loop batch's copy, which keeps none: loops.py)."""
+    return self.vinit is not None and self.sundef is not None
+
+  def sund(self, idx: np.ndarray, code: int, t: str) -> np.ndarray | None:
+    """The undefined bits of a scalar operand as uint64 per wave [n] (None: all defined, or not tracked)."""
+    if not self.sdirty or not self.strack(): return None
+    w = WIDTH.get(t, 1)
+    ix = self.ix(idx)
+    if code < 128 and code != 124:
+      u = self.sundef[ix, code].astype(U64)
+      if w == 2 and code + 1 < 128: u |= self.sundef[ix, code + 1].astype(U64) << U64(32)
+    elif code == 253: u = np.where(self.sccundef[ix], U64(0xFFFFFFFFFFFFFFFF if w == 2 else 0xFFFFFFFF), U64(0))
+    elif code == 251: u = np.where(self.sundef[ix, 106] != 0, U64(1), U64(0))   # VCCZ
+    else: return None
+    return u if u.any() else None
+
+  def sset(self, idx: np.ndarray, code: int, w: int, undef: np.ndarray | None) -> None:
+    """SGPRs code.. (w dwords) were written: their undefined bits become `undef` (uint64 per wave; None: none)."""
+    if not self.strack() or code >= 128: return
+    ix = self.ix(idx)
+    if undef is None or not np.any(undef):
+      if self.sdirty: self.sundef[ix, code:code + w] = 0
+      return
+    undef = np.broadcast_to(np.asarray(undef).astype(U64), (len(idx),))
+    if code == 126: self.sreport(idx, "EXEC (the lanes that run on: control flow)", undef, True)
+    for k in range(w): self.sundef[ix, code + k] = ((undef >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
+    self.sdirty = True
+
+  def scc_set(self, idx: np.ndarray, undef: np.ndarray | None) -> None:
+    """SCC was written: whether it is undefined (bool per wave; None: defined)."""
+    if not self.strack(): return
+    if undef is None or not np.any(undef):
+      if self.sdirty: self.sccundef[self.ix(idx)] = False
+      return
+    self.sccundef[self.ix(idx)] = undef
+    self.sdirty = True
+
+  def sreport(self, idx: np.ndarray, what: str, undef: np.ndarray | None, mask: bool = False) -> None:
+    """Report an undefined scalar value (bits per wave) that decides `what` (an address, a branch); mask: the value is a
+    lane mask (the first undefined lane is named)."""
+    if undef is None or not np.any(undef): return
+    undef = np.broadcast_to(undef, (len(idx),))
+    w = int(np.flatnonzero(undef)[0])
+    u = int(undef[w])
+    who = f"lane {(u & -u).bit_length() - 1} of wave {int(idx[w])}" if mask else f"wave {int(idx[w])}"
+    raise WaveFault(f"{who}: an undefined value (loaded from memory nothing wrote, or computed from one) decides {what}")
+
+  def clean(self) -> bool:
+    """No SGPR bit and no SCC is undefined (resets `sdirty` when that is found so); blocks run only then."""
+    if not self.sdirty: return True
+    if self.sundef.any() or self.sccundef.any(): return False
+    self.sdirty = False
+    return True
+
   def const(self, code: int, t: str, lit: int | None, idx: np.ndarray) -> int:
     w = WIDTH.get(t, 1)
     bits = 64 if w == 2 else 16 if t in T16 else 32
@@ -244,6 +320,8 @@ class Machine:
       if t in T16: return ((v >> U32(16 * hi)) & U32(0xFFFF)).astype(np.uint16)
       return v
     s = self.sreg(idx, code, t, lit)[:, None]
+    if self.track is not None and (u := self.sund(idx, code, t)) is not None:
+      self.track.append([np.broadcast_to((u == 0)[:, None], (len(idx), LANES))] * w)
     if t in T16:
       sh = 16 if (hi and code < 128) else 0
       return ((s >> U64(sh)) & U64(0xFFFF)).astype(np.uint16)
@@ -290,13 +368,14 @@ class Machine:
     if defined is None: self.vinit[ix, r, :] = True if full else self.vinit[ix, r, :] | lanes
     else: self.vinit[ix, r, :] = defined if full else np.where(lanes, defined, self.vinit[ix, r, :])
 
-  def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray) -> None:
+  def swrite(self, idx: np.ndarray, code: int, t: str, val: np.ndarray, undef: np.ndarray | None = None) -> None:
     if code == 124: return
     w = WIDTH.get(t, 1)
     if code >= 128 or code + w > 128: raise WaveFault(f"writes scalar register {code}, which is not writable")
     val = np.asarray(val).astype(U64)
     ix = self.ix(idx)
     for k in range(w): self.s[ix, code + k] = ((val >> U64(32 * k)) & U64(0xFFFFFFFF)).astype(U32)
+    self.sset(idx, code, w, undef)
 
   # ---- execution ----
   def execute(self, i: Inst, idx: np.ndarray) -> None:
@@ -316,14 +395,15 @@ class Machine:
     self.pc[self.ix(idx)] = nxt
 
   # ---- memory through the VM ----
-  def mem_read(self, addr: int, nbytes: int, what: str) -> np.ndarray:
+  def mem_read(self, addr: int, nbytes: int, what: str, check: bool = True) -> np.ndarray:
+    """Bytes at addr through the VM (an MMU fault outside a mapping); check: undefined bytes are a fault (checked mode)."""
     r = self.vm.find(addr)
     if r is None or addr + nbytes > r.end:
       why = "is not mapped" if r is None else f"runs past the end of the mapping 0x{r.va:x}..0x{r.end:x}"
       raise WaveFault(f"MMU fault: {what} of {nbytes} bytes at 0x{addr:x} {why}", "mmu", addr)
     off = addr - r.va
     self._touch(r.va, addr, addr + nbytes, False)
-    if self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
+    if check and self.checked and r.mem.bits is not None and r.mem.undefined_bytes(off, off + nbytes).size:
       raise WaveFault(f"{what} of {nbytes} bytes at 0x{addr:x} reads memory that was never written", "compute", addr)
     return r.mem.data[off:off + nbytes].copy()
 
@@ -360,7 +440,7 @@ class Machine:
     """VGPRs r0.. = the nd dwords at each enabled lane's address, in one gather written straight into the register
     file (defined there), when the enabled lanes' addresses are dword aligned in one mapping, the VGPRs are allocated
     and the waves are all of the step's (a slice), and (checked mode) the bytes are defined. False: nothing done (the
-    byte path, `gather`, names any fault)."""
+    byte path, `gather`, names any fault and gives undefined bytes their definedness)."""
     ix = self.ix(idx)
     if r0 + nd > self.nv or not isinstance(ix, slice): return False
     full = self.all_on(lanes)
@@ -398,8 +478,13 @@ class Machine:
       else: self.vinit[ix, r0:r0 + nd, :] |= lanes[:, None, :]
     return True
 
-  def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> np.ndarray:
+  def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> tuple[np.ndarray, np.ndarray | None]:
+    """The nbytes at each enabled lane's address ([n, 32, nbytes]) and, in checked mode, which lanes' dwords hold bytes
+    nothing wrote ([n, 32, dwords] bool, a load below 4 bytes one dword; None: all defined). A loop batch's copy of the
+    machine keeps no definedness (vinit None): there undefined bytes are a fault, which discards the batch (loops.py)."""
     out = np.zeros(addr.shape + (nbytes,), np.uint8)
+    nd = max(1, nbytes // 4)
+    undef: np.ndarray | None = None
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global load"):
       every = sel is lanes and self.all_on(lanes)   # every lane of every wave: no boolean selection needed
       off = (addr.reshape(-1) if every else addr[sel]) - U64(r.va)
@@ -418,17 +503,28 @@ class Machine:
           full = (1 << nbytes) - 1
           ok = ((r.mem.bits[off >> 3].astype(np.int64) >> (off & 7)) & full) == full
         elif fast: ok = (r.mem.bits[(off >> 3)[:, None] + np.arange(nbytes // 8)] == 0xFF).all(axis=1)
-        else:
-          ix = off[:, None] + np.arange(nbytes)
-          ok = (((r.mem.bits[ix >> 3] >> (ix & 7).astype(np.uint8)) & np.uint8(1)) != 0).all(axis=1)
-        if not ok.all():
-          wi, lane = (int(x[~ok][0]) for x in np.nonzero(np.broadcast_to(sel, addr.shape)))
-          a = int(addr[wi, lane])
-          raise WaveFault(f"lane {lane} of wave {int(idx[wi])}: global load of {nbytes} bytes at 0x{a:x} reads memory that was never "
-                          "written (uninitialized)", "compute", a)
-    return out
+        else: ok = None
+        if ok is None or not ok.all():   # some lane's bytes are undefined: which dwords
+          bx = off[:, None] + np.arange(nbytes)
+          okb = ((r.mem.bits[bx >> 3] >> (bx & 7).astype(np.uint8)) & np.uint8(1)) != 0
+          bad = ~(okb.reshape(len(off), nd, -1).all(axis=2) if nbytes >= 4 else okb.all(axis=1, keepdims=True))
+          if bad.any():
+            wi, lane = (int(x[bad.any(axis=1)][0]) for x in np.nonzero(np.broadcast_to(sel, addr.shape)))
+            a = int(addr[wi, lane])
+            if self.vinit is None:
+              raise WaveFault(f"lane {lane} of wave {int(idx[wi])}: global load of {nbytes} bytes at 0x{a:x} reads memory that was never "
+                              "written (uninitialized)", "compute", a)
+            if self.undef_origin is None:
+              self.undef_origin = r.mem.origin or (f"in kernel {self.name} at PC 0x{i.pc:x} ({i.text}) by lane {lane} of wave {int(idx[wi])} "
+                                                   f"from 0x{a:x}, which nothing has written")
+            if undef is None: undef = np.zeros(addr.shape + (nd,), np.bool_)
+            if every: undef.reshape(-1, nd)[:] = bad
+            else: undef[sel] = bad
+    return out, undef
 
-  def scatter(self, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, i: Inst) -> None:
+  def scatter(self, idx: np.ndarray, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray, i: Inst, undef: np.ndarray | None = None) -> None:
+    """Store each enabled lane's bytes ([n, 32, nbytes]); `undef` ([n, 32, nbytes] bool, checked mode): the bytes that
+    come from undefined values, which become undefined in memory (their origin: the dispatch's first undefined load)."""
     nbytes = data.shape[2]
     for r, sel in self._regions(idx, addr, nbytes, lanes, "global store"):
       ix = (addr[sel] - U64(r.va)).astype(np.int64)[:, None] + np.arange(nbytes)
@@ -445,4 +541,7 @@ class Machine:
           dense = bool(seen.all())
         if dense: r.mem.mark_range(lo, lo + span, True)
         else: r.mem.mark_elems(flat, 1, True)
-        r.mem.settle()
+      if undef is not None and (u := undef[sel]).any():
+        r.mem.mark_elems(ix[u], 1, False)
+        if r.mem.origin is None: r.mem.origin = self.undef_origin
+      if r.mem.bits is not None: r.mem.settle()

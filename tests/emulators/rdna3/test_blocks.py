@@ -11,7 +11,7 @@ from emulators.amd.rdna3 import machine as MM
 from tests.emulators.rdna3 import kernels as K
 from tests.emulators.rdna3.llvm_util import Kernel
 from tests.emulators.rdna3.llvm_util import run_machine as machine
-from tests.emulators.rdna3.test_checked import S_ENDPGM, V_CMP_EQ_U32, raw_kernel, vop1, vopc
+from tests.emulators.rdna3.test_checked import S_CBRANCH_VCCNZ, S_ENDPGM, V_CMP_EQ_U32, raw_kernel, vop1, vopc
 from tests.emulators.rdna3.test_execute import EXPECT, NP, N, inputs, kernels_of
 
 
@@ -56,9 +56,10 @@ def raw(*words: int) -> Kernel: return raw_kernel(*words)
 
 
 @pytest.mark.parametrize("words, what", [
-  # v_mov_b32 v1, v5 (undefined: moved, not yet used); v_mov_b32 v2, v1; v_cmp_eq_u32 vcc, v2, v0: the compare is reported
-  ((vop1(1, 1, 256 + 5), vop1(1, 2, 256 + 1), vopc(V_CMP_EQ_U32, 256 + 2, 0), S_ENDPGM),
-   "PC 0x8 (v_cmp_eq_u32_e32 vcc_lo, v2, v0): lane 0 of wave 0 reads v2, which holds no defined value"),
+  # v_mov_b32 v1, v5 (undefined: moved, not yet used); v_mov_b32 v2, v1; v_cmp_eq_u32 vcc, v2, v0; s_cbranch_vccnz: the
+  # branch on the undefined lanes is reported
+  ((vop1(1, 1, 256 + 5), vop1(1, 2, 256 + 1), vopc(V_CMP_EQ_U32, 256 + 2, 0), S_CBRANCH_VCCNZ, S_ENDPGM),
+   "PC 0xc (s_cbranch_vccnz @0x10): lane 0 of wave 0: an undefined value"),
   # v_mov_b32 v1, v0; v_mov_b32 v0, v9 (beyond the 8 VGPRs RSRC1 allocates): a fault inside a block names its instruction
   ((vop1(1, 1, 256), vop1(1, 0, 256 + 9), S_ENDPGM), "PC 0x4 (v_mov_b32_e32 v0, v9): reads v9, beyond the 8 VGPRs"),
 ])

@@ -31,12 +31,20 @@ def vopc(op: int, src0: int, vsrc1: int) -> int: return (0x3E << 25) | (op << 17
 V_CMP_EQ_U32 = 0x4A
 
 
+S_CBRANCH_VCCNZ = 0xBFA40000   # s_cbranch_vccnz +0
+V_READFIRSTLANE_B32 = 2
+
+
 def test_uninitialized_vgpr_read():
-  """An uninitialized VGPR may be moved around (LLVM does that with undef values); its use in a compare is reported."""
-  k = raw_kernel(vop1(1, 1, 256 + 5), vopc(V_CMP_EQ_U32, 256 + 1, 0), S_ENDPGM)   # v_mov_b32 v1, v5; v_cmp_eq_u32 vcc, v1, v0
-  with pytest.raises(WaveFault) as e: run_direct(k, [], (1, 1, 1), (32, 1, 1))
-  assert "PC 0x4 (v_cmp_eq_u32_e32 vcc_lo, v1, v0)" in e.value.what and "lane 0 of wave 0 reads v1, which holds no defined value" in e.value.what
-  run_direct(raw_kernel(vop1(1, 1, 256 + 5), S_ENDPGM), [], (1, 1, 1), (32, 1, 1))   # the move alone is no use
+  """An uninitialized VGPR may be moved around (LLVM does that with undef values) and compared (the lane mask keeps the
+  undefined lanes, as a WHERE's condition on the PYTHON device); a branch on that mask is reported, as is moving the
+  value into an SGPR (v_readfirstlane)."""
+  mov, cmp = vop1(1, 1, 256 + 5), vopc(V_CMP_EQ_U32, 256 + 1, 0)   # v_mov_b32 v1, v5; v_cmp_eq_u32 vcc, v1, v0
+  with pytest.raises(WaveFault) as e: run_direct(raw_kernel(mov, cmp, S_CBRANCH_VCCNZ, S_ENDPGM), [], (1, 1, 1), (32, 1, 1))
+  assert "PC 0x8 (s_cbranch_vccnz" in e.value.what and "lane 0 of wave 0: an undefined value" in e.value.what and "decides a branch" in e.value.what
+  with pytest.raises(WaveFault) as e: run_direct(raw_kernel(mov, vop1(V_READFIRSTLANE_B32, 0, 256 + 1), S_ENDPGM), [], (1, 1, 1), (32, 1, 1))
+  assert "PC 0x4 (v_readfirstlane_b32_e32 s0, v1)" in e.value.what and "lane 0 of wave 0 reads v1, which holds no defined value" in e.value.what
+  run_direct(raw_kernel(mov, cmp, S_ENDPGM), [], (1, 1, 1), (32, 1, 1))   # the move and the compare alone are no use
 
 
 def test_unchecked_mode_reads_zero_registers():
