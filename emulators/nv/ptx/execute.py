@@ -83,16 +83,6 @@ class Regs(dict):
     return dict.get(self, k)
 
 
-def _lane_step(rel: np.ndarray | int, n: int) -> int | None:
-  """The element step d >= 0 when lane l's index is rel[0] + d * l for every lane (one int: d = 0), else None."""
-  if not isinstance(rel, np.ndarray): return 0
-  if rel.size != n or not n: return None
-  if n == 1: return 0
-  d = int(rel[1]) - int(rel[0])
-  if d < 0 or not np.array_equal(rel, int(rel[0]) + d * np.arange(n, dtype=rel.dtype)): return None
-  return d
-
-
 class Launch:
   """The state of one launch of one entry."""
   def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
@@ -439,19 +429,12 @@ class Launch:
     r = self.vm.find(lo) if lo >= 0 else None
     if r is None or hi > r.end or r.va % w or (self.checked and r.mem.bits is not None): return None
     rel = (a - r.va) // w
+    ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
+      ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]
     mem = self.mem_views.get(id(r.mem))
     if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
     if (v := mem.get(w)) is None:
       v = mem[w] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w])
-    step = _lane_step(rel, n)
-    first = (int(rel[0]) if isinstance(rel, np.ndarray) else int(rel)) + (b // w) * k0 if step is not None else -1
-    if step is not None and b >= 0 and 0 <= first and first + (ks - 1) * (b // w) + (n - 1) * step < v.shape[0]:
-      # addresses evenly spaced over the lanes too: a strided view of the block, copied (no index arrays, no gather)
-      e = v.reshape(-1).view(np.complex128) if w == 16 else v   # 16-byte elements as one numpy item (bits copied as they are)
-      blk = np.lib.stride_tricks.as_strided(e[first:], (ks, n), ((b // w) * e.strides[0], step * e.strides[0]), writeable=False)
-      return np.ascontiguousarray(blk).view(np.uint8).reshape(-1, w)
-    ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
-      ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]
     return (v.take(ix.reshape(-1), axis=0) if w == 16 else v.take(ix.reshape(-1))).view(np.uint8).reshape(-1, w)
 
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:

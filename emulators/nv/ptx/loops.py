@@ -38,6 +38,7 @@ CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
 enabled = True   # False: loops are stepped (tests compare both)
 _NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "ldmatrix", "cp", "membar", "fence", "bar", "barrier",
                        "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu"})
+READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
 _CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
          "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
 _INT = {1: (np.uint8, np.int8), 2: (np.uint16, np.int16), 4: (np.uint32, np.int32), 8: (np.uint64, np.int64)}
@@ -86,6 +87,7 @@ class LoopPlan:
   ifc_ops: list | None = None           # the carried region as ifconv.py's functions (then row_ops is None)
   ifc_fold: tuple[str, list[str], bool] | None = None   # (carried, x of each diamond, only carried read after) for a chain of nvcc MAX diamonds
   written: list[str] = field(default_factory=list)   # every register the body writes
+  live_out: set[str] = field(default_factory=set)    # those read after the loop: outside the body, or carried (see plan)
   invariant: list[str] = field(default_factory=list)  # registers read but not written
 
 
@@ -126,6 +128,11 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   P = LoopPlan(top, back)
   P.written, P.invariant = list(writes), [r for r in reads if r not in writes]
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
+  # a register the body writes matters after the loop only when an instruction outside the body reads it (the loop's own
+  # branch included) or the body reads it before writing it (a jump back to the top sees it): the others are not written back
+  outside = {r for j, ins in enumerate(instrs) if not top <= j < back
+             for r in _srcs(ins) + ([ins.pred] if ins.pred is not None else []) + (_dsts(ins) if ins.args and (ins.args[0].kind == "addr" or ins.op in READS_FIRST) else [])}
+  P.live_out = {r for r in writes if r in outside} | set(carried)
   for r in carried:
     w = writes[r]
     ins = instrs[w[0]]
@@ -437,7 +444,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     for r in P.srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
   drop_at: dict[int, list[str]] = {}
   for r, i in last_use.items(): drop_at.setdefault(i, []).append(r)
-  keep = set(P.written) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
+  keep = (set(P.written) & P.live_out) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
   lastrow: dict[str, np.ndarray] = {}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
@@ -508,6 +515,11 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
     if r in region_out or r in tail_out: continue   # already in L / made below
+    if r not in P.live_out:   # nothing reads its value after the loop: dropped, not computed
+      L.regs.pop(r, None)
+      L.typed.pop(r, None)
+      L.defined.pop(r, None)
+      continue
     if r in after:   # last written by an affine instruction: its value in the last iteration
       L.put_typed(r, after[r].last(T - 1, n), None)
       continue

@@ -152,7 +152,7 @@ def _run(L: Launch) -> None:
 
 
 DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
-_READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
+_READS_FIRST = LOOPS.READS_FIRST   # instructions whose first operand is read
 
 
 def _dead_after(e: Entry) -> list[tuple[str, ...]]:

@@ -189,8 +189,20 @@ def test_strided_block_loads_and_their_faults(monkeypatch):
   assert calls[-1] is False
 
 
-# per lane t and iteration i: a .v4 load at element (t * n + i) * 4 (lanes evenly spaced: a strided view of memory) and
-# a scalar load at t * t + i (lanes not evenly spaced: gathered by index)
+def _count_blocks(monkeypatch) -> list[bool]:
+  """Whether each strided load of a loop run read its block (False: left to the step closure)."""
+  calls: list[bool] = []
+  orig = loops._strided_load
+  def counting(*a):
+    r = orig(*a)
+    calls.append(r is not None)
+    return r
+  monkeypatch.setattr(loops, "_strided_load", counting)
+  return calls
+
+
+# per lane t and iteration i: a .v4 load at element (t * n + i) * 4 (lanes evenly spaced) and
+# a scalar load at t * t + i (lanes not evenly spaced)
 VIEWS = kernel("""
   mul.lo.s32 %r3, %r0, %r9;
   add.s32 %r4, %r3, %r2;
@@ -212,12 +224,9 @@ VIEWS = kernel("""
 
 @pytest.mark.parametrize("nthreads, n", [(1, 20), (24, 17), (64, 33)])
 def test_strided_views_and_gathers_give_the_stepped_bits(monkeypatch, nthreads, n):
-  """global_affine reads a block whose lanes are evenly spaced as a strided view of memory (16-byte elements as one item,
-  a NaN payload kept), other blocks by index: both give the stepped loop's bits and numpy's sums."""
-  from emulators.nv.ptx import execute
-  steps: list[int | None] = []
-  orig = execute._lane_step
-  monkeypatch.setattr(execute, "_lane_step", lambda rel, k: steps.append(orig(rel, k)) or steps[-1])
+  """Strided blocks of .v4 loads (lanes evenly spaced) and of scalar loads (lanes not evenly spaced: t * t) give the
+  stepped loop's bits (a NaN payload kept) and numpy's sums."""
+  blocks = _count_blocks(monkeypatch)
   monkeypatch.setattr(affine, "MIN_TRIPS", 1)
   size = max(nthreads * n * 4 + 4, (nthreads - 1) ** 2 + n + 1)
   data = RNG.standard_normal(size).astype(np.float32)
@@ -227,8 +236,7 @@ def test_strided_views_and_gathers_give_the_stepped_bits(monkeypatch, nthreads, 
   res, planned = three(monkeypatch, VIEWS, nthreads, n, data)
   assert planned and planned[0] >= 6   # the index and address arithmetic of both loads
   assert res[0] == res[1] == res[2]
-  assert (n if nthreads > 1 else 0) in steps   # the .v4 block: lanes n 16-byte items apart
-  assert None in steps or nthreads <= 2    # t * t: no even step
+  assert blocks and all(blocks)   # both loads read strided blocks
   x = data
   with np.errstate(all="ignore"):
     acc = np.zeros(nthreads, np.float32)
@@ -237,3 +245,68 @@ def test_strided_views_and_gathers_give_the_stepped_bits(monkeypatch, nthreads, 
       j = (t * n + i) * 4
       acc = acc + (((x[j] - x[j + 1]) + x[j + 2] * x[j + 3]) + x[t * t + i])
   assert res[0][:4 * nthreads] == acc.tobytes()
+
+
+MATRIX = HEAD + """.visible .entry m(.param .u64 out, .param .u64 a, .param .u64 b, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<16>;
+  .reg .f32 %f<12>;
+  .reg .b64 %rd<16>;
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [a];
+  ld.param.u64 %rd2, [b];
+  ld.param.u32 %r9, [n];
+  mov.u32 %r0, %tid.x;
+  mov.u32 %r1, %tid.y;
+  mov.u32 %r2, %ntid.x;
+  mad.lo.s32 %r3, %r1, %r2, %r0;
+  mul.wide.u32 %rd3, %r3, 4;
+  add.s64 %rd4, %rd0, %rd3;
+  mul.lo.s32 %r4, %r1, %r9;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r5, 0;
+L_top:
+  add.s32 %r6, %r4, %r5;
+  mul.wide.s32 %rd5, %r6, 4;
+  add.s64 %rd6, %rd1, %rd5;
+  ld.global.f32 %f2, [%rd6];
+  mul.lo.s32 %r7, %r5, %r2;
+  add.s32 %r8, %r7, %r0;
+  mul.wide.s32 %rd7, %r8, 16;
+  add.s64 %rd8, %rd2, %rd7;
+  ld.global.v4.f32 {%f3, %f4, %f5, %f6}, [%rd8];
+  add.rn.f32 %f7, %f3, %f4;
+  add.rn.f32 %f8, %f7, %f5;
+  add.rn.f32 %f9, %f8, %f6;
+  mul.rn.f32 %f10, %f2, %f9;
+  add.rn.f32 %f1, %f1, %f10;
+  add.s32 %r5, %r5, 1;
+  setp.lt.s32 %p1, %r5, %r9;
+  @%p1 bra L_top;
+  st.global.f32 [%rd4], %f1;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("bx, by, n", [(4, 8, 17), (16, 16, 20), (1, 5, 16)])
+def test_block_loads_with_two_lane_strides(monkeypatch, bx, by, n):
+  """A matmul's loads: a[y * n + k] is the same for every x, b[k][x] (16 bytes) the same for every y: strided blocks
+  with the stepped loop's and numpy's bits."""
+  blocks = _count_blocks(monkeypatch)
+  monkeypatch.setattr(affine, "MIN_TRIPS", 1)
+  a = RNG.standard_normal(by * n).astype(np.float32)
+  b = RNG.standard_normal(n * bx * 4).astype(np.float32)
+  res = []
+  for on in (True, False):
+    monkeypatch.setattr(loops, "enabled", on)
+    out, _, _, _ = Device["NV"].run_ptx(MATRIX, "m", [np.zeros(bx * by, np.float32), a, b, np.uint32(n)], grid=(1, 1, 1), block=(bx, by, 1))
+    res.append(out.tobytes())
+  assert res[0] == res[1]
+  assert blocks and all(blocks)
+  with np.errstate(all="ignore"):
+    acc = np.zeros((by, bx), np.float32)
+    b4 = b.reshape(n, bx, 4)
+    for k in range(n): acc = acc + a.reshape(by, n)[:, k:k + 1] * (((b4[k, :, 0] + b4[k, :, 1]) + b4[k, :, 2]) + b4[k, :, 3])[None, :]
+  assert res[0] == acc.tobytes()
