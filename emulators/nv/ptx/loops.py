@@ -157,6 +157,7 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if o.kind not in ("reg", "imm"): return None
   P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
   P.tail = _tail(e, P, body, writes, reads)
+  P.live_out |= {r for i in P.tail for r in _srcs(instrs[i]) if r in writes}   # the tail runs after the loop, on their last values
   region_of = dict(P.region)
   links = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
