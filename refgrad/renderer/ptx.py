@@ -275,7 +275,7 @@ class _PTXProgram:
     (CHECKED=1) it is the bare instruction instead, so the executor reports a division by zero as the PYTHON device does."""
     cls, t, _ = _info(dt)
     w = _BITS[cls]
-    if self.ren.checked or self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {s[1]};")
+    if self.ren.checked or self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {self.imm(s[1], t)};")
     z, b = self.reg("pred"), self.reg(cls)
     self.emit(f"setp.eq.{t} {z}, {s[1]}, 0;")
     safe = z

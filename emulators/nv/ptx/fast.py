@@ -254,6 +254,31 @@ def _int_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[
   return build
 
 
+def _divrem_imm(name: str) -> Callable[[Instr, Entry], Step | None]:
+  """div/rem.{s,u}{16,32,64} by an immediate other than 0 (and -1 when signed): C's truncating quotient and remainder,
+  as the family handler computes them (nothing to report: the divisor is never 0, the quotient never overflows)."""
+  def build(ins: Instr, e: Entry) -> Step | None:
+    if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[1].kind != "reg" or ins.args[2].kind != "imm": return None
+    t = ins.types[0]
+    if t[0] not in "su" or TYPES[t] not in (2, 4, 8) or ins.mods != (t,): return None
+    w, signed = TYPES[t], t[0] == "s"
+    b = ins.args[2].value & ((1 << (8 * w)) - 1)
+    if signed and b >> (8 * w - 1): b -= 1 << (8 * w)
+    if b == 0 or (signed and b == -1): return None
+    fa, put = _typed_fetch(ins.args[1], t), _dest(ins, e, ins.args[0], t)
+    if fa is None or put is None: return None
+    c = S.NP[t](b)
+    if not signed: fn = (lambda a: a // c) if name == "div" else (lambda a: a % c)
+    # np.fmod of integers is C's remainder (the dividend's sign); a - r is a multiple of c: its floor quotient is exact
+    elif name == "rem": fn = lambda a: np.fmod(a, c)
+    else: fn = lambda a: (a - np.fmod(a, c)) // c
+    def step(L: Launch) -> None:
+      a, da = fa(L)
+      put(L, fn(a), da)
+    return step
+  return build
+
+
 def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
   """add/sub/mul.rn.f32 and fma.rn.f32 without .ftz/.sat (neg/abs without modifiers)."""
   nsrc = {"neg": 1, "abs": 1, "fma": 3, "mad": 3}.get(name, 2)
@@ -474,6 +499,7 @@ FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
   "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
   "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
   **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
+  "div": _divrem_imm("div"), "rem": _divrem_imm("rem"),
 }
 
 

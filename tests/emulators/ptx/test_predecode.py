@@ -39,6 +39,10 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
   ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
   *[(f"{op}.b32 %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("and", "or", "xor") for v in ("%b", "-4096")],
+  # div/rem by an immediate (the renderer's constant divisors): signs, INT_MIN, powers of two, the largest divisors
+  *[(f"{op}.{t} %d, %a, {v}", [_u32], ["b32"], np.uint32, "b32") for op in ("div", "rem") for t in ("s32", "u32")
+    for v in ("32", "3", "-3", "-2147483648", "2147483647", "1", "4294967295")],
+  *[(f"{op}.{t} %d, %a, {v}", [_u64], ["b64"], np.uint64, "b64") for op in ("div", "rem") for t in ("s64", "u64") for v in ("7", "-1000000007", "1")],
 ]
 
 
@@ -98,3 +102,29 @@ def test_coalesced_byte_loads_match_byte_by_byte(o, between):
   assert res[0].tobytes() == res[1].tobytes()
   if not between:   # and it is the little-endian word at that offset
     assert res[0].tolist() == [int.from_bytes(buf[4 * t + o:4 * t + o + 4].tobytes(), "little") for t in range(32)]
+
+
+def test_division_by_an_immediate_is_predecoded():
+  """div/rem by a constant other than 0 (-1 when signed) take the pre-decoded step (the cases above compare its bits);
+  a register divisor, 0 and a signed -1 stay with the family handler (which reports a division by zero)."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  rem.s32 %r1, %r0, 32;
+  div.u32 %r1, %r0, 7;
+  div.s64 %rd1, %rd0, -9;
+  rem.s32 %r1, %r0, %r2;
+  div.u32 %r1, %r0, 0;
+  div.s32 %r1, %r0, -1;
+  ret;
+}
+"""
+  e = parse(src).entries["k"]
+  steps = fast.compile_entry(e)
+  kinds = ["_divrem_imm" in (f.__qualname__ if f is not None else "") for f in steps[:6]]
+  assert kinds == [True, True, True, False, False, False]
