@@ -35,6 +35,7 @@ from emulators.nv.ptx.execute import Launch, PTXFault, Regs
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
+DROP_ELEMS = 1 << 14    # chunks this large drop each register after its last use (smaller ones: a dict operation costs more)
 enabled = True   # False: loops are stepped (tests compare both)
 _NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "ldmatrix", "cp", "membar", "fence", "bar", "barrier",
                        "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu"})
@@ -89,6 +90,7 @@ class LoopPlan:
   written: list[str] = field(default_factory=list)   # every register the body writes
   live_out: set[str] = field(default_factory=set)    # those read after the loop: outside the body, or carried (see plan)
   invariant: list[str] = field(default_factory=list)  # registers read but not written
+  layout: tuple | None = None   # (the steps it was made for, _chunks' layout of a run without affine planning)
 
 
 def _pure(ins: Instr, e: Entry) -> bool:
@@ -424,28 +426,55 @@ def _strided_load(W: Launch, s: tuple, k0: int, k: int, n: int) -> np.ndarray | 
   return W.global_affine(*s, k0, k, n)
 
 
-def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
-  n, everyone = L.n, L.everyone
-  K = max(1, min(T, CHUNK_ELEMS // n))
+@dataclass
+class _Layout:
+  """What a loop run does per chunk, from which positions are affine (`done`) and run after the loop (`late`): the same
+  for every run of a loop without affine planning (cached on its plan), else made per run."""
+  skip: dict[int, tuple[Acc, int]]
+  region: dict[int, list[str]]
+  region_out: set[str]
+  tail_out: set[str]
+  read: set[str]                 # registers a stepped instruction reads
+  keep: set[str]                 # chunk registers written back after the loop (their last row kept when dropped)
+  order: list[tuple]             # per position run in chunks: (i, ins, step, operands taken or None, dests, registers dropped after)
+
+
+def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dict) -> _Layout:
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   region = dict(P.region)
   region_out = {r for i in region for r in P.dsts[i]}
-  planned = affine.enabled and T >= affine.MIN_TRIPS
-  done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if planned else (set(), {}, {}, set())
-  late = set(P.tail) - done if planned else set()
   tail_out = {d for i in late for d in P.dsts[i]}
-  base = {r: L.regs[r] for r in P.inductions}
-  read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in P.srcs[i]}
-  tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
-  strided = _strided_loads(P, pairs, needs) if planned else {}
+  run = [i for i in range(P.top, P.back) if i not in done and i not in late]
+  read = {x for i in run for x in P.srcs[i]}
   # each chunk register is dropped after its last use, so fresh results reuse memory; those written back keep their last row
   last_use: dict[str, int] = {}
-  for i in range(P.top, P.back):
-    if i in done or i in late: continue
+  for i in run:
     for r in P.srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
   drop_at: dict[int, list[str]] = {}
   for r, i in last_use.items(): drop_at.setdefault(i, []).append(r)
   keep = (set(P.written) & P.live_out) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
+  order = [(i, pairs[i][0], pairs[i][1], skip[i][0].xs[skip[i][1]] if i in skip else region[i] if i in region else None, P.dsts[i], drop_at.get(i))
+           for i in run]
+  return _Layout(skip, region, region_out, tail_out, read, keep, order)
+
+
+def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
+  n, everyone = L.n, L.everyone
+  K = max(1, min(T, CHUNK_ELEMS // n))
+  planned = affine.enabled and T >= affine.MIN_TRIPS
+  if planned:
+    done, needs, after, seeded = _affine(L, P, pairs, T, {i for a in P.accs for i in a.links}, dict(P.region))
+    lay = _layout(P, pairs, done, set(P.tail) - done, after)
+  else:
+    needs, after, seeded = {}, {}, set()
+    if P.layout is None or P.layout[0] is not pairs: P.layout = (pairs, _layout(P, pairs, set(), set(), {}))
+    lay = P.layout[1]
+  region, region_out, tail_out, keep = lay.region, lay.region_out, lay.tail_out, lay.keep
+  late = set(P.tail) - done if planned else set()
+  base = {r: L.regs[r] for r in P.inductions}
+  read = lay.read
+  tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
+  strided = _strided_loads(P, pairs, needs) if planned else {}
   lastrow: dict[str, np.ndarray] = {}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
@@ -464,33 +493,33 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
-    last_chunk = k0 + k == T
-    for i in range(P.top, P.back):
-      if i in done or i in late: continue
-      if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
-        W.pre = (pairs[i][0], raw)   # the load's address is never made into rows: it reads the block
-        W.ins, W._d = pairs[i][0], None
-        pairs[i][1](W)
-        W.pre = None
-        for d in P.dsts[i]: made.pop(d, None)
-        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
+    kept = keep if k0 + k == T else ()
+    drop = k * n >= DROP_ELEMS
+    for i, ins, f, xs, dsts, drops in lay.order:
+      if planned:
+        if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
+          W.pre = (ins, raw)   # the load's address is never made into rows: it reads the block
+          W.ins, W._d = ins, None
+          f(W)
+          W.pre = None
+          for d in dsts: made.pop(d, None)
+          if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
+          continue
+        for x, g in needs.get(i, ()):
+          if made.get(x) is not g:
+            W.regs[x] = g.rows(kk, n)
+            W.typed.pop(x, None)
+            made[x] = g
+      if xs is not None:   # a chain link or a region instruction: its operands are taken, it runs per iteration below
+        t = taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
+        if len(t) != len(xs): return False
+        if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
         continue
-      for x, f in needs.get(i, ()):
-        if made.get(x) is not f:
-          W.regs[x] = f.rows(kk, n)
-          W.typed.pop(x, None)
-          made[x] = f
-      if i in skip or i in region:
-        xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
-        taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
-        if len(taken[i]) != len(xs): return False
-        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
-        continue
-      ins, f = pairs[i][0], pairs[i][1]
       W.ins, W._d = ins, None
       f(W)
-      for d in P.dsts[i]: made.pop(d, None)
-      if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
+      if made:
+        for d in dsts: made.pop(d, None)
+      if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
     if L.checked and any(d is not None for d in W.defined.values()): return False
     L.sel = everyone
     for a in P.accs:

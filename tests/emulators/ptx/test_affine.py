@@ -11,6 +11,12 @@ from emulators.nv.ptx.parse import parse
 from refgrad.device import Device
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+@pytest.fixture(autouse=True, params=["drop", "keep"])
+def _drops(request, monkeypatch):
+  """Every test with chunk registers dropped after their last use and kept (loops.DROP_ELEMS)."""
+  monkeypatch.setattr(loops, "DROP_ELEMS", 0 if request.param == "drop" else 1 << 30)
 RNG = np.random.default_rng(11)
 
 

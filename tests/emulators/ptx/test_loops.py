@@ -277,3 +277,14 @@ def test_registers_read_after_the_loop_are_written_back(monkeypatch, nthreads, n
     acc = np.where(x[:, -1] > 0, acc + np.float32(1000), acc)
     acc = acc + ((n - 1) * 3 + np.arange(nthreads)).astype(np.float32)
   assert a.tobytes() == acc.tobytes()
+
+
+@pytest.mark.parametrize("drop", [0, 1 << 30])
+def test_chunk_registers_dropped_or_kept_give_the_stepped_bits(monkeypatch, drop):
+  """Chunk registers are dropped after their last use in large chunks (DROP_ELEMS) and kept in small ones: both give
+  the stepped loop's bits, registers read after the loop included."""
+  monkeypatch.setattr(loops, "DROP_ELEMS", drop)
+  data = RNG.standard_normal(24 * 19 * 2).astype(np.float32)
+  for src, n in ((SUM_CHAIN, 19), (LIVE_OUT, 19)):
+    a, b, taken = both(monkeypatch, src, 24, data, n)
+    assert taken and a.tobytes() == b.tobytes()
