@@ -77,6 +77,16 @@ def _int_type(t: str) -> int | None:
   return TYPES[t] if t[0] in "bsu" and t[1:] in ("32", "64") else None
 
 
+_OPS = frozenset({"mov", "cvta", "cvt", "add", "sub", "shl", "mul"})
+
+
+def candidate(ins: Instr) -> bool:
+  """Whether Plan.step can find the instruction affine at all (an integer instruction of its table), from its text only:
+  loops.py asks only these, once per loop run."""
+  return (ins.pred is None and ins.op in _OPS and len(ins.args) >= 2 and ins.args[0].kind == "reg" and len(ins.types) > 0
+          and all(_int_type(t) is not None for t in ins.types))
+
+
 class Plan:
   """The affine view of one loop run: for each body position, the registers' affine values known there."""
   def __init__(self, e: Entry, T: int, n: int, invariant: dict[str, np.ndarray]):

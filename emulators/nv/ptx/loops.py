@@ -90,6 +90,7 @@ class LoopPlan:
   written: list[str] = field(default_factory=list)   # every register the body writes
   live_out: set[str] = field(default_factory=set)    # those read after the loop: outside the body, or carried (see plan)
   invariant: list[str] = field(default_factory=list)  # registers read but not written
+  aff_cands: tuple | None = None   # (positions affine.Plan.step may take, invariants they read, every invariant) (_affine)
   layout: tuple | None = None   # (the steps it was made for, _chunks' layout of a run without affine planning)
 
 
@@ -377,19 +378,25 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
   """The body positions computed as affine values (once, not per chunk), for each other position the affine registers it
   reads (made into rows before it runs), the affine registers' values after the loop, and the induction variables
   planned as affine values (emulators/nv/ptx/affine.py)."""
-  A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in P.invariant if r in L.regs})
+  if P.aff_cands is None:   # the positions Plan.step may find affine, and the invariants they read (seeded when first read)
+    cands = {i for i in range(P.top, P.back) if affine.candidate(L.e.instrs[i])}
+    P.aff_cands = (cands, [r for r in P.invariant if any(r in P.srcs[i] for i in cands)], set(P.invariant))
+  cands, inv, invariant = P.aff_cands
+  A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in inv if r in L.regs})
   for r, (_, step, w) in P.inductions.items(): A.seed(r, L.regs.get(r), step, w)
   seeded = set(A.cur)
   done: set[int] = set()
   needs: dict[int, list] = {}
+  cur = A.cur
   for i in range(P.top, P.back):
     ins = pairs[i][0]
-    if i not in skip and i not in region and (f := A.step(ins)) is not None:
+    if i in cands and i not in skip and i not in region and (f := A.step(ins)) is not None:
       done.add(i)
-      A.cur[ins.args[0].value] = f
+      cur[ins.args[0].value] = f
       continue
-    needs[i] = [(x, A.cur[x]) for x in P.srcs[i] if x in A.cur and x not in P.invariant]
-    for d in P.dsts[i]: A.cur.pop(d, None)
+    if cur:
+      needs[i] = [(x, cur[x]) for x in P.srcs[i] if x in cur and x not in invariant]
+      for d in P.dsts[i]: cur.pop(d, None)
   return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
 
 
