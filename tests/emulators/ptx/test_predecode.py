@@ -128,3 +128,43 @@ def test_division_by_an_immediate_is_predecoded():
   steps = fast.compile_entry(e)
   kinds = ["_divrem_imm" in (f.__qualname__ if f is not None else "") for f in steps[:6]]
   assert kinds == [True, True, True, False, False, False]
+
+
+SPECIALS = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd0, [out];
+  mov.u32 %r0, %tid.x;
+  mov.u32 %r1, %tid.y;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ctaid.y;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %nctaid.x;
+  mad.lo.s32 %r6, %r3, %r5, %r2;
+  mov.u32 %r7, %ntid.y;
+  mul.lo.s32 %r7, %r7, %r4;
+  mul.lo.s32 %r6, %r6, %r7;
+  mad.lo.s32 %r7, %r1, %r4, %r0;
+  add.s32 %r6, %r6, %r7;
+  mul.wide.u32 %rd1, %r6, 16;
+  add.s64 %rd2, %rd0, %rd1;
+  st.global.v4.u32 [%rd2], {%r0, %r1, %r2, %r3};
+  ret;
+}
+"""
+
+
+def test_special_registers_kept_per_launch_shape():
+  """Special registers are built once per launch shape and kept (read-only) for the next launch of that shape: launches
+  of different shapes, alternating, each read their own ids."""
+  from refgrad.device import Device
+  for grid, block in [((3, 2, 1), (4, 5, 1)), ((2, 3, 1), (5, 4, 1)), ((3, 2, 1), (4, 5, 1)), ((1, 1, 1), (7, 1, 1))]:
+    n = grid[0] * grid[1] * block[0] * block[1]
+    (out,) = Device["NV"].run_ptx(SPECIALS, "k", [np.zeros(n * 4, np.uint32)], grid=grid, block=block)
+    cy, cx, ty, tx = np.meshgrid(np.arange(grid[1]), np.arange(grid[0]), np.arange(block[1]), np.arange(block[0]), indexing="ij")
+    want = np.stack([tx, ty, cx, cy], -1).reshape(-1, 4).astype(np.uint32)
+    assert (out.reshape(-1, 4) == want).all(), (grid, block)
