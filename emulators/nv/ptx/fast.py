@@ -444,6 +444,18 @@ def _shift_imm(ins: Instr, e: Entry) -> Step | None:
   if t[0] not in "bsu" or w not in (4, 8) or ins.mods != (t,) or d.kind != "reg" or e.regs.get(d.value) in (None, "pred"): return None
   if TYPES[e.regs[d.value]] != w or not 0 <= ins.args[2].value < 8 * w: return None
   fa, name, n = _bits_fetch(ins.args[1], w, e), d.value, ins.args[2].value
+  if TYPES[e.regs.get(ins.args[1].value, "pred")] == w:   # on the typed values of the width (no 64-bit bits made)
+    ut_s = "u" + str(8 * w)
+    ft, put = _typed_fetch(ins.args[1], ut_s), _dest(ins, e, d, ut_s)
+    if ft is not None and put is not None:
+      u, sg = S.UINT[w](n), S.SINT[w](n)
+      if ins.op == "shl": opt = lambda a: a << u   # (bits past the width drop out)
+      elif S.is_signed(t): opt = lambda a: (a.view(S.SINT[w]) >> sg).view(S.UINT[w])
+      else: opt = lambda a: a >> u
+      def step_t(L: Launch) -> None:
+        a, da = ft(L)  # type: ignore[misc]
+        put(L, opt(a), da)
+      return step_t
   mask, sh, ut, st = np.uint64((1 << (8 * w)) - 1), np.uint64(n), S.UINT[w], S.SINT[w]
   if ins.op == "shl":
     def op(b: np.ndarray) -> np.ndarray: return (b << sh) & mask

@@ -38,6 +38,8 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   *[(f"{op}.{t} %d, %a, {n}", [_u32], ["b32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32", "u32") for n in (0, 1, 23, 31)],
   *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
   ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
+  *[(f"{op}.{t} %d, %a, {n}", [_f32], ["f32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32") for n in (1, 9)],   # a float's bits
+  *[(f"{op}.{t} %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for t in ("s64", "u64") for n in (1, 40)],
   *[(f"{op}.b32 %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("and", "or", "xor") for v in ("%b", "-4096")],
   # div/rem by an immediate (the renderer's constant divisors): signs, INT_MIN, powers of two, the largest divisors
   *[(f"{op}.{t} %d, %a, {v}", [_u32], ["b32"], np.uint32, "b32") for op in ("div", "rem") for t in ("s32", "u32")
@@ -168,3 +170,23 @@ def test_special_registers_kept_per_launch_shape():
     cy, cx, ty, tx = np.meshgrid(np.arange(grid[1]), np.arange(grid[0]), np.arange(block[1]), np.arange(block[0]), indexing="ij")
     want = np.stack([tx, ty, cx, cy], -1).reshape(-1, 4).astype(np.uint32)
     assert (out.reshape(-1, 4) == want).all(), (grid, block)
+
+
+def test_shifts_of_registers_as_wide_run_on_typed_values():
+  """shl/shr by an immediate of a register as wide as the type take the typed step (the cases above compare its bits)."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  shl.b32 %r1, %r0, 23;
+  shr.s32 %r1, %r0, 1;
+  shr.u64 %rd1, %rd0, 33;
+  ret;
+}
+"""
+  steps = fast.compile_entry(parse(src).entries["k"])
+  assert [f.__name__ for f in steps[:3]] == ["step_t"] * 3
