@@ -279,6 +279,37 @@ def _divrem_imm(name: str) -> Callable[[Instr, Entry], Step | None]:
   return build
 
 
+def _cvt(ins: Instr, e: Entry) -> Step | None:
+  """cvt.{rni,rzi,rmi,rpi}.{s32,u32}.f32 and cvt.rn.f32.{s32,u32} without .ftz/.sat: semantics.to_int / to_float's
+  results, computed in float32 (the float32 values whose integer rounding is at least the type's maximum as a float64
+  are exactly those at least its float32 rounding, 2^31 or 2^32; the minimum is exact) and through float64 (exact for
+  32-bit integers, then one rounding)."""
+  if len(ins.types) != 2 or len(ins.args) != 2 or ins.args[1].kind != "reg": return None
+  dt, st = ins.types
+  rnd = [m for m in ins.mods if m not in (dt, st)]
+  if len(rnd) != 1: return None
+  if st == "f32" and dt in ("s32", "u32") and rnd[0] in S.INT_ROUND:
+    fa, put = _typed_fetch(ins.args[1], "f32"), _dest(ins, e, ins.args[0], dt)
+    if fa is None or put is None: return None
+    f, npt = S.INT_ROUND[rnd[0]], S.NP[dt]
+    info = np.iinfo(npt)
+    hi, lo, vmax, vmin = np.float32(info.max), np.float32(info.min), npt(info.max), npt(info.min)
+    def f2i(L: Launch) -> None:
+      a, da = fa(L)
+      r = f(a)
+      big, small = r >= hi, r <= lo
+      put(L, np.where(big, vmax, np.where(small, vmin, np.where(big | small | np.isnan(r), np.float32(0), r).astype(npt))), da)
+    return f2i
+  if dt == "f32" and st in ("s32", "u32") and rnd[0] == "rn":
+    fa, put = _typed_fetch(ins.args[1], st), _dest(ins, e, ins.args[0], "f32")
+    if fa is None or put is None: return None
+    def i2f(L: Launch) -> None:
+      a, da = fa(L)
+      put(L, a.astype(np.float64).astype(np.float32), da)
+    return i2f
+  return None
+
+
 def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
   """add/sub/mul.rn.f32 and fma.rn.f32 without .ftz/.sat (neg/abs without modifiers)."""
   nsrc = {"neg": 1, "abs": 1, "fma": 3, "mad": 3}.get(name, 2)
@@ -511,7 +542,7 @@ FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
   "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
   "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
   **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
-  "div": _divrem_imm("div"), "rem": _divrem_imm("rem"),
+  "div": _divrem_imm("div"), "rem": _divrem_imm("rem"), "cvt": _cvt,
 }
 
 

@@ -19,6 +19,12 @@ def _u64(n: int = 48) -> np.ndarray:
   return np.concatenate([np.array([0, 1, 2**63, 2**64 - 1, 2**32], np.uint64), RNG.integers(0, 2**64 - 1, n - 5, dtype=np.uint64)])
 
 
+def _f32_limits(n: int = 64) -> np.ndarray:
+  lim = np.array([2.0**31, -2.0**31, 2.0**32, 2147483520.0, -2147483904.0, 4294967040.0, -0.4, -0.5, -0.6, 0.5, 1.5, 2.5, -1.5,
+                  8388607.5, -8388608.5, 16777217.0], np.float32)
+  return np.concatenate([lim, _f32(n - len(lim))])
+
+
 CASES = [   # (instruction, input makers, input register types, output dtype, output register type)
   *[(f"{op}.rn.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.float32, "f32") for op in ("add", "sub", "mul")],
   ("add.f32 %d, %a, 0f3F800000", [_f32], ["f32"], np.float32, "f32"),
@@ -39,6 +45,9 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
   ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
   *[(f"{op}.{t} %d, %a, {n}", [_f32], ["f32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32") for n in (1, 9)],   # a float's bits
+  # float -> int (saturating, NaN -> 0, each rounding) and int -> float conversions, around the limits
+  *[(f"cvt.{r}.{t}.f32 %d, %a", [_f32_limits], ["f32"], np.uint32, "b32") for r in ("rni", "rzi", "rmi", "rpi") for t in ("s32", "u32")],
+  *[(f"cvt.rn.f32.{t} %d, %a", [_u32], ["b32"], np.float32, "f32") for t in ("s32", "u32")],
   *[(f"{op}.{t} %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for t in ("s64", "u64") for n in (1, 40)],
   *[(f"{op}.b32 %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("and", "or", "xor") for v in ("%b", "-4096")],
   # div/rem by an immediate (the renderer's constant divisors): signs, INT_MIN, powers of two, the largest divisors
@@ -190,3 +199,28 @@ def test_shifts_of_registers_as_wide_run_on_typed_values():
 """
   steps = fast.compile_entry(parse(src).entries["k"])
   assert [f.__name__ for f in steps[:3]] == ["step_t"] * 3
+
+
+def test_common_conversions_are_predecoded():
+  """cvt float32 <-> 32-bit int with a rounding and nothing else take the pre-decoded step (the cases above compare its
+  bits); .ftz, .sat and other types stay with the family handler."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<4>;
+  cvt.rzi.s32.f32 %r1, %f0;
+  cvt.rni.u32.f32 %r1, %f0;
+  cvt.rn.f32.s32 %f1, %r0;
+  cvt.rzi.ftz.s32.f32 %r1, %f0;
+  cvt.rn.sat.f32.s32 %f1, %r0;
+  cvt.rzi.s64.f32 %rd1, %f0;
+  ret;
+}
+"""
+  steps = fast.compile_entry(parse(src).entries["k"])
+  assert [f.__name__ for f in steps[:6]] == ["f2i", "f2i", "i2f", "<lambda>", "<lambda>", "<lambda>"]
