@@ -123,6 +123,14 @@ class Launch:
     self.cp_async: Any = None   # cp.async copies not completed yet (emulators/nv/ptx/cpasync.py)
 
   # ---- operands ---------------------------------------------------------------------------------------------------
+  def pred(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
+    """A predicate register as bools for the selected lanes, and which are defined (None: all): the bool array a setp
+    kept (every lane) as it is, else from the bits."""
+    if o.kind == "reg" and self.sel.size == self.n and (r := self.regs.raw(o.value)) is not None and r.dtype == np.bool_:
+      return r, self.defined.get(o.value)
+    b, d = self.bits(o)
+    return b != 0, d
+
   def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
     """Raw bits (uint64) of an operand for the selected lanes, and which are defined (None: all)."""
     sel = self.sel

@@ -100,7 +100,10 @@ def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndar
 def _pred_dest(e: Entry, o: Operand) -> Callable[[Launch, np.ndarray, np.ndarray | None], None] | None:
   if o.kind != "reg" or e.regs.get(o.value) != "pred": return None
   name = o.value
-  return lambda L, v, d: L.put_bits(name, v.astype(np.uint64), d)
+  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None:   # a fresh bool array kept as it is (Launch.pred reads it)
+    if v.dtype == np.bool_ and v.ndim == 1: L.put_typed(name, v, d)
+    else: L.put_bits(name, v.astype(np.uint64), d)
+  return put
 
 
 def _ld(ins: Instr, e: Entry) -> Step | None:
@@ -384,10 +387,9 @@ def _selp_typed(ins: Instr, e: Entry) -> Step | None:
   if fa is None or fb is None or put is None or e.regs.get(ins.args[0].value) is None or TYPES[e.regs[ins.args[0].value]] != TYPES[t]: return None
   p = ins.args[3]
   def step(L: Launch) -> None:
-    pv, dp = L.bits(p)
+    c, dp = L.pred(p)
     a, da = fa(L)
     b, db = fb(L)
-    c = pv != 0
     put(L, np.where(c, a, b), selected_defined(c, dp, da, db))   # the chosen operand's definedness
   return step
 
@@ -404,10 +406,10 @@ def _selp(ins: Instr, e: Entry) -> Step | None:
   if fa is None or fb is None or p.kind != "reg" or d.kind != "reg" or d.value not in e.regs or TYPES[e.regs[d.value]] != w: return None
   name = d.value
   def step(L: Launch) -> None:
-    pv, dp = L.bits(p)
+    pv, dp = L.pred(p)
     a, da = fa(L)
     b, db = fb(L)
-    L.put_bits(name, np.where(pv != 0, a, b), selected_defined(pv != 0, dp, da, db))   # the chosen operand's definedness
+    L.put_bits(name, np.where(pv, a, b), selected_defined(pv, dp, da, db))   # the chosen operand's definedness
   return step
 
 

@@ -38,6 +38,9 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   ("setp.ne.s32 %d, %a, 250", [_u32], ["b32"], np.bool_, "pred"),
   ("setp.lt.f32 %p, %a, %b; selp.f32 %d, %a, 0fBF800000, %p", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
   ("setp.lt.u32 %p, %a, %b; selp.b32 %d, %a, %b, %p", [_u32, _u32], ["b32", "b32"], np.uint32, "b32"),
+  # a setp's bools read by guards (divergent: per-lane PCs) and by a selp of other bits
+  ("setp.gtu.f32 %p, %a, %b; @%p add.rn.f32 %d, %a, %b; @!%p mul.rn.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
+  ("setp.ne.s32 %p, %a, 7; selp.b64 %d, 5, -1, %p", [_u32], ["b32"], np.uint64, "b64"),
   *[(f"prmt.b32 %d, %a, %b, {c}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for c in (30212, 4180, 0x3210, 0x5432, 0x0123, 0x8888)],
   ("mov.b32 %d, %a", [_f32], ["f32"], np.uint32, "b32"), ("mov.f32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"),
   ("mov.b32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"), ("mov.b64 %d, 0d3FF0000000000001", [_u64], ["b64"], np.uint64, "b64"),
