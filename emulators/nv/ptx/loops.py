@@ -286,8 +286,9 @@ def trip_count(L: Launch, P: LoopPlan, limit: int) -> int | None:
   pos, cmp, signed, w, (a, b) = P.cond
   neg = L.e.instrs[P.back].pred_neg
   if all(o.kind == "imm" or ((r := L.regs.get(str(o.value))) is not None and r.size and r.min() == r.max()) for o in (a, b)):
-    L = _OneLane(L)   # every lane holds the same operands (the usual counted loop): one lane decides for all
-  k0, size = 0, 16
+    L, size = _OneLane(L), 4096   # every lane holds the same operands (the usual counted loop): one lane decides for all
+  else: size = 16
+  k0 = 0
   while k0 < limit:
     ks = np.arange(k0, min(k0 + size, limit), dtype=np.int64)
     x, y = _value(L, P, a, pos, ks, w, signed), _value(L, P, b, pos, ks, w, signed)
