@@ -316,3 +316,29 @@ def test_block_loads_with_two_lane_strides(monkeypatch, bx, by, n):
     b4 = b.reshape(n, bx, 4)
     for k in range(n): acc = acc + a.reshape(by, n)[:, k:k + 1] * (((b4[k, :, 0] + b4[k, :, 1]) + b4[k, :, 2]) + b4[k, :, 3])[None, :]
   assert res[0] == acc.tobytes()
+
+
+def test_bounds_follow_the_operands():
+  """A result's bounds come from its operands' (interval arithmetic): a difference that is negative in one lane is
+  refused, one that is not is accepted with exact values, and a product's bounds hold every lane's value."""
+  e = parse(kernel("""
+  sub.s32 %r3, %r4, %r5;
+  mul.lo.s32 %r6, %r4, %r5;
+  add.s32 %r7, %r3, %r2;
+""")).entries["k"]
+  sub, mul, add = [i for i in e.instrs if i.op in ("sub", "mul", "add") and i.args[0].value in ("%r3", "%r6", "%r7")]
+  for a4, a5, ok in (([10, 0], [0, 5], False), ([10, 7], [3, 5], True)):
+    A = affine.Plan(e, 8, 2, {"%r4": np.array(a4, np.uint64), "%r5": np.array(a5, np.uint64)})
+    A.seed("%r2", np.array([1, 2], np.uint64), 3, 4)
+    f = A.step(sub)
+    assert (f is not None) == ok
+    if f is None: continue
+    assert (f.rows(np.arange(8), 2).reshape(8, 2) == np.array(a4) - np.array(a5)).all() and f.alo <= 2 and f.ahi >= 7
+    A.cur["%r3"] = f
+    g = A.step(mul)
+    assert g is not None and g.alo <= 21 and g.ahi >= 35 and (g.rows(np.arange(8), 2).reshape(8, 2) == np.array(a4) * np.array(a5)).all()
+    h = A.step(add)
+    want = (np.array(a4) - np.array(a5))[None, :] + np.array([1, 2])[None, :] + 3 * np.arange(8)[:, None]
+    assert h is not None and (h.rows(np.arange(8), 2).reshape(8, 2) == want).all()
+    lo, hi = h.bounds(8)
+    assert lo <= want.min() and hi >= want.max()
