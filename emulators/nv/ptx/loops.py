@@ -91,7 +91,7 @@ class LoopPlan:
   live_out: set[str] = field(default_factory=set)    # those read after the loop: outside the body, or carried (see plan)
   invariant: list[str] = field(default_factory=list)  # registers read but not written
   aff_cands: tuple | None = None   # (positions affine.Plan.step may take, invariants they read, every invariant) (_affine)
-  layout: tuple | None = None   # (the steps it was made for, _chunks' layout of a run without affine planning)
+  layout: tuple | None = None   # (the steps they were made for, {(affine positions, affine registers): _chunks' layout})
 
 
 def _pure(ins: Instr, e: Entry) -> bool:
@@ -472,11 +472,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   planned = affine.enabled and T >= affine.MIN_TRIPS
   if planned:
     done, needs, after, seeded = _affine(L, P, pairs, T, {i for a in P.accs for i in a.links}, dict(P.region))
-    lay = _layout(P, pairs, done, set(P.tail) - done, after)
-  else:
-    needs, after, seeded = {}, {}, set()
-    if P.layout is None or P.layout[0] is not pairs: P.layout = (pairs, _layout(P, pairs, set(), set(), {}))
-    lay = P.layout[1]
+  else: done, needs, after, seeded = set(), {}, {}, set()
+  # the layout follows from which positions are affine (usually the same in every run of the loop): kept per plan
+  key = (planned, frozenset(done), frozenset(after))
+  if P.layout is None or P.layout[0] is not pairs: P.layout = (pairs, {})
+  if (lay := P.layout[1].get(key)) is None:
+    lay = _layout(P, pairs, done, set(P.tail) - done if planned else set(), after)
+    if len(P.layout[1]) < 8: P.layout[1][key] = lay
   region, region_out, tail_out, keep = lay.region, lay.region_out, lay.tail_out, lay.keep
   late = set(P.tail) - done if planned else set()
   base = {r: L.regs[r] for r in P.inductions}

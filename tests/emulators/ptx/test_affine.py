@@ -342,3 +342,59 @@ def test_bounds_follow_the_operands():
     assert h is not None and (h.rows(np.arange(8), 2).reshape(8, 2) == want).all()
     lo, hi = h.bounds(8)
     assert lo <= want.min() and hi >= want.max()
+
+
+NESTED = HEAD + """.visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<16>;
+  .reg .f32 %f<8>;
+  .reg .b64 %rd<12>;
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [inp];
+  ld.param.u32 %r9, [n];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.s64 %rd3, %rd0, %rd2;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r10, 1;
+L_outer:
+  mov.u32 %r2, 0;
+L_inner:
+  mul.lo.s32 %r4, %r0, %r9;
+  add.s32 %r3, %r4, %r2;
+  mul.wide.s32 %rd4, %r3, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  ld.global.f32 %f2, [%rd5];
+  add.rn.f32 %f1, %f1, %f2;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r10;
+  @%p1 bra L_inner;
+  add.s32 %r10, %r10, 1;
+  setp.le.s32 %p2, %r10, %r9;
+  @%p2 bra L_outer;
+  st.global.f32 [%rd3], %f1;
+  ret;
+}
+"""
+
+
+def test_runs_of_one_loop_with_and_without_affine_planning(monkeypatch):
+  """An inner loop whose trip count grows with the outer one (1..n): its short runs step every instruction, its long
+  runs plan affine registers (affine.MIN_TRIPS), each with its own kept layout, all with the stepped loop's bits."""
+  n, nthreads = 24, 8
+  data = RNG.standard_normal(nthreads * n).astype(np.float32)
+  blocks = _count_blocks(monkeypatch)
+  res = []
+  for on in (True, False):
+    monkeypatch.setattr(loops, "enabled", on)
+    (out, _, _) = Device["NV"].run_ptx(NESTED, "k", [np.zeros(nthreads, np.float32), data, np.uint32(n)], grid=(1, 1, 1), block=(nthreads, 1, 1))
+    res.append(out.tobytes())
+  assert res[0] == res[1]
+  assert blocks and all(blocks) and len(blocks) == n - affine.MIN_TRIPS + 1   # one strided block per planned run (T >= 16)
+  x = data.reshape(nthreads, n)
+  with np.errstate(all="ignore"):
+    acc = np.zeros(nthreads, np.float32)
+    for t in range(1, n + 1):
+      for i in range(t): acc = acc + x[:, i]
+  assert res[0] == acc.tobytes()
