@@ -313,6 +313,34 @@ def _cvt(ins: Instr, e: Entry) -> Step | None:
   return None
 
 
+def _int_neg_mad(name: str) -> Callable[[Instr, Entry], Step | None]:
+  """neg.s{32,64} and mad.lo.{s,u}{32,64} (wrapping, as the family handler computes them on the typed values); neg.f32
+  goes on to _f32, anything else (.hi/.wide, .sat, .cc, other types) to the family handler."""
+  then = _f32(name) if name == "neg" else None
+  nsrc = 1 if name == "neg" else 3
+  def build(ins: Instr, e: Entry) -> Step | None:
+    t = ins.types[0] if len(ins.types) == 1 else ""
+    if not t or t[0] not in "su" or TYPES[t] not in (4, 8) or len(ins.args) != 1 + nsrc or ins.args[1].kind != "reg":
+      return then(ins, e) if then is not None else None
+    if set(ins.mods) != ({t} if name == "neg" else {t, "lo"}) or (name == "neg" and t[0] != "s"): return None
+    fs, put = [_typed_fetch(o, t) for o in ins.args[1:]], _dest(ins, e, ins.args[0], t)
+    if put is None or any(f is None for f in fs): return None
+    if name == "neg":
+      fa = fs[0]
+      def neg(L: Launch) -> None:
+        a, da = fa(L)  # type: ignore[misc]
+        put(L, -a, da)
+      return neg
+    fa, fb, fc = fs
+    def mad(L: Launch) -> None:
+      a, da = fa(L)  # type: ignore[misc]
+      b, db = fb(L)  # type: ignore[misc]
+      c, dc = fc(L)  # type: ignore[misc]
+      put(L, a * b + c, _and(_and(da, db), dc))
+    return mad
+  return build
+
+
 def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
   """add/sub/mul.rn.f32 and fma.rn.f32 without .ftz/.sat (neg/abs without modifiers)."""
   nsrc = {"neg": 1, "abs": 1, "fma": 3, "mad": 3}.get(name, 2)
@@ -543,7 +571,7 @@ FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
   "min": _minmax, "max": _minmax,
   "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
   "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
-  **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
+  **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "abs")}, "neg": _int_neg_mad("neg"), "mad": _int_neg_mad("mad"),
   "div": _divrem_imm("div"), "rem": _divrem_imm("rem"), "cvt": _cvt,
 }
 

@@ -41,6 +41,11 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   # a setp's bools read by guards (divergent: per-lane PCs) and by a selp of other bits
   ("setp.gtu.f32 %p, %a, %b; @%p add.rn.f32 %d, %a, %b; @!%p mul.rn.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
   ("setp.ne.s32 %p, %a, 7; selp.b64 %d, 5, -1, %p", [_u32], ["b32"], np.uint64, "b64"),
+  # integer neg and mad.lo (wrapping: INT_MIN, products past the width)
+  ("neg.s32 %d, %a", [_u32], ["b32"], np.uint32, "b32"), ("neg.s64 %d, %a", [_u64], ["b64"], np.uint64, "b64"),
+  *[(f"mad.lo.{t} %d, %a, %b, %c", [_u32, _u32, _u32], ["b32"] * 3, np.uint32, "b32") for t in ("s32", "u32")],
+  ("mad.lo.s32 %d, %a, 60, %b", [_u32, _u32], ["b32", "b32"], np.uint32, "b32"),
+  ("mad.lo.u64 %d, %a, %b, %c", [_u64, _u64, _u64], ["b64"] * 3, np.uint64, "b64"),
   *[(f"prmt.b32 %d, %a, %b, {c}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for c in (30212, 4180, 0x3210, 0x5432, 0x0123, 0x8888)],
   ("mov.b32 %d, %a", [_f32], ["f32"], np.uint32, "b32"), ("mov.f32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"),
   ("mov.b32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"), ("mov.b64 %d, 0d3FF0000000000001", [_u64], ["b64"], np.uint64, "b64"),
@@ -227,3 +232,26 @@ def test_common_conversions_are_predecoded():
 """
   steps = fast.compile_entry(parse(src).entries["k"])
   assert [f.__name__ for f in steps[:6]] == ["f2i", "f2i", "i2f", "<lambda>", "<lambda>", "<lambda>"]
+
+
+def test_integer_neg_and_mad_are_predecoded():
+  """neg.s32 and mad.lo take their integer steps (the cases above compare the bits); neg.f32 keeps the float step,
+  mad.hi / mad.rn.f32 the family handler."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .f32 %f<4>;
+  neg.s32 %r1, %r0;
+  mad.lo.u32 %r1, %r0, %r2, %r3;
+  neg.f32 %f1, %f0;
+  mad.hi.s32 %r1, %r0, %r2, %r3;
+  mad.rn.f32 %f1, %f0, %f2, %f3;
+  ret;
+}
+"""
+  steps = fast.compile_entry(parse(src).entries["k"])
+  assert [f.__name__ for f in steps[:5]] == ["neg", "mad", "step", "<lambda>", "<lambda>"]
