@@ -91,6 +91,8 @@ class LoopPlan:
   live_out: set[str] = field(default_factory=set)    # those read after the loop: outside the body, or carried (see plan)
   invariant: list[str] = field(default_factory=list)  # registers read but not written
   aff_cands: tuple | None = None   # (positions affine.Plan.step may take, invariants they read, every invariant) (_affine)
+  aff_hits: tuple | None = None    # (trips, the positions found affine in its runs of that many trips) (_affine)
+  aff_runs: int = 0
   layout: tuple | None = None   # (the steps they were made for, {(affine positions, affine registers): _chunks' layout})
 
 
@@ -383,6 +385,10 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
     cands = {i for i in range(P.top, P.back) if affine.candidate(L.e.instrs[i])}
     P.aff_cands = (cands, [r for r in P.invariant if any(r in P.srcs[i] for i in cands)], set(P.invariant))
   cands, inv, invariant = P.aff_cands
+  # the positions found affine in this loop's runs of T trips (one never found is tried again every 16th run: whether a
+  # position is affine follows from the loop's text and, through the bounds, from the values, which may change)
+  P.aff_runs += 1
+  if P.aff_hits is not None and P.aff_hits[0] == T and P.aff_runs % 16: cands = P.aff_hits[1]
   A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in inv if r in L.regs})
   for r, (_, step, w) in P.inductions.items(): A.seed(r, L.regs.get(r), step, w)
   seeded = set(A.cur)
@@ -398,6 +404,7 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
     if cur:
       needs[i] = [(x, cur[x]) for x in P.srcs[i] if x in cur and x not in invariant]
       for d in P.dsts[i]: cur.pop(d, None)
+  P.aff_hits = (T, frozenset(done) | (P.aff_hits[1] if P.aff_hits is not None and P.aff_hits[0] == T else frozenset()))
   return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
 
 

@@ -398,3 +398,62 @@ def test_runs_of_one_loop_with_and_without_affine_planning(monkeypatch):
     for t in range(1, n + 1):
       for i in range(t): acc = acc + x[:, i]
   assert res[0] == acc.tobytes()
+
+
+# per thread t: sum over i of (t * s + i) as a float, s a parameter: with a small s every index is affine, with a large one
+# (t * s past 2^31) they leave the range and are stepped; one module launched with both, in turns
+SCALED = HEAD + """.visible .entry k(.param .u64 out, .param .u32 n, .param .u32 s)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<12>;
+  .reg .f32 %f<6>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd0, [out];
+  ld.param.u32 %r9, [n];
+  ld.param.u32 %r8, [s];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.s64 %rd3, %rd0, %rd2;
+  mul.lo.s32 %r1, %r0, %r8;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r2, 0;
+L_top:
+  add.s32 %r3, %r1, %r2;
+  cvt.rn.f32.s32 %f2, %r3;
+  add.rn.f32 %f1, %f1, %f2;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.f32 [%rd3], %f1;
+  ret;
+}
+"""
+
+
+def test_affine_positions_remembered_between_runs_stay_exact(monkeypatch):
+  """A loop remembers which positions were ever affine in its runs (loops._affine tries only those, all candidates every
+  16th run): launches whose values leave the range, between ones that stay in it, give the stepped bits each time, and
+  a position refused once is affine again when its values allow."""
+  plans, found = [], []
+  orig = loops._affine
+  def spy(L, P, *a):
+    r = orig(L, P, *a)
+    plans.append(P)
+    found.append(len(r[0]))
+    return r
+  monkeypatch.setattr(loops, "_affine", spy)
+  n, nthreads = 20, 8
+  for s in (1, 1 << 29, 3, 1 << 30, 1, 1 << 29):
+    res = []
+    for on in (True, False):
+      monkeypatch.setattr(loops, "enabled", on)
+      (out, _, _) = Device["NV"].run_ptx(SCALED, "k", [np.zeros(nthreads, np.float32), np.uint32(n), np.uint32(s)], grid=(1, 1, 1), block=(nthreads, 1, 1))
+      res.append(out.tobytes())
+    assert res[0] == res[1], s
+    t = np.arange(nthreads, dtype=np.int64)
+    with np.errstate(all="ignore"):
+      acc = np.zeros(nthreads, np.float32)
+      for i in range(n): acc = acc + ((t * s + i) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.float32)
+    assert res[0] == acc.tobytes(), s
+  assert len({id(P) for P in plans}) == 1   # one plan, launch after launch
+  assert found[0] > found[1] and found[2] == found[0]   # t * s + i affine with s = 1, 3; not with s = 2^29
