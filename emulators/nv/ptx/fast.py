@@ -225,19 +225,35 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
       f = _fimm_bits(s, t) if S.is_float(t) else None
       if f is None: return None
       c = f(None)[0]   # type: ignore[arg-type]
-    return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
-  if s.kind == "imm":
-    c = np.uint64(s.value & ((1 << (8 * w)) - 1))
-    return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
+    return _mov_const(name, c, t, w)
+  if s.kind == "imm": return _mov_const(name, np.uint64(s.value & ((1 << (8 * w)) - 1)), t, w)
   if s.kind != "reg" or e.regs.get(s.value) == "pred": return None
   f = _bits_fetch(s, w, e)
   m = _MASK.get(w)
   src = s.value
+  if src not in e.regs and w == 4:   # a special register (ids, sizes: below 2^32) as typed 32-bit values
+    def special(L: Launch) -> None:
+      b, dd = L.bits(s)
+      if L.sel.size == L.n: L.put_typed(name, b.astype(np.uint32), dd)
+      else: L.put_bits(name, b & m, dd)
+    return special
   def step(L: Launch) -> None:
     if L.sel.size == L.n and (v := L.regs.raw(src)) is not None and v.itemsize == w:   # typed as wide: copied as it is
       return L.put_typed(name, v.copy(), L.defined.get(src))   # a fresh array: registers never share storage
     b, dd = f(L)  # type: ignore[misc]
     L.put_bits(name, b & m if m is not None else b.copy(), dd)
+  return step
+
+
+def _mov_const(name: str, c: np.uint64, t: str, w: int) -> Step:
+  """mov of a constant (its bits c): a 32-bit register gets typed values (float32 for .f32, else the type's integers),
+  which its readers of that width take as they are; other widths get the bits."""
+  if w != 4: return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
+  dt = S.NP[t] if t in S.NP and TYPES[t] == 4 else np.uint32
+  c4 = np.uint32(int(c))
+  def step(L: Launch) -> None:
+    if L.sel.size == L.n: L.put_typed(name, np.full(L.n, c4, np.uint32).view(dt), None)   # (bits filled: NaN payloads kept)
+    else: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
   return step
 
 

@@ -49,6 +49,12 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   *[(f"prmt.b32 %d, %a, %b, {c}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for c in (30212, 4180, 0x3210, 0x5432, 0x0123, 0x8888)],
   ("mov.b32 %d, %a", [_f32], ["f32"], np.uint32, "b32"), ("mov.f32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"),
   ("mov.b32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"), ("mov.b64 %d, 0d3FF0000000000001", [_u64], ["b64"], np.uint64, "b64"),
+  # constants read as another type of the width, NaN payloads, special registers (typed 32-bit values)
+  (".reg .f32 %q; mov.f32 %q, 0f7FC01234; add.rn.f32 %d, %q, %a", [_f32], ["f32"], np.uint32, "f32"),
+  (".reg .b32 %q; mov.b32 %q, 0fFF800001; mov.b32 %d, %q", [_f32], ["f32"], np.uint32, "b32"),
+  (".reg .b32 %q; mov.s32 %q, -5; add.s32 %d, %q, %a", [_u32], ["b32"], np.uint32, "b32"),
+  (".reg .b32 %q; mov.u32 %q, 7; shl.b32 %d, %a, %q", [_u32], ["b32"], np.uint32, "b32"),
+  (".reg .b32 %q; mov.u32 %q, %tid.x; mul.lo.s32 %d, %q, %a", [_u32], ["b32"], np.uint32, "b32"),
   *[(f"{op}.{t} %d, %a, {n}", [_u32], ["b32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32", "u32") for n in (0, 1, 23, 31)],
   *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
   ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
@@ -255,3 +261,27 @@ def test_integer_neg_and_mad_are_predecoded():
 """
   steps = fast.compile_entry(parse(src).entries["k"])
   assert [f.__name__ for f in steps[:5]] == ["neg", "mad", "step", "<lambda>", "<lambda>"]
+
+
+def test_constants_and_special_registers_are_typed():
+  """mov of a constant or a special register into a 32-bit register keeps typed values (the cases above compare the
+  bits); a 64-bit constant keeps bits."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<4>;
+  mov.f32 %f1, 0f3F800000;
+  mov.u32 %r1, 7;
+  mov.u32 %r2, %ctaid.x;
+  mov.b64 %rd1, 5;
+  ret;
+}
+"""
+  e = parse(src).entries["k"]
+  steps = fast.compile_entry(e)
+  assert [f.__qualname__.split(".")[0] + "." + f.__name__ for f in steps[:4]] == ["_mov_const.step", "_mov_const.step", "_mov.special", "_mov_const.<lambda>"]
