@@ -116,7 +116,6 @@ class Launch:
     self._last: tuple[int, int, Any] | None = None   # (va, end, region) of the mapping the last global access used
     self.touched: dict[int, Any] = {}   # id(Memory) -> Memory whose definedness a store changed (settled at the end)
     self.mem_views: dict[int, dict[int, np.ndarray]] = {}   # id(Memory) -> element size -> the bytes viewed as that size
-    self.ix_blocks: dict[tuple[int, int], np.ndarray] = {}   # (rows, lanes) -> global_affine's index block, reused
     self.atomic = False   # inside atom/red: no race reports
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
     self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
@@ -438,9 +437,8 @@ class Launch:
     r = self.vm.find(lo) if lo >= 0 else None
     if r is None or hi > r.end or r.va % w or (self.checked and r.mem.bits is not None): return None
     rel = (a - r.va) // w
-    # the index block in an array kept for this launch (it never leaves here): no fresh memory per load
-    if (ix := self.ix_blocks.get((ks, n))) is None: ix = self.ix_blocks[(ks, n)] = np.empty((ks, n), np.intp)
-    np.add(np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.intp(rel), ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None], out=ix)
+    ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
+      ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]
     mem = self.mem_views.get(id(r.mem))
     if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
     if (v := mem.get(w)) is None:
