@@ -473,19 +473,6 @@ def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dic
   return _Layout(skip, region, region_out, tail_out, read, keep, order)
 
 
-_IOTA: dict[int, np.ndarray] = {}
-
-
-def _iota(m: int) -> np.ndarray:
-  """0..m-1, read-only, kept per size (a chunk's lane ids: selection and everyone, never written)."""
-  if (v := _IOTA.get(m)) is None:
-    v = np.arange(m)
-    v.setflags(write=False)
-    if len(_IOTA) >= 64: _IOTA.pop(next(iter(_IOTA)))
-    _IOTA[m] = v
-  return v
-
-
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
@@ -511,8 +498,7 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   for k0 in range(0, T, K):
     k = min(K, T - k0)
     W = copy.copy(L)
-    W.n, W.regs, W.defined, W.typed, W.pref = k * n, Regs(), {}, {}, {}
-    W.sel = W.everyone = _iota(k * n)
+    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
     for r in P.invariant:   # (only those a stepped instruction reads)
       if r not in read or (v := L.regs.raw(r)) is None: continue
       if k != K: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
