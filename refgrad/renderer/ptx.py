@@ -86,6 +86,7 @@ BARRIER = "bar.sync 0;"   # a CTA-wide barrier: every thread of the block waits
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32"
 PAIR = (0, 1)             # which fragment elements go in the low and high half of each packed 32-bit register
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_REG_TOKEN = re.compile(r"%[a-z]+[0-9]+")
 
 
 # integer ops whose second operand may be an immediate (commutative: a constant first operand moves second)
@@ -115,6 +116,7 @@ class _PTXProgram:
     self.nregs: dict[str, int] = {c: 0 for c in REG_PREFIX}
     self.v: dict[UOp, list[str]] = {}      # lane registers of each value
     self.pre: list[str] = []               # the prologue: parameters, launch indices, constants
+    self.consts: dict[str, str] = {}       # constant register -> its mov line in pre (dropped when nothing reads it)
     self.body: list[str] = []
     self.shared: list[str] = []
     self.aligned: dict[UOp, int] = {}      # idx value -> a power of two it is provably a multiple of
@@ -145,16 +147,25 @@ class _PTXProgram:
   def const(self, v: bool | int | float, dt: DType) -> str:
     cls = _info(dt)[0]
     r = self.reg(cls)
-    if cls == "pred": self.pre.append(f"mov.pred {r}, {int(bool(v))};")
+    if cls == "pred": line = f"mov.pred {r}, {int(bool(v))};"
     elif dtypes.is_int(dt):
       w = _BITS[cls]
       self.known[r] = int(v)
-      self.pre.append(f"mov.b{w} {r}, 0x{int(v) & ((1 << w) - 1):x};")
+      line = f"mov.b{w} {r}, 0x{int(v) & ((1 << w) - 1):x};"
     else:
       lit = self.float_bits(float(v), dt)
       if cls in ("f32", "f64"): self.fknown[r] = lit
-      self.pre.append(f"mov.b{_BITS[cls]} {r}, {lit};")
+      line = f"mov.b{_BITS[cls]} {r}, {lit};"
+    self.pre.append(line)
+    self.consts[r] = line
     return r
+
+  def live_pre(self) -> list[str]:
+    """The prologue without the constants no instruction reads (most become immediates where they are used): an emulator
+    runs every mov it is given, one array per lane set."""
+    const_lines = set(self.consts.values())
+    read = {t for ln in [*self.body, *(x for x in self.pre if x not in const_lines)] for t in _REG_TOKEN.findall(ln)}
+    return [ln for ln in self.pre if ln not in const_lines or ln.split()[1].rstrip(",") in read]
 
   def imm(self, r: str, t: str) -> str:
     """A source operand of arithmetic type t: an integer constant's register as an immediate (in t's range), else itself.
@@ -264,7 +275,7 @@ class _PTXProgram:
     (CHECKED=1) it is the bare instruction instead, so the executor reports a division by zero as the PYTHON device does."""
     cls, t, _ = _info(dt)
     w = _BITS[cls]
-    if self.ren.checked or self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {s[1]};")
+    if self.ren.checked or self.known.get(s[1], 0) not in (0, -1): return self.emit(f"{ins} {d}, {s[0]}, {self.imm(s[1], t)};")
     z, b = self.reg("pred"), self.reg(cls)
     self.emit(f"setp.eq.{t} {z}, {s[1]}, 0;")
     safe = z
@@ -549,7 +560,7 @@ class _PTXProgram:
     for i, u in enumerate(self.uops): self.stmt(i, u, blocks)
     decls = [f".reg .{c} {REG_PREFIX[c]}<{n}>;" for c, n in self.nregs.items() if n]
     lines = [*HEADER, "", f".visible .entry {self.name}(", ",\n".join(f"  {p}" for p in params), ")", "{",
-             *(f"  {ln}" for ln in [*decls, *self.shared, *self.pre, *self.body, "ret;"]), "}"]
+             *(f"  {ln}" for ln in [*decls, *self.shared, *self.live_pre(), *self.body, "ret;"]), "}"]
     return "\n".join(lines) + "\n"
 
   def params(self) -> list[str]:

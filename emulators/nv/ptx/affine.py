@@ -57,8 +57,10 @@ def _span(x: np.ndarray | int) -> tuple[int, int]:
   return (int(x.min()), int(x.max())) if isinstance(x, np.ndarray) else (x, x)
 
 
-def _make(a: np.ndarray | int, b: np.ndarray | int, w: int, T: int) -> Aff | None:
-  (alo, ahi), (blo, bhi) = _span(a), _span(b)
+def _make(a: np.ndarray | int, b: np.ndarray | int, w: int, T: int, bounds: tuple[int, int, int, int] | None = None) -> Aff | None:
+  """The affine value a + b*k when it stays in [0, 2^(8w-1)) over T iterations. bounds: (alo, ahi, blo, bhi) known to
+  contain every a and b (from the operands' bounds: interval arithmetic), else scanned."""
+  (alo, ahi), (blo, bhi) = ((bounds[0], bounds[1]), (bounds[2], bounds[3])) if bounds is not None else (_span(a), _span(b))
   if isinstance(b, np.ndarray) and blo == bhi: b = blo   # one step for every lane (a uniform loop bound times the induction)
   if max(abs(alo), abs(ahi), abs(blo), abs(bhi)) * max(T, 1) >= _LIMIT: return None
   r = Aff(a, b, alo, ahi, blo, bhi, w)
@@ -70,11 +72,22 @@ def _mul(x: Aff, c: np.ndarray | int, clo: int, chi: int, w: int, T: int) -> Aff
   """x times an iteration-independent c (both bounded: the products stay exact in int64)."""
   m = max(abs(clo), abs(chi))
   if max(abs(x.alo), abs(x.ahi), abs(x.blo), abs(x.bhi)) * max(m, 1) * max(T, 1) >= _LIMIT: return None
-  return _make(x.a * c, x.b * c, w, T)
+  pa, pb = (x.alo * clo, x.alo * chi, x.ahi * clo, x.ahi * chi), (x.blo * clo, x.blo * chi, x.bhi * clo, x.bhi * chi)
+  return _make(x.a * c, x.b * c, w, T, (min(pa), max(pa), min(pb), max(pb)))
 
 
 def _int_type(t: str) -> int | None:
   return TYPES[t] if t[0] in "bsu" and t[1:] in ("32", "64") else None
+
+
+_OPS = frozenset({"mov", "cvta", "cvt", "add", "sub", "shl", "mul"})
+
+
+def candidate(ins: Instr) -> bool:
+  """Whether Plan.step can find the instruction affine at all (an integer instruction of its table), from its text only:
+  loops.py asks only these, once per loop run."""
+  return (ins.pred is None and ins.op in _OPS and len(ins.args) >= 2 and ins.args[0].kind == "reg" and len(ins.types) > 0
+          and all(_int_type(t) is not None for t in ins.types))
 
 
 class Plan:
@@ -115,17 +128,17 @@ class Plan:
     if op == "cvt" and len(ins.types) == 2 and set(ins.mods) == set(ins.types):
       wd, ws = _int_type(ins.types[0]), _int_type(ins.types[1])
       x = self.operand(ins.args[1], ws) if wd == dw and ws is not None else None
-      return _make(x.a, x.b, wd, T) if isinstance(x, Aff) and wd is not None else None
+      return _make(x.a, x.b, wd, T, (x.alo, x.ahi, x.blo, x.bhi)) if isinstance(x, Aff) and wd is not None else None
     if len(ins.args) != 3 or len(ins.types) != 1: return None
     w = _int_type(t)
     if w is None: return None
     if op in ("add", "sub") and ins.mods == (t,) and dw == w:
       x, y = self.operand(ins.args[1], w), self.operand(ins.args[2], w)
       if x is None or y is None or (isinstance(x, int) and isinstance(y, int)): return None
-      s = 1 if op == "add" else -1
-      xa, xb = (x.a, x.b) if isinstance(x, Aff) else (x, 0)
-      ya, yb = (y.a, y.b) if isinstance(y, Aff) else (y, 0)
-      return _make(xa + s * ya, xb + s * yb, w, T)
+      xa, xb, xr = (x.a, x.b, (x.alo, x.ahi, x.blo, x.bhi)) if isinstance(x, Aff) else (x, 0, (x, x, 0, 0))
+      ya, yb, yr = (y.a, y.b, (y.alo, y.ahi, y.blo, y.bhi)) if isinstance(y, Aff) else (y, 0, (y, y, 0, 0))
+      if op == "add": return _make(xa + ya, xb + yb, w, T, (xr[0] + yr[0], xr[1] + yr[1], xr[2] + yr[2], xr[3] + yr[3]))
+      return _make(xa - ya, xb - yb, w, T, (xr[0] - yr[1], xr[1] - yr[0], xr[2] - yr[3], xr[3] - yr[2]))
     if op == "shl" and ins.mods == (t,) and dw == w and ins.args[2].kind == "imm" and 0 <= ins.args[2].value < 8 * w:
       x = self.operand(ins.args[1], w)
       return _mul(x, 1 << ins.args[2].value, 1 << ins.args[2].value, 1 << ins.args[2].value, w, T) if isinstance(x, Aff) else None

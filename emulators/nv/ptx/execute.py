@@ -123,6 +123,14 @@ class Launch:
     self.cp_async: Any = None   # cp.async copies not completed yet (emulators/nv/ptx/cpasync.py)
 
   # ---- operands ---------------------------------------------------------------------------------------------------
+  def pred(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
+    """A predicate register as bools for the selected lanes, and which are defined (None: all): the bool array a setp
+    kept (every lane) as it is, else from the bits."""
+    if o.kind == "reg" and self.sel.size == self.n and (r := self.regs.raw(o.value)) is not None and r.dtype == np.bool_:
+      return r, self.defined.get(o.value)
+    b, d = self.bits(o)
+    return b != 0, d
+
   def bits(self, o: Operand) -> tuple[np.ndarray, np.ndarray | None]:
     """Raw bits (uint64) of an operand for the selected lanes, and which are defined (None: all)."""
     sel = self.sel
@@ -133,7 +141,7 @@ class Launch:
         d = self.defined.get(name)
         if sel.size == self.n: return r, d   # every lane: the register itself (handlers never write into operands)
         return r[sel], (d[sel] if d is not None else None)
-      if name in self.special: return self.special[name][sel], None
+      if name in self.special: return (self.special[name] if sel.size == self.n else self.special[name][sel]), None
       if name == "%clock" or name == "%clock64": return np.full(sel.size, self.clock, np.uint64), None
       if name in self.e.regs:   # declared, never written
         return np.zeros(sel.size, np.uint64), (np.zeros(sel.size, np.bool_) if self.checked else None)
@@ -570,8 +578,20 @@ class _Specials(dict):
     self.L = L
   def __contains__(self, name: object) -> bool: return name in _SPECIALS or dict.__contains__(self, name)
   def __missing__(self, name: str) -> np.ndarray:
-    v = self[name] = np.asarray(_SPECIALS[name](self.L), np.uint64) * np.ones(self.L.n, np.uint64)
+    L = self.L
+    key = (name, L.grid, L.block, L.per_cta) if name not in _SMEM_SPECIALS else None
+    if key is None or (v := _SPECIAL_CACHE.get(key)) is None:   # the launch shape's values, kept for its next launch (read-only)
+      v = np.asarray(_SPECIALS[name](L), np.uint64) * np.ones(L.n, np.uint64)
+      v.setflags(write=False)
+      if key is not None:
+        if len(_SPECIAL_CACHE) >= 256: _SPECIAL_CACHE.pop(next(iter(_SPECIAL_CACHE)))
+        _SPECIAL_CACHE[key] = v
+    self[name] = v
     return v
+
+
+_SMEM_SPECIALS = frozenset({"%dynamic_smem_size", "%total_smem_size"})   # the others depend on the launch shape only
+_SPECIAL_CACHE: dict[tuple, np.ndarray] = {}
 
 
 def _lanes(L: Launch) -> np.ndarray: return (L._t % 32).astype(np.uint64)

@@ -100,7 +100,10 @@ def _dest(ins: Instr, e: Entry, o: Operand, t: str) -> Callable[[Launch, np.ndar
 def _pred_dest(e: Entry, o: Operand) -> Callable[[Launch, np.ndarray, np.ndarray | None], None] | None:
   if o.kind != "reg" or e.regs.get(o.value) != "pred": return None
   name = o.value
-  return lambda L, v, d: L.put_bits(name, v.astype(np.uint64), d)
+  def put(L: Launch, v: np.ndarray, d: np.ndarray | None) -> None:   # a fresh bool array kept as it is (Launch.pred reads it)
+    if v.dtype == np.bool_ and v.ndim == 1: L.put_typed(name, v, d)
+    else: L.put_bits(name, v.astype(np.uint64), d)
+  return put
 
 
 def _ld(ins: Instr, e: Entry) -> Step | None:
@@ -222,19 +225,35 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
       f = _fimm_bits(s, t) if S.is_float(t) else None
       if f is None: return None
       c = f(None)[0]   # type: ignore[arg-type]
-    return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
-  if s.kind == "imm":
-    c = np.uint64(s.value & ((1 << (8 * w)) - 1))
-    return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
+    return _mov_const(name, c, t, w)
+  if s.kind == "imm": return _mov_const(name, np.uint64(s.value & ((1 << (8 * w)) - 1)), t, w)
   if s.kind != "reg" or e.regs.get(s.value) == "pred": return None
   f = _bits_fetch(s, w, e)
   m = _MASK.get(w)
   src = s.value
+  if src not in e.regs and w == 4:   # a special register (ids, sizes: below 2^32) as typed 32-bit values
+    def special(L: Launch) -> None:
+      b, dd = L.bits(s)
+      if L.sel.size == L.n: L.put_typed(name, b.astype(np.uint32), dd)
+      else: L.put_bits(name, b & m, dd)
+    return special
   def step(L: Launch) -> None:
     if L.sel.size == L.n and (v := L.regs.raw(src)) is not None and v.itemsize == w:   # typed as wide: copied as it is
       return L.put_typed(name, v.copy(), L.defined.get(src))   # a fresh array: registers never share storage
     b, dd = f(L)  # type: ignore[misc]
     L.put_bits(name, b & m if m is not None else b.copy(), dd)
+  return step
+
+
+def _mov_const(name: str, c: np.uint64, t: str, w: int) -> Step:
+  """mov of a constant (its bits c): a 32-bit register gets typed values (float32 for .f32, else the type's integers),
+  which its readers of that width take as they are; other widths get the bits."""
+  if w != 4: return lambda L: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
+  dt = S.NP[t] if t in S.NP and TYPES[t] == 4 else np.uint32
+  c4 = np.uint32(int(c))
+  def step(L: Launch) -> None:
+    if L.sel.size == L.n: L.put_typed(name, np.full(L.n, c4, np.uint32).view(dt), None)   # (bits filled: NaN payloads kept)
+    else: L.put_bits(name, np.full(L.sel.size, c, np.uint64), None)
   return step
 
 
@@ -251,6 +270,90 @@ def _int_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[
       b, db = fb(L)
       put(L, fn(a, b), _and(da, db))
     return step
+  return build
+
+
+def _divrem_imm(name: str) -> Callable[[Instr, Entry], Step | None]:
+  """div/rem.{s,u}{16,32,64} by an immediate other than 0 (and -1 when signed): C's truncating quotient and remainder,
+  as the family handler computes them (nothing to report: the divisor is never 0, the quotient never overflows)."""
+  def build(ins: Instr, e: Entry) -> Step | None:
+    if len(ins.types) != 1 or len(ins.args) != 3 or ins.args[1].kind != "reg" or ins.args[2].kind != "imm": return None
+    t = ins.types[0]
+    if t[0] not in "su" or TYPES[t] not in (2, 4, 8) or ins.mods != (t,): return None
+    w, signed = TYPES[t], t[0] == "s"
+    b = ins.args[2].value & ((1 << (8 * w)) - 1)
+    if signed and b >> (8 * w - 1): b -= 1 << (8 * w)
+    if b == 0 or (signed and b == -1): return None
+    fa, put = _typed_fetch(ins.args[1], t), _dest(ins, e, ins.args[0], t)
+    if fa is None or put is None: return None
+    c = S.NP[t](b)
+    if not signed: fn = (lambda a: a // c) if name == "div" else (lambda a: a % c)
+    # np.fmod of integers is C's remainder (the dividend's sign); a - r is a multiple of c: its floor quotient is exact
+    elif name == "rem": fn = lambda a: np.fmod(a, c)
+    else: fn = lambda a: (a - np.fmod(a, c)) // c
+    def step(L: Launch) -> None:
+      a, da = fa(L)
+      put(L, fn(a), da)
+    return step
+  return build
+
+
+def _cvt(ins: Instr, e: Entry) -> Step | None:
+  """cvt.{rni,rzi,rmi,rpi}.{s32,u32}.f32 and cvt.rn.f32.{s32,u32} without .ftz/.sat: semantics.to_int / to_float's
+  results, computed in float32 (the float32 values whose integer rounding is at least the type's maximum as a float64
+  are exactly those at least its float32 rounding, 2^31 or 2^32; the minimum is exact) and through float64 (exact for
+  32-bit integers, then one rounding)."""
+  if len(ins.types) != 2 or len(ins.args) != 2 or ins.args[1].kind != "reg": return None
+  dt, st = ins.types
+  rnd = [m for m in ins.mods if m not in (dt, st)]
+  if len(rnd) != 1: return None
+  if st == "f32" and dt in ("s32", "u32") and rnd[0] in S.INT_ROUND:
+    fa, put = _typed_fetch(ins.args[1], "f32"), _dest(ins, e, ins.args[0], dt)
+    if fa is None or put is None: return None
+    f, npt = S.INT_ROUND[rnd[0]], S.NP[dt]
+    info = np.iinfo(npt)
+    hi, lo, vmax, vmin = np.float32(info.max), np.float32(info.min), npt(info.max), npt(info.min)
+    def f2i(L: Launch) -> None:
+      a, da = fa(L)
+      r = f(a)
+      big, small = r >= hi, r <= lo
+      put(L, np.where(big, vmax, np.where(small, vmin, np.where(big | small | np.isnan(r), np.float32(0), r).astype(npt))), da)
+    return f2i
+  if dt == "f32" and st in ("s32", "u32") and rnd[0] == "rn":
+    fa, put = _typed_fetch(ins.args[1], st), _dest(ins, e, ins.args[0], "f32")
+    if fa is None or put is None: return None
+    def i2f(L: Launch) -> None:
+      a, da = fa(L)
+      put(L, a.astype(np.float64).astype(np.float32), da)
+    return i2f
+  return None
+
+
+def _int_neg_mad(name: str) -> Callable[[Instr, Entry], Step | None]:
+  """neg.s{32,64} and mad.lo.{s,u}{32,64} (wrapping, as the family handler computes them on the typed values); neg.f32
+  goes on to _f32, anything else (.hi/.wide, .sat, .cc, other types) to the family handler."""
+  then = _f32(name) if name == "neg" else None
+  nsrc = 1 if name == "neg" else 3
+  def build(ins: Instr, e: Entry) -> Step | None:
+    t = ins.types[0] if len(ins.types) == 1 else ""
+    if not t or t[0] not in "su" or TYPES[t] not in (4, 8) or len(ins.args) != 1 + nsrc or ins.args[1].kind != "reg":
+      return then(ins, e) if then is not None else None
+    if set(ins.mods) != ({t} if name == "neg" else {t, "lo"}) or (name == "neg" and t[0] != "s"): return None
+    fs, put = [_typed_fetch(o, t) for o in ins.args[1:]], _dest(ins, e, ins.args[0], t)
+    if put is None or any(f is None for f in fs): return None
+    if name == "neg":
+      fa = fs[0]
+      def neg(L: Launch) -> None:
+        a, da = fa(L)  # type: ignore[misc]
+        put(L, -a, da)
+      return neg
+    fa, fb, fc = fs
+    def mad(L: Launch) -> None:
+      a, da = fa(L)  # type: ignore[misc]
+      b, db = fb(L)  # type: ignore[misc]
+      c, dc = fc(L)  # type: ignore[misc]
+      put(L, a * b + c, _and(_and(da, db), dc))
+    return mad
   return build
 
 
@@ -328,10 +431,9 @@ def _selp_typed(ins: Instr, e: Entry) -> Step | None:
   if fa is None or fb is None or put is None or e.regs.get(ins.args[0].value) is None or TYPES[e.regs[ins.args[0].value]] != TYPES[t]: return None
   p = ins.args[3]
   def step(L: Launch) -> None:
-    pv, dp = L.bits(p)
+    c, dp = L.pred(p)
     a, da = fa(L)
     b, db = fb(L)
-    c = pv != 0
     put(L, np.where(c, a, b), selected_defined(c, dp, da, db))   # the chosen operand's definedness
   return step
 
@@ -348,10 +450,10 @@ def _selp(ins: Instr, e: Entry) -> Step | None:
   if fa is None or fb is None or p.kind != "reg" or d.kind != "reg" or d.value not in e.regs or TYPES[e.regs[d.value]] != w: return None
   name = d.value
   def step(L: Launch) -> None:
-    pv, dp = L.bits(p)
+    pv, dp = L.pred(p)
     a, da = fa(L)
     b, db = fb(L)
-    L.put_bits(name, np.where(pv != 0, a, b), selected_defined(pv != 0, dp, da, db))   # the chosen operand's definedness
+    L.put_bits(name, np.where(pv, a, b), selected_defined(pv, dp, da, db))   # the chosen operand's definedness
   return step
 
 
@@ -419,6 +521,18 @@ def _shift_imm(ins: Instr, e: Entry) -> Step | None:
   if t[0] not in "bsu" or w not in (4, 8) or ins.mods != (t,) or d.kind != "reg" or e.regs.get(d.value) in (None, "pred"): return None
   if TYPES[e.regs[d.value]] != w or not 0 <= ins.args[2].value < 8 * w: return None
   fa, name, n = _bits_fetch(ins.args[1], w, e), d.value, ins.args[2].value
+  if TYPES[e.regs.get(ins.args[1].value, "pred")] == w:   # on the typed values of the width (no 64-bit bits made)
+    ut_s = "u" + str(8 * w)
+    ft, put = _typed_fetch(ins.args[1], ut_s), _dest(ins, e, d, ut_s)
+    if ft is not None and put is not None:
+      u, sg = S.UINT[w](n), S.SINT[w](n)
+      if ins.op == "shl": opt = lambda a: a << u   # (bits past the width drop out)
+      elif S.is_signed(t): opt = lambda a: (a.view(S.SINT[w]) >> sg).view(S.UINT[w])
+      else: opt = lambda a: a >> u
+      def step_t(L: Launch) -> None:
+        a, da = ft(L)  # type: ignore[misc]
+        put(L, opt(a), da)
+      return step_t
   mask, sh, ut, st = np.uint64((1 << (8 * w)) - 1), np.uint64(n), S.UINT[w], S.SINT[w]
   if ins.op == "shl":
     def op(b: np.ndarray) -> np.ndarray: return (b << sh) & mask
@@ -473,7 +587,8 @@ FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
   "min": _minmax, "max": _minmax,
   "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
   "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
-  **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "neg", "abs")},
+  **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "abs")}, "neg": _int_neg_mad("neg"), "mad": _int_neg_mad("mad"),
+  "div": _divrem_imm("div"), "rem": _divrem_imm("rem"), "cvt": _cvt,
 }
 
 

@@ -35,9 +35,11 @@ from emulators.nv.ptx.execute import Launch, PTXFault, Regs
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
+DROP_ELEMS = 0   # chunks this large drop each register after its last use (measured: even small chunks gain, memory reused)
 enabled = True   # False: loops are stepped (tests compare both)
 _NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "ldmatrix", "cp", "membar", "fence", "bar", "barrier",
                        "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu"})
+READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
 _CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
          "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
 _INT = {1: (np.uint8, np.int8), 2: (np.uint16, np.int16), 4: (np.uint32, np.int32), 8: (np.uint64, np.int64)}
@@ -86,7 +88,12 @@ class LoopPlan:
   ifc_ops: list | None = None           # the carried region as ifconv.py's functions (then row_ops is None)
   ifc_fold: tuple[str, list[str], bool] | None = None   # (carried, x of each diamond, only carried read after) for a chain of nvcc MAX diamonds
   written: list[str] = field(default_factory=list)   # every register the body writes
+  live_out: set[str] = field(default_factory=set)    # those read after the loop: outside the body, or carried (see plan)
   invariant: list[str] = field(default_factory=list)  # registers read but not written
+  aff_cands: tuple | None = None   # (positions affine.Plan.step may take, invariants they read, every invariant) (_affine)
+  aff_hits: tuple | None = None    # (trips, the positions found affine in its runs of that many trips) (_affine)
+  aff_runs: int = 0
+  layout: tuple | None = None   # (the steps they were made for, {(affine positions, affine registers): _chunks' layout})
 
 
 def _pure(ins: Instr, e: Entry) -> bool:
@@ -126,6 +133,11 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
   P = LoopPlan(top, back)
   P.written, P.invariant = list(writes), [r for r in reads if r not in writes]
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
+  # a register the body writes matters after the loop only when an instruction outside the body reads it (the loop's own
+  # branch included) or the body reads it before writing it (a jump back to the top sees it): the others are not written back
+  outside = {r for j, ins in enumerate(instrs) if not top <= j < back
+             for r in _srcs(ins) + ([ins.pred] if ins.pred is not None else []) + (_dsts(ins) if ins.args and (ins.args[0].kind == "addr" or ins.op in READS_FIRST) else [])}
+  P.live_out = {r for r in writes if r in outside} | set(carried)
   for r in carried:
     w = writes[r]
     ins = instrs[w[0]]
@@ -150,6 +162,7 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if o.kind not in ("reg", "imm"): return None
   P.cond = (pw[0], cmp[0], s.types[0][0] == "s" and cmp[0] not in ("lo", "ls", "hi", "hs"), TYPES[s.types[0]], s.args[1:])
   P.tail = _tail(e, P, body, writes, reads)
+  P.live_out |= {r for i in P.tail for r in _srcs(instrs[i]) if r in writes}   # the tail runs after the loop, on their last values
   region_of = dict(P.region)
   links = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   P.srcs = {i: list(dict.fromkeys(links[i][0].xs[links[i][1]] if i in links else region_of[i] if i in region_of else _srcs(instrs[i]))) for i in body}
@@ -275,8 +288,9 @@ def trip_count(L: Launch, P: LoopPlan, limit: int) -> int | None:
   pos, cmp, signed, w, (a, b) = P.cond
   neg = L.e.instrs[P.back].pred_neg
   if all(o.kind == "imm" or ((r := L.regs.get(str(o.value))) is not None and r.size and r.min() == r.max()) for o in (a, b)):
-    L = _OneLane(L)   # every lane holds the same operands (the usual counted loop): one lane decides for all
-  k0, size = 0, 16
+    L, size = _OneLane(L), 4096   # every lane holds the same operands (the usual counted loop): one lane decides for all
+  else: size = 16
+  k0 = 0
   while k0 < limit:
     ks = np.arange(k0, min(k0 + size, limit), dtype=np.int64)
     x, y = _value(L, P, a, pos, ks, w, signed), _value(L, P, b, pos, ks, w, signed)
@@ -367,19 +381,30 @@ def _affine(L: Launch, P: LoopPlan, pairs: list, T: int, skip: dict, region: dic
   """The body positions computed as affine values (once, not per chunk), for each other position the affine registers it
   reads (made into rows before it runs), the affine registers' values after the loop, and the induction variables
   planned as affine values (emulators/nv/ptx/affine.py)."""
-  A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in P.invariant if r in L.regs})
+  if P.aff_cands is None:   # the positions Plan.step may find affine, and the invariants they read (seeded when first read)
+    cands = {i for i in range(P.top, P.back) if affine.candidate(L.e.instrs[i])}
+    P.aff_cands = (cands, [r for r in P.invariant if any(r in P.srcs[i] for i in cands)], set(P.invariant))
+  cands, inv, invariant = P.aff_cands
+  # the positions found affine in this loop's runs of T trips (one never found is tried again every 16th run: whether a
+  # position is affine follows from the loop's text and, through the bounds, from the values, which may change)
+  P.aff_runs += 1
+  if P.aff_hits is not None and P.aff_hits[0] == T and P.aff_runs % 16: cands = P.aff_hits[1]
+  A = AffinePlan(L.e, T, L.n, {r: L.regs.get(r) for r in inv if r in L.regs})
   for r, (_, step, w) in P.inductions.items(): A.seed(r, L.regs.get(r), step, w)
   seeded = set(A.cur)
   done: set[int] = set()
   needs: dict[int, list] = {}
+  cur = A.cur
   for i in range(P.top, P.back):
     ins = pairs[i][0]
-    if i not in skip and i not in region and (f := A.step(ins)) is not None:
+    if i in cands and i not in skip and i not in region and (f := A.step(ins)) is not None:
       done.add(i)
-      A.cur[ins.args[0].value] = f
+      cur[ins.args[0].value] = f
       continue
-    needs[i] = [(x, A.cur[x]) for x in P.srcs[i] if x in A.cur and x not in P.invariant]
-    for d in P.dsts[i]: A.cur.pop(d, None)
+    if cur:
+      needs[i] = [(x, cur[x]) for x in P.srcs[i] if x in cur and x not in invariant]
+      for d in P.dsts[i]: cur.pop(d, None)
+  P.aff_hits = (T, frozenset(done) | (P.aff_hits[1] if P.aff_hits is not None and P.aff_hits[0] == T else frozenset()))
   return done, needs, {r: f for r, f in A.cur.items() if r in P.written}, seeded
 
 
@@ -416,28 +441,57 @@ def _strided_load(W: Launch, s: tuple, k0: int, k: int, n: int) -> np.ndarray | 
   return W.global_affine(*s, k0, k, n)
 
 
-def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
-  n, everyone = L.n, L.everyone
-  K = max(1, min(T, CHUNK_ELEMS // n))
+@dataclass
+class _Layout:
+  """What a loop run does per chunk, from which positions are affine (`done`) and run after the loop (`late`): the same
+  for every run of a loop without affine planning (cached on its plan), else made per run."""
+  skip: dict[int, tuple[Acc, int]]
+  region: dict[int, list[str]]
+  region_out: set[str]
+  tail_out: set[str]
+  read: set[str]                 # registers a stepped instruction reads
+  keep: set[str]                 # chunk registers written back after the loop (their last row kept when dropped)
+  order: list[tuple]             # per position run in chunks: (i, ins, step, operands taken or None, dests, registers dropped after)
+
+
+def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dict) -> _Layout:
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   region = dict(P.region)
   region_out = {r for i in region for r in P.dsts[i]}
-  planned = affine.enabled and T >= affine.MIN_TRIPS
-  done, needs, after, seeded = _affine(L, P, pairs, T, skip, region) if planned else (set(), {}, {}, set())
-  late = set(P.tail) - done if planned else set()
   tail_out = {d for i in late for d in P.dsts[i]}
-  base = {r: L.regs[r] for r in P.inductions}
-  read = {x for i in range(P.top, P.back) if i not in done and i not in late for x in P.srcs[i]}
-  tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
-  strided = _strided_loads(P, pairs, needs) if planned else {}
+  run = [i for i in range(P.top, P.back) if i not in done and i not in late]
+  read = {x for i in run for x in P.srcs[i]}
   # each chunk register is dropped after its last use, so fresh results reuse memory; those written back keep their last row
   last_use: dict[str, int] = {}
-  for i in range(P.top, P.back):
-    if i in done or i in late: continue
+  for i in run:
     for r in P.srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
   drop_at: dict[int, list[str]] = {}
   for r, i in last_use.items(): drop_at.setdefault(i, []).append(r)
-  keep = set(P.written) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
+  keep = (set(P.written) & P.live_out) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
+  order = [(i, pairs[i][0], pairs[i][1], skip[i][0].xs[skip[i][1]] if i in skip else region[i] if i in region else None, P.dsts[i], drop_at.get(i))
+           for i in run]
+  return _Layout(skip, region, region_out, tail_out, read, keep, order)
+
+
+def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
+  n, everyone = L.n, L.everyone
+  K = max(1, min(T, CHUNK_ELEMS // n))
+  planned = affine.enabled and T >= affine.MIN_TRIPS
+  if planned:
+    done, needs, after, seeded = _affine(L, P, pairs, T, {i for a in P.accs for i in a.links}, dict(P.region))
+  else: done, needs, after, seeded = set(), {}, {}, set()
+  # the layout follows from which positions are affine (usually the same in every run of the loop): kept per plan
+  key = (planned, frozenset(done), frozenset(after))
+  if P.layout is None or P.layout[0] is not pairs: P.layout = (pairs, {})
+  if (lay := P.layout[1].get(key)) is None:
+    lay = _layout(P, pairs, done, set(P.tail) - done if planned else set(), after)
+    if len(P.layout[1]) < 8: P.layout[1][key] = lay
+  region, region_out, tail_out, keep = lay.region, lay.region_out, lay.tail_out, lay.keep
+  late = set(P.tail) - done if planned else set()
+  base = {r: L.regs[r] for r in P.inductions}
+  read = lay.read
+  tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
+  strided = _strided_loads(P, pairs, needs) if planned else {}
   lastrow: dict[str, np.ndarray] = {}
   W = None
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
@@ -456,33 +510,33 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
-    last_chunk = k0 + k == T
-    for i in range(P.top, P.back):
-      if i in done or i in late: continue
-      if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
-        W.pre = (pairs[i][0], raw)   # the load's address is never made into rows: it reads the block
-        W.ins, W._d = pairs[i][0], None
-        pairs[i][1](W)
-        W.pre = None
-        for d in P.dsts[i]: made.pop(d, None)
-        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
+    kept = keep if k0 + k == T else ()
+    drop = k * n >= DROP_ELEMS
+    for i, ins, f, xs, dsts, drops in lay.order:
+      if planned:
+        if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
+          W.pre = (ins, raw)   # the load's address is never made into rows: it reads the block
+          W.ins, W._d = ins, None
+          f(W)
+          W.pre = None
+          for d in dsts: made.pop(d, None)
+          if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
+          continue
+        for x, g in needs.get(i, ()):
+          if made.get(x) is not g:
+            W.regs[x] = g.rows(kk, n)
+            W.typed.pop(x, None)
+            made[x] = g
+      if xs is not None:   # a chain link or a region instruction: its operands are taken, it runs per iteration below
+        t = taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
+        if len(t) != len(xs): return False
+        if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
         continue
-      for x, f in needs.get(i, ()):
-        if made.get(x) is not f:
-          W.regs[x] = f.rows(kk, n)
-          W.typed.pop(x, None)
-          made[x] = f
-      if i in skip or i in region:
-        xs = skip[i][0].xs[skip[i][1]] if i in skip else region[i]
-        taken[i] = {x: W.regs.raw(x) for x in xs if x in W.regs}   # typed or bits
-        if len(taken[i]) != len(xs): return False
-        if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
-        continue
-      ins, f = pairs[i][0], pairs[i][1]
       W.ins, W._d = ins, None
       f(W)
-      for d in P.dsts[i]: made.pop(d, None)
-      if i in drop_at and not _drop(W, drop_at[i], keep if last_chunk else (), lastrow, n): return False
+      if made:
+        for d in dsts: made.pop(d, None)
+      if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
     if L.checked and any(d is not None for d in W.defined.values()): return False
     L.sel = everyone
     for a in P.accs:
@@ -508,6 +562,11 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   chain = {d for a in P.accs for d in a.dests}
   for r in P.written:
     if r in region_out or r in tail_out: continue   # already in L / made below
+    if r not in P.live_out:   # nothing reads its value after the loop: dropped, not computed
+      L.regs.pop(r, None)
+      L.typed.pop(r, None)
+      L.defined.pop(r, None)
+      continue
     if r in after:   # last written by an affine instruction: its value in the last iteration
       L.put_typed(r, after[r].last(T - 1, n), None)
       continue

@@ -84,7 +84,7 @@ def _run(L: Launch) -> None:
       steps += 1
       if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
       if ins.pred is not None:
-        pv, pd = L.bits(preds[cur])
+        pv, pd = L.pred(preds[cur])
         k = np.count_nonzero(pv) if pd is None or pd.all() else -1
         if k != 0 and k != everyone.size:   # diverges (or an undefined guard, reported below): back to per-lane PCs
           pc[everyone], uni = cur, None
@@ -120,10 +120,10 @@ def _run(L: Launch) -> None:
     if steps > X.MAX_STEPS: raise PTXFault("compute", f"more than {X.MAX_STEPS} instruction steps (an endless loop?)", ins)
     if ins.pred is not None:
       L.sel = sel
-      pv, pd = L.bits(preds[cur])
+      pv, pd = L.pred(preds[cur])
       if checked and pd is not None and not pd.all():
         raise PTXFault("compute", f"guard predicate {ins.pred} is undefined for {L.thread(int(np.flatnonzero(~pd)[0]))}", ins)
-      take = (pv != 0) != ins.pred_neg
+      take = pv != ins.pred_neg
       pc[sel[~take]] = cur + 1
       sel = sel[take]
       if not sel.size: continue
@@ -152,7 +152,7 @@ def _run(L: Launch) -> None:
 
 
 DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
-_READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
+_READS_FIRST = LOOPS.READS_FIRST   # instructions whose first operand is read
 
 
 def _dead_after(e: Entry) -> list[tuple[str, ...]]:

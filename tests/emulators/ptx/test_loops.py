@@ -228,3 +228,63 @@ def test_carried_region_matches_stepped(monkeypatch):
   assert taken == 1 and a.tobytes() == b.tobytes()
   x = data.reshape(16, 30)
   assert np.isnan(a[np.isnan(x).any(axis=1)]).all() and np.array_equal(a[~np.isnan(x).any(axis=1)], x[~np.isnan(x).any(axis=1)].max(axis=1))
+
+
+# registers the body writes, read after the loop as a store address (%rd7), a guard (%p2) and an operand (%r4), and
+# ones read nowhere after it (%r6, %r7: not written back)
+LIVE_OUT = kernel("""
+  mul.lo.s32 %r1, %r0, %r9;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r2, 0;
+L_top:
+  add.s32 %r5, %r1, %r2;
+  mul.wide.s32 %rd4, %r5, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  ld.global.f32 %f2, [%rd5];
+  mul.lo.s32 %r3, %r2, 3;
+  add.s32 %r4, %r3, %r0;
+  add.s64 %rd7, %rd3, 0;
+  setp.gt.f32 %p2, %f2, 0f00000000;
+  mul.lo.s32 %r6, %r2, 5;
+  add.s32 %r7, %r6, 1;
+  cvt.rn.f32.s32 %f6, %r7;
+  mul.rn.f32 %f7, %f6, %f2;
+  add.rn.f32 %f1, %f1, %f2;
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r9;
+  @%p1 bra L_top;
+  @%p2 add.rn.f32 %f1, %f1, 0f447A0000;
+  cvt.rn.f32.s32 %f5, %r4;
+  add.rn.f32 %f1, %f1, %f5;
+  st.global.f32 [%rd7], %f1;
+""")
+
+
+@pytest.mark.parametrize("nthreads, n", [(5, 7), (40, 33)])
+def test_registers_read_after_the_loop_are_written_back(monkeypatch, nthreads, n):
+  """The fast path writes back the registers read after the loop (as an address, a guard, an operand) with their last
+  iteration's values, and skips the ones nothing reads after it."""
+  from emulators.nv.ptx.parse import parse
+  (plan,) = loops.plans(parse(LIVE_OUT).entries["k"]).values()
+  assert {"%rd7", "%p2", "%r4", "%f1", "%r2"} <= plan.live_out and not {"%r5", "%r6", "%r7"} & plan.live_out
+  data = RNG.standard_normal(nthreads * n).astype(np.float32)
+  a, b, taken = both(monkeypatch, LIVE_OUT, nthreads, data, n)
+  assert taken and a.tobytes() == b.tobytes()
+  x = data.reshape(nthreads, n)
+  with np.errstate(all="ignore"):
+    acc = np.zeros(nthreads, np.float32)
+    for i in range(n): acc = acc + x[:, i]
+    acc = np.where(x[:, -1] > 0, acc + np.float32(1000), acc)
+    acc = acc + ((n - 1) * 3 + np.arange(nthreads)).astype(np.float32)
+  assert a.tobytes() == acc.tobytes()
+
+
+@pytest.mark.parametrize("drop", [0, 1 << 30])
+def test_chunk_registers_dropped_or_kept_give_the_stepped_bits(monkeypatch, drop):
+  """Chunk registers are dropped after their last use in large chunks (DROP_ELEMS) and kept in small ones: both give
+  the stepped loop's bits, registers read after the loop included."""
+  monkeypatch.setattr(loops, "DROP_ELEMS", drop)
+  data = RNG.standard_normal(24 * 19 * 2).astype(np.float32)
+  for src, n in ((SUM_CHAIN, 19), (LIVE_OUT, 19)):
+    a, b, taken = both(monkeypatch, src, 24, data, n)
+    assert taken and a.tobytes() == b.tobytes()

@@ -19,6 +19,12 @@ def _u64(n: int = 48) -> np.ndarray:
   return np.concatenate([np.array([0, 1, 2**63, 2**64 - 1, 2**32], np.uint64), RNG.integers(0, 2**64 - 1, n - 5, dtype=np.uint64)])
 
 
+def _f32_limits(n: int = 64) -> np.ndarray:
+  lim = np.array([2.0**31, -2.0**31, 2.0**32, 2147483520.0, -2147483904.0, 4294967040.0, -0.4, -0.5, -0.6, 0.5, 1.5, 2.5, -1.5,
+                  8388607.5, -8388608.5, 16777217.0], np.float32)
+  return np.concatenate([lim, _f32(n - len(lim))])
+
+
 CASES = [   # (instruction, input makers, input register types, output dtype, output register type)
   *[(f"{op}.rn.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.float32, "f32") for op in ("add", "sub", "mul")],
   ("add.f32 %d, %a, 0f3F800000", [_f32], ["f32"], np.float32, "f32"),
@@ -32,13 +38,36 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   ("setp.ne.s32 %d, %a, 250", [_u32], ["b32"], np.bool_, "pred"),
   ("setp.lt.f32 %p, %a, %b; selp.f32 %d, %a, 0fBF800000, %p", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
   ("setp.lt.u32 %p, %a, %b; selp.b32 %d, %a, %b, %p", [_u32, _u32], ["b32", "b32"], np.uint32, "b32"),
+  # a setp's bools read by guards (divergent: per-lane PCs) and by a selp of other bits
+  ("setp.gtu.f32 %p, %a, %b; @%p add.rn.f32 %d, %a, %b; @!%p mul.rn.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
+  ("setp.ne.s32 %p, %a, 7; selp.b64 %d, 5, -1, %p", [_u32], ["b32"], np.uint64, "b64"),
+  # integer neg and mad.lo (wrapping: INT_MIN, products past the width)
+  ("neg.s32 %d, %a", [_u32], ["b32"], np.uint32, "b32"), ("neg.s64 %d, %a", [_u64], ["b64"], np.uint64, "b64"),
+  *[(f"mad.lo.{t} %d, %a, %b, %c", [_u32, _u32, _u32], ["b32"] * 3, np.uint32, "b32") for t in ("s32", "u32")],
+  ("mad.lo.s32 %d, %a, 60, %b", [_u32, _u32], ["b32", "b32"], np.uint32, "b32"),
+  ("mad.lo.u64 %d, %a, %b, %c", [_u64, _u64, _u64], ["b64"] * 3, np.uint64, "b64"),
   *[(f"prmt.b32 %d, %a, %b, {c}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for c in (30212, 4180, 0x3210, 0x5432, 0x0123, 0x8888)],
   ("mov.b32 %d, %a", [_f32], ["f32"], np.uint32, "b32"), ("mov.f32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"),
   ("mov.b32 %d, 0f3FB8AA3B", [_f32], ["f32"], np.float32, "f32"), ("mov.b64 %d, 0d3FF0000000000001", [_u64], ["b64"], np.uint64, "b64"),
+  # constants read as another type of the width, NaN payloads, special registers (typed 32-bit values)
+  (".reg .f32 %q; mov.f32 %q, 0f7FC01234; add.rn.f32 %d, %q, %a", [_f32], ["f32"], np.uint32, "f32"),
+  (".reg .b32 %q; mov.b32 %q, 0fFF800001; mov.b32 %d, %q", [_f32], ["f32"], np.uint32, "b32"),
+  (".reg .b32 %q; mov.s32 %q, -5; add.s32 %d, %q, %a", [_u32], ["b32"], np.uint32, "b32"),
+  (".reg .b32 %q; mov.u32 %q, 7; shl.b32 %d, %a, %q", [_u32], ["b32"], np.uint32, "b32"),
+  (".reg .b32 %q; mov.u32 %q, %tid.x; mul.lo.s32 %d, %q, %a", [_u32], ["b32"], np.uint32, "b32"),
   *[(f"{op}.{t} %d, %a, {n}", [_u32], ["b32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32", "u32") for n in (0, 1, 23, 31)],
   *[(f"{op}.b64 %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for n in (0, 33, 63)],
   ("shr.s64 %d, %a, 7", [_u64], ["b64"], np.uint64, "b64"),
+  *[(f"{op}.{t} %d, %a, {n}", [_f32], ["f32"], np.uint32, "b32") for op in ("shl", "shr") for t in ("b32", "s32") for n in (1, 9)],   # a float's bits
+  # float -> int (saturating, NaN -> 0, each rounding) and int -> float conversions, around the limits
+  *[(f"cvt.{r}.{t}.f32 %d, %a", [_f32_limits], ["f32"], np.uint32, "b32") for r in ("rni", "rzi", "rmi", "rpi") for t in ("s32", "u32")],
+  *[(f"cvt.rn.f32.{t} %d, %a", [_u32], ["b32"], np.float32, "f32") for t in ("s32", "u32")],
+  *[(f"{op}.{t} %d, %a, {n}", [_u64], ["b64"], np.uint64, "b64") for op in ("shl", "shr") for t in ("s64", "u64") for n in (1, 40)],
   *[(f"{op}.b32 %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("and", "or", "xor") for v in ("%b", "-4096")],
+  # div/rem by an immediate (the renderer's constant divisors): signs, INT_MIN, powers of two, the largest divisors
+  *[(f"{op}.{t} %d, %a, {v}", [_u32], ["b32"], np.uint32, "b32") for op in ("div", "rem") for t in ("s32", "u32")
+    for v in ("32", "3", "-3", "-2147483648", "2147483647", "1", "4294967295")],
+  *[(f"{op}.{t} %d, %a, {v}", [_u64], ["b64"], np.uint64, "b64") for op in ("div", "rem") for t in ("s64", "u64") for v in ("7", "-1000000007", "1")],
 ]
 
 
@@ -98,3 +127,161 @@ def test_coalesced_byte_loads_match_byte_by_byte(o, between):
   assert res[0].tobytes() == res[1].tobytes()
   if not between:   # and it is the little-endian word at that offset
     assert res[0].tolist() == [int.from_bytes(buf[4 * t + o:4 * t + o + 4].tobytes(), "little") for t in range(32)]
+
+
+def test_division_by_an_immediate_is_predecoded():
+  """div/rem by a constant other than 0 (-1 when signed) take the pre-decoded step (the cases above compare its bits);
+  a register divisor, 0 and a signed -1 stay with the family handler (which reports a division by zero)."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  rem.s32 %r1, %r0, 32;
+  div.u32 %r1, %r0, 7;
+  div.s64 %rd1, %rd0, -9;
+  rem.s32 %r1, %r0, %r2;
+  div.u32 %r1, %r0, 0;
+  div.s32 %r1, %r0, -1;
+  ret;
+}
+"""
+  e = parse(src).entries["k"]
+  steps = fast.compile_entry(e)
+  kinds = ["_divrem_imm" in (f.__qualname__ if f is not None else "") for f in steps[:6]]
+  assert kinds == [True, True, True, False, False, False]
+
+
+SPECIALS = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd0, [out];
+  mov.u32 %r0, %tid.x;
+  mov.u32 %r1, %tid.y;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ctaid.y;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %nctaid.x;
+  mad.lo.s32 %r6, %r3, %r5, %r2;
+  mov.u32 %r7, %ntid.y;
+  mul.lo.s32 %r7, %r7, %r4;
+  mul.lo.s32 %r6, %r6, %r7;
+  mad.lo.s32 %r7, %r1, %r4, %r0;
+  add.s32 %r6, %r6, %r7;
+  mul.wide.u32 %rd1, %r6, 16;
+  add.s64 %rd2, %rd0, %rd1;
+  st.global.v4.u32 [%rd2], {%r0, %r1, %r2, %r3};
+  ret;
+}
+"""
+
+
+def test_special_registers_kept_per_launch_shape():
+  """Special registers are built once per launch shape and kept (read-only) for the next launch of that shape: launches
+  of different shapes, alternating, each read their own ids."""
+  from refgrad.device import Device
+  for grid, block in [((3, 2, 1), (4, 5, 1)), ((2, 3, 1), (5, 4, 1)), ((3, 2, 1), (4, 5, 1)), ((1, 1, 1), (7, 1, 1))]:
+    n = grid[0] * grid[1] * block[0] * block[1]
+    (out,) = Device["NV"].run_ptx(SPECIALS, "k", [np.zeros(n * 4, np.uint32)], grid=grid, block=block)
+    cy, cx, ty, tx = np.meshgrid(np.arange(grid[1]), np.arange(grid[0]), np.arange(block[1]), np.arange(block[0]), indexing="ij")
+    want = np.stack([tx, ty, cx, cy], -1).reshape(-1, 4).astype(np.uint32)
+    assert (out.reshape(-1, 4) == want).all(), (grid, block)
+
+
+def test_shifts_of_registers_as_wide_run_on_typed_values():
+  """shl/shr by an immediate of a register as wide as the type take the typed step (the cases above compare its bits)."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  shl.b32 %r1, %r0, 23;
+  shr.s32 %r1, %r0, 1;
+  shr.u64 %rd1, %rd0, 33;
+  ret;
+}
+"""
+  steps = fast.compile_entry(parse(src).entries["k"])
+  assert [f.__name__ for f in steps[:3]] == ["step_t"] * 3
+
+
+def test_common_conversions_are_predecoded():
+  """cvt float32 <-> 32-bit int with a rounding and nothing else take the pre-decoded step (the cases above compare its
+  bits); .ftz, .sat and other types stay with the family handler."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<4>;
+  cvt.rzi.s32.f32 %r1, %f0;
+  cvt.rni.u32.f32 %r1, %f0;
+  cvt.rn.f32.s32 %f1, %r0;
+  cvt.rzi.ftz.s32.f32 %r1, %f0;
+  cvt.rn.sat.f32.s32 %f1, %r0;
+  cvt.rzi.s64.f32 %rd1, %f0;
+  ret;
+}
+"""
+  steps = fast.compile_entry(parse(src).entries["k"])
+  assert [f.__name__ for f in steps[:6]] == ["f2i", "f2i", "i2f", "<lambda>", "<lambda>", "<lambda>"]
+
+
+def test_integer_neg_and_mad_are_predecoded():
+  """neg.s32 and mad.lo take their integer steps (the cases above compare the bits); neg.f32 keeps the float step,
+  mad.hi / mad.rn.f32 the family handler."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .f32 %f<4>;
+  neg.s32 %r1, %r0;
+  mad.lo.u32 %r1, %r0, %r2, %r3;
+  neg.f32 %f1, %f0;
+  mad.hi.s32 %r1, %r0, %r2, %r3;
+  mad.rn.f32 %f1, %f0, %f2, %f3;
+  ret;
+}
+"""
+  steps = fast.compile_entry(parse(src).entries["k"])
+  assert [f.__name__ for f in steps[:5]] == ["neg", "mad", "step", "<lambda>", "<lambda>"]
+
+
+def test_constants_and_special_registers_are_typed():
+  """mov of a constant or a special register into a 32-bit register keeps typed values (the cases above compare the
+  bits); a 64-bit constant keeps bits."""
+  from emulators.nv.ptx.parse import parse
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .reg .b32 %r<4>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<4>;
+  mov.f32 %f1, 0f3F800000;
+  mov.u32 %r1, 7;
+  mov.u32 %r2, %ctaid.x;
+  mov.b64 %rd1, 5;
+  ret;
+}
+"""
+  e = parse(src).entries["k"]
+  steps = fast.compile_entry(e)
+  assert [f.__qualname__.split(".")[0] + "." + f.__name__ for f in steps[:4]] == ["_mov_const.step", "_mov_const.step", "_mov.special", "_mov_const.<lambda>"]
