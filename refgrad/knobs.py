@@ -81,9 +81,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
        "what the NV device uploads: ptx = refgrad's own PTX renderer's module, run by the mock's PTX executor (default); ir = the "
        "serialized linear program; nvcc = the CUDA renderer's source compiled by `nvcc --ptx -arch=sm_80` and run by the PTX "
        "executor (cached like every compile)"),
-  Knob("AMD_CODE", "ir", _choice("ir", "isa"), "ir or isa",
-       "what the AMD device uploads: ir = the serialized linear program (default); isa = LLVM IR compiled by llvmlite for gfx1100, "
-       "the code object linked by refgrad and run as RDNA3 machine code by the mock (docs/hw/amd_code_object.md)"),
+  Knob("AMD_CODE", "isa", _choice("ir", "isa"), "ir or isa",
+       "what the AMD device uploads: isa = LLVM IR compiled by llvmlite for gfx1100, the code object linked by refgrad and run "
+       "as RDNA3 machine code by the mock (default; docs/hw/amd_code_object.md); ir = the serialized linear program"),
   Knob("NOOPT", False, _flag, "0 or 1", "1: kernels run unoptimized (no Opts)"),
   Knob("BEAM", 0, _count, "an integer >= 0", "n > 0: choose each kernel's Opts by a beam search of width n, timed on the device (cached)"),
   Knob("IGNORE_BEAM_CACHE", False, _flag, "0 or 1", "1: search again even when the BEAM cache has an entry (and overwrite it)"),

@@ -18,9 +18,9 @@ docs/hw/AMD.md; the formats are the tables of refgrad/hw/amd.py).
   u64 at +0x10 (the new write pointer, then `ring_doorbell(token)`). PM4 pointers count dwords, SDMA pointers bytes.
 
 Code paths (`AMD_CODE`, chosen in `CODE_PATHS`):
-- ir (default): kernels are rendered by PythonRenderer for the AMD target (WMMA 16x16x16 wave32 lane layouts; EMULATE may
+- ir: kernels are rendered by PythonRenderer for the AMD target (WMMA 16x16x16 wave32 lane layouts; EMULATE may
   name another) and uploaded as the RGL1 program image shared with NV, after a descriptor refgrad makes (`program_descriptor`).
-- isa: kernels are rendered to LLVM IR (refgrad/renderer/llvmir.py, amdgcn) and compiled by llvmlite for gfx1100 to a
+- isa (default): kernels are rendered to LLVM IR (refgrad/renderer/llvmir.py, amdgcn) and compiled by llvmlite for gfx1100 to a
   relocatable ELF object, which refgrad/runtime/amd_elf.py reads and links; the image, its kernel descriptor (LLVM's) and
   the dispatch registers are described in docs/hw/amd_code_object.md.
 Kernel arguments are laid out as on NV (u64 buffer VAs, then int32 variables), which is also LLVM's kernarg layout for

@@ -232,7 +232,7 @@ def test_isa_kernels_run_bit_exact_on_the_mock(amd: ops_amd.AMDDevice, monkeypat
 def test_amd_code_knob_picks_the_code_path():
   code = ("from refgrad.device import Device; d = Device['AMD']; "
           "print(type(d.renderer).__name__, type(d.compiler).__name__, d.runtime.func.__name__)")
-  for knob, want in (("isa", "AMDLLVMRenderer AMDLLVMCompiler AMDISAProgram"), ("ir", "AMDRenderer AMDCompiler AMDProgram"), ("", "AMDRenderer AMDCompiler AMDProgram")):
+  for knob, want in (("isa", "AMDLLVMRenderer AMDLLVMCompiler AMDISAProgram"), ("ir", "AMDRenderer AMDCompiler AMDProgram"), ("", "AMDLLVMRenderer AMDLLVMCompiler AMDISAProgram")):   # "": the default, isa
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, "MOCKGPU": "1", "AMD_CODE": knob})
     assert r.returncode == 0 and r.stdout.split() == want.split(), r.stdout + r.stderr
 
