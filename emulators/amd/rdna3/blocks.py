@@ -561,9 +561,17 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+_U64, _S32 = np.dtype(np.uint64), np.uint64(32)
+
+
 def _swrite(s: np.ndarray, d: int, w: int, r: Any) -> None:
-  """SGPRs d.. = r (uint64 per wave) as Machine.swrite writes them."""
+  """SGPRs d.. = r (uint64 per wave) as Machine.swrite writes them. A uint64 array is stored by assignment: numpy's cast
+  to uint32 keeps the low 32 bits, the `& 0xFFFFFFFF` of the general path (one call per dword instead of four)."""
   if r is None: return
+  if type(r) is np.ndarray and r.dtype == _U64:
+    s[:, d] = r
+    if w == 2: s[:, d + 1] = r >> _S32
+    if w <= 2: return
   val = np.asarray(r, np.uint64)
   for k in range(w): s[:, d + k] = ((val >> np.uint64(32 * k)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
