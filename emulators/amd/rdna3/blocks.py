@@ -585,19 +585,21 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
           f"  {names} = bv"]
 
 
-def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None) -> Block | None:
+def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None, skip: frozenset[int] = frozenset(),
+          stop: int | None = None) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
-  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad)."""
+  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad).
+  skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before."""
   g = _Gen(m)
   g.accs = accs
   insts: list[Inst] = []
   body: list[str] = []
   at = pc
   end: str | None = None
-  while len(insts) < MAX_INSTS:
+  while len(insts) < MAX_INSTS and at != stop:
     try: i = m.inst(at)
     except M.WaveFault: break   # undecodable: the interpreter faults when a wave gets there
-    if i.fmt == "SOPP" and i.op.name in E.NOPS:
+    if (i.fmt == "SOPP" and i.op.name in E.NOPS) or at in skip:
       at += i.size
       continue
     k = len(insts)
