@@ -200,7 +200,10 @@ class _Gen:
       if r + w > self.nv: return None   # the handler names the VGPR beyond RSRC1.VGPRS
       self.read(list(range(r, r + w)))
       if w == 1: return self.vreg(r, t)
-      return f"pair(v, {r}).view({self.const(dt, 'T')})"
+      if (p := self.pairs.get(r)) is None:   # made once until either dword is written (f64 operands are often read again)
+        p = self.pairs[r] = f"p{r}"
+        self.lines.append(f"{p} = pair(v, {r})")
+      return f"{p}.view({self.const(dt, 'T')})"
     if code < 128 and code != 124:
       if code + w > 128: return None
       self.sync(range(code, code + w))   # a mask this block computed, read as a scalar operand
