@@ -312,8 +312,8 @@ def _store(full: bool, lanes: np.ndarray, dst: np.ndarray, val: Any) -> None:
 def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> None:
   val = np.asarray(val)
   if dt.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dt} destination")
-  bits = val.astype(dt).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
-  _store(full, lanes, v[:, r, :], bits & np.uint64(0xFFFFFFFF))
+  bits = val.astype(dt, copy=False).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
+  _store(full, lanes, v[:, r, :], bits)   # the unsafe cast to uint32 keeps the low dword
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
 
 
@@ -322,7 +322,11 @@ def _intres(r: Any) -> None:
 
 
 def _pair(v: np.ndarray, r: int) -> np.ndarray:
-  return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
+  """VGPRs r, r+1 as one uint64 per lane (r the low dword): the two dwords side by side, read as little-endian uint64."""
+  out = np.empty((v.shape[0], v.shape[2], 2), "<u4")
+  out[..., 0] = v[:, r, :]
+  out[..., 1] = v[:, r + 1, :]
+  return out.view("<u8")[..., 0]
 
 
 
