@@ -49,9 +49,11 @@ SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
 
 
-def _scratch(size: int) -> np.ndarray:
-  buf = getattr(_LOCAL, "buf", None)
-  if buf is None or buf.size < size: buf = _LOCAL.buf = np.empty(size, U32)
+def _scratch(size: int, name: str = "buf") -> np.ndarray:
+  buf = getattr(_LOCAL, name, None)
+  if buf is None or buf.size < size:
+    buf = np.empty(size, U32)
+    setattr(_LOCAL, name, buf)
   return buf[:size]
 
 
@@ -276,7 +278,8 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   n, on = got
   if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
-  s0 = np.tile(m.s, (n, 1))
+  s0 = _scratch(N * 128, "sbuf").reshape(N, 128)   # every iteration's SGPRs: the batch's start, then the predictions
+  s0.reshape(n, W, 128)[:] = m.s
   for r, x in pred.items(): s0.reshape(n, W, 128)[:, :, r] = x[:n]
   lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
   reads = sorted(r for r in lp.block.vreads if r < m.nv)
