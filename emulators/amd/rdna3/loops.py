@@ -23,7 +23,11 @@ accumulators are then folded in iteration order by the row itself: its ufunc's `
 as `x + acc` only when no x is a NaN: x + acc == acc + x for np.add then), or one row call per add (many lanes). The
 machine takes the last iteration's registers. Anything else (a fault, a failed check, a row that is not a numpy ufunc:
 a seeded mutation) discards the batch and the loop runs block by block, so faults name the PC and lane they name
-without batches, checked mode reports what it reports, and a changed row takes effect either way."""
+without batches, checked mode reports what it reports, and a changed row takes effect either way.
+
+A loop whose carried VGPRs fail their prediction (no induction: a max chain) runs split from its next dispatch on
+(`Split`): the instructions depending on those VGPRs as a block of their own once per iteration, the rest as a batch
+first, whose iterations' registers the carried part reads; anything failing is undone and the blocks run the loop."""
 from __future__ import annotations
 
 import copy
