@@ -67,17 +67,22 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   proved algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008, Algorithm 5): the exact product uh + ul
   (Veltkamp/Dekker), th + tl = c + uh exactly (TwoSum), v = round-to-odd(tl + ul), result = round-to-nearest(th + v).
   Proved for binary64 without underflow or overflow, so lanes near the range ends (and zero/inf/NaN operands, and
-  results near the denormal range) take the exact per-lane path (`_fma64_exact`)."""
+  results near the denormal range) take the exact per-lane path (`_fma64_exact`). The arithmetic reuses its buffers
+  (`out=`): fresh arrays of a dispatch's size cost page faults, more than the operations."""
   A, B, C = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
   with np.errstate(all="ignore"):
-    aa, ab, ac = np.abs(A), np.abs(B), np.abs(C)
-    lo, hi = 2.0 ** -450, 2.0 ** 450
-    ok = (aa >= lo) & (aa <= hi) & (ab >= lo) & (ab <= hi) & ((ac == 0) | ((ac >= 2.0 ** -900) & (ac <= 2.0 ** 900)))
-    x, y, z = np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0)
+    ok = _in_range(A, 2.0 ** -450, 2.0 ** 450)
+    ok &= _in_range(B, 2.0 ** -450, 2.0 ** 450)
+    ok &= _in_range(C, 2.0 ** -900, 2.0 ** 900) | (C == 0)
+    every = bool(ok.all())   # the common case: no lane needs the operands replaced
+    x, y, z = (A, B, C) if every else (np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0))
     uh, ul = _two_prod(x, y)
     th, tl = _two_sum(z, uh)
-    r = th + _add_odd(tl, ul)
-    ok &= np.isfinite(r) & ((r == 0) | (np.abs(r) >= 2.0 ** -960))
+    r = _add_odd(tl, ul)
+    r += th
+    t = np.abs(r)
+    ok &= (t >= 2.0 ** -960) & (t <= np.finfo(np.float64).max) | (r == 0)   # finite, and zero or far from the denormals
+    if every and ok.all(): return r
     # a zero factor (the product is an exact +-0) or a non-finite operand: a*b + c rounds once, as fma does
     plain = (A == 0) | (B == 0) | ~(np.isfinite(A) & np.isfinite(B) & np.isfinite(C))
     r = np.where(plain, A * B + C, r)
@@ -87,32 +92,59 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   return r
 
 
+def _in_range(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+  """lo <= |x| <= hi (False for NaN)."""
+  t = np.abs(x)
+  return (t >= lo) & (t <= hi)
+
+
 def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow)."""
   p = a * b
-  def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    t = 134217729.0 * x
-    h = t - (t - x)
-    return h, x - h
-  ah, al = split(a)
-  bh, bl = split(b)
-  return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+  ah, al = _split(a)
+  bh, bl = _split(b)
+  e = ah * bh          # e = ((ah*bh - p) + ah*bl + al*bh) + al*bl, left to right, in place
+  e -= p
+  t = np.multiply(ah, bl, out=ah)
+  e += t
+  t = np.multiply(al, bh, out=ah)
+  e += t
+  t = np.multiply(al, bl, out=ah)
+  e += t
+  return p, e
+
+
+def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """Veltkamp's split: x == h + l with h of 26 significant bits (h = t - (t - x), t = (2^27 + 1) x)."""
+  t = x * 134217729.0
+  d = t - x
+  h = np.subtract(t, d, out=t)
+  return h, np.subtract(x, h, out=d)
 
 
 def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """s + e == a + b exactly (Knuth's TwoSum)."""
+  """s + e == a + b exactly (Knuth's TwoSum): e = (a - (s - bb)) + (b - bb), bb = s - a."""
   s = a + b
   bb = s - a
-  return s, (a - (s - bb)) + (b - bb)
+  t = s - bb
+  e = np.subtract(a, t, out=t)
+  bb = np.subtract(b, bb, out=bb)
+  e += bb
+  return s, e
 
 
 def _add_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   """a + b rounded to odd: the nearest sum, moved one ulp toward the exact sum when inexact with an even last bit."""
   s, e = _two_sum(a, b)
   bits = s.view(np.uint64)
-  fix = (e != 0) & ((bits & np.uint64(1)) == 0)
+  fix = (bits & np.uint64(1)) == 0
+  fix &= e != 0
   away = (e > 0) == (s > 0)   # the exact sum is larger in magnitude than s
-  return np.where(fix, np.where(away, bits + np.uint64(1), bits - np.uint64(1)), bits).view(np.float64)
+  # +1 ulp away from zero, else -1: the bit pattern moves by +1 or by -1 (uint64 wraps), only where fix
+  step = np.where(away, np.uint64(1), np.uint64(0xFFFFFFFFFFFFFFFF))
+  step *= fix
+  bits += step
+  return s
 
 
 def _fma64_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

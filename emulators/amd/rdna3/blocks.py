@@ -203,7 +203,10 @@ class _Gen:
       if r + w > self.nv: return None   # the handler names the VGPR beyond RSRC1.VGPRS
       self.read(list(range(r, r + w)))
       if w == 1: return self.vreg(r, t)
-      return f"pair(v, {r}).view({self.const(dt, 'T')})"
+      if (p := self.pairs.get(r)) is None:   # made once until either dword is written (f64 operands are often read again)
+        p = self.pairs[r] = f"p{r}"
+        self.lines.append(f"{p} = pair(v, {r})")
+      return f"{p}.view({self.const(dt, 'T')})"
     if code < 128 and code != 124:
       if code + w > 128: return None
       self.sync(range(code, code + w))   # a mask this block computed, read as a scalar operand
@@ -312,8 +315,8 @@ def _store(full: bool, lanes: np.ndarray, dst: np.ndarray, val: Any) -> None:
 def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> None:
   val = np.asarray(val)
   if dt.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dt} destination")
-  bits = val.astype(dt).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
-  _store(full, lanes, v[:, r, :], bits & np.uint64(0xFFFFFFFF))
+  bits = val.astype(dt, copy=False).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
+  _store(full, lanes, v[:, r, :], bits)   # the unsafe cast to uint32 keeps the low dword
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
 
 
@@ -322,7 +325,11 @@ def _intres(r: Any) -> None:
 
 
 def _pair(v: np.ndarray, r: int) -> np.ndarray:
-  return v[:, r, :].astype(np.uint64) | (v[:, r + 1, :].astype(np.uint64) << np.uint64(32))
+  """VGPRs r, r+1 as one uint64 per lane (r the low dword): the two dwords side by side, read as little-endian uint64."""
+  out = np.empty((v.shape[0], v.shape[2], 2), "<u4")
+  out[..., 0] = v[:, r, :]
+  out[..., 1] = v[:, r + 1, :]
+  return out.view("<u8")[..., 0]
 
 
 
@@ -573,9 +580,17 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+_U64, _S32 = np.dtype(np.uint64), np.uint64(32)
+
+
 def _swrite(s: np.ndarray, d: int, w: int, r: Any) -> None:
-  """SGPRs d.. = r (uint64 per wave) as Machine.swrite writes them."""
+  """SGPRs d.. = r (uint64 per wave) as Machine.swrite writes them. A uint64 array is stored by assignment: numpy's cast
+  to uint32 keeps the low 32 bits, the `& 0xFFFFFFFF` of the general path (one call per dword instead of four)."""
   if r is None: return
+  if type(r) is np.ndarray and r.dtype == _U64:
+    s[:, d] = r
+    if w == 2: s[:, d + 1] = r >> _S32
+    if w <= 2: return
   val = np.asarray(r, np.uint64)
   for k in range(w): s[:, d + k] = ((val >> np.uint64(32 * k)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
@@ -589,19 +604,21 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
           f"  {names} = bv"]
 
 
-def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None) -> Block | None:
+def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None, skip: frozenset[int] = frozenset(),
+          stop: int | None = None) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
-  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad)."""
+  VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad).
+  skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before."""
   g = _Gen(m)
   g.accs = accs
   insts: list[Inst] = []
   body: list[str] = []
   at = pc
   end: str | None = None
-  while len(insts) < MAX_INSTS:
+  while len(insts) < MAX_INSTS and at != stop:
     try: i = m.inst(at)
     except M.WaveFault: break   # undecodable: the interpreter faults when a wave gets there
-    if i.fmt == "SOPP" and i.op.name in E.NOPS:
+    if (i.fmt == "SOPP" and i.op.name in E.NOPS) or at in skip:
       at += i.size
       continue
     k = len(insts)

@@ -23,7 +23,11 @@ accumulators are then folded in iteration order by the row itself: its ufunc's `
 as `x + acc` only when no x is a NaN: x + acc == acc + x for np.add then), or one row call per add (many lanes). The
 machine takes the last iteration's registers. Anything else (a fault, a failed check, a row that is not a numpy ufunc:
 a seeded mutation) discards the batch and the loop runs block by block, so faults name the PC and lane they name
-without batches, checked mode reports what it reports, and a changed row takes effect either way."""
+without batches, checked mode reports what it reports, and a changed row takes effect either way.
+
+A loop whose carried VGPRs fail their prediction (no induction: a max chain) runs split from its next dispatch on
+(`Split`): the instructions depending on those VGPRs as a block of their own once per iteration, the rest as a batch
+first, whose iterations' registers the carried part reads; anything failing is undone and the blocks run the loop."""
 from __future__ import annotations
 
 import copy
@@ -49,9 +53,11 @@ SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
 
 
-def _scratch(size: int) -> np.ndarray:
-  buf = getattr(_LOCAL, "buf", None)
-  if buf is None or buf.size < size: buf = _LOCAL.buf = np.empty(size, U32)
+def _scratch(size: int, name: str = "buf") -> np.ndarray:
+  buf = getattr(_LOCAL, name, None)
+  if buf is None or buf.size < size:
+    buf = np.empty(size, U32)
+    setattr(_LOCAL, name, buf)
   return buf[:size]
 
 
@@ -68,6 +74,21 @@ class Loop:
   after: frozenset[int]      # SGPRs the body writes before the compare (it reads the iteration's updated value)
   exit_pc: int               # where the loop goes on when the branch is not taken
   failed: bool = False       # a batch's carried registers were not what was predicted: not tried again
+  badv: frozenset[int] = frozenset()   # the carried VGPRs whose prediction failed (what a Split steps)
+  split: Split | None = None   # the loop as a batched part and a stepped part (`_split`), once badv is known
+  nosplit: bool = False      # no Split applies
+
+
+@dataclass
+class Split:
+  """A loop whose carried VGPRs are no inductions (softmax's NaN-exact max): the instructions that depend on them,
+  directly or through registers they wrote (the carried part), run once per iteration as a block of their own on the
+  waves as they are; the rest (loads, addresses, the counter and the exit compare) runs as one batch (`_batch`) first,
+  and its registers the carried part reads are set from that batch's iteration before each of its runs."""
+  floop: Loop                # the batched part as a loop of its own (its block skips the carried part)
+  cblock: B.Block            # the carried part, one iteration (it skips the rest and ends before the branch)
+  inject: tuple[tuple[str, int], ...]    # registers ("v"/"s", number) the carried part reads as the batched part left them
+  restore: tuple[tuple[str, int], ...]   # registers both parts write whose last write in the body is the batched part's
 
 
 def _sgpr_dsts(i: Inst) -> set[int] | None:
@@ -83,7 +104,7 @@ def _sgpr_dsts(i: Inst) -> set[int] | None:
   return None
 
 
-def analyze(m: Any, pc: int, b: B.Block) -> Loop | None:
+def analyze(m: Any, pc: int, b: B.Block, skip: frozenset[int] = frozenset()) -> Loop | None:
   last = b.insts[-1]
   if last.op.name not in ("s_cbranch_scc0", "s_cbranch_scc1") or branch_target(last) != pc or b.opaque: return None
   cv = b.vreads & b.vwritten
@@ -106,7 +127,7 @@ def analyze(m: Any, pc: int, b: B.Block) -> Loop | None:
   accs, lb = set(cv), b
   while accs:
     bad: set[int] = set()
-    if (lb := B.build(m, pc, frozenset(accs), bad)) is not None: break
+    if (lb := B.build(m, pc, frozenset(accs), bad, skip)) is not None: break
     if not bad: return None
     accs -= bad
   if lb is None or len(lb.insts) != len(b.insts) or lb.opaque: lb, accs = b, set()
@@ -134,7 +155,10 @@ def loop_at(m: Any, pc: int, b: B.Block) -> Loop | None:
     d = LOOPS[key] = {}
   if pc not in d: d[pc] = analyze(m, pc, b)
   lp = d[pc]
-  return None if lp is None or lp.failed else lp
+  if lp is not None and lp.failed and lp.badv and lp.split is None and not lp.nosplit:
+    lp.split = _split(m, pc, lp, b)
+    lp.nosplit = lp.split is None
+  return None if lp is None or (lp.failed and (lp.split is None or lp.split.floop.failed)) else lp
 
 
 def _predict(pairs: tuple[tuple[int, int], ...], prev: dict[int, np.ndarray], cur: dict[int, np.ndarray], n: int) -> dict[int, np.ndarray]:
@@ -188,6 +212,7 @@ def before(m: Any, lp: Loop) -> tuple[np.ndarray, np.ndarray]:
 def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   """After one iteration ran as a block (the state before it: `before`), the next iterations as one batch, while the
   waves stay in the loop (at most what MAX_BYTES allows); False: nothing done (the caller goes on block by block)."""
+  if lp.failed: return lp.split is not None and _carried(m, lp, prev)
   got = _packed(m, lp, prev)
   return _batch(m, lp, prev) if got is None else got
 
@@ -245,7 +270,7 @@ def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | Non
   return True
 
 
-def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
+def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | None = None) -> bool:
   row = X.VALU["v_add_f32"]
   if lp.accs and not (isinstance(row, np.ufunc) and row.nin == 2): return False
   W = m.W
@@ -257,7 +282,8 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   n, on = got
   if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
-  s0 = np.tile(m.s, (n, 1))
+  s0 = _scratch(N * 128, "sbuf").reshape(N, 128)   # every iteration's SGPRs: the batch's start, then the predictions
+  s0.reshape(n, W, 128)[:] = m.s
   for r, x in pred.items(): s0.reshape(n, W, 128)[:, :, r] = x[:n]
   lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
   reads = sorted(r for r in lp.block.vreads if r < m.nv)
@@ -294,10 +320,9 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   if any(r not in pred or not (e3[:-1, :, r] == pred[r][1:n]).all() for r in lp.carried):
     lp.failed = True
     return False
-  for r, x in vpred.items():
-    if not ((mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]) | ~lanes).all():
-      lp.failed = True
-      return False
+  if bad := frozenset(r for r, x in vpred.items() if not ((mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]) | ~lanes).all()):
+    lp.failed, lp.badv = True, bad
+    return False
   if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
   wr = sorted(r for r in lp.block.vwritten if r < m.nv)
   # the VGPRs read and not listed as written end as they began (a handler writing one unlisted: no batch)
@@ -326,6 +351,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
     out = m.v[:, r, :].copy()
     out.reshape(-1)[sel] = res.view(U32)
     results[r] = out
+  if grab is not None: grab["mx"], grab["n"] = mx, n   # every iteration's registers, for a Split's carried part
   last = slice((n - 1) * W, N)
   m.s[:] = mx.s[last]
   m.scc[:] = mx.scc[last]
@@ -338,5 +364,116 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   m.touched.update(mx.touched)
   m.steps += n * len(lp.block.insts)
   m.batches += 1
+  m._lanes = None
+  return True
+
+
+VALU_FMTS = ("VOP1", "VOP2", "VOP3", "VOPC", "VOPD", "VOP3P")
+SNAP_BYTES = 16 << 20   # a Split's state snapshot (to undo a failed carried part) at most this big
+
+
+def _rw(m: Any, i: Inst) -> tuple[set[tuple], set[tuple]] | None:
+  """The registers one instruction reads and writes, as its own one-instruction block lists them (("v", VGPR dword),
+  ("s", SGPR), ("scc",)); None where no block lists them."""
+  one = B.build(m, i.pc, stop=i.pc + i.size)
+  if one is None or one.opaque or len(one.insts) != 1: return None
+  rd = {("v", r) for r in one.vreads} | {("s", c) for c in (*one.sreads, *one.lreads, *one.sall)}
+  wr = {("v", r) for r in one.vwritten} | {("s", c) for c in one.swritten}
+  if i.fmt in (*SALU, "SOPC"): rd, wr = rd | {("scc",)}, wr | {("scc",)}   # SALU: SCC read and written (conservatively)
+  elif any(k.startswith(("src", "ssrc")) and v == 253 for k, v in i.f.items()): rd.add(("scc",))
+  return rd, wr
+
+
+def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
+  """The carried part: the instructions reading a failed prediction's VGPRs or what such an instruction wrote (to a
+  fixpoint over the back edge); it must be VALU work only, read what the rest wrote only where the rest's last write
+  of it in the iteration came first (that value is the batch's end of iteration), and read the rest's writes from
+  the iteration before nowhere. None where it does not apply."""
+  body, br = b.insts[:-1], b.insts[-1]
+  sets = [_rw(m, i) for i in body]
+  if any(x is None for x in sets) or any(i.fmt == "SOPP" for i in body): return None
+  rw: list[tuple[set[tuple], set[tuple]]] = sets   # type: ignore[assignment]
+  T = {("v", r) for r in lp.badv}
+  tainted = [False] * len(body)
+  for _ in range(len(body) + 2):
+    changed = False
+    for k, (rd, wr) in enumerate(rw):
+      if not tainted[k] and rd & T: tainted[k] = changed = True
+      if tainted[k]: T |= wr
+      else: T -= wr
+    if not changed: break
+  C = [k for k in range(len(body)) if tainted[k]]
+  if not C or tainted[body.index(lp.cmp)]: return None
+  if any(body[k].fmt not in VALU_FMTS or ("scc",) in rw[k][0] | rw[k][1] for k in C): return None
+  def writers(x: tuple) -> list[int]: return [j for j in range(len(body)) if x in rw[j][1]]
+  inject, carried_c = set(), set()
+  for k in C:
+    for x in rw[k][0]:
+      ws = writers(x)
+      before = [j for j in ws if j < k]
+      if before:
+        if tainted[before[-1]]: continue   # the carried part's own value of this iteration
+        if any(not tainted[j] for j in ws if j > k): return None   # the rest writes it again later in the iteration
+        fw = [j for j in ws if not tainted[j]]
+        if any(tainted[j] and j < fw[-1] for j in ws): return None   # the carried part wrote it before the rest's last write
+        inject.add(x)
+      elif ws:
+        if not tainted[ws[-1]]: return None   # the rest's value from the iteration before
+        carried_c.add(x)
+  if inject & carried_c: return None
+  restore = {x for x in set().union(*(rw[j][1] for j in C)) if (ws := writers(x)) and not tainted[ws[-1]]}
+  cpcs = frozenset(body[k].pc for k in C)
+  fb = B.build(m, pc, skip=cpcs)
+  if fb is None or len(fb.insts) != len(body) - len(C) + 1 or fb.insts[-1] is not br: return None
+  if (fl := analyze(m, pc, fb, cpcs)) is None or fl.cmp is not lp.cmp or not set(fl.vcarried) <= set(lp.vcarried): return None
+  cb = B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc)
+  if cb is None or len(cb.insts) != len(C) or cb.opaque: return None
+  return Split(fl, cb, tuple(sorted(inject)), tuple(sorted(restore)))
+
+
+def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
+  """A Split loop: the batched part as one batch (it sets the machine to its last iteration), then the carried part
+  once per iteration with the registers it reads from the batched part set from that iteration (enabled lanes), then
+  the registers the batched part writes last back. Anything failing undoes it all (the blocks run the loop)."""
+  sp = lp.split
+  assert sp is not None
+  fl, W = sp.floop, m.W
+  if fl.failed or m.v.nbytes > SNAP_BYTES: return False
+  snap = (m.s.copy(), m.v.copy(), None if m.vinit is None else m.vinit.copy(), m.scc.copy(), m.pc.copy(),
+          {k: list(v) for k, v in m.touched.items()}, m.steps, m.batches)
+  out: dict = {}
+  if not _batch(m, fl, (prev[0], prev[1][:, [lp.vcarried.index(r) for r in fl.vcarried], :]), out): return False
+  mx, n = out["mx"], out["n"]
+  lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+  every = bool(lanes.all())
+  fin = {x: (m.v[:, x[1], :] if x[0] == "v" else m.s[:, x[1]]).copy() for x in sp.restore}
+  pc, scc, idx = m.pc.copy(), m.scc.copy(), m._idx
+  bound, m.bound = m.bound, {}
+  ok = True
+  try:
+    with np.errstate(all="ignore"):
+      for t in range(n):
+        rows = slice(t * W, (t + 1) * W)
+        for kind, r in sp.inject:
+          if kind == "s": m.s[:, r] = mx.s[rows, r]
+          else: m.v[:, r, :] = mx.v[rows, r, :] if every else np.where(lanes, mx.v[rows, r, :], m.v[:, r, :])
+        if not sp.cblock.fn(m, idx):
+          ok = False
+          break
+  except Exception: ok = False   # a fault: the blocks rerun the loop and name it
+  finally: m.bound = bound
+  if not ok:
+    m.s[:], m.v[:], m.scc[:], m.pc[:] = snap[0], snap[1], snap[3], snap[4]
+    if m.vinit is not None: m.vinit[:] = snap[2]
+    m.touched.clear()
+    m.touched.update(snap[5])
+    m.steps, m.batches = snap[6], snap[7]
+    m._lanes = None
+    return False
+  for (kind, r), x in fin.items():
+    if kind == "v": m.v[:, r, :] = x
+    else: m.s[:, r] = x
+  m.pc[:], m.scc[:] = pc, scc
+  m.steps += n * len(sp.cblock.insts)
   m._lanes = None
   return True

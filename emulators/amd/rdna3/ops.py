@@ -192,7 +192,7 @@ PK: dict[str, tuple[type, Callable[..., np.ndarray]]] = {
 
 
 # SALU: name -> f(sources as uint64 arrays, scc) -> (result uint64, new SCC or None)
-def _s32(x: np.ndarray) -> np.ndarray: return ((x & M32).astype(np.uint32)).view(np.int32).astype(np.int64)
+def _s32(x: np.ndarray) -> np.ndarray: return x.astype(np.uint32).view(np.int32).astype(np.int64)   # the cast keeps the low dword
 
 
 def _nz(x: np.ndarray) -> np.ndarray: return x != 0
@@ -262,7 +262,7 @@ SALU: dict[str, Callable[..., tuple[np.ndarray, np.ndarray | None]]] = {
 
 def _ovf(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """Signed 32-bit add/sub: the wrapped result and SCC = signed overflow."""
-  return r.astype(np.uint64) & M32, (r > 0x7FFFFFFF) | (r < -0x80000000)
+  return r.astype(np.uint32).astype(np.uint64), (r + 0x80000000).view(np.uint64) > M32   # outside [-2^31, 2^31): r + 2^31 outside [0, 2^32)
 
 
 def _nzr(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]: return r, r != 0

@@ -91,3 +91,34 @@ def test_fma64_vectorized_is_exact():
   got = A.fma(a, b, c)
   want = np.array([float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())])
   np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_fma64_fast_path_matches_exact_path():
+  """The buffer-reusing emulated f64 fma against the exact per-lane path (`_fma64_exact`, rational arithmetic) on every
+  combination of special operands (signed zeros, infinities, NaN, denormals, the range ends of the fast path) and on
+  random operands over the whole exponent range, with cancellations and raw bit patterns: bit for bit."""
+  sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.0 ** -1022, np.finfo(np.float64).max, -np.finfo(np.float64).max,
+                 1.0, -1.0, 2.0 ** -450, 2.0 ** 450, 2.0 ** -900, 2.0 ** 900, 2.0 ** -960, 3.0, 1 / 3, 2.0 ** -27, 2.0 ** 511, 2.0 ** -537])
+  cube = np.array(np.meshgrid(sp, sp, sp)).reshape(3, -1)
+  rng = np.random.default_rng(11)
+  n = 3000
+  with np.errstate(all="ignore"):
+    a = np.ldexp(rng.uniform(1, 2, n), rng.integers(-1080, 1030, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+    b = np.ldexp(rng.uniform(1, 2, n), rng.integers(-1080, 1030, n))
+    c = np.where(rng.random(n) < 0.4, -(a * b) * (1 + rng.integers(-3, 4, n) * 2.0 ** -52), np.ldexp(rng.standard_normal(n), rng.integers(-1080, 1030, n)))
+  m = rng.random(n) < 0.5   # moderate exponents: the proved fast path
+  a[m], b[m] = rng.standard_normal(m.sum()), rng.standard_normal(m.sum())
+  c[m] = np.where(rng.random(m.sum()) < 0.5, -(a[m] * b[m]) * (1 + rng.integers(-3, 4, m.sum()) * 2.0 ** -52), rng.standard_normal(m.sum()))
+  c[100:400], a[100:400] = 1.0, 2.0 ** -27   # a*b at half an ulp of c, or next to it: ties of the final rounding
+  b[100:400] = 2.0 ** -26 * (1 + rng.integers(-1, 2, 300) * 2.0 ** -52)
+  a[:50] = rng.integers(0, 2 ** 64, 50, dtype=np.uint64).view(np.float64)   # raw bit patterns: NaN payloads, denormals
+  for x, y, z in (cube, (a, b, c)):
+    got = A.fma(x, y, z)
+    want = A._fma64_exact(x, y, z)
+    # a zero factor or a non-finite operand: x*y + z as numpy computes it (one rounding; the NaN an invalid operation
+    # makes is the array unit's, which the per-lane scalar path does not give with the same sign)
+    with np.errstate(all="ignore"): plain = (x == 0) | (y == 0) | ~(np.isfinite(x) & np.isfinite(y) & np.isfinite(z)), x * y + z
+    want = np.where(plain[0], plain[1], want)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+  every = rng.standard_normal((3, 2000))   # every lane on the fast path (no operand replaced)
+  np.testing.assert_array_equal(A.fma(*every).view(np.uint64), A._fma64_exact(*every).view(np.uint64))

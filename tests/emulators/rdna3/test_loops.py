@@ -210,6 +210,8 @@ done:
   ret void
 }}"""
 
+LANE_MAXIMUM = LANE_MAX.replace("@lane_max", "@lane_maximum").replace("@llvm.maxnum.f32", "@llvm.maximum.f32")
+
 LANE_SEL = LANE_ACC.replace("@lane_acc", "@lane_sel").replace("""  %w = fmul float %v, 3.0
 """, """  %lt = fcmp olt float %v, 0.5
   %w = select i1 %lt, float %v, float 2.0
@@ -219,7 +221,7 @@ _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_SEL))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_SEL))[0]))
   return _MOD[name]
 
 
@@ -356,12 +358,21 @@ def test_vgpr_inductions_per_lane():
   assert same(got[0], ref, out)
 
 
-def test_a_recurrence_that_is_no_induction_is_not_batched():
-  """acc = max(acc, x) carries a VGPR that is neither an add chain nor linear: the prediction fails its check once, the
-  loop runs block by block, and later dispatches do not try again."""
+@pytest.mark.parametrize("name", ["lane_max", "lane_maximum"])
+def test_a_recurrence_that_is_no_induction_runs_split(name):
+  """acc = max(acc, x) (maxnum: one v_max_f32; maximum: LLVM's NaN-exact compare/select sequence, softmax's) carries a
+  VGPR that is neither an add chain nor linear: the prediction fails its check once (that dispatch runs block by block);
+  later dispatches run the loop split (loops.Split): the loads and the counter as one batch, the max chain once per
+  iteration; the same buffers, registers and definedness as block by block and stepped, NaN payloads included."""
+  LP.LOOPS.clear()
   rng = np.random.default_rng(9)
-  for _ in range(2): three_ways("lane_max", [wide(rng, NL), wide(rng, NL * 12)], (12,), batches=False)
-  assert any(lp is not None and lp.failed for d in LP.LOOPS.values() for lp in d.values())
+  a = wide(rng, NL * 12)
+  a[::13], a[5::17] = 0.0, -0.0   # zeros of both signs: max's +0 > -0
+  a[3::11] = nans([0x1, 0x80000002, 0x3, 0x80000004] * 64)[:a[3::11].size]   # NaNs of both signs and several payloads
+  three_ways(name, [wide(rng, NL), a], (12,), batches=False)
+  assert any(lp is not None and lp.failed and lp.badv for d in LP.LOOPS.values() for lp in d.values())
+  three_ways(name, [wide(rng, NL), a], (12,), batches=True)
+  assert any(lp is not None and lp.split is not None for d in LP.LOOPS.values() for lp in d.values())
 
 
 def test_packed_lanes(monkeypatch):
