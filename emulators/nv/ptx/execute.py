@@ -83,6 +83,22 @@ class Regs(dict):
     return dict.get(self, k)
 
 
+_ELEM = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
+def _lane_stride(a: np.ndarray | int, n: int) -> tuple[int, int] | None:
+  """(first address, bytes between neighbouring lanes) when a's n lane addresses are evenly spaced upwards (one address:
+  spacing 0), else None."""
+  if not isinstance(a, np.ndarray): return int(a), 0
+  if a.size != n or n == 0: return None
+  a0 = int(a[0])
+  if n == 1: return a0, 0
+  s = int(a[1]) - a0
+  if s < 0 or int(a[-1]) - a0 != s * (n - 1): return None
+  if n > 2 and not np.array_equal(a, np.arange(n, dtype=a.dtype) * a.dtype.type(s) + a.dtype.type(a0)): return None
+  return a0, s
+
+
 class Launch:
   """The state of one launch of one entry."""
   def __init__(self, entry: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes, vm: Any,
@@ -436,6 +452,11 @@ class Launch:
     lo, hi = alo + min(b * k0, b * (k0 + ks - 1)), ahi + max(b * k0, b * (k0 + ks - 1)) + w
     r = self.vm.find(lo) if lo >= 0 else None
     if r is None or hi > r.end or r.va % w or (self.checked and r.mem.bits is not None): return None
+    if (g := _lane_stride(a, n)) is not None and b >= 0:
+      # lanes evenly spaced (s >= 0 bytes apart): the rows are one strided view of the mapping, copied at once (no index arrays)
+      a0, s = g
+      view = np.ndarray((ks, n), _ELEM.get(w) or np.dtype(f"V{w}"), r.mem.data, a0 - r.va + b * k0, (b, s))
+      return np.ascontiguousarray(view).view(np.uint8).reshape(-1, w)
     rel = (a - r.va) // w
     ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
       ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]

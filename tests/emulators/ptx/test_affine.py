@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emulators.nv.ptx import affine, loops
+from emulators.nv.ptx import affine, execute, loops
 from emulators.nv.ptx.parse import parse
 from refgrad.device import Device
 
@@ -233,6 +233,9 @@ def test_strided_views_and_gathers_give_the_stepped_bits(monkeypatch, nthreads, 
   """Strided blocks of .v4 loads (lanes evenly spaced) and of scalar loads (lanes not evenly spaced: t * t) give the
   stepped loop's bits (a NaN payload kept) and numpy's sums."""
   blocks = _count_blocks(monkeypatch)
+  spaced: list[bool] = []   # whether each block was one strided view (lanes evenly spaced) rather than a gather
+  orig = execute._lane_stride
+  monkeypatch.setattr(execute, "_lane_stride", lambda a, n: spaced.append((g := orig(a, n)) is not None) or g)
   monkeypatch.setattr(affine, "MIN_TRIPS", 1)
   size = max(nthreads * n * 4 + 4, (nthreads - 1) ** 2 + n + 1)
   data = RNG.standard_normal(size).astype(np.float32)
@@ -243,6 +246,7 @@ def test_strided_views_and_gathers_give_the_stepped_bits(monkeypatch, nthreads, 
   assert planned and planned[0] >= 6   # the index and address arithmetic of both loads
   assert res[0] == res[1] == res[2]
   assert blocks and all(blocks)   # both loads read strided blocks
+  assert True in spaced and (nthreads <= 2 or False in spaced)   # the .v4 load a view, the t * t one a gather
   x = data
   with np.errstate(all="ignore"):
     acc = np.zeros(nthreads, np.float32)
