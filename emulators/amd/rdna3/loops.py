@@ -434,7 +434,10 @@ def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
 def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   """A Split loop: the batched part as one batch (it sets the machine to its last iteration), then the carried part
   once per iteration with the registers it reads from the batched part set from that iteration (enabled lanes), then
-  the registers the batched part writes last back. Anything failing undoes it all (the blocks run the loop)."""
+  the registers the batched part writes last back. Anything failing undoes it all (the blocks run the loop).
+  Checked mode: definedness needs no undo beyond VGPRs (vinit): the batch's copy keeps none (an undefined load faults
+  there and nothing of the machine changes), the carried block is VALU only and refuses undefined reads, and blocks run
+  only while no SGPR bit or SCC is undefined (the batch writes no sundef/sccundef; test_undefined_loads: split loops)."""
   sp = lp.split
   assert sp is not None
   fl, W = sp.floop, m.W
