@@ -446,7 +446,8 @@ class Machine:
     full = self.all_on(lanes)
     a = addr.reshape(-1) if full else addr[lanes]
     if not a.size: return False
-    align = int(np.bitwise_or.reduce(a)) & 15   # the low bits any address has set
+    a = np.ascontiguousarray(a)
+    align = int(np.bitwise_or.reduce(a.view(np.uint8)[::8])) & 15   # the low bits any address has set (low bytes: little-endian)
     if align & 3: return False
     lo, hi = int(a.min()), int(a.max()) + 4 * nd
     r = self.vm.find(lo)
@@ -466,11 +467,11 @@ class Machine:
     k = 4 * nd // u
     ui = off >> (u.bit_length() - 1)
     # np.take: several times faster than indexing with [] for a void dtype (numpy 2.4)
-    got = np.take(units, ui if k == 1 else ui[:, None] + np.arange(k), axis=0).view(U32).reshape(len(a), nd)
+    # mode="wrap": every index lies in the mapping (checked above), and numpy's default bounds mode is slower
+    got = np.take(units, ui if k == 1 else ui[:, None] + np.arange(k), axis=0, mode="wrap").view(U32).reshape(len(a), nd)
     self._touch(r.va, lo, hi, False)
-    if full:   # register by register (each one contiguous in a loop batch's register-major file: loops.py)
-      g3 = got.reshape(len(a) // LANES, LANES, nd)
-      for k in range(nd): self.v[ix, r0 + k, :] = g3[:, :, k]
+    if full:   # all the registers in one transposing copy (faster than one per register in either register file layout)
+      self.v[ix, r0:r0 + nd, :] = got.reshape(len(a) // LANES, LANES, nd).transpose(0, 2, 1)
     else:   # register by register: a masked write with the lanes' stride (one across dwords is many times slower)
       for k in range(nd): self.v[ix, r0 + k, :][lanes] = got[:, k]
     if self.vinit is not None:
