@@ -243,7 +243,7 @@ def _biased_exp(x: np.ndarray) -> np.ndarray:
   """The exponent field of x as stored (0 for zeros and denormals, all ones for inf/NaN): the guide's exponent()."""
   t = x.dtype.type
   mant, ebits = {np.float32: 23, np.float64: 52}[t], SCALE[t][3]
-  raw = x.view({np.float32: np.uint32, np.float64: np.uint64}[t]).astype(np.uint64)
+  raw = x.view({np.float32: np.uint32, np.float64: np.uint64}[t]).astype(np.uint64, copy=False)
   return ((raw >> np.uint64(mant)) & np.uint64((1 << ebits) - 1)).astype(np.int64)
 
 
