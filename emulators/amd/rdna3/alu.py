@@ -243,7 +243,7 @@ def _biased_exp(x: np.ndarray) -> np.ndarray:
   """The exponent field of x as stored (0 for zeros and denormals, all ones for inf/NaN): the guide's exponent()."""
   t = x.dtype.type
   mant, ebits = {np.float32: 23, np.float64: 52}[t], SCALE[t][3]
-  raw = x.view({np.float32: np.uint32, np.float64: np.uint64}[t]).astype(np.uint64)
+  raw = x.view({np.float32: np.uint32, np.float64: np.uint64}[t]).astype(np.uint64, copy=False)
   return ((raw >> np.uint64(mant)) & np.uint64((1 << ebits) - 1)).astype(np.int64)
 
 
@@ -263,7 +263,6 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     e1, e2 = _biased_exp(s1), _biased_exp(s2)
     rcp_den = _denorm((t(1.0) / s1).astype(t))   # 1/S1 denormal in S1's type (see the docstring)
     q_den = _denorm((s2 / s1).astype(t))
-    up, down = ldexp(s0, np.full(s0.shape, k)), ldexp(s0, np.full(s0.shape, -k))
     rest = np.ones(np.broadcast(s0, s1, s2).shape, np.bool_)
     def case(c: np.ndarray) -> np.ndarray:
       nonlocal rest
@@ -277,12 +276,15 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     rcp_dn = case(rcp_den)
     quo_dn = case(q_den)
     small = case(e2 <= tiny)
+    vcc = big | both | quo_dn
+    if rest.all(): return np.broadcast_to(s0, rest.shape).astype(s0.dtype), vcc   # no lane in a case: S0 unchanged (the usual)
+    up, down = ldexp(s0, np.full(s0.shape, k)), ldexp(s0, np.full(s0.shape, -k))
     d = np.where(big & (s0 == s1), up, s0)
     d = np.where(both & (s0 == s1), down, d)
     d = np.where(den_dn | small | (quo_dn & (s0 == s2)), up, d)
     d = np.where(rcp_dn, down, d)
     d = np.where(zero, t(np.nan), d)
-  return d.astype(s0.dtype), big | both | quo_dn
+  return d.astype(s0.dtype), vcc
 
 
 def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np.ndarray:
@@ -325,8 +327,12 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
     inf = np.where(sign, t(-np.inf), t(np.inf))
     zero = np.where(sign, t(-0.0), t(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))
+    tiny = _biased_exp(n) - _biased_exp(d) < {np.float32: -150, np.float64: -1075}[t] if t in SCALE else False
+    # no lane with a special case (every operand finite, d and n nonzero, the estimate no NaN, the quotient not tiny):
+    # the estimate with the quotient's sign, as the cases below leave it (the usual)
+    if not (tiny | np.isnan(q) | ~np.isfinite(d) | ~np.isfinite(n) | (d == 0) | (n == 0)).any(): return r.astype(q.dtype)
     r = np.where(np.isnan(q), inf, r)
-    if t in SCALE: r = np.where(_biased_exp(n) - _biased_exp(d) < {np.float32: -150, np.float64: -1075}[t], zero, r)
+    if t in SCALE: r = np.where(tiny, zero, r)
     r = np.where(np.isinf(d) | (n == 0), zero, r)
     r = np.where((d == 0) | np.isinf(n), inf, r)
     r = np.where(((d == 0) & (n == 0)) | (np.isinf(d) & np.isinf(n)), t(np.nan), r)

@@ -48,6 +48,7 @@ from emulators.amd.rdna3.opcodes import VOP3B
 LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGPR count) -> entry PC -> loop (None: not one)
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
 MIN_N = 4
+TRIPS0 = 64            # the first window of iterations whose exit compare is evaluated (_batch: grown 8x while none exits)
 FOLD_LANES = 2048      # from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
@@ -276,9 +277,16 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   W = m.W
   per = W * m.nv * 32 * 4
   cap = max(1, MAX_BYTES // max(per, 1))
-  pred = _predict(lp.pairs, {r: prev[0][:, r] for r in lp.carried}, {r: m.s[:, r] for r in lp.carried}, cap)
-  got = _trips(m, lp, pred, cap)
-  if got is None: return False
+  # the trip count from predictions over a window growing from TRIPS0 iterations up to cap (cap is large for few waves:
+  # predicting all of it for a short loop would cost more than the batch); a window the waves stay in all along is
+  # grown, so the count is the one the whole cap gives
+  p0, p1 = {r: prev[0][:, r] for r in lp.carried}, {r: m.s[:, r] for r in lp.carried}
+  k = min(cap, TRIPS0)
+  while True:
+    pred = _predict(lp.pairs, p0, p1, k)
+    if (got := _trips(m, lp, pred, k)) is None: return False
+    if got != (k, True) or k == cap: break
+    k = min(cap, 8 * k)
   n, on = got
   if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
@@ -434,7 +442,10 @@ def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
 def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   """A Split loop: the batched part as one batch (it sets the machine to its last iteration), then the carried part
   once per iteration with the registers it reads from the batched part set from that iteration (enabled lanes), then
-  the registers the batched part writes last back. Anything failing undoes it all (the blocks run the loop)."""
+  the registers the batched part writes last back. Anything failing undoes it all (the blocks run the loop).
+  Checked mode: definedness needs no undo beyond VGPRs (vinit): the batch's copy keeps none (an undefined load faults
+  there and nothing of the machine changes), the carried block is VALU only and refuses undefined reads, and blocks run
+  only while no SGPR bit or SCC is undefined (the batch writes no sundef/sccundef; test_undefined_loads: split loops)."""
   sp = lp.split
   assert sp is not None
   fl, W = sp.floop, m.W

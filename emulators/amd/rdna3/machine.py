@@ -31,6 +31,8 @@ from emulators.amd.rdna3.lanes import LANE_BITS, LANES, U32, U64, WaveFault
 MAX_STEPS = 4_000_000   # instruction steps (each for every wave at that PC) per dispatch before it is reported as a hang
 DECODED: dict[bytes, dict[int, Inst]] = {}   # code bytes -> PC -> instruction (the most recent 256 programs)
 BLOCKS: dict[tuple[bytes, int], dict[int, blocks.Block | None]] = {}   # (code bytes, VGPR count) -> entry PC -> block
+# (RSRC2, grid, block) -> a dispatch's initial state that depends only on them (`_launch`): read-only, copied per dispatch
+LAUNCH: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
 
 
 def float_consts(t: str) -> dict[int, int]:
@@ -64,10 +66,13 @@ class Machine:
       insts = DECODED[self.code] = {}
     self.insts: dict[int, Inst] = insts
     G = grid[0] * grid[1] * grid[2]
-    per = block[0] * block[1] * block[2]
-    wpg = -(-per // LANES)
-    W = self.W = G * wpg
-    self.wg = np.repeat(np.arange(G), wpg)
+    key = (rsrc2, tuple(grid), tuple(block))
+    if (launch := LAUNCH.get(key)) is None:
+      if len(LAUNCH) >= 256: LAUNCH.pop(next(iter(LAUNCH)))
+      launch = LAUNCH[key] = _launch(rsrc2, *key[1:])
+    wg, s0, v0, exists, nuser = launch
+    W = self.W = len(wg)
+    self.wg = wg.copy()
     nv = ((rsrc1 & 0x3F) + 1) * 8            # RSRC1.VGPRS: granules of 8 VGPRs in wave32 (gfx11)
     self.nv = nv
     if (blks := BLOCKS.get((self.code, nv))) is None:
@@ -79,7 +84,7 @@ class Machine:
     self._stepped: set[int] = set()        # PCs inside a block whose entry test failed: stepped, no block built from them
     self._noloop: set[int] = set()         # loop entry PCs whose batch was refused in this dispatch (loops.py)
     self.undef_origin: str | None = None   # checked mode: where this dispatch first loaded undefined global bytes
-    self.s = np.zeros((W, 128), U32)
+    self.s = s0.copy()
     self.v = np.zeros((W, nv, LANES), U32)
     self.vinit = np.zeros((W, nv, LANES), np.bool_) if checked else None
     self.scc = np.zeros(W, np.bool_)
@@ -97,25 +102,10 @@ class Machine:
     # scratch: each lane's private bytes (SCRATCH_* addresses are per lane), never shared, so no base address is modelled
     self.priv = np.zeros((W, LANES, private_bytes), np.uint8)
     self.privinit = np.zeros((W, LANES, private_bytes), np.bool_) if checked else None
-    # the initial state
-    nuser = (rsrc2 >> 1) & 0x1F
+    # the initial state: the workgroup ids, EXEC and v0 of the launch shape, then the user SGPRs
     self.s[:, :nuser] = np.array(user[:nuser], U32)
-    k = nuser
-    gid = np.arange(G)
-    ids = (gid % grid[0], (gid // grid[0]) % grid[1], gid // (grid[0] * grid[1]))
-    for d in range(3):
-      if (rsrc2 >> (7 + d)) & 1:
-        self.s[:, k] = np.repeat(ids[d], wpg).astype(U32)
-        k += 1
-    if (rsrc2 >> 10) & 1: raise WaveFault("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
-    if rsrc2 & 1: self.s[:, k] = 0   # SCRATCH_EN: the private segment wave byte offset SGPR, 0 (each wave's scratch starts at 0)
-    t = (np.arange(wpg)[:, None] * LANES + np.arange(LANES)[None, :])   # [wave-in-group, lane] -> flat work-item
-    exists = t < per
-    tx, ty, tz = t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])
-    v0 = np.where(exists, tx | (ty << 10) | (tz << 20), 0).astype(U32)
-    self.v[:, 0, :] = np.tile(v0, (G, 1))
-    if checked: self.vinit[:, 0, :] = np.tile(exists, (G, 1))
-    self.s[:, 126] = np.tile((exists.astype(np.uint64) << np.arange(LANES, dtype=np.uint64)).sum(axis=1), G).astype(U32)
+    self.v[:, 0, :] = v0
+    if checked: self.vinit[:, 0, :] = exists
     self.steps = 0
     self.batches = 0   # loop batches run (loops.py)
     self._map: tuple[np.ndarray, np.ndarray] | None = None
@@ -446,7 +436,8 @@ class Machine:
     full = self.all_on(lanes)
     a = addr.reshape(-1) if full else addr[lanes]
     if not a.size: return False
-    align = int(np.bitwise_or.reduce(a)) & 15   # the low bits any address has set
+    a = np.ascontiguousarray(a)
+    align = int(np.bitwise_or.reduce(a.view(np.uint8)[::8])) & 15   # the low bits any address has set (low bytes: little-endian)
     if align & 3: return False
     lo, hi = int(a.min()), int(a.max()) + 4 * nd
     r = self.vm.find(lo)
@@ -466,11 +457,11 @@ class Machine:
     k = 4 * nd // u
     ui = off >> (u.bit_length() - 1)
     # np.take: several times faster than indexing with [] for a void dtype (numpy 2.4)
-    got = np.take(units, ui if k == 1 else ui[:, None] + np.arange(k), axis=0).view(U32).reshape(len(a), nd)
+    # mode="wrap": every index lies in the mapping (checked above), and numpy's default bounds mode is slower
+    got = np.take(units, ui if k == 1 else ui[:, None] + np.arange(k), axis=0, mode="wrap").view(U32).reshape(len(a), nd)
     self._touch(r.va, lo, hi, False)
-    if full:   # register by register (each one contiguous in a loop batch's register-major file: loops.py)
-      g3 = got.reshape(len(a) // LANES, LANES, nd)
-      for k in range(nd): self.v[ix, r0 + k, :] = g3[:, :, k]
+    if full:   # all the registers in one transposing copy (faster than one per register in either register file layout)
+      self.v[ix, r0:r0 + nd, :] = got.reshape(len(a) // LANES, LANES, nd).transpose(0, 2, 1)
     else:   # register by register: a masked write with the lanes' stride (one across dwords is many times slower)
       for k in range(nd): self.v[ix, r0 + k, :][lanes] = got[:, k]
     if self.vinit is not None:
@@ -545,3 +536,32 @@ class Machine:
         r.mem.mark_elems(ix[u], 1, False)
         if r.mem.origin is None: r.mem.origin = self.undef_origin
       if r.mem.bits is not None: r.mem.settle()
+
+
+def _launch(rsrc2: int, grid: tuple[int, int, int], block: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+  """What a dispatch's initial state takes from its RSRC2 and launch shape alone: each wave's workgroup, the SGPRs
+  (user SGPRs left 0: Machine fills them), v0 (the work-item ids) and the lanes that exist (EXEC), and the user SGPR
+  count."""
+  G = grid[0] * grid[1] * grid[2]
+  per = block[0] * block[1] * block[2]
+  wpg = -(-per // LANES)
+  W = G * wpg
+  s = np.zeros((W, 128), U32)
+  nuser = (rsrc2 >> 1) & 0x1F
+  k = nuser
+  gid = np.arange(G)
+  ids = (gid % grid[0], (gid // grid[0]) % grid[1], gid // (grid[0] * grid[1]))
+  for d in range(3):
+    if (rsrc2 >> (7 + d)) & 1:
+      s[:, k] = np.repeat(ids[d], wpg).astype(U32)
+      k += 1
+  if (rsrc2 >> 10) & 1: raise WaveFault("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
+  if rsrc2 & 1: s[:, k] = 0   # SCRATCH_EN: the private segment wave byte offset SGPR, 0 (each wave's scratch starts at 0)
+  t = (np.arange(wpg)[:, None] * LANES + np.arange(LANES)[None, :])   # [wave-in-group, lane] -> flat work-item
+  exists = t < per
+  tx, ty, tz = t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1])
+  v0 = np.tile(np.where(exists, tx | (ty << 10) | (tz << 20), 0).astype(U32), (G, 1))
+  s[:, 126] = np.tile((exists.astype(np.uint64) << np.arange(LANES, dtype=np.uint64)).sum(axis=1), G).astype(U32)
+  out = (np.repeat(np.arange(G), wpg), s, v0, np.tile(exists, (G, 1)), nuser)
+  for x in out[:4]: x.flags.writeable = False
+  return out

@@ -71,3 +71,30 @@ def test_faults_name_the_instruction_with_blocks(words, what):
     with pytest.raises(MM.WaveFault) as e: machine(raw(*words), [], (1, 1, 1), (32, 1, 1), blocks=on)
     msgs.append(e.value.what)
   assert msgs[0] == msgs[1] and what in msgs[0]
+
+
+def test_launch_state_cached_per_shape():
+  """A dispatch's initial state from its RSRC2 and launch shape (Machine.__init__ via machine.LAUNCH, cached): v0 the
+  work-item ids (x | y << 10 | z << 20), EXEC the lanes that exist, the enabled workgroup id SGPRs after the user SGPRs;
+  a dispatch with the cache filled ends as one with it empty, and the cached arrays are read-only."""
+  rsrc2 = (2 << 1) | (1 << 7) | (1 << 8) | (1 << 9)   # 2 user SGPRs, workgroup ids x, y, z
+  grid, block = (3, 2, 2), (5, 4, 3)                   # 60 work-items: 2 waves a group, the second with 28 lanes
+  wg, s, v0, exists, nuser = MM._launch(rsrc2, grid, block)
+  assert nuser == 2 and len(wg) == 24 and list(wg[:4]) == [0, 0, 1, 1]
+  for w in (0, 1, 13):
+    g, half = w // 2, w % 2
+    assert list(s[w, 2:5]) == [g % 3, (g // 3) % 2, g // 6]
+    assert s[w, 126] == (0xFFFFFFFF if half == 0 else (1 << 28) - 1)
+    for lane in (0, 7, 27):
+      t = half * 32 + lane
+      assert v0[w, lane] == (t % 5) | ((t // 5) % 4) << 10 | (t // 20) << 20 and exists[w, lane]
+    assert not exists[1, 28:].any() and not v0[1, 28:].any()
+  assert not any(x.flags.writeable for x in (wg, s, v0, exists))
+  k = kernels_of("control")["loop_sum"]
+  bufs = [np.zeros(N, np.float32), np.random.default_rng(5).standard_normal(N + 16).astype(np.float32)]
+  MM.LAUNCH.clear()
+  cold = machine(k, [b.copy() for b in bufs], (2, 1, 1), (64, 1, 1), (3,))
+  assert MM.LAUNCH
+  warm = machine(k, [b.copy() for b in bufs], (2, 1, 1), (64, 1, 1), (3,))
+  assert all(x.tobytes() == y.tobytes() for x, y in zip(cold[1], warm[1]))
+  assert np.array_equal(cold[0].s, warm[0].s) and np.array_equal(cold[0].v, warm[0].v) and np.array_equal(cold[0].vinit, warm[0].vinit)

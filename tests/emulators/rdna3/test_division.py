@@ -122,3 +122,23 @@ def test_fma64_fast_path_matches_exact_path():
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
   every = rng.standard_normal((3, 2000))   # every lane on the fast path (no operand replaced)
   np.testing.assert_array_equal(A.fma(*every).view(np.uint64), A._fma64_exact(*every).view(np.uint64))
+
+
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+def test_div_scale_and_fixup_without_special_lanes_as_with_them(t):
+  """div_scale and div_fixup answer at once where no lane is in one of their special cases (the usual division): the
+  same bits and VCC as the case-by-case path, which one special lane appended (a zero numerator, a NaN) forces."""
+  rng = np.random.default_rng(21)
+  n = 4096
+  num = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)).astype(t)   # no lane in a special case
+  den = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)).astype(t)
+  q = (num / den).astype(t)
+  def both(fn, *xs, special):
+    fast = fn(*xs)
+    full = fn(*(np.append(x, s).astype(t) for x, s in zip(xs, special)))
+    return fast, full
+  for s0 in (den, num):
+    (r, vcc), (rf, vccf) = both(A.div_scale, s0, den, num, special=(1.0, 1.0, 0.0))
+    assert np.isnan(rf[-1]) and r.tobytes() == rf[:n].tobytes() and np.array_equal(vcc, vccf[:n]) and not vcc.any()
+  r, rf = both(A.div_fixup, q, den, num, special=(np.nan, 1.0, 1.0))
+  assert r.tobytes() == rf[:n].tobytes() and r.tobytes() != np.abs(q).tobytes()   # signs applied

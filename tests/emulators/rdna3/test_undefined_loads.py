@@ -199,3 +199,48 @@ def test_exec_and_of_a_mask_reports_only_the_lanes_it_keeps(blocks: bool):
   run_machine(raw_kernel(*head, *EXEC_16, S_AND_EXEC_VCC, S_ENDPGM), [], (1, 1, 1), (32, 1, 1), blocks=blocks)
   with pytest.raises(WaveFault) as e: run_machine(raw_kernel(*head, S_AND_EXEC_VCC, S_ENDPGM), [], (1, 1, 1), (32, 1, 1), blocks=blocks)
   assert "(s_and_b32 exec_lo, exec_lo, vcc_lo): lane 16 of wave 0: an undefined value" in e.value.what and "decides EXEC" in e.value.what
+
+
+@pytest.mark.parametrize("name", ["lane_max", "lane_maximum"])
+@pytest.mark.parametrize("where", ["init", "data", "none"])
+def test_split_loop_over_partly_undefined_data_loops_on_and_off(name: str, where: str, monkeypatch):
+  """A split loop (loops.Split: a max chain, the carried part stepped per iteration after the rest ran as a batch)
+  meeting undefined data, checked mode: accumulators whose start nothing wrote, or input elements nothing wrote in
+  iterations 7 and 9 (the split's batch has run the first iteration as a block, then faults at the load on its copy of
+  the machine, which keeps no definedness, and everything is undone): the same buffers, definedness of the output
+  bytes, VGPR definedness, SGPR/SCC definedness, registers and origin as loops off and blocks off; all defined: the
+  split runs (a control)."""
+  from emulators.amd.rdna3 import loops as LP
+  from tests.emulators.rdna3.test_loops import NL, kernel
+  LP.LOOPS.clear()
+  k = kernel(name)
+  rng = np.random.default_rng(12)
+  n = 12
+  out, a = rng.standard_normal(NL).astype(np.float32), rng.standard_normal(NL * n).astype(np.float32)
+  run_partial(k, [out, a], [None, None], (NL // 64, 1, 1), (64, 1, 1), (n,))   # the prediction fails: the next dispatches split
+  assert any(lp is not None and lp.failed and lp.badv for d in LP.LOOPS.values() for lp in d.values())
+  calls: list[bool] = []
+  real = LP._carried
+  def spy(m, lp, prev):
+    calls.append(got := real(m, lp, prev))
+    return got
+  monkeypatch.setattr(LP, "_carried", spy)
+  uo, ua = np.zeros(NL, np.bool_), np.zeros(NL * n, np.bool_)
+  if where == "init": uo[[3, 40, 77, 100]] = True
+  if where == "data": ua[[NL * 7 + 5, NL * 9 + 70]] = True
+  runs = []
+  for blocks, loops in ((True, True), (True, False), (False, False)):
+    calls.clear()
+    m, regs = run_partial(k, [out, a], [uo, ua], (NL // 64, 1, 1), (64, 1, 1), (n,), blocks=blocks, loops=loops)
+    runs.append((m, regs[0], list(calls)))
+  (m0, r0, c0) = runs[0]
+  # init: the loop's first block refuses the undefined accumulators (stepped: no split tried); data: the split's batch
+  # faults on its copy at the undefined load (undone: the blocks run on); none: the split runs
+  assert c0 == {"init": [], "data": [False], "none": [True]}[where], c0
+  want = ~uo
+  if where == "data": want[[5, 70]] = False
+  for m, r, _ in runs:
+    assert np.array_equal(elem_defined(r, NL, 4), want)
+    assert r.mem.data.tobytes() == r0.mem.data.tobytes() and r.mem.origin == r0.mem.origin
+    assert np.array_equal(m.vinit, m0.vinit) and np.array_equal(m.sundef, m0.sundef) and np.array_equal(m.sccundef, m0.sccundef)
+    assert np.array_equal(m.v, m0.v) and np.array_equal(m.s, m0.s) and np.array_equal(m.scc, m0.scc) and m.undef_origin == m0.undef_origin
