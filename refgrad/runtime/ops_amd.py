@@ -308,23 +308,35 @@ class AMDLLVMRenderer(LLVMRenderer):
 
 
 @functools.cache
-def gfx1100_machine() -> Any:
-  """The gfx1100 wave32 target machine llvmlite compiles AMD kernels with (kept: no MCJIT engine takes it over)."""
+def gfx1100_machine(opt: int = 2) -> Any:
+  """The gfx1100 wave32 target machine llvmlite compiles AMD kernels with (kept: no MCJIT engine takes it over); `opt`:
+  LLVM's code generation level (instruction selection, scheduling, register allocation; the IR pipeline is -O2 always)."""
   init_llvm()
-  return llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100", features="+wavefrontsize32", opt=2, reloc="pic")
+  return llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100", features="+wavefrontsize32", opt=opt, reloc="pic")
+
+
+# IR lines past which a kernel's code is generated at level 0: LLVM's AMDGPU scheduler takes seconds on one basic block of
+# thousands of instructions (native float64 SIN's exact reduction, ~4,000 lines: 5.4 s of code generation at level 2,
+# 0.1 s at 0, past conformance's 10 s case timeout on a busy 2-core machine). The level changes the instructions' order
+# and registers, not what they compute (no fast-math at any level).
+BIG_KERNEL_LINES = 3000
+
+def codegen_machine(src: str) -> Any:
+  """The target machine for this kernel source: level 2, or 0 for a source over BIG_KERNEL_LINES lines."""
+  return gfx1100_machine(0) if src.count("\n") > BIG_KERNEL_LINES else gfx1100_machine()
 
 
 class AMDLLVMCompiler(Compiler):
   """LLVM IR -> RGCO container (metadata header + gfx1100 ELF object), with llvmlite."""
   seconds, count = 0.0, 0   # time spent compiling (all instances; cache hits are not compiles), for bench_amd
   def __init__(self) -> None:
-    self.cachekey = f"refgrad-amd-isa-1\0{llvmlite.__version__}\0{'.'.join(map(str, llvm.llvm_version_info))}\0gfx1100 +wavefrontsize32 O2"
+    self.cachekey = f"refgrad-amd-isa-1\0{llvmlite.__version__}\0{'.'.join(map(str, llvm.llvm_version_info))}\0gfx1100 +wavefrontsize32 O2 codegen O2/O0>{BIG_KERNEL_LINES}"
   def compile(self, src: str) -> bytes:
     head, _, _ = src.partition("\n")
     if not head.startswith(META_PREFIX): raise ValueError(f"AMD_CODE=isa compile: the source does not start with {META_PREFIX!r} metadata")
     meta = head[len(META_PREFIX):].encode()
     st = time.perf_counter()
-    elf = compile_object(src, gfx1100_machine(), "AMD (gfx1100)")
+    elf = compile_object(src, codegen_machine(src), "AMD (gfx1100)")
     AMDLLVMCompiler.seconds += time.perf_counter() - st
     AMDLLVMCompiler.count += 1
     return container.pack(CODE_MAGIC, meta) + elf
@@ -333,7 +345,8 @@ class AMDLLVMCompiler(Compiler):
 def amd_assembly(src: str) -> str:
   """LLVM's own assembly text of an AMD_CODE=isa kernel source (what `AMDLLVMCompiler` compiles): the printer an RDNA3
   decoder can be checked against, instruction by instruction, on the same module."""
-  return gfx1100_machine().emit_assembly(optimized_module(src, gfx1100_machine(), "AMD (gfx1100)"))
+  tm = codegen_machine(src)
+  return tm.emit_assembly(optimized_module(src, tm, "AMD (gfx1100)"))
 
 
 def read_container(lib: bytes) -> tuple[dict[str, Any], bytes]:

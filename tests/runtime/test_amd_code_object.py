@@ -330,7 +330,7 @@ def test_amd_isa_device_runs_the_isa_path_whatever_amd_code_says(amd: ops_amd.AM
   assert "AMD_ISA" in Device.names and isinstance(Device["AMD_ISA"].renderer, ops_amd.AMDLLVMRenderer)
 
 
-def test_native_sin_past_sin_range_is_accurate_on_the_isa_path():
+def test_native_sin_past_sin_range_is_accurate_on_the_isa_path(monkeypatch):
   """The amdgcn renderer's native SIN reduces huge arguments exactly (decompositions._sin_wide_f32/_f64), so AMD_ISA gives
   sin(x) where the decomposition's range ends, as the CPU's libm and the ir path do. Through the real dispatch and the
   RDNA3 executor."""
@@ -342,6 +342,7 @@ def test_native_sin_past_sin_range_is_accurate_on_the_isa_path():
     bout, bin_ = Buffer("AMD_ISA", len(x), dt), Buffer.from_numpy("AMD_ISA", x, dt)
     Runner(f"native_sin_{dt.name}", lin, "AMD_ISA")(bout, bin_)
     return bout.numpy()
+  monkeypatch.setenv("MOCKGPU", "1")   # the mock AMD, also when this test runs alone
   rng = np.random.default_rng(3)
   mags = np.ldexp(rng.uniform(1, 2, 48), rng.integers(21, 128, 48))
   x = np.concatenate([mags, -mags, [np.finfo(np.float32).max, 1.5 * 2.0 ** 20]]).astype(np.float32)
@@ -357,3 +358,25 @@ def test_native_sin_past_sin_range_is_accurate_on_the_isa_path():
   got = native_sin(dtypes.float64, x64)
   want = [0.009331468931175825, 0.2652200567209199, 0.004961954789184062, -0.7383897152906878, 1.0]   # mpmath at 300 bits, rounded
   assert (np.abs(got - want) / np.ldexp(1.0, np.frexp(want)[1] - 53)).max() <= 1.0
+
+
+def test_a_big_kernel_is_generated_at_level_0_and_every_instruction_executes(monkeypatch):
+  """Native float64 SIN (its exact reduction: thousands of IR lines) is code-generated at level 0, where level 2 took LLVM's
+  scheduler seconds (past conformance's case timeout on a busy machine); small kernels stay at level 2. The level-0 code
+  decodes whole and the executor has semantics for each of its instructions (its values: the test above)."""
+  from emulators.amd.rdna3.coverage import executes
+  from emulators.amd.rdna3.decode import decode
+  from refgrad.codegen import to_linear
+  from tests.emulators.rdna3.llvm_util import read_elf
+  monkeypatch.setenv("MOCKGPU", "1")
+  out, a = UOp.define_global(0, dtypes.float64), UOp.define_global(1, dtypes.float64)
+  i = UOp.special("gidx0", 4)
+  lin = to_linear(out.store(i, UOp(Ops.SIN, dtypes.float64, (a.load(i),))).sink(), Device["AMD_ISA"].renderer, decompose=False)
+  src = ops_amd.AMDLLVMRenderer().render("sin64", lin)
+  assert src.count("\n") > ops_amd.BIG_KERNEL_LINES and ops_amd.codegen_machine(src) is ops_amd.gfx1100_machine(0)
+  small = ops_amd.AMDLLVMRenderer().render("rev", _program())
+  assert ops_amd.codegen_machine(small) is ops_amd.gfx1100_machine()
+  _, elf = ops_amd.read_container(ops_amd.AMDLLVMCompiler().compile(src))
+  code = decode(read_elf(elf)["sin64"].code)
+  missing = sorted({(x.fmt, x.op.name) for x in code if not executes(x.fmt, x.op.name if x.fmt != "FLAT" else x.op.name.split("_", 1)[1])})
+  assert len(code) > 1000 and not missing, missing
