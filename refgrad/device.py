@@ -205,6 +205,12 @@ class Graph:
   def __len__(self) -> int: raise NotImplementedError
 
 
+# a built-in device named for one code path -> (the device it is a path of, its knob, the path): the runtimes build it on
+# that path whatever the knob says (ops_nv.CODE_DEVICES, ops_amd.NAMED_PATHS); under that knob value both run the same
+# code, so the default device lists of conformance and the fuzzer test it once (_DeviceRegistry.duplicate)
+CODE_PATH_DEVICES: dict[str, tuple[str, str, str]] = {"NV_NVCC": ("NV", "NV_CODE", "nvcc"), "AMD_ISA": ("AMD", "AMD_CODE", "isa")}
+
+
 class _DeviceRegistry:
   """`Device["CPU"]` / `Device["PYTHON"]`: devices are built on first use and kept. A third-party backend registers
   `module:function` (or a module with a `make_device` function) under the entry-point group "refgrad.devices" (entry
@@ -238,14 +244,11 @@ class _DeviceRegistry:
     from PATH), or None. The default device lists of conformance and the fuzzer leave such a device out with a note."""
     tool = self._needs.get(name.partition(":")[0].upper())
     return f"{tool} is not on PATH" if tool is not None and shutil.which(tool) is None else None
-  # a built-in device named for one code path -> (the device it is a path of, its knob, the path): under that knob value both
-  # run the same code, so the default device lists of conformance and the fuzzer test it once
-  _paths = {"NV_NVCC": ("NV", "NV_CODE", "nvcc"), "AMD_ISA": ("AMD", "AMD_CODE", "isa")}
   def duplicate(self, name: str) -> str | None:
     """Why a registered device runs the very code another default device runs under the knobs as set (AMD_ISA while
     AMD_CODE=isa), or None. The default device lists leave such a device out with a note; naming it still runs it."""
     base, sep, idx = name.partition(":")
-    if (p := self._paths.get(base.upper())) is None or knobs.get(p[1]) != p[2]: return None
+    if (p := CODE_PATH_DEVICES.get(base.upper())) is None or knobs.get(p[1]) != p[2]: return None
     return f"it runs the same code as {p[0] + sep + idx} ({p[1]}={p[2]})"
   @property
   def names(self) -> tuple[str, ...]: return tuple(self._modules)

@@ -39,7 +39,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from refgrad import knobs
-from refgrad.device import Compiled, Compiler
+from refgrad.device import CODE_PATH_DEVICES, Compiled, Compiler
 from refgrad.hw import amd as A
 from refgrad.hw import bits
 from refgrad.hw import image as container
@@ -409,7 +409,7 @@ CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[
 
 
 # devices that run one code path whatever AMD_CODE says, so conformance and the fuzzer test each path under its own name
-NAMED_PATHS = {"AMD_ISA": "isa"}
+NAMED_PATHS = {name: path for name, (base, _, path) in CODE_PATH_DEVICES.items() if base == "AMD"}
 
 
 def make_device(name: str) -> Compiled:

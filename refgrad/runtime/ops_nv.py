@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from refgrad import knobs
-from refgrad.device import Compiled, CompileError, Compiler, source_of
+from refgrad.device import CODE_PATH_DEVICES, Compiled, CompileError, Compiler, source_of
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COMPUTE, COMPUTE_CLASS, COPY, COPY_CLASS, HOST, QMD_DWORDS, SUBCH_COMPUTE, SUBCH_COPY, SUBCH_HOST, SecOp
@@ -403,7 +403,7 @@ CODE_PATHS: dict[str, tuple[Callable[[], Any], Callable[[], Compiler], Callable[
 
 # device name -> the NV_CODE it runs (None: the knob's). Each is its own mock NV GPU, so conformance and the fuzzer compare
 # every code path under its own name; NV_NVCC cannot be constructed without nvcc (and is then skipped by both, with a note).
-CODE_DEVICES: dict[str, str | None] = {"NV": None, "NV_NVCC": "nvcc"}
+CODE_DEVICES: dict[str, str | None] = {"NV": None, **{name: path for name, (base, _, path) in CODE_PATH_DEVICES.items() if base == "NV"}}
 
 
 def make_device(name: str) -> Compiled:
