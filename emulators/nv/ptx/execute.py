@@ -434,15 +434,23 @@ class Launch:
       return self._in_region(r, addr - np.uint64(r.va), w, st)
     return self._global_any(addr, w, st)
 
-  def global_at(self, b: np.ndarray, off: int, w: int, st: tuple[np.ndarray, np.ndarray | None] | None = None) -> Any:
+  def global_at(self, b: np.ndarray, off: int, w: int, st: tuple[np.ndarray, np.ndarray | None] | None = None, hint: list | None = None) -> Any:
     """A global access at b + off (b: base register bits, off: the immediate): one add and one max when every lane stays
-    inside the mapping the previous access used; else the general path (search, MMU fault)."""
+    inside the mapping the previous access used, or the one this instruction used last (`hint`: [its start], kept by the
+    instruction's step across launches, found again in the VM by a bisect: kernels alternate between buffers); else the
+    general path (search, MMU fault)."""
     last = self._last
+    if hint is not None and (va := hint[0]) is not None and (last is None or last[0] != va) and (r := self.vm.find(va)) is not None and r.va == va:
+      last = (va, r.end, r)
     if last is not None:
       va, _, r = last
       rel = b + np.uint64((off - va) & 0xFFFFFFFFFFFFFFFF)   # below the mapping wraps to huge: one max checks both ends
-      if r.size >= w and rel.max() <= np.uint64(r.size - w): return self._in_region(r, rel, w, st)
-    return self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
+      if r.size >= w and rel.max() <= np.uint64(r.size - w):
+        self._last = last
+        return self._in_region(r, rel, w, st)
+    out = self._global(b + np.uint64(off & 0xFFFFFFFFFFFFFFFF), w, st)
+    if hint is not None and self._last is not None: hint[0] = self._last[0]
+    return out
 
   def global_affine(self, a: np.ndarray | int, alo: int, ahi: int, b: int, w: int, k0: int, ks: int, n: int) -> np.ndarray | None:
     """The w bytes at a + b * k (a per lane, alo..ahi its bounds, every address a multiple of w) for k0 <= k < k0 + ks

@@ -125,14 +125,14 @@ def _ld(ins: Instr, e: Entry) -> Step | None:
     p = _dest(ins, e, o, t)
     if p is None: return None
     puts.append(p)
-  dt, ut = S.NP[t], S.UINT[w]
+  dt, ut, hint = S.NP[t], S.UINT[w], [None]   # hint: where the mapping this load used last starts (Launch.global_at)
   def step(L: Launch) -> None:
     if L.pre is not None and L.pre[0] is ins: raw, dd = L.pre[1], None   # the bytes a loop run read as a strided block
     else:
       b, d = L.bits(base)
       if d is not None and L.checked and not d.all():
         raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
-      raw, dd = L.global_at(b, off, n * w)
+      raw, dd = L.global_at(b, off, n * w, None, hint)
     vals = np.ascontiguousarray(raw).view(ut).reshape(-1, n).view(dt) if n > 1 else raw.view(ut).reshape(-1).view(dt)
     for i, p in enumerate(puts):
       if p is not None: p(L, vals[:, i] if n > 1 else vals, dd)
@@ -167,7 +167,7 @@ def _st(ins: Instr, e: Entry) -> Step | None:
   base, off = a.value, a.offset
   srcs = ins.args[1].value if n > 1 else (ins.args[1],)
   if any(o.kind != "reg" for o in srcs): return None  # type: ignore[union-attr]
-  ut = S.UINT[w]
+  ut, hint = S.UINT[w], [None]
   def step(L: Launch) -> None:
     b, d = L.bits(base)
     if d is not None and L.checked and not d.all():
@@ -179,7 +179,7 @@ def _st(ins: Instr, e: Entry) -> Step | None:
       cols.append(v.astype(ut))
       dd = _and(dd, dv)
     data = (np.stack(cols, 1) if n > 1 else cols[0]).view(np.uint8).reshape(-1, n * w)
-    L.global_at(b, off, n * w, (data, dd))
+    L.global_at(b, off, n * w, (data, dd), hint)
   return step
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,7 @@ _NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux
 READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
 _CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
          "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
+_PY_CMPS = {k: getattr(operator, {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}.get(k, k)) for k in _CMPS}   # on Python ints (unbounded)
 _INT = {1: (np.uint8, np.int8), 2: (np.uint16, np.int16), 4: (np.uint32, np.int32), 8: (np.uint64, np.int64)}
 
 
@@ -289,6 +291,7 @@ def trip_count(L: Launch, P: LoopPlan, limit: int) -> int | None:
   neg = L.e.instrs[P.back].pred_neg
   if all(o.kind == "imm" or ((r := L.regs.get(str(o.value))) is not None and r.size and r.min() == r.max()) for o in (a, b)):
     L, size = _OneLane(L), 4096   # every lane holds the same operands (the usual counted loop): one lane decides for all
+    if (t := _linear_trips(L, P, limit)) is not None: return t
   else: size = 16
   k0 = 0
   while k0 < limit:
@@ -302,6 +305,43 @@ def trip_count(L: Launch, P: LoopPlan, limit: int) -> int | None:
       if (first < 0).any() or (first != first[0]).any(): return None
       return int(k0 + first[0]) + 1
     k0, size = k0 + size, size * 4
+  return None
+
+
+def _linear_trips(L: _OneLane, P: LoopPlan, limit: int) -> int | None:
+  """The trip count of a loop whose condition compares two operands changing by a constant each iteration (one lane, as
+  trip_count's uniform case), found from iterations 0 and 1 without wrap-around (a binary search over the compare of
+  unbounded integers), then checked exactly: the compare of the real (wrapping) operands on every iteration up to it
+  must go on before the last and stop there. None where the guess does not hold (trip_count then scans as before)."""
+  pos, cmp, signed, w, (a, b) = P.cond
+  neg = L.e.instrs[P.back].pred_neg
+  two = np.arange(2, dtype=np.int64)
+  x, y = _value(L, P, a, pos, two, w, signed), _value(L, P, b, pos, two, w, signed)   # type: ignore[arg-type]
+  if x is None or y is None: return None
+  x0, x1, y0, y1 = int(x[0, 0]), int(x[-1, 0]), int(y[0, 0]), int(y[-1, 0])
+  f = _PY_CMPS[cmp]
+  def go(k: int) -> bool: return f(x0 + k * (x1 - x0), y0 + k * (y1 - y0)) != neg
+  if cmp in ("eq", "ne"):
+    if not go(0): t = 0
+    elif not go(1): t = 1
+    else:   # ne going on: it stops where the difference reaches 0
+      d0, r = y0 - x0, (y1 - y0) - (x1 - x0)
+      if r == 0 or d0 % r or -d0 // r < 1: return None
+      t = -d0 // r
+  else:   # lt/le/gt/ge/lo/ls/hi/hs of linear operands: go is monotone in k, it switches once at most
+    if go(0) and go(limit): return None
+    lo, hi = 0, limit   # the first k where it stops lies in [lo, hi]
+    while lo < hi:
+      mid = (lo + hi) // 2
+      if go(mid): lo = mid + 1
+      else: hi = mid
+    t = lo
+  if t >= limit or t > 1 << 16: return None
+  ks = np.arange(t + 1, dtype=np.int64)
+  x, y = _value(L, P, a, pos, ks, w, signed), _value(L, P, b, pos, ks, w, signed)   # type: ignore[arg-type]
+  if x is None or y is None: return None
+  g = (_CMPS[cmp](x, y) != neg)[:, 0]
+  if g[:t].all() and not g[t]: return t + 1
   return None
 
 

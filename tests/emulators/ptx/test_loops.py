@@ -288,3 +288,41 @@ def test_chunk_registers_dropped_or_kept_give_the_stepped_bits(monkeypatch, drop
   for src, n in ((SUM_CHAIN, 19), (LIVE_OUT, 19)):
     a, b, taken = both(monkeypatch, src, 24, data, n)
     assert taken and a.tobytes() == b.tobytes()
+
+
+def counted(start: int, step: int, cmp: str) -> str:
+  """out[tid] = the iterations of `do { r2 += step } while (r2 cmp n)` from r2 = start."""
+  return kernel(f"""
+  mov.u32 %r2, {start};
+  mov.u32 %r5, 0;
+L_top:
+  add.s32 %r5, %r5, 1;
+  add.s32 %r2, %r2, {step};
+  setp.{cmp} %p1, %r2, %r9;
+  @%p1 bra L_top;
+  st.global.u32 [%rd3], %r5;
+""")
+
+
+# (start, step, compare, bound, expected iterations, whether the closed form answers: else the scan does)
+COUNTED = [(0, 1, "lt.s32", 1000, 1000, True), (0, 1, "ne.s32", 7, 7, True), (10, -1, "gt.s32", 0, 10, True), (0, 3, "lt.u32", 10, 4, True),
+           (0, 2, "le.s32", 9, 5, True), (4, 1, "eq.s32", 5, 2, True), (0, 1, "lt.s32", 0, 1, True), (100, 7, "lo.u32", 50, 1, True),
+           (0xFFFFFFF8, 4, "ne.u32", 4, 3, False),    # wraps through 0 to reach the bound: no trip count from unbounded integers
+           (0x7FFFF000, 0x100, "gt.s32", 0, 16, False),   # signed overflow ends the loop where unbounded integers go on
+           (0x7FFFFFF0, 8, "gt.s32", 0, 2, True)]   # iterations 0 and 1 straddle the overflow: the line through them stops at once
+
+
+@pytest.mark.parametrize("start, step, cmp, bound, trips, closed", COUNTED)
+def test_trip_count_from_the_compare_matches_stepped(monkeypatch, start, step, cmp, bound, trips, closed):
+  """The trip count found from the first two iterations of the compare (loops._linear_trips, checked on every iteration)
+  gives the stepped loop's bits, and where wrap-around breaks the guess the scan answers instead."""
+  found = []
+  orig = loops._linear_trips
+  def spy(*a):
+    found.append(orig(*a))
+    return found[-1]
+  monkeypatch.setattr(loops, "_linear_trips", spy)
+  a, b, taken = both(monkeypatch, counted(start, step, cmp), 4, np.zeros(1, np.float32), bound, out=np.uint32)
+  assert taken == 1 and a.tobytes() == b.tobytes()
+  assert (a == trips).all()
+  assert found and (found[0] == trips if closed else found[0] is None)
