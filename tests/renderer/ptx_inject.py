@@ -27,7 +27,9 @@ def _lane() -> None:
   ptx.PAIR = (1, 0)
 
 def _exec_rcp() -> None:
+  from emulators.nv.ptx import fast
   from emulators.nv.ptx import ops as xops
+  fast.FAST["rcp"] = lambda ins, e: None   # no pre-decoded rcp step: every rcp runs through the (broken) table row
   orig = xops.TABLE["rcp"]
   def rcp(L, ins) -> None:
     if ins.types and ins.types[-1] == "f32" and not ins.has("approx"):

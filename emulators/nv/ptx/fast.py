@@ -316,6 +316,7 @@ def _cvt(ins: Instr, e: Entry) -> Step | None:
     def f2i(L: Launch) -> None:
       a, da = fa(L)
       r = f(a)
+      if r.size and lo < r.min() and r.max() < hi: return put(L, r.astype(npt), da)   # (a NaN makes min and max NaN: below)
       big, small = r >= hi, r <= lo
       put(L, np.where(big, vmax, np.where(small, vmin, np.where(big | small | np.isnan(r), np.float32(0), r).astype(npt))), da)
     return f2i
@@ -434,8 +435,19 @@ def _selp_typed(ins: Instr, e: Entry) -> Step | None:
     c, dp = L.pred(p)
     a, da = fa(L)
     b, db = fb(L)
-    put(L, np.where(c, a, b), selected_defined(c, dp, da, db))   # the chosen operand's definedness
+    put(L, _where(c, a, b), selected_defined(c, dp, da, db))   # the chosen operand's definedness
   return step
+
+
+def _where(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """np.where(c, a, b) (a, b: arrays as long as c or scalars, of one dtype) as a fresh array; where every lane picks one
+  side, a copy of it (np.where costs several times a copy whatever the mask; guards are mostly uniform)."""
+  if c.size >= 256 and getattr(a, "dtype", None) == getattr(b, "dtype", None):
+    r = b if not c.any() else a if c.all() else None
+    if r is not None:
+      if not isinstance(r, np.ndarray): return np.full(c.shape, r)
+      if r.shape == c.shape: return r.copy()
+  return np.where(c, a, b)
 
 
 def _selp(ins: Instr, e: Entry) -> Step | None:
@@ -469,7 +481,7 @@ def _mul_wide(ins: Instr, e: Entry) -> Step | None:
   def step(L: Launch) -> None:
     a, da = fa(L)
     b, db = fb(L)
-    put(L, a.astype(dt) * b.astype(dt), _and(da, db))
+    put(L, np.multiply(a, b, dtype=dt), _and(da, db))   # both operands widened, then the product (exact in the doubled width)
   return step
 
 
@@ -484,11 +496,36 @@ def _cvta(ins: Instr, e: Entry) -> Step | None:
   if not (ins.has("global") and len(ins.args) == 2 and ins.types in (("u64",), ("b64",)) and ins.args[1].kind == "reg"): return None
   d, s = ins.args
   if d.kind != "reg" or e.regs.get(d.value) not in ("u64", "b64", "s64"): return None
-  name = d.value
+  name, src, move = d.value, s.value, _last_reader(e, ins, s.value)
   def step(L: Launch) -> None:
+    if move and L.sel.size == L.n and (r := L.regs.raw(src)) is not None and r.dtype == np.uint64:   # every lane: moved
+      dd = L.defined.get(src)
+      L.drop((src,))
+      return L.put_bits(name, r, dd)
     b, dd = L.bits(s)
     L.put_bits(name, b.copy(), dd)
   return step
+
+
+def _last_reader(e: Entry, ins: Instr, reg: str) -> bool:
+  """No instruction but `ins` mentions `reg` after it, none before it reads it, and no backward branch comes back to
+  `ins`: its value can be moved into the destination (cvta after ld.param) instead of copied."""
+  i = next(j for j, x in enumerate(e.instrs) if x is ins)
+  for j, x in enumerate(e.instrs):
+    if j == i: continue
+    if x.op == "bra" and x.args and (t := e.labels.get(str(x.args[0].value))) is not None and t <= i <= j: return False
+    ops = [o for o in x.args if reg in _names(o)]
+    if x.pred == reg: return False
+    if not ops: continue
+    if j > i or ops != [x.args[0]] or x.args[0].kind != "reg" or x.op in ("st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"): return False
+  return True
+
+
+def _names(o: Operand) -> list[str]:
+  if o.kind == "reg": return [str(o.value)]
+  if o.kind in ("vec", "pair"): return [r for x in o.value for r in _names(x)]  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return _names(o.value)  # type: ignore[arg-type]
+  return []
 
 
 def _shift_reg(ins: Instr, e: Entry) -> Step | None:
@@ -583,12 +620,39 @@ def _minmax(ins: Instr, e: Entry) -> Step | None:
   return step
 
 
+def _frn(name: str) -> Callable[[Instr, Entry], Step | None]:
+  """rcp.rn.f32, sqrt.rn.f32 and div.rn.f32 (no .ftz): the correctly rounded semantics.fdiv / fsqrt the family handlers
+  call, on the typed operands (no bit conversions); other forms (and integer div) go on to `then`."""
+  then = _divrem_imm("div") if name == "div" else None
+  nsrc = 2 if name == "div" else 1
+  def build(ins: Instr, e: Entry) -> Step | None:
+    if ins.types != ("f32",) or set(ins.mods) != {"rn", "f32"} or len(ins.args) != 1 + nsrc or ins.args[1].kind != "reg":
+      return then(ins, e) if then is not None else None
+    fs = [_typed_fetch(o, "f32") for o in ins.args[1:]]
+    put = _dest(ins, e, ins.args[0], "f32")
+    if put is None or any(f is None for f in fs): return None
+    fa = fs[0]
+    if name == "div":
+      fb = fs[1]
+      def div(L: Launch) -> None:
+        a, da = fa(L)  # type: ignore[misc]
+        b, db = fb(L)  # type: ignore[misc]
+        a, b = np.broadcast_arrays(a, b)
+        put(L, S.fdiv(a, b, "rn").astype(np.float32), _and(da, db))
+      return div
+    def one(L: Launch) -> None:
+      x, dx = fa(L)  # type: ignore[misc]
+      put(L, (S.fdiv(np.ones_like(x), x, "rn") if name == "rcp" else S.fsqrt(x, "rn")).astype(np.float32), dx)
+    return one
+  return build
+
+
 FAST: dict[str, Callable[[Instr, Entry], Step | None]] = {
   "min": _minmax, "max": _minmax,
   "ld": _ld, "st": _st, "prmt": _prmt, "cvta": _cvta, "shl": _shift_imm, "shr": _shift_imm,
   "and": _bitwise(np.bitwise_and), "or": _bitwise(np.bitwise_or), "xor": _bitwise(np.bitwise_xor), "mov": _mov, "setp": _setp, "selp": _selp,
   **{n: _int_or_f32(n) for n in ("add", "sub", "mul")}, **{n: _f32(n) for n in ("fma", "abs")}, "neg": _int_neg_mad("neg"), "mad": _int_neg_mad("mad"),
-  "div": _divrem_imm("div"), "rem": _divrem_imm("rem"), "cvt": _cvt,
+  "div": _frn("div"), "rem": _divrem_imm("rem"), "cvt": _cvt, "rcp": _frn("rcp"), "sqrt": _frn("sqrt"),
 }
 
 

@@ -285,3 +285,92 @@ def test_constants_and_special_registers_are_typed():
   e = parse(src).entries["k"]
   steps = fast.compile_entry(e)
   assert [f.__qualname__.split(".")[0] + "." + f.__name__ for f in steps[:4]] == ["_mov_const.step", "_mov_const.step", "_mov.special", "_mov_const.<lambda>"]
+
+
+def _big(x: np.ndarray) -> np.ndarray: return np.resize(x, 512)   # past the lane count where a uniform selp copies one side
+def _ones(v: float, dt: type = np.float32) -> callable: return lambda: np.full(512, v, dt)
+
+
+SHORTCUT_CASES = [   # (instruction, input makers, input register types, output dtype, output register type)
+  # selp whose guard every lane takes one way (a copy of one side: register, immediate, NaN payloads) or mixed
+  *[(f"setp.lt.f32 %p, %a, %b; selp.b32 %d, {x}, {y}, %p", [mk, lambda: _big(_f32())], ["f32", "f32"], np.uint32, "f32")
+    for mk in (_ones(-np.inf), _ones(np.inf), _ones(np.nan), lambda: _big(_f32())) for x, y in (("%a", "%b"), ("0x43010000", "%b"), ("%a", "0x7FC01234"))],
+  *[(f"setp.ne.s32 %p, %a, 7; selp.b64 %d, {x}, -1, %p", [mk], ["b32"], np.uint64, "b64") for mk in (_ones(7, np.uint32), _ones(8, np.uint32))
+    for x in ("5", "%rd8")],
+  # float -> int conversions of values all inside the type's range (a plain conversion), and with one lane outside / NaN
+  *[(f"cvt.{r}.{t}.f32 %d, %a", [mk], ["f32"], np.uint32, "b32") for r in ("rni", "rzi") for t in ("s32", "u32")
+    for mk in (lambda: _big(np.abs(_f32()[12:]) % 1e6 + 0.5), lambda: _big(_f32()[12:] % 1e6), _f32_limits, lambda: np.append(_big(_f32()[12:] % 1e6), np.nan))],
+  # rcp / sqrt / div .rn.f32 on the typed values (specials, subnormals, NaN payloads of either operand)
+  *[(f"{op}.rn.f32 %d, %a", [mk], ["f32"], np.uint32, "f32") for op in ("rcp", "sqrt") for mk in (_f32, _f32_b_nan, lambda: _big(_f32()))],
+  *[("div.rn.f32 %d, %a, %b", [ma, mb], ["f32", "f32"], np.uint32, "f32") for ma, mb in ((_f32, _f32_b_nan), (_f32_b_nan, _f32), (_f32, _f32))],
+  ("div.rn.f32 %d, %a, 0f40400000", [_f32], ["f32"], np.uint32, "f32"),
+  # mul.wide with immediates of either sign
+  *[(f"mul.wide.{t} %d, %a, {v}", [_u32], ["b32"], np.uint64, "b64") for t in ("s32", "u32") for v in ("2147483647", "-2147483648", "65536")],
+]
+
+
+@pytest.mark.parametrize("instr, makers, ityp, out, otyp", SHORTCUT_CASES, ids=[c[0] for c in SHORTCUT_CASES])
+def test_predecoded_shortcuts_match_family_handler(instr, makers, ityp, out, otyp, monkeypatch):
+  test_predecoded_step_matches_family_handler(instr, makers, ityp, out, otyp, monkeypatch)
+
+
+def test_rcp_sqrt_div_rn_are_predecoded_and_cvta_moves_a_dead_source():
+  """rcp/sqrt/div.rn.f32 take pre-decoded steps (their bits: above); cvta moves its source only where nothing reads it
+  later and it is outside loops, and a kernel reading the source after the cvta still sees it."""
+  from emulators.nv.ptx.parse import parse
+  head = ".version 8.0\n.target sm_80\n.address_size 64\n"
+  e = parse(head + """.visible .entry k(.param .u64 p)
+{
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<6>;
+  .reg .pred %q;
+  rcp.rn.f32 %f1, %f0;
+  sqrt.rn.f32 %f1, %f0;
+  div.rn.f32 %f1, %f0, %f2;
+  rcp.approx.f32 %f1, %f0;
+  ld.param.u64 %rd0, [p];
+  cvta.to.global.u64 %rd1, %rd0;
+  ld.param.u64 %rd2, [p];
+  cvta.to.global.u64 %rd3, %rd2;
+  add.s64 %rd4, %rd2, 4;
+  mov.u64 %rd5, 0;
+L:
+  cvta.to.global.u64 %rd1, %rd0;
+  add.s64 %rd5, %rd5, 1;
+  setp.lt.u64 %q, %rd5, 3;
+  @%q bra L;
+  ret;
+}
+""").entries["k"]
+  steps = fast.compile_entry(e)
+  assert [f.__name__ for f in steps[:4]] == ["one", "one", "div", "<lambda>"]
+  cvtas = [i for i in e.instrs if i.op == "cvta"]
+  assert [fast._last_reader(e, i, i.args[1].value) for i in cvtas] == [False, False, False]   # %rd0 read in the loop, %rd2 by the add
+  e2 = parse(head + ".visible .entry k(.param .u64 p)\n{\n  .reg .b64 %rd<3>;\n  ld.param.u64 %rd0, [p];\n  cvta.to.global.u64 %rd1, %rd0;\n"
+             "  mov.b64 %rd2, %rd1;\n  ret;\n}\n").entries["k"]
+  cv = next(i for i in e2.instrs if i.op == "cvta")
+  assert fast._last_reader(e2, cv, "%rd0")
+  # run: the source moved (nothing reads it) and kept (read again after the cvta) give the same stored address
+  src = head + """.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd0, [out];
+  cvta.to.global.u64 %rd1, %rd0;
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 8;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.param.u64 %rd4, [out];
+  cvta.to.global.u64 %rd5, %rd4;
+  st.global.u64 [%rd3], %rd5;
+  sub.s64 %rd5, %rd5, %rd4;
+  st.global.u64 [%rd3], %rd4;
+  ret;
+}
+"""
+  from refgrad.device import Device
+  for on in (True, False):
+    fast.enabled = on
+    try: out = Device["NV"].run_ptx(src, "k", [np.zeros(300, np.uint64)], grid=(1, 1, 1), block=(300, 1, 1))[0]
+    finally: fast.enabled = True
+    assert (out == out[0]).all() and out[0] != 0
