@@ -618,6 +618,19 @@ class _Specials(dict):
     self[name] = v
     return v
 
+  def u32(self, name: str) -> np.ndarray:
+    """A special register (ids, sizes: below 2^32) as uint32 values, kept per launch shape like the bits (read-only: a
+    register holding it is never written in place, a partial write converts it to fresh bits)."""
+    L = self.L
+    key = ("u32", name, L.grid, L.block, L.per_cta) if name not in _SMEM_SPECIALS else None
+    if key is None or (v := _SPECIAL_CACHE.get(key)) is None:
+      v = self[name].astype(np.uint32)
+      v.setflags(write=False)
+      if key is not None:
+        if len(_SPECIAL_CACHE) >= 256: _SPECIAL_CACHE.pop(next(iter(_SPECIAL_CACHE)))
+        _SPECIAL_CACHE[key] = v
+    return v
+
 
 _SMEM_SPECIALS = frozenset({"%dynamic_smem_size", "%total_smem_size"})   # the others depend on the launch shape only
 _SPECIAL_CACHE: dict[tuple, np.ndarray] = {}
@@ -639,6 +652,7 @@ _SPECIALS: dict[str, Callable[[Launch], Any]] = {
   "%lanemask_ge": lambda L: ~((np.uint64(1) << _lanes(L)) - np.uint64(1)) & np.uint64(0xFFFFFFFF),
   "%dynamic_smem_size": lambda L: max(0, L.shared_bytes - L.e.shared_bytes), "%total_smem_size": lambda L: L.shared_bytes,
 }
+SPECIAL_NAMES = frozenset(_SPECIALS)
 
 
 def to_bytes(v: np.ndarray, w: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from emulators.nv.ptx import semantics as S
-from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.execute import SPECIAL_NAMES, Launch, PTXFault
 from emulators.nv.ptx.ops import TABLE, selected_defined
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
@@ -232,7 +232,9 @@ def _mov(ins: Instr, e: Entry) -> Step | None:
   m = _MASK.get(w)
   src = s.value
   if src not in e.regs and w == 4:   # a special register (ids, sizes: below 2^32) as typed 32-bit values
+    known = src in SPECIAL_NAMES
     def special(L: Launch) -> None:
+      if known and L.sel.size == L.n: return L.put_typed(name, L.special.u32(src), None)   # the launch shape's values, kept
       b, dd = L.bits(s)
       if L.sel.size == L.n: L.put_typed(name, b.astype(np.uint32), dd)
       else: L.put_bits(name, b & m, dd)
