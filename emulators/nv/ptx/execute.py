@@ -246,6 +246,7 @@ class Launch:
       return
     r = self.regs.raw(name)
     if r is not None and r.dtype is not _U64: r = self.regs[name] = _to_bits(r).copy() if r.itemsize == 8 else _to_bits(r)   # its own storage
+    elif r is not None and not r.flags.writeable: r = self.regs[name] = r.copy()   # a shared read-only value (a broadcast parameter)
     if r is None:
       r = self.regs[name] = np.zeros(self.n, np.uint64)
       if self.checked: self.defined[name] = np.zeros(self.n, np.bool_)

@@ -150,9 +150,13 @@ def _ld_param(ins: Instr, e: Entry) -> Step | None:
   put = _dest(ins, e, d, t)
   if put is None: return None
   lo, hi, dt = p.offset + a.offset, p.offset + a.offset + TYPES[t], S.NP[t]
+  wide = TYPES[t] == 8 and TYPES[e.regs[d.value]] == 8
   def step(L: Launch) -> None:
     if hi > len(L.params): raise PTXFault("compute", f"a .param read past the {len(L.params)} parameter bytes", ins)
-    put(L, np.full(L.sel.size, np.frombuffer(L.params[lo:hi], dt)[0]), None)
+    v = np.frombuffer(L.params[lo:hi], dt)[0]
+    # a pointer: every lane's value as one read-only broadcast (no memory per lane; a later write to some lanes copies it)
+    if wide and L.sel.size == L.n: L.put_typed(d.value, np.broadcast_to(v, (L.n,)), None)
+    else: put(L, np.full(L.sel.size, v), None)
   return step
 
 

@@ -374,3 +374,40 @@ L:
     try: out = Device["NV"].run_ptx(src, "k", [np.zeros(300, np.uint64)], grid=(1, 1, 1), block=(300, 1, 1))[0]
     finally: fast.enabled = True
     assert (out == out[0]).all() and out[0] != 0
+
+
+def test_broadcast_parameter_written_by_some_lanes_matches():
+  """A 64-bit parameter is held as one read-only broadcast value; lanes that then write the register (divergent: per-lane
+  PCs, a partial write) get their own copy, and the others keep the parameter (the bits of the family handlers)."""
+  src = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u64 v)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<6>;
+  .reg .pred %p;
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [v];
+  mov.u32 %r0, %tid.x;
+  and.b32 %r1, %r0, 3;
+  setp.eq.u32 %p, %r1, 1;
+  @%p add.s64 %rd1, %rd1, 1000;
+  @!%p bra SKIP;
+  xor.b64 %rd1, %rd1, 5;
+SKIP:
+  mul.wide.u32 %rd2, %r0, 8;
+  add.s64 %rd3, %rd0, %rd2;
+  st.global.u64 [%rd3], %rd1;
+  ret;
+}
+"""
+  from refgrad.device import Device
+  res = []
+  for on in (True, False):
+    fast.enabled = on
+    try: res.append(Device["NV"].run_ptx(src, "k", [np.zeros(300, np.uint64), np.uint64(2**63 + 7)], grid=(1, 1, 1), block=(300, 1, 1))[0])
+    finally: fast.enabled = True
+  assert res[0].tobytes() == res[1].tobytes()
+  t = np.arange(300)
+  assert (res[0] == np.where(t % 4 == 1, (2**63 + 7 + 1000) ^ 5, 2**63 + 7).astype(np.uint64)).all()
