@@ -590,6 +590,11 @@ def _mark(mem: Any, e: np.ndarray, k: int, defined: bool) -> None:
   """Memory.mark_elems without ufunc.at: the elements are grouped by their bit position in the bitmap byte, so within a
   group every element of one byte applies the same mask (duplicates are harmless)."""
   if k == 8 or e.size < 64 or mem.bits is None: return mem.mark_elems(e, k, defined)
+  lo, hi = int(e.min()), int(e.max())
+  if hi - lo + 1 == e.size:   # as many elements as the range holds: when they cover it, one range of bytes (a slice)
+    seen = np.zeros(e.size, np.bool_)
+    seen[e - lo] = True
+    if seen.all(): return mem.mark_range(lo * k, (hi + 1) * k, defined)
   pos = e.astype(np.int64, copy=False) * k
   byte, sh = pos >> 3, pos & 7
   bits = mem.bits

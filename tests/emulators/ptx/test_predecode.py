@@ -411,3 +411,21 @@ SKIP:
   assert res[0].tobytes() == res[1].tobytes()
   t = np.arange(300)
   assert (res[0] == np.where(t % 4 == 1, (2**63 + 7 + 1000) ^ 5, 2**63 + 7).astype(np.uint64)).all()
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_store_definedness_marks_match_element_marks(k):
+  """A store's elements made defined or undefined (execute._mark: a covered range as one slice, else grouped by bit
+  position) leave the bitmap Memory.mark_elems leaves: a permuted full range, one with a duplicate and a hole, sparse."""
+  from emulators.nv.ptx.execute import _mark
+  from refgrad.runtime.simt import Memory
+  base = RNG.permutation(np.arange(37, 37 + 300))
+  dup = base.copy()
+  dup[5] = dup[6]
+  for e in (base, dup, base[::3], np.arange(8, 8 + 64)):
+    for defined in (True, False):
+      a, b = Memory.zeros(4096), Memory.zeros(4096)
+      a.bits[:] = b.bits[:] = RNG.integers(0, 256, a.bits.size, dtype=np.uint8)
+      _mark(a, e.astype(np.intp), k, defined)
+      b.mark_elems(e.astype(np.intp), k, defined)
+      assert a.bits.tobytes() == b.bits.tobytes()
