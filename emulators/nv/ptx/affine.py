@@ -19,6 +19,7 @@ from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
 enabled = True   # False: every instruction of a loop run as arrays steps on (iterations x lanes) arrays (tests compare both)
 MIN_TRIPS = 16   # shorter loops step every instruction (planning costs more Python per instruction than it saves there)
+MIN_ELEMS = 16384   # nor is a loop planned whose iterations x lanes are at most this (matmul 64's 16 x 1,024, sum's 1,000 x 1: planning cost more)
 _LIMIT = 1 << 62   # bounds beyond this are refused (int64 products and sums stay exact)
 
 

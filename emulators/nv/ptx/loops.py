@@ -516,7 +516,7 @@ def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dic
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
-  planned = affine.enabled and T >= affine.MIN_TRIPS
+  planned = affine.enabled and T >= affine.MIN_TRIPS and T * n > affine.MIN_ELEMS
   if planned:
     done, needs, after, seeded = _affine(L, P, pairs, T, {i for a in P.accs for i in a.links}, dict(P.region))
   else: done, needs, after, seeded = set(), {}, {}, set()

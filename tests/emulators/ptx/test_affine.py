@@ -17,6 +17,7 @@ HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 def _drops(request, monkeypatch):
   """Every test with chunk registers dropped after their last use and kept (loops.DROP_ELEMS)."""
   monkeypatch.setattr(loops, "DROP_ELEMS", 0 if request.param == "drop" else 1 << 30)
+  monkeypatch.setattr(affine, "MIN_ELEMS", 0)   # the small loops here are planned (the size threshold has its own test)
 RNG = np.random.default_rng(11)
 
 
@@ -461,3 +462,51 @@ def test_affine_positions_remembered_between_runs_stay_exact(monkeypatch):
     assert res[0] == acc.tobytes(), s
   assert len({id(P) for P in plans}) == 1   # one plan, launch after launch
   assert found[0] > found[1] and found[2] == found[0]   # t * s + i affine with s = 1, 3; not with s = 2^29
+
+
+def test_small_loops_are_not_planned(monkeypatch):
+  """A loop of at most affine.MIN_ELEMS iterations x lanes steps its integer instructions on the chunk's rows (planning
+  costs more there), with the same bits as a planned run; a larger one is planned."""
+  src = HEAD + """.visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n)
+{
+  .reg .pred %p;
+  .reg .b32 %r<6>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [inp];
+  ld.param.u32 %r5, [n];
+  mov.u32 %r0, %tid.x;
+  mov.f32 %f0, 0f00000000;
+  mov.u32 %r1, 0;
+L:
+  mad.lo.s32 %r2, %r1, 64, %r0;
+  mul.wide.u32 %rd2, %r2, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.global.f32 %f1, [%rd3];
+  add.rn.f32 %f0, %f0, %f1;
+  add.s32 %r1, %r1, 1;
+  setp.lt.u32 %p, %r1, %r5;
+  @%p bra L;
+  mul.wide.u32 %rd4, %r0, 4;
+  add.s64 %rd5, %rd0, %rd4;
+  st.global.f32 [%rd5], %f0;
+  ret;
+}
+"""
+  planned = []
+  orig = loops._affine
+  def spy(*a):
+    planned.append(True)
+    return orig(*a)
+  monkeypatch.setattr(loops, "_affine", spy)
+  monkeypatch.setattr(affine, "MIN_ELEMS", 64 * 20)
+  data = RNG.standard_normal(64 * 40).astype(np.float32)
+  res = {}
+  for trips in (20, 40):   # 64 lanes x 20 trips: at the threshold (stepped); x 40: planned
+    planned.clear()
+    res[trips] = Device["NV"].run_ptx(src, "k", [np.zeros(64, np.float32), data, np.uint32(trips)], grid=(1, 1, 1), block=(64, 1, 1))[0]
+    assert bool(planned) == (trips == 40)
+    ref = np.zeros(64, np.float32)
+    for k in range(trips): ref = ref + data[k * 64:(k + 1) * 64]
+    assert res[trips].tobytes() == ref.tobytes()
