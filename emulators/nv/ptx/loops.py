@@ -372,8 +372,11 @@ def _fold_add(c: np.ndarray, X: np.ndarray, m: int) -> list[np.ndarray]:
   if X.shape[1] < 32:   # few lanes: one contiguous accumulate per lane
     acc = np.add.accumulate(np.concatenate([c[:, None], np.ascontiguousarray(X.T)], axis=1), axis=1)
     return [acc[:, i] for i in range(R - m, R + 1)]
-  acc = c.copy()
-  for r in X[:R - m]: np.add(acc, r, out=acc)
+  if R - m > 1:   # one reduce over the rows of [c; X]: C-contiguous, axis 0 outer, every lane adds its rows in order
+    acc = np.add.reduce(np.concatenate([c[None, :], X[:R - m]]), axis=0)   # (no pairwise sum: that is for the inner axis)
+  else:
+    acc = c.copy()
+    for r in X[:R - m]: np.add(acc, r, out=acc)
   out = [acc]
   for r in X[R - m:]: out.append(out[-1] + r)
   return out

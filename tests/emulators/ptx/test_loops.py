@@ -326,3 +326,23 @@ def test_trip_count_from_the_compare_matches_stepped(monkeypatch, start, step, c
   assert taken == 1 and a.tobytes() == b.tobytes()
   assert (a == trips).all()
   assert found and (found[0] == trips if closed else found[0] is None)
+
+
+@pytest.mark.parametrize("rows, lanes", [(2, 32), (65, 1000), (128, 128), (300, 33), (17, 4096)])
+def test_fold_add_adds_each_lanes_rows_in_order(rows, lanes):
+  """_fold_add (one reduce over the rows for 32 lanes and more) gives the bits of adding row after row: data where any
+  other order (a pairwise sum) rounds differently, NaN payloads, infinities and signed zeros."""
+  rng = np.random.default_rng(rows * lanes)
+  X = np.tile(np.array([1e8, 1.0, -1e8, 3.0, 0.5, -1.0], np.float32), rows)[:rows, None] * np.ones(lanes, np.float32)
+  X = X + (rng.standard_normal((rows, lanes)) * 10.0 ** rng.integers(-8, 8, (rows, lanes))).astype(np.float32)
+  X.ravel()[rng.integers(0, X.size, 20)] = np.array([0x7FC00123, 0xFFC00456, 0x7F800000, 0xFF800000, 0x80000000] * 4, np.uint32).view(np.float32)
+  c = rng.standard_normal(lanes).astype(np.float32)
+  c[:2] = [-0.0, np.float32(1e8)]
+  for m in (0, 1):
+    with np.errstate(all="ignore"):
+      got = loops._fold_add(c, X, m)
+      acc, want = c.copy(), []
+      for r in X[:rows - m]: acc = acc + r
+      want.append(acc)
+      for r in X[rows - m:]: want.append(want[-1] + r)
+    assert len(got) == len(want) and all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
