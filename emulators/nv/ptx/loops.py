@@ -310,39 +310,59 @@ def trip_count(L: Launch, P: LoopPlan, limit: int) -> int | None:
 
 def _linear_trips(L: _OneLane, P: LoopPlan, limit: int) -> int | None:
   """The trip count of a loop whose condition compares two operands changing by a constant each iteration (one lane, as
-  trip_count's uniform case), found from iterations 0 and 1 without wrap-around (a binary search over the compare of
-  unbounded integers), then checked exactly: the compare of the real (wrapping) operands on every iteration up to it
-  must go on before the last and stop there. None where the guess does not hold (trip_count then scans as before)."""
+  trip_count's uniform case), from iterations 0 and 1 as Python integers: each operand's value in iteration k is
+  congruent to x0 + k * (x1 - x0) modulo 2^bits, so it is that value wherever that lies in the compare type's range; for
+  values linear in k that holds from 0 to t when it holds at both ends. Then the compare of these unbounded values, which
+  switches once at most (a binary search; eq/ne from the difference), is the loop's. Where an end lies outside, the
+  compare of the real (wrapping) operands is checked on every iteration up to t; None where that fails (trip_count then
+  scans as before)."""
   pos, cmp, signed, w, (a, b) = P.cond
   neg = L.e.instrs[P.back].pred_neg
-  two = np.arange(2, dtype=np.int64)
-  x, y = _value(L, P, a, pos, two, w, signed), _value(L, P, b, pos, two, w, signed)   # type: ignore[arg-type]
-  if x is None or y is None: return None
-  x0, x1, y0, y1 = int(x[0, 0]), int(x[-1, 0]), int(y[0, 0]), int(y[-1, 0])
+  xs = [_lane0(L, P, o, pos, k, w, signed) for o in (a, b) for k in (0, 1)]
+  if any(v is None for v in xs): return None
+  x0, x1, y0, y1 = xs  # type: ignore[misc]
   f = _PY_CMPS[cmp]
   def go(k: int) -> bool: return f(x0 + k * (x1 - x0), y0 + k * (y1 - y0)) != neg
-  if cmp in ("eq", "ne"):
-    if not go(0): t = 0
-    elif not go(1): t = 1
-    else:   # ne going on: it stops where the difference reaches 0
+  if not go(0): t = 0
+  elif cmp in ("eq", "ne"):
+    if not go(1): t = 1
+    else:   # going on while the operands differ: it stops where the difference reaches 0
       d0, r = y0 - x0, (y1 - y0) - (x1 - x0)
       if r == 0 or d0 % r or -d0 // r < 1: return None
       t = -d0 // r
-  else:   # lt/le/gt/ge/lo/ls/hi/hs of linear operands: go is monotone in k, it switches once at most
-    if go(0) and go(limit): return None
+  else:   # lt/le/gt/ge/lo/ls/hi/hs of linear operands, going on at 0: it stops once at most
+    if go(limit): return None
     lo, hi = 0, limit   # the first k where it stops lies in [lo, hi]
     while lo < hi:
       mid = (lo + hi) // 2
       if go(mid): lo = mid + 1
       else: hi = mid
     t = lo
-  if t >= limit or t > 1 << 16: return None
+  if t >= limit: return None
+  rlo, rhi = (-(1 << (8 * w - 1)), 1 << (8 * w - 1)) if signed else (0, 1 << (8 * w))
+  if all(rlo <= v < rhi for v in (x0 + t * (x1 - x0), y0 + t * (y1 - y0))): return t + 1   # (x0, y0 lie in range)
+  if t > 1 << 16: return None
   ks = np.arange(t + 1, dtype=np.int64)
   x, y = _value(L, P, a, pos, ks, w, signed), _value(L, P, b, pos, ks, w, signed)   # type: ignore[arg-type]
   if x is None or y is None: return None
   g = (_CMPS[cmp](x, y) != neg)[:, 0]
-  if g[:t].all() and not g[t]: return t + 1
-  return None
+  return t + 1 if g[:t].all() and not g[t] else None
+
+
+def _lane0(L: _OneLane, P: LoopPlan, o: Operand, pos: int, k: int, w: int, signed: bool) -> int | None:
+  """Operand o of the instruction at `pos` in iteration k, first lane, as _value computes it (a Python integer)."""
+  m = (1 << (8 * w)) - 1
+  if o.kind == "imm": v = o.value & m
+  else:
+    name = str(o.value)
+    r = L.regs.get(name)
+    if r is None or (L.checked and L.defined.get(name) is not None): return None
+    v = int(r[0])
+    if name in P.inductions:
+      ip, step, _ = P.inductions[name]
+      v += (step & 0xFFFFFFFFFFFFFFFF) * (k + (1 if ip < pos else 0))
+    v &= m
+  return v - (1 << (8 * w)) if signed and v >> (8 * w - 1) else v
 
 
 class _OneLane:

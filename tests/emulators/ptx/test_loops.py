@@ -307,6 +307,8 @@ L_top:
 # (start, step, compare, bound, expected iterations, whether the closed form answers: else the scan does)
 COUNTED = [(0, 1, "lt.s32", 1000, 1000, True), (0, 1, "ne.s32", 7, 7, True), (10, -1, "gt.s32", 0, 10, True), (0, 3, "lt.u32", 10, 4, True),
            (0, 2, "le.s32", 9, 5, True), (4, 1, "eq.s32", 5, 2, True), (0, 1, "lt.s32", 0, 1, True), (100, 7, "lo.u32", 50, 1, True),
+           (0, 1, "gt.s32", 5, 1, True),   # stops at once although the compare would hold later (not a search)
+           (0xFFFFFFF0, 1, "lt.s32", 5, 21, True), (3, -1, "ge.s32", 0xFFFFFFFC, 8, True), (0, 1, "ne.u32", 1000, 1000, True),
            (0xFFFFFFF8, 4, "ne.u32", 4, 3, False),    # wraps through 0 to reach the bound: no trip count from unbounded integers
            (0x7FFFF000, 0x100, "gt.s32", 0, 16, False),   # signed overflow ends the loop where unbounded integers go on
            (0x7FFFFFF0, 8, "gt.s32", 0, 2, True)]   # iterations 0 and 1 straddle the overflow: the line through them stops at once
