@@ -9,7 +9,9 @@
    "nvcc generic" runs the same with the executor's pre-decoded steps (and the loops run as arrays) off: every instruction
    through its family handler of the table (emulators/nv/ptx/fast.py `enabled`), side by side.
    --cpu-time measures CPU time of the process (all threads) instead of wall time: on a loaded shared machine wall times
-   swing with the load, CPU time much less.
+   swing with the load, CPU time much less. --interleave N times N rounds of one call per column (every column of a
+   program under the same load) and prints medians: on a loaded machine the ratios of best-of-5 runs swing by 30% and
+   more between runs, these much less.
 2. Launches per second of a tiny kernel through the full command path: kernel arguments, a QMD, a pushbuffer segment, a
    GP entry and a doorbell per launch, then the mock decoding and running them (enqueue rate and end to end).
 """
@@ -21,10 +23,11 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
-from bench.bench_tensor import PROGRAMS, bench
+from bench.bench_tensor import PROGRAMS, _inputs, bench
 from emulators.nv.ptx import fast
 
 
@@ -57,6 +60,21 @@ def predecoded(on: bool) -> Iterator[None]:
   finally: fast.enabled = prev
 
 
+def interleaved(prog: Any, shapes: tuple, runs: list[tuple[str, Any]], rounds: int, clock: Any) -> list[float]:
+  """Median time per call of each (device, context) in `runs`: warmed up, then `rounds` rounds of one call each."""
+  for dev, ctx in runs:
+    with ctx(): bench(prog, shapes, dev, 1, clock)
+  times: list[list[float]] = [[] for _ in runs]
+  for _ in range(rounds):
+    for (dev, ctx), t in zip(runs, times):
+      with ctx():
+        ins = _inputs(dev, *shapes)
+        st = clock()
+        prog(*ins).numpy()
+        t.append(clock() - st)
+  return [float(np.median(t)) for t in times]
+
+
 def launches_per_second(device: str, n: int) -> tuple[float, float]:
   """(launches/s enqueued, launches/s end to end) of a one-element add kernel launched n times."""
   from refgrad import Tensor
@@ -81,6 +99,7 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
   ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
   ap.add_argument("--cpu-time", action="store_true", help="CPU time of the process (all threads) instead of wall time")
+  ap.add_argument("--interleave", type=int, default=0, metavar="N", help="N rounds of one call per column, medians (instead of --reps)")
   args = ap.parse_args()
   clock = time.process_time if args.cpu_time else time.perf_counter   # (bench_tensor.bench binds its default clock at import: passed)
   if args.cpu_time: time.perf_counter = time.process_time   # type: ignore[assignment]   (the launch loop reads it)
@@ -88,18 +107,26 @@ def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] 
   from rich.console import Console
   from rich.table import Table
   con = Console(width=max(Console().width, 160))   # the PTX columns need the room when printed to a pipe
-  t = Table(title=f"tensor programs, float32, best of {args.reps}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
+  how = f"median of {args.interleave} interleaved rounds" if args.interleave else f"best of {args.reps}"
+  t = Table(title=f"tensor programs, float32, {how}: PYTHON, PYTHON emulating {target}, mock {gpu} ({target} target)")
   ptx = gpu == "NV" and shutil.which("nvcc") is not None
   cols = ["program", "PYTHON ms", f"PYTHON-{target} ms", f"{gpu} ms", f"{gpu} / PYTHON-{target}"]
   if ptx: cols += ["nvcc generic ms", "generic / PYTHON-CUDA", "nvcc ms", "nvcc / PYTHON-CUDA"]
   for c in cols: t.add_column(c, justify="right" if c != "program" else "left")
   for name, (prog, shapes) in PROGRAMS.items():
-    with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps, clock), bench(prog, shapes, gpu, args.reps, clock)
-    with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps, clock)
+    if args.interleave:   # ("nvcc generic" is timed apart: switching the pre-decoded steps off and on remakes them)
+      runs = [("PYTHON", lambda: emulate(None)), ("PYTHON", lambda: emulate(target)), (gpu, lambda: emulate(None))]
+      if ptx: runs += [("NV:1", lambda: nv_code("nvcc"))]
+      py, pyt, mock, *rest = interleaved(prog, shapes, runs, args.interleave, clock)
+    else:
+      with emulate(None): py, mock = bench(prog, shapes, "PYTHON", args.reps, clock), bench(prog, shapes, gpu, args.reps, clock)
+      with emulate(target): pyt = bench(prog, shapes, "PYTHON", args.reps, clock)
     row = [name, f"{py * 1e3:.2f}", f"{pyt * 1e3:.2f}", f"{mock * 1e3:.2f}", f"{mock / pyt:.2f}x"]
     if ptx:
       with nv_code("nvcc"), predecoded(False): g = bench(prog, shapes, "NV:1", args.reps, clock)
-      with nv_code("nvcc"): p = bench(prog, shapes, "NV:1", args.reps, clock)
+      if args.interleave: p = rest[0]
+      else:
+        with nv_code("nvcc"): p = bench(prog, shapes, "NV:1", args.reps, clock)
       row += [f"{g * 1e3:.2f}", f"{g / pyt:.2f}x", f"{p * 1e3:.2f}", f"{p / pyt:.2f}x"]
     t.add_row(*row)
   con.print(t)
