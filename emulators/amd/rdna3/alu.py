@@ -258,9 +258,17 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
   quotient -> VCC, S0 * 2^k if S0 is the denominator; 1/S1 denormal -> S0 * 2^-k; a denormal quotient S2/S1 -> VCC,
   S0 * 2^k if S0 is the numerator; exponent(S2) <= 23/53 (tiny numerator) -> S0 * 2^k; otherwise S0 unchanged."""
   t = s0.dtype.type
-  k, gap, tiny, _ = SCALE[t]
+  k, gap, tiny, ebits = SCALE[t]
   with np.errstate(all="ignore"):
     e1, e2 = _biased_exp(s1), _biased_exp(s2)
+    # no lane can be in a case (the usual): both operands normal and finite, the numerator not tiny, the exponent gap
+    # below `gap`, and far from where 1/S1 (|S1| > 2^(bias-1)) or S2/S1 (< 2^(1-bias)) would be denormal (30 binades
+    # of margin): S0 unchanged, no VCC, without the divisions the cases need
+    bias = (1 << (ebits - 1)) - 1
+    d = e2 - e1
+    if (e1.min() >= 1 and e1.max() <= 2 * bias - 30 and e2.min() > tiny and e2.max() <= 2 * bias and d.min() > 30 - bias and d.max() < gap):
+      shape = np.broadcast(s0, s1, s2).shape
+      return np.broadcast_to(s0, shape).astype(s0.dtype), np.zeros(shape, np.bool_)
     rcp_den = _denorm((t(1.0) / s1).astype(t))   # 1/S1 denormal in S1's type (see the docstring)
     q_den = _denorm((s2 / s1).astype(t))
     rest = np.ones(np.broadcast(s0, s1, s2).shape, np.bool_)

@@ -898,6 +898,7 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
     _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und)
   elif n in FLAT_STORE:
     nb, d16 = FLAT_STORE[n]
+    if nb >= 4 and not d16 and m.store_dwords(idx, addr, nb // 4, lanes, f["data"]): return m.advance(i, idx)   # whole aligned dwords
     data, und = _global_store_data(m, idx, f["data"], nb, d16, lanes)
     m.scatter(idx, addr, data, lanes, i, und)
   else: raise M.WaveFault(f"{i.op.name} is not emulated")

@@ -235,13 +235,16 @@ def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | Non
   if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
   ew, el = np.nonzero(lanes)
   def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
-    flat = np.zeros((P * 32, x.shape[1]), x.dtype)
+    flat = np.empty((P * 32, x.shape[1]), x.dtype)
     flat[:E] = x[ew, :, el]
+    flat[E:] = flat[0]   # the last wave's rest: copies of the first lane (see below)
     return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(0, 2, 1))
   pm = copy.copy(m)
   pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
+  # every packed lane enabled: the lanes past E compute what the first lane computes (a lane-wise body with the same
+  # scalars, loads from the first lane's addresses, no stores) and are dropped below; so every instruction of the batch
+  # writes whole registers (no masked writes, the loads' one-copy path)
   pm.s[:, 126] = 0xFFFFFFFF
-  if E % 32: pm.s[-1, 126] = (1 << (E % 32)) - 1
   pm.scc, pm.pc = np.full(P, m.scc[0]), np.full(P, m.pc[0], np.int64)
   pm.done, pm.bar, pm.wg, pm.bound = np.zeros(P, np.bool_), np.zeros(P, np.bool_), np.zeros(P, np.int64), {}
   pm._idx, pm._ix, pm._lanes, pm.steps, pm.batches = None, None, None, 0, 0

@@ -469,6 +469,43 @@ class Machine:
       else: self.vinit[ix, r0:r0 + nd, :] |= lanes[:, None, :]
     return True
 
+  def store_dwords(self, idx: np.ndarray, addr: np.ndarray, nd: int, lanes: np.ndarray, r0: int) -> bool:
+    """The nd dwords of VGPRs r0.. to each enabled lane's address, in one assignment to a dword view of the mapping, when
+    the enabled lanes' addresses are dword aligned in one mapping, the VGPRs are allocated, the waves are all of the
+    step's (a slice) and (checked mode) the VGPRs hold defined values in the enabled lanes. The same bytes as `scatter`:
+    lanes in order (a later lane's dword wins; aligned dwords overlap only whole), the written bytes marked defined.
+    False: nothing done (the byte path names any fault and stores undefined bytes as such)."""
+    ix = self.ix(idx)
+    if r0 + nd > self.nv or not isinstance(ix, slice): return False
+    full = self.all_on(lanes)
+    if self.vinit is not None and not (self.vinit[ix, r0:r0 + nd, :] | ~lanes[:, None, :]).all(): return False
+    a = addr.reshape(-1) if full else addr[lanes]
+    if not a.size: return False
+    a = np.ascontiguousarray(a)
+    if int(np.bitwise_or.reduce(a.view(np.uint8)[::8])) & 3: return False
+    lo, hi = int(a.min()), int(a.max()) + 4 * nd
+    r = self.vm.find(lo)
+    if r is None or hi > r.end or r.va % 4: return False
+    q = (a.view(np.int64) - r.va) >> 2   # dword indices in the mapping
+    data = r.mem.data
+    words = data[:len(data) - len(data) % 4].view(U32)
+    src = self.v[ix, r0:r0 + nd, :]   # [n, nd, 32] -> lane-major [lanes, nd]
+    vals = src.transpose(0, 2, 1).reshape(-1, nd) if full else src.transpose(0, 2, 1)[lanes]
+    if nd == 1: words[q] = vals[:, 0]
+    else: words[q[:, None] + np.arange(nd)] = vals
+    self._touch(r.va, lo, hi, True)
+    if r.mem.bits is not None:
+      s0, s1 = lo - r.va, hi - r.va
+      dense = (s1 - s0) == 4 * nd * len(q)   # as many dwords as the span: one range when each is stored
+      if dense:
+        seen = np.zeros((s1 - s0) // 4, np.bool_)
+        seen[(q - (s0 >> 2))[:, None] + np.arange(nd) if nd > 1 else q - (s0 >> 2)] = True
+        dense = bool(seen.all())
+      if dense: r.mem.mark_range(s0, s1, True)
+      else: r.mem.mark_elems((q[:, None] + np.arange(nd)).reshape(-1), 4, True)
+      r.mem.settle()
+    return True
+
   def gather(self, idx: np.ndarray, addr: np.ndarray, nbytes: int, lanes: np.ndarray, i: Inst) -> tuple[np.ndarray, np.ndarray | None]:
     """The nbytes at each enabled lane's address ([n, 32, nbytes]) and, in checked mode, which lanes' dwords hold bytes
     nothing wrote ([n, 32, dwords] bool, a load below 4 bytes one dword; None: all defined). A loop batch's copy of the

@@ -1,0 +1,141 @@
+"""The executor's fast paths against the general ones they stand for, with the same bits: whole-dword global stores
+(Machine.store_dwords) against the byte path (Machine.scatter), V_DIV_SCALE's test that no lane is in a case against
+the case-by-case path, and a packed loop batch's padding lanes (loops._packed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import loops as LP
+from emulators.amd.rdna3.machine import Machine
+from tests.emulators.rdna3 import kernels as K
+from tests.emulators.rdna3.llvm_util import compile_ir, read_elf
+from tests.emulators.rdna3.test_undefined_loads import run_partial
+
+STORES = """
+define amdgpu_kernel void @store_overlap(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %v = load i32, ptr addrspace(1) %pa
+  %j = lshr i32 %i, 1
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %j
+  store i32 %v, ptr addrspace(1) %po
+  ret void
+}
+
+define amdgpu_kernel void @store_vec_masked(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %v = load i32, ptr addrspace(1) %pa
+  %s = and i32 %l, 3
+  %c = icmp ne i32 %s, 2
+  br i1 %c, label %then, label %done
+then:
+  %w = xor i32 %v, 12345
+  %x0 = insertelement <4 x i32> poison, i32 %v, i32 0
+  %x1 = insertelement <4 x i32> %x0, i32 %w, i32 1
+  %x2 = insertelement <4 x i32> %x1, i32 %i, i32 2
+  %x3 = insertelement <4 x i32> %x2, i32 %s, i32 3
+  %po = getelementptr <4 x i32>, ptr addrspace(1) %out, i32 %i
+  store <4 x i32> %x3, ptr addrspace(1) %po, align 16
+  br label %done
+done:
+  ret void
+}"""
+
+_MOD: dict = {}
+
+
+def kernel(name: str):
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(STORES))[0]))
+  return _MOD[name]
+
+
+@pytest.mark.parametrize("name, nout", [("store_overlap", 64), ("store_vec_masked", 4 * 128)])
+@pytest.mark.parametrize("undef_in", [False, True])
+@pytest.mark.parametrize("undef_out", [False, True])
+@pytest.mark.parametrize("blocks", [True, False])
+def test_store_dwords_same_as_the_byte_path(name, nout, undef_in, undef_out, blocks, monkeypatch):
+  """Two lanes storing to one dword (the later lane's value stays), lanes EXEC leaves off, 16-byte stores; inputs and
+  outputs partly never written (checked mode: an undefined lane's store is left to the byte path, which marks its
+  bytes undefined; a store into a partly undefined buffer marks what it wrote defined): the same bytes, the same
+  definedness and the same ranges touched with the fast path as without it."""
+  rng = np.random.default_rng(3)
+  a = rng.integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+  out = rng.integers(0, 2**32, nout, dtype=np.uint64).astype(np.uint32)
+  ua = (np.arange(128) % 7 == 3) if undef_in else None
+  uo = (np.arange(nout) % 5 == 1) if undef_out else None
+  calls: list[bool] = []
+  real = Machine.store_dwords
+  def spy(self, *args):
+    calls.append(r := real(self, *args))
+    return r
+  monkeypatch.setattr(Machine, "store_dwords", spy)
+  m1, r1 = run_partial(kernel(name), [out, a], [uo, ua], (2, 1, 1), (64, 1, 1), blocks=blocks)
+  assert any(calls) != undef_in   # the fast path stored, unless a lane's value is undefined (then the byte path)
+  monkeypatch.setattr(Machine, "store_dwords", lambda *args: False)
+  m2, r2 = run_partial(kernel(name), [out, a], [uo, ua], (2, 1, 1), (64, 1, 1), blocks=blocks)
+  for x, y in zip(r1, r2):
+    assert x.mem.data.tobytes() == y.mem.data.tobytes()
+    i1, i2 = x.mem.init, y.mem.init
+    assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
+  assert sorted(m1.accesses()) == sorted(m2.accesses())
+  assert np.array_equal(m1.v, m2.v) and np.array_equal(m1.vinit, m2.vinit)
+
+
+def _operands(t: type, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+  """Numerators and denominators over the whole exponent range but its ends (signs both)."""
+  bits, mant, ebits = (np.uint32, 23, 8) if t == np.float32 else (np.uint64, 52, 11)
+  emax = (1 << ebits) - 1
+  def one() -> np.ndarray:
+    e = rng.integers(1, emax, n).astype(bits)
+    m = rng.integers(0, 1 << mant, n, dtype=np.uint64).astype(bits)
+    s = rng.integers(0, 2, n).astype(bits) << bits(8 * np.dtype(bits).itemsize - 1)
+    return (s | (e << bits(mant)) | m).view(t)
+  return one(), one()
+
+
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+def test_div_scale_without_cases_same_as_case_by_case(t, monkeypatch):
+  """Operands where no lane is in a case (the quotient far from the range ends) take the fast return; the same result
+  and VCC as the case-by-case path (forced by one more lane with a zero numerator, dropped after), on all three operand
+  choices LLVM uses (S0 = the denominator or the numerator). Operands over the whole range go both ways: the same."""
+  rng = np.random.default_rng(8)
+  n, d = _operands(t, 4000, rng)
+  near = rng.integers(0, 2, 4000).astype(bool)   # half the lanes with quotients near 1 (the usual): no case
+  with np.errstate(over="ignore"): n = np.where(near, d * t(1.5), n)
+  for s0 in (d, n):
+    slow = A.div_scale(np.append(s0, t(1)), np.append(d, t(1)), np.append(n, t(0)))
+    got = A.div_scale(s0, d, n)
+    assert got[0].tobytes() == slow[0][:-1].tobytes() and np.array_equal(got[1], slow[1][:-1])
+  ok = near & (np.abs(np.log2(np.abs(d.astype(np.float64)))) < 10)
+  def no(*args): raise AssertionError("the case-by-case path ran")
+  monkeypatch.setattr(A, "_denorm", no)
+  for s0 in (d[ok], n[ok]):
+    r, vcc = A.div_scale(s0, d[ok], n[ok])
+    assert r.tobytes() == s0.tobytes() and not vcc.any()
+
+
+def test_packed_batch_runs_every_lane(monkeypatch):
+  """The packed machine enables every lane (its last wave's rest are copies of the first lane, dropped after): the same
+  registers as block by block and stepped (test_loops.three_ways), and no masked write in the batch."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, 8)   # one wave of 8 lanes a workgroup: both waves' 16 lanes packed into one wave
+  execs = []
+  real = LP._batch
+  def spy(m, lp, prev, grab=None):
+    execs.append(m.s[:, 126].copy())
+    return real(m, lp, prev, grab)
+  monkeypatch.setattr(LP, "_batch", spy)
+  rng = np.random.default_rng(12)
+  TL.three_ways("lane_acc", [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 11)], (11,))
+  assert execs and all((e == 0xFFFFFFFF).all() for e in execs)
+
