@@ -49,7 +49,11 @@ LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGP
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
 MIN_N = 4
 TRIPS0 = 64            # the first window of iterations whose exit compare is evaluated (_batch: grown 8x while none exits)
-FOLD_LANES = 2048      # from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate
+# from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate (numpy's
+# accumulate of a 2-D array costs ~20 ns an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it
+# wins only for few lanes: 128 lanes x 120 adds 0.12 ms against 0.2 ms)
+FOLD_LANES = 256
+SHORT_LANES = 2048     # from this many lanes on, a batch of fewer than MIN_N iterations is not run
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
 
@@ -291,7 +295,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
     if got != (k, True) or k == cap: break
     k = min(cap, 8 * k)
   n, on = got
-  if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
+  if n < (MIN_N if W * 32 >= SHORT_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
   s0 = _scratch(N * 128, "sbuf").reshape(N, 128)   # every iteration's SGPRs: the batch's start, then the predictions
   s0.reshape(n, W, 128)[:] = m.s
