@@ -11,7 +11,8 @@ accumulator only record their other operand (m.acc).
 
 Inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp (ops.FCMP/ICMP),
 v_cndmask_b32, the carry ops (execute.carry_op), VOPD pairs, the SALU rows of ops.SALU, SOPC/SOPK compares and ops
-(execute.sopc_scc/sopk_op) and whole-dword global loads (Machine.load_dwords). Lane masks a block computes stay in it
+(execute.sopc_scc/sopk_op), V_DIV_SCALE/V_DIV_FMAS (alu.div_scale/div_fmas), whole-dword global loads
+(Machine.load_dwords) and stores (Machine.store_dwords). Lane masks a block computes stay in it
 as [n, 32] bool and are written to their SGPRs before anything reads the registers. Every other instruction of the run
 is a call of its execute.HANDLERS row (the interpreter's own code); an instruction neither covers ends the run, and the
 interpreter steps it.
@@ -381,6 +382,8 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
     g.setmask(cout, "(q >> 32) != 0")
     return True
+  if n in ("v_div_scale_f32", "v_div_scale_f64", "v_div_fmas_f32", "v_div_fmas_f64") and not (g.accs and f.get("vdst") in g.accs):
+    return _div_inline(g, i) or undo()
   if g.accs and f.get("vdst") in g.accs and not n.startswith(("v_cmp", "v_readfirstlane")):
     srcs = E._srcs(None, i, None, None)
     plain = i.fmt == "VOP2" or (i.fmt == "VOP3" and not (f["abs"] or f["neg"] or f["clamp"] or f["omod"]))
@@ -405,6 +408,33 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
   return True
+
+
+def _div_inline(g: _Gen, i: Inst) -> bool:
+  """V_DIV_SCALE (the result and its VCC lane mask, disabled lanes' operands read as 1) and V_DIV_FMAS (with the VCC
+  lanes, modifiers, clamp/omod) as execute.valu runs them (A.div_scale, A.div_fmas)."""
+  o, f, n = i.op, i.f, i.op.name
+  srcs = E._srcs(None, i, None, None)
+  if len(srcs) != 3: return False
+  args = [g.src(c, t, i.literal) for c, t, _ in srcs]
+  if None in args: return False
+  if n.startswith("v_div_scale"):
+    if f["sdst"] >= 128: return False
+    g.lines.append(f"r, q = divscale(full, L, {', '.join(args)})")   # VOP3B: no modifiers (execute._mods)
+    if not g.store(f["vdst"], o.dst, "r"): return False
+    g.setmask(f["sdst"], "q")
+    return True
+  args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
+  val = f"A.div_fmas({', '.join(args)}, {g.lanes(VCC)} & L)"
+  if i.fmt == "VOP3" and (f["omod"] or f["clamp"]):
+    val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
+  return g.store(f["vdst"], o.dst, val)
+
+
+def _div_scale(full: bool, lanes: np.ndarray, *vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """A.div_scale on the operands as [n, 32] lanes, the disabled lanes' read as 1 (execute.valu's V_DIV_SCALE)."""
+  vals = tuple(np.broadcast_to(v, lanes.shape) if full else np.where(lanes, v, v.dtype.type(1)) for v in vals)
+  return A.div_scale(*vals)
 
 
 def _bad(g: _Gen, r: int) -> bool:
@@ -535,6 +565,37 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+def _flat_inline(g: _Gen, i: Inst) -> bool: return _load_inline(g, i) or _store_inline(g, i)
+
+
+def _store_inline(g: _Gen, i: Inst) -> bool:
+  """A FLAT/GLOBAL store of whole dwords: the address as for a load (_load_inline), then Machine.store_dwords; where that
+  declines (unaligned, several mappings, a fault, undefined lanes in checked mode) the handler runs the instruction. A
+  store's memory effect is not listed: the block is opaque (no loop batch runs it) and not lane-wise."""
+  f = i.f
+  nm = i.op.name.split("_", 1)[1]
+  if f["seg"] not in (0, 2) or nm not in E.FLAT_STORE: return False
+  nb, d16 = E.FLAT_STORE[nm]
+  nd = nb // 4
+  if d16 or nb < 4 or nb % 4 or f["data"] + nd > g.nv: return False
+  saddr = f["saddr"] not in (124, 125) and f["seg"] == 2
+  if saddr and f["saddr"] + 2 > 128: return False
+  g.read(([f["addr"]] if saddr else [f["addr"], f["addr"] + 1]) + list(range(f["data"], f["data"] + nd)))
+  if saddr: g.sread([f["saddr"], f["saddr"] + 1])
+  g.opaque, g.lanewise = True, False
+  g.flush()
+  g.sync()
+  if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
+  else:
+    if (addr := g.pairs.get(f["addr"])) is None:
+      addr = g.pairs[f["addr"]] = f"p{f['addr']}"
+      g.lines.append(f"{addr} = pair(v, {f['addr']})")
+  off = flat_offset(i)
+  g.lines += [f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})",
+              f"if not m.store_dwords(idx, a, {nd}, L, {f['data']}): {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)"]
+  return True
+
+
 def _undef_stop(g: _Gen, vdst: int, nd: int) -> str:
   """After a global load's handler: where it loaded undefined bytes (checked mode) the block ends there and the
   interpreter steps the rest, tracking definedness lane by lane (what the block computes is marked defined)."""
@@ -633,7 +694,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     if i.fmt not in HANDLED: break
     insts.append(i)
     g.lines.append(f"k = {k}   # {i.text}")
-    inline = _salu_inline if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _load_inline if i.fmt == "FLAT" else _valu_inline
+    inline = _salu_inline if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _flat_inline if i.fmt == "FLAT" else _valu_inline
     if not inline(g, i):
       rw = _handler_rw(i)
       if rw is None:
@@ -690,5 +751,5 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
                frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}

@@ -139,3 +139,23 @@ def test_packed_batch_runs_every_lane(monkeypatch):
   TL.three_ways("lane_acc", [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 11)], (11,))
   assert execs and all((e == 0xFFFFFFFF).all() for e in execs)
 
+
+
+@pytest.mark.parametrize("name", ["div_f32", "div_f64"])
+@pytest.mark.parametrize("lanes", [64, 40])
+def test_division_inline_in_blocks_same_as_stepped(name, lanes):
+  """V_DIV_SCALE/V_DIV_FMAS inline in blocks (blocks._div_inline) against the interpreter's handler: quotients in the
+  rescaling range, specials (zeros, infinities, NaN, denormals) and ordinary ones, every lane or 24 of each 64 off; the
+  same buffers, registers and definedness either way."""
+  from emulators.amd.rdna3 import machine as MM
+  from tests.emulators.rdna3.test_blocks import same_either_way
+  from tests.emulators.rdna3.test_execute import NP, N, inputs, kernels_of
+  t = NP[K.ELEMENTWISE[name][1]]
+  a, b = inputs(t, np.random.default_rng(4))
+  fi = np.finfo(t)
+  a[4:12] = [fi.max, fi.tiny, fi.tiny / t(4), np.inf, np.nan, -fi.max, 1, fi.smallest_subnormal]
+  b[4:12] = [fi.tiny, fi.max, t(3), t(2), t(1), fi.tiny / t(8), np.inf, fi.max]
+  for checked in (True, False):
+    m = same_either_way(kernels_of("elementwise")[name], [np.zeros(N, t), a, b], (N // 64, 1, 1), (lanes, 1, 1), checked=checked)
+  src = "".join(blk.source for blk in MM.BLOCKS[(m.code, m.nv)].values() if blk is not None)
+  assert "divscale(" in src and "A.div_fmas(" in src
