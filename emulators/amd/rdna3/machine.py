@@ -458,7 +458,7 @@ class Machine:
     ui = off >> (u.bit_length() - 1)
     # np.take: several times faster than indexing with [] for a void dtype (numpy 2.4)
     # mode="wrap": every index lies in the mapping (checked above), and numpy's default bounds mode is slower
-    got = np.take(units, ui if k == 1 else ui[:, None] + np.arange(k), axis=0, mode="wrap").view(U32).reshape(len(a), nd)
+    got = np.take(units, ui if k == 1 else (ui[:, None] + np.arange(k)).reshape(-1), axis=0, mode="wrap").view(U32).reshape(len(a), nd)
     self._touch(r.va, lo, hi, False)
     if full:   # all the registers in one transposing copy (faster than one per register in either register file layout)
       self.v[ix, r0:r0 + nd, :] = got.reshape(len(a) // LANES, LANES, nd).transpose(0, 2, 1)
