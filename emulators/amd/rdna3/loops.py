@@ -222,60 +222,108 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   return _batch(m, lp, prev) if got is None else got
 
 
-def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | None:
-  """The batch on the enabled lanes alone, packed 32 to a wave, where that at least halves the waves: a lane-wise body
-  whose scalar inputs are the same in every wave (then so is all its scalar work), which reads no lane mask it did not
-  compute and no mask it computed as a scalar (a lane's position in its wave is never seen). The packed machine runs
-  `_batch`; its registers go back to the lanes they came from, its scalar results to every wave, its lane masks bit by
-  bit to their lanes. None: not applicable (the batch runs on the waves as they are)."""
-  b = lp.block
+def _packable(m: Any, lp: Loop, b: B.Block, states: tuple[np.ndarray, ...]) -> tuple[np.ndarray, int, int] | None:
+  """(the enabled lanes, their count E, packed waves P) where block b (and the loop's batch) may run on the enabled lanes
+  packed 32 to a wave and that at least halves the waves: a lane-wise body whose scalar inputs are the same in every
+  wave in each SGPR file of `states` (then so is all its scalar work), which reads no lane mask it did not compute, no
+  mask it computed as a scalar and not EXEC (a lane's position in its wave is never seen). None: not applicable."""
   lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
   E = int(lanes.sum())
   P = -(-E // 32)
-  if not b.lanewise or b.lreads or b.maskever & b.sall or not E or 2 * P > m.W: return None
+  if not b.lanewise or b.lreads or b.maskever & b.sall or {126, 127} & b.sall or not E or 2 * P > m.W: return None
   cols = sorted(set(b.sreads) | set(lp.carried))
-  if not ((m.s[:, cols] == m.s[:1, cols]).all() and (prev[0][:, cols] == prev[0][:1, cols]).all() and (m.scc == m.scc[0]).all()): return None
-  reads = sorted(r for r in b.vreads if r < m.nv)
-  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  if not (all((x[:, cols] == x[:1, cols]).all() for x in states) and (m.scc == m.scc[0]).all()): return None
+  return lanes, E, P
+
+
+def _pack(m: Any, lanes: np.ndarray, E: int, P: int) -> tuple[Any, Any]:
+  """The packed machine (every lane enabled: the lanes past E copy the first lane, compute what it computes from the
+  same scalars and addresses, and are dropped by `_unpack`; no masked writes) and the function packing [W, k, 32]."""
   ew, el = np.nonzero(lanes)
   def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
     flat = np.empty((P * 32, x.shape[1]), x.dtype)
     flat[:E] = x[ew, :, el]
-    flat[E:] = flat[0]   # the last wave's rest: copies of the first lane (see below)
+    flat[E:] = flat[0]
     return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(0, 2, 1))
   pm = copy.copy(m)
   pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
-  # every packed lane enabled: the lanes past E compute what the first lane computes (a lane-wise body with the same
-  # scalars, loads from the first lane's addresses, no stores) and are dropped below; so every instruction of the batch
-  # writes whole registers (no masked writes, the loads' one-copy path)
   pm.s[:, 126] = 0xFFFFFFFF
   pm.scc, pm.pc = np.full(P, m.scc[0]), np.full(P, m.pc[0], np.int64)
   pm.done, pm.bar, pm.wg, pm.bound = np.zeros(P, np.bool_), np.zeros(P, np.bool_), np.zeros(P, np.int64), {}
   pm._idx, pm._ix, pm._lanes, pm.steps, pm.batches = None, None, None, 0, 0
-  pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
-  ok = _batch(pm, lp, pprev)
-  m.steps += pm.steps
-  if not ok: return False
-  # back: the VGPRs the body writes (and the accumulators) to their lanes; the scalars (the same in every packed wave)
-  # to every wave; the lane masks bit by bit
+  return pm, pack
+
+
+def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, ...], accs: tuple[int, ...]) -> bool:
+  """The packed machine's state back: the VGPRs the blocks write (and the accumulators) to their lanes, the scalars
+  (the same in every packed wave) to every wave, the lane masks bit by bit. False (nothing changed) where the packed
+  waves disagree on a scalar."""
+  P = pm.W
   if not ((pm.pc == pm.pc[0]).all() and (pm.scc == pm.scc[0]).all()): return False
-  sw = sorted(c for c in b.swritten - b.maskw if c < 128)
+  maskw = frozenset().union(*(b.maskw for b in blocks))
+  sw = sorted(c for c in frozenset().union(*(b.swritten for b in blocks)) - maskw if c < 128)
   if sw and not (pm.s[:, sw] == pm.s[:1, sw]).all(): return False
-  wr = sorted(r for r in set(b.vwritten) | set(lp.accs) if r < m.nv)
+  ew, el = np.nonzero(lanes)
+  wr = sorted(r for r in set().union(*(b.vwritten for b in blocks)) | set(accs) if r < m.nv)
   flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
   for r in wr: m.v[ew, r, el] = flat[:, r]
   if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
   m.s[:, sw] = pm.s[0, sw]
-  for c in b.maskw:
+  for c in sorted(maskw):
     bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
     got = np.zeros_like(lanes)
     got[ew, el] = bits
     m.s[:, c] = M.lanes_to_mask(got)
   m.scc[:] = pm.scc[0]
   m.pc[:] = pm.pc[0]
-  m.batches += 1
   m._lanes = None
   return True
+
+
+def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | None:
+  """The batch on the enabled lanes alone (`_packable`): the packed machine runs `_batch`, `_unpack` puts its state
+  back. None: not applicable (the batch runs on the waves as they are)."""
+  b = lp.block
+  if (got := _packable(m, lp, b, (m.s, prev[0]))) is None: return None
+  lanes, E, P = got
+  reads = sorted(r for r in b.vreads if r < m.nv)
+  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  pm, pack = _pack(m, lanes, E, P)
+  pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
+  ok = _batch(pm, lp, pprev)
+  m.steps += pm.steps
+  if not ok or not _unpack(m, pm, lanes, E, (b,), lp.accs): return False
+  m.batches += 1
+  return True
+
+
+def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
+  """Before a loop's first iteration (block b, every wave at its entry): where b and the batch can run packed
+  (`_packable`, the checked-mode entry test of b passed), the first iteration as b on the packed machine, then the
+  batch there (`_batch`) while the waves stay in the loop, and the state back (`_unpack`). So a loop over waves with few
+  enabled lanes runs no iteration on the waves as they are. 0: nothing done (the caller runs b, then `run`); 1: done;
+  2: the first iteration done, the batch refused (the caller goes on block by block)."""
+  if lp.failed: return 0
+  pc0 = int(m.pc[0])
+  if (got := _packable(m, lp, b, (m.s,))) is None or (lp.block is not b and _packable(m, lp, lp.block, (m.s,)) is None): return 0
+  lanes, E, P = got
+  if m.vinit is not None:
+    reads = sorted(r for r in b.vreads if r < m.nv)
+    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+  pm, _ = _pack(m, lanes, E, P)
+  pprev = (pm.s.copy(), pm.v[:, list(lp.vcarried), :].copy())
+  pm._idx = idx = np.arange(P)
+  pm._ix = slice(None)
+  try:
+    with np.errstate(all="ignore"):
+      if not b.fn(pm, idx): return 0
+  except Exception: return 0   # a fault: the waves as they are run the iteration and name it
+  pm.steps += len(b.insts) - 1   # the scheduler counted the step that runs it (as for a block)
+  ran = bool((pm.pc == pc0).all()) and _batch(pm, lp, pprev)
+  if not _unpack(m, pm, lanes, E, (b, lp.block) if ran else (b,), lp.accs if ran else ()): return 0
+  m.steps += pm.steps
+  m.batches += ran
+  return 1 if ran or int(m.pc[0]) != pc0 else 2
 
 
 def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | None = None) -> bool:

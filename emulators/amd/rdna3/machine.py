@@ -145,6 +145,10 @@ class Machine:
         # every wave at one PC: the block from there, when it has one (blocks.py); else this one instruction
         if idx is every and self.use_blocks and pc0 not in self._stepped and (b := self.block_at(pc0)) is not None:
           lp = loops.loop_at(self, pc0, b) if self.use_loops and pc0 not in self._noloop else None
+          # a loop over waves with few enabled lanes: its first iteration and the batch on the lanes packed (loops.py)
+          if lp is not None and (got := loops.first_packed(self, lp, b)):
+            if got == 2: self._noloop.add(pc0)
+            continue
           prev = loops.before(self, lp) if lp is not None else None
           if b.fn(self, idx):
             self.steps += len(b.insts) - 1

@@ -125,8 +125,9 @@ def test_div_scale_without_cases_same_as_case_by_case(t, monkeypatch):
 
 
 def test_packed_batch_runs_every_lane(monkeypatch):
-  """The packed machine enables every lane (its last wave's rest are copies of the first lane, dropped after): the same
-  registers as block by block and stepped (test_loops.three_ways), and no masked write in the batch."""
+  """The packed machine enables every lane (its last wave's rest are copies of the first lane, dropped after) and runs
+  the loop's first iteration as well as the batch: the same registers, lane masks and steps as block by block and
+  stepped (test_loops.three_ways), and no masked write in the batch."""
   from tests.emulators.rdna3 import test_loops as TL
   monkeypatch.setitem(TL.GROUP, 0, 8)   # one wave of 8 lanes a workgroup: both waves' 16 lanes packed into one wave
   execs = []
@@ -135,9 +136,18 @@ def test_packed_batch_runs_every_lane(monkeypatch):
     execs.append(m.s[:, 126].copy())
     return real(m, lp, prev, grab)
   monkeypatch.setattr(LP, "_batch", spy)
+  firsts = []
+  real_first = LP.first_packed
+  def spy_first(m, lp, b):
+    firsts.append(got := real_first(m, lp, b))
+    return got
+  monkeypatch.setattr(LP, "first_packed", spy_first)
   rng = np.random.default_rng(12)
-  TL.three_ways("lane_acc", [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 11)], (11,))
-  assert execs and all((e == 0xFFFFFFFF).all() for e in execs)
+  for name in ("lane_acc", "lane_sel"):
+    firsts.clear()
+    TL.three_ways(name, [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 11)], (11,))
+    assert execs and all((e == 0xFFFFFFFF).all() for e in execs)
+    assert 1 in firsts   # the loop's first iteration ran packed too (loops.first_packed), then the batch
 
 
 
