@@ -71,18 +71,25 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   (`out=`): fresh arrays of a dispatch's size cost page faults, more than the operations."""
   A, B, C = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
   with np.errstate(all="ignore"):
-    ok = _in_range(A, 2.0 ** -450, 2.0 ** 450)
-    ok &= _in_range(B, 2.0 ** -450, 2.0 ** 450)
-    ok &= _in_range(C, 2.0 ** -900, 2.0 ** 900) | (C == 0)
-    every = bool(ok.all())   # the common case: no lane needs the operands replaced
-    x, y, z = (A, B, C) if every else (np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0))
+    # the common case first, by whole-array min/max (no per-lane masks): every lane's operands in range (NaN fails)
+    every = _all_in(A, 2.0 ** -450, 2.0 ** 450) and _all_in(B, 2.0 ** -450, 2.0 ** 450) and _all_in(C, 2.0 ** -900, 2.0 ** 900)
+    if every: x, y, z = A, B, C
+    else:
+      ok = _in_range(A, 2.0 ** -450, 2.0 ** 450)
+      ok &= _in_range(B, 2.0 ** -450, 2.0 ** 450)
+      ok &= _in_range(C, 2.0 ** -900, 2.0 ** 900) | (C == 0)
+      x, y, z = np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0)
     uh, ul = _two_prod(x, y)
     th, tl = _two_sum(z, uh)
-    r = _add_odd(tl, ul)
-    r += th
+    if not tl.any(): r = th + ul   # c + uh exact (th): the exact result th + ul, rounded once (RO(ul) = ul: exact)
+    else:
+      r = _add_odd(tl, ul)
+      r += th
+    if every and _all_in(r, 2.0 ** -960, np.finfo(np.float64).max): return r
+    if every: ok = np.ones(r.shape, np.bool_)
     t = np.abs(r)
     ok &= (t >= 2.0 ** -960) & (t <= np.finfo(np.float64).max) | (r == 0)   # finite, and zero or far from the denormals
-    if every and ok.all(): return r
+    if ok.all(): return r
     # a zero factor (the product is an exact +-0) or a non-finite operand: a*b + c rounds once, as fma does
     plain = (A == 0) | (B == 0) | ~(np.isfinite(A) & np.isfinite(B) & np.isfinite(C))
     r = np.where(plain, A * B + C, r)
@@ -90,6 +97,12 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     rest = ~(ok | plain)
     r[rest] = _fma64_exact(A[rest], B[rest], C[rest])
   return r
+
+
+def _all_in(x: np.ndarray, lo: float, hi: float) -> bool:
+  """lo <= |x| <= hi for every element (False where one is NaN: min/max propagate it)."""
+  t = np.abs(x)
+  return bool(t.min() >= lo and t.max() <= hi)
 
 
 def _in_range(x: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -169,3 +169,20 @@ def test_division_inline_in_blocks_same_as_stepped(name, lanes):
     m = same_either_way(kernels_of("elementwise")[name], [np.zeros(N, t), a, b], (N // 64, 1, 1), (lanes, 1, 1), checked=checked)
   src = "".join(blk.source for blk in MM.BLOCKS[(m.code, m.nv)].values() if blk is not None)
   assert "divscale(" in src and "A.div_fmas(" in src
+
+
+def test_fma64_when_c_plus_the_product_head_is_exact(monkeypatch):
+  """The Newton steps of a division (1 - d*r, n - d*q: c + the product's head is exact by Sterbenz) take the f64 fma's
+  short path (no round-to-odd sum): bit for bit the exact per-lane rational result; and operands mixing both forms."""
+  rng = np.random.default_rng(13)
+  d = np.ldexp(rng.uniform(1, 2, 3000), rng.integers(-300, 300, 3000)) * np.where(rng.random(3000) < 0.5, -1, 1)
+  r = 1.0 / d
+  n = np.ldexp(rng.uniform(1, 2, 3000), rng.integers(-300, 300, 3000))
+  q = n / d
+  def no(*args): raise AssertionError("the round-to-odd path ran")
+  with monkeypatch.context() as mp:
+    mp.setattr(A, "_add_odd", no)
+    for x, y, z in ((-d, r, np.ones_like(d)), (-d, q, n)):
+      np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+  x, y, z = -d, np.where(rng.random(3000) < 0.5, r, rng.standard_normal(3000)), np.ones_like(d)   # some lanes inexact
+  np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
