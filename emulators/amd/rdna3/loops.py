@@ -244,7 +244,7 @@ def _pack(m: Any, lanes: np.ndarray, E: int, P: int) -> tuple[Any, Any]:
     flat = np.empty((P * 32, x.shape[1]), x.dtype)
     flat[:E] = x[ew, :, el]
     flat[E:] = flat[0]
-    return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(0, 2, 1))
+    return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(2, 0, 1)).transpose(1, 0, 2)   # register-major (Machine.v)
   pm = copy.copy(m)
   pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
   pm.s[:, 126] = 0xFFFFFFFF
