@@ -36,7 +36,7 @@ from emulators.amd.rdna3 import alu as A
 from emulators.amd.rdna3 import execute as E
 from emulators.amd.rdna3 import lanes as M
 from emulators.amd.rdna3 import ops as X
-from emulators.amd.rdna3.decode import T16, WIDTH, Inst, flat_offset, vopd_dsty
+from emulators.amd.rdna3.decode import T16, WIDTH, Inst, branch_target, flat_offset, vopd_dsty
 from emulators.amd.rdna3.opcodes import VOP3B
 
 VCC, EXEC = 106, 126
@@ -676,7 +676,9 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   body: list[str] = []
   at = pc
   end: str | None = None
+  visited: set[int] = set()   # the PCs walked (no-ops included): where a branch back may land
   while len(insts) < MAX_INSTS and at != stop:
+    visited.add(at)
     try: i = m.inst(at)
     except M.WaveFault: break   # undecodable: the interpreter faults when a wave gets there
     if (i.fmt == "SOPP" and i.op.name in E.NOPS) or at in skip:
@@ -685,6 +687,11 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     k = len(insts)
     if i.fmt == "SOPP":
       if i.op.name not in TERMINATORS: break
+      # a branch back into this block (a loop whose head is not the block's entry: the code before the loop ran into
+      # it): the block ends at the loop's head instead, so the loop is a block of its own (a one-block loop for
+      # loops.py, its first iteration included)
+      if stop is None and i.op.name in E.BRANCH_COND and pc < (t := branch_target(i)) <= i.pc and t in visited:
+        return build(m, pc, accs, bad, skip, stop=t)
       insts.append(i)
       g.flush()
       g.sync()

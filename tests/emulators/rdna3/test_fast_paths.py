@@ -186,3 +186,20 @@ def test_fma64_when_c_plus_the_product_head_is_exact(monkeypatch):
       np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
   x, y, z = -d, np.where(rng.random(3000) < 0.5, r, rng.standard_normal(3000)), np.ones_like(d)   # some lanes inexact
   np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+def test_block_before_a_loop_ends_at_the_loop_head():
+  """Code that runs into a loop (no branch between them) is a block up to the loop's head, and the loop a block of its
+  own that loops.py takes as a one-block loop (its first iteration included); the same results as stepped."""
+  from emulators.amd.rdna3 import blocks as B
+  from emulators.amd.rdna3 import machine as MM
+  from emulators.amd.rdna3.decode import branch_target
+  from tests.emulators.rdna3 import test_loops as TL
+  rng = np.random.default_rng(14)
+  m = TL.three_ways("lane_acc", [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 9)], (9,), get_machine=True)
+  blks = MM.BLOCKS[(m.code, m.nv)]
+  entry = blks[0]
+  head = B.build(m, entry.insts[-1].pc + entry.insts[-1].size)   # where the entry block ends
+  assert entry.insts[-1].op.name not in B.TERMINATORS
+  assert head.insts[-1].op.name.startswith("s_cbranch") and branch_target(head.insts[-1]) == entry.insts[-1].pc + entry.insts[-1].size
+  assert LP.analyze(m, branch_target(head.insts[-1]), head) is not None
