@@ -432,7 +432,8 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
 
 
 VALU_FMTS = ("VOP1", "VOP2", "VOP3", "VOPC", "VOPD", "VOP3P")
-SNAP_BYTES = 16 << 20   # a Split's state snapshot (to undo a failed carried part) at most this big
+SNAP_BYTES = 16 << 20
+UNMASKED_CARRIED = True   # a Split's state snapshot (to undo a failed carried part) at most this big
 
 
 def _rw(m: Any, i: Inst) -> tuple[set[tuple], set[tuple]] | None:
@@ -515,6 +516,11 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   fin = {x: (m.v[:, x[1], :] if x[0] == "v" else m.s[:, x[1]]).copy() for x in sp.restore}
   pc, scc, idx = m.pc.copy(), m.scc.copy(), m._idx
   bound, m.bound = m.bound, {}
+  # a lane-wise carried part computes every lane (Machine.unmasked: whole-register writes, no masked copies): the
+  # disabled lanes of the registers it and the injection write are put back below as they were (snap; the batch keeps
+  # disabled lanes as they were too)
+  unmasked = UNMASKED_CARRIED and not every and sp.cblock.lanewise
+  m.unmasked = unmasked
   ok = True
   try:
     with np.errstate(all="ignore"):
@@ -522,12 +528,15 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
         rows = slice(t * W, (t + 1) * W)
         for kind, r in sp.inject:
           if kind == "s": m.s[:, r] = mx.s[rows, r]
-          else: m.v[:, r, :] = mx.v[rows, r, :] if every else np.where(lanes, mx.v[rows, r, :], m.v[:, r, :])
+          else: m.v[:, r, :] = mx.v[rows, r, :] if every or unmasked else np.where(lanes, mx.v[rows, r, :], m.v[:, r, :])
         if not sp.cblock.fn(m, idx):
           ok = False
           break
   except Exception: ok = False   # a fault: the blocks rerun the loop and name it
-  finally: m.bound = bound
+  finally: m.bound, m.unmasked = bound, False
+  if ok and unmasked:
+    for r in sorted({r for r in sp.cblock.vwritten if r < m.nv} | {r for kind, r in sp.inject if kind == "v"}):
+      m.v[:, r, :] = np.where(lanes, m.v[:, r, :], snap[1][:, r, :])
   if not ok:
     m.s[:], m.v[:], m.scc[:], m.pc[:] = snap[0], snap[1], snap[3], snap[4]
     if m.vinit is not None: m.vinit[:] = snap[2]

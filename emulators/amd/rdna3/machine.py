@@ -51,7 +51,7 @@ FCONST = {w: float_consts(w) for w in ("f16", "f32", "f64")}
 class Machine:
   use_blocks = True   # run basic blocks (blocks.py) where they apply; False: the interpreter alone (tests compare the two)
   use_loops = True    # run one-block loops as batches of iterations (loops.py); False: block by block
-  unmasked = False    # blocks write every lane (set on a loop batch's copy only: loops.py)
+  unmasked = False    # blocks write every lane (a loop batch's copy, a split loop's carried part: loops.py)
 
   def __init__(self, vm: Any, pgm: int, name: str, rsrc1: int, rsrc2: int, user: list[int], grid: tuple[int, int, int],
                block: tuple[int, int, int], lds_bytes: int, checked: bool, private_bytes: int = 0):
