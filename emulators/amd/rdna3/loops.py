@@ -432,8 +432,8 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
 
 
 VALU_FMTS = ("VOP1", "VOP2", "VOP3", "VOPC", "VOPD", "VOP3P")
-SNAP_BYTES = 16 << 20
-UNMASKED_CARRIED = True   # a Split's state snapshot (to undo a failed carried part) at most this big
+SNAP_BYTES = 16 << 20   # a Split's state snapshot (to undo a failed carried part) at most this big
+UNMASKED_CARRIED = True   # a Split's carried part computes every lane (`_carried`; ~8% faster than masked writes)
 
 
 def _rw(m: Any, i: Inst) -> tuple[set[tuple], set[tuple]] | None:
