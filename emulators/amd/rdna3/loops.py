@@ -239,12 +239,13 @@ def _packable(m: Any, lp: Loop, b: B.Block, states: tuple[np.ndarray, ...]) -> t
 def _pack(m: Any, lanes: np.ndarray, E: int, P: int) -> tuple[Any, Any]:
   """The packed machine (every lane enabled: the lanes past E copy the first lane, compute what it computes from the
   same scalars and addresses, and are dropped by `_unpack`; no masked writes) and the function packing [W, k, 32]."""
-  ew, el = np.nonzero(lanes)
+  sel = np.flatnonzero(lanes.reshape(-1))
   def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
-    flat = np.empty((P * 32, x.shape[1]), x.dtype)
-    flat[:E] = x[ew, :, el]
-    flat[E:] = flat[0]
-    return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(2, 0, 1)).transpose(1, 0, 2)   # register-major (Machine.v)
+    k = x.shape[1]
+    out = np.empty((k, P * 32), x.dtype)   # register-major (Machine.v): each register's lanes one row
+    np.take(x.transpose(1, 0, 2).reshape(k, -1), sel, axis=1, out=out[:, :E])
+    out[:, E:] = out[:, :1]
+    return out.reshape(k, P, 32).transpose(1, 0, 2)
   pm = copy.copy(m)
   pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
   pm.s[:, 126] = 0xFFFFFFFF
@@ -265,8 +266,15 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
   if sw and not (pm.s[:, sw] == pm.s[:1, sw]).all(): return False
   ew, el = np.nonzero(lanes)
   wr = sorted(r for r in set().union(*(b.vwritten for b in blocks)) | set(accs) if r < m.nv)
-  flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
-  for r in wr: m.v[ew, r, el] = flat[:, r]
+  if m.v.transpose(1, 0, 2).flags.c_contiguous:
+    # register by register, each a row of both register-major files: the packed row's first E lanes to the enabled lanes
+    src = pm.v.transpose(1, 0, 2).reshape(m.nv, P * 32)
+    dst = m.v.transpose(1, 0, 2).reshape(m.nv, m.W * 32)
+    sel = np.flatnonzero(lanes.reshape(-1))
+    for r in wr: dst[r, sel] = src[r, :E]
+  else:
+    flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
+    for r in wr: m.v[ew, r, el] = flat[:, r]
   if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
   m.s[:, sw] = pm.s[0, sw]
   for c in sorted(maskw):
