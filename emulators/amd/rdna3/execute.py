@@ -205,6 +205,7 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
 def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   nd = WIDTH[i.op.dst]
+  if not m.sdirty and _smem_uniform(m, i, idx, nd): return m.advance(i, idx)
   base = m.sreg(idx, f["sbase"] << 1, "b64", None)
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
@@ -233,6 +234,33 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.sundef[m.ix(idx), f["sdata"]:f["sdata"] + nd] = np.where(und, U32(0xFFFFFFFF), U32(0))
     m.sdirty = True
   m.advance(i, idx)
+
+
+def _smem_uniform(m: Any, i: Inst, idx: np.ndarray, nd: int) -> bool:
+  """The usual scalar load (the kernel arguments): every wave's base and SOFFSET the same, the dwords in one mapping
+  and defined: one read, the same dwords to every wave. False: nothing done (the general path)."""
+  f = i.f
+  sb, so, sd = f["sbase"] << 1, f["soffset"], f["sdata"]
+  if sd + nd > 128 or sb + 1 >= 128 or (so != 124 and so >= 128): return False
+  ix = m.ix(idx)
+  col = m.s[ix, sb:sb + 2]
+  if len(col) > 1 and not (col == col[0]).all(): return False
+  base = int(col[0, 0]) | int(col[0, 1]) << 32
+  soff = 0
+  if so != 124:
+    c = m.s[ix, so]
+    if len(c) > 1 and not (c == c[0]).all(): return False
+    soff = int(c[0])
+  off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
+  addr = (base + off + soff) & ~3 & 0xFFFFFFFFFFFFFFFF   # scalar loads ignore the low 2 bits (execute.smem: int64, then)
+  if addr >= 1 << 63: return False
+  r = m.vm.find(addr)
+  if r is None or addr + 4 * nd > r.end or r.va % 4: return False
+  o = addr - r.va
+  if m.checked and r.mem.bits is not None and r.mem.undefined_bytes(o, o + 4 * nd).size: return False
+  m._touch(r.va, addr, addr + 4 * nd, False)
+  m.s[ix, sd:sd + nd] = r.mem.data[o:o + 4 * nd].view(U32)
+  return True
 
 
 def _smem_gather(m: Any, addr: np.ndarray, nd: int) -> np.ndarray | None:

@@ -203,3 +203,25 @@ def test_block_before_a_loop_ends_at_the_loop_head():
   assert entry.insts[-1].op.name not in B.TERMINATORS
   assert head.insts[-1].op.name.startswith("s_cbranch") and branch_target(head.insts[-1]) == entry.insts[-1].pc + entry.insts[-1].size
   assert LP.analyze(m, branch_target(head.insts[-1]), head) is not None
+
+
+@pytest.mark.parametrize("name", ["uniform_acc", "lane_acc"])
+def test_uniform_scalar_loads_same_as_the_general_path(name, monkeypatch):
+  """Scalar loads of one address in every wave (the kernel arguments; a loop's uniform loads) read once
+  (execute._smem_uniform): the same SGPRs, registers and buffers as the per-wave path, loops and blocks on or off;
+  a loop batch's loads of different addresses per wave take the general path."""
+  from emulators.amd.rdna3 import execute as E
+  from tests.emulators.rdna3 import test_loops as TL
+  rng = np.random.default_rng(15)
+  bufs = [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 9)]
+  calls: list[bool] = []
+  real = E._smem_uniform
+  def spy(*args):
+    calls.append(r := real(*args))
+    return r
+  monkeypatch.setattr(E, "_smem_uniform", spy)
+  m1 = TL.three_ways(name, bufs, (9,), get_machine=True)
+  assert True in calls
+  monkeypatch.setattr(E, "_smem_uniform", lambda *args: False)
+  m2 = TL.three_ways(name, bufs, (9,), get_machine=True)
+  assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
