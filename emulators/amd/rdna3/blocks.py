@@ -666,10 +666,12 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
 
 
 def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None, skip: frozenset[int] = frozenset(),
-          stop: int | None = None) -> Block | None:
+          stop: int | None = None, inner: bool = False) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
   VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad).
-  skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before."""
+  skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before. inner: a
+  run between two runs of the same block (a split loop's carried part, loops._carried): no checked-mode entry test and
+  no lane masks or definedness written at its end (the run before tested the same reads, the run after writes them)."""
   g = _Gen(m)
   g.accs = accs
   insts: list[Inst] = []
@@ -691,7 +693,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
       # it): the block ends at the loop's head instead, so the loop is a block of its own (a one-block loop for
       # loops.py, its first iteration included)
       if stop is None and i.op.name in E.BRANCH_COND and pc < (t := branch_target(i)) <= i.pc and t in visited:
-        return build(m, pc, accs, bad, skip, stop=t)
+        return build(m, pc, accs, bad, skip, stop=t, inner=inner)
       insts.append(i)
       g.flush()
       g.sync()
@@ -730,8 +732,9 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     if _exec_writer(i): break
   if g.bad and bad is not None: bad |= g.bad
   if not insts or g.bad: return None
-  g.flush()
-  g.sync()
+  if not inner:
+    g.flush()
+    g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
   tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
   reads = g.const(np.array(tested, np.int64), "RD")
@@ -739,7 +742,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
-         f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False",
+         *([] if inner else [f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False"]),
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),

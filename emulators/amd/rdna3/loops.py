@@ -92,6 +92,7 @@ class Split:
   and its registers the carried part reads are set from that batch's iteration before each of its runs."""
   floop: Loop                # the batched part as a loop of its own (its block skips the carried part)
   cblock: B.Block            # the carried part, one iteration (it skips the rest and ends before the branch)
+  cinner: B.Block | None     # the same as an inner run (blocks.build inner=True) for the iterations between the first and the last
   inject: tuple[tuple[str, int], ...]    # registers ("v"/"s", number) the carried part reads as the batched part left them
   restore: tuple[tuple[str, int], ...]   # registers both parts write whose last write in the body is the batched part's
 
@@ -500,7 +501,10 @@ def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
   if (fl := analyze(m, pc, fb, cpcs)) is None or fl.cmp is not lp.cmp or not set(fl.vcarried) <= set(lp.vcarried): return None
   cb = B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc)
   if cb is None or len(cb.insts) != len(C) or cb.opaque: return None
-  return Split(fl, cb, tuple(sorted(inject)), tuple(sorted(restore)))
+  # the inner runs write no lane mask to its SGPR: only where no run reads a mask SGPR the runs write
+  ci = None if (cb.lreads | cb.sreads) & cb.maskever else B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc, inner=True)
+  if ci is not None and [i.pc for i in ci.insts] != [i.pc for i in cb.insts]: ci = None
+  return Split(fl, cb, ci, tuple(sorted(inject)), tuple(sorted(restore)))
 
 
 def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
@@ -537,7 +541,8 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
         for kind, r in sp.inject:
           if kind == "s": m.s[:, r] = mx.s[rows, r]
           else: m.v[:, r, :] = mx.v[rows, r, :] if every or unmasked else np.where(lanes, mx.v[rows, r, :], m.v[:, r, :])
-        if not sp.cblock.fn(m, idx):
+        # the first and the last iteration as the whole block (the entry test, the masks and definedness written)
+        if not (sp.cblock if t == 0 or t == n - 1 or sp.cinner is None else sp.cinner).fn(m, idx):
           ok = False
           break
   except Exception: ok = False   # a fault: the blocks rerun the loop and name it

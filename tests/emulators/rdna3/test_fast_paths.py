@@ -225,3 +225,23 @@ def test_uniform_scalar_loads_same_as_the_general_path(name, monkeypatch):
   monkeypatch.setattr(E, "_smem_uniform", lambda *args: False)
   m2 = TL.three_ways(name, bufs, (9,), get_machine=True)
   assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
+
+
+def test_split_loop_inner_runs_same_as_block_by_block():
+  """A split loop's carried part runs its middle iterations as an inner block (no entry test, no mask or definedness
+  writes at its end: loops.Split.cinner): the same buffers, registers, lane masks and definedness as block by block and
+  stepped (softmax's NaN-exact max: NaN payloads of both signs, signed zeros), with lanes EXEC leaves off too."""
+  from tests.emulators.rdna3 import test_loops as TL
+  for group in (64, 40):
+    TL.GROUP[0] = group
+    try:
+      LP.LOOPS.clear()
+      rng = np.random.default_rng(16)
+      a = TL.wide(rng, TL.NL * 12)
+      a[::13], a[5::17] = 0.0, -0.0
+      a[3::11] = TL.nans([0x1, 0x80000002, 0x3, 0x80000004] * 64)[:a[3::11].size]
+      TL.three_ways("lane_maximum", [TL.wide(rng, TL.NL), a], (12,), batches=False)
+      TL.three_ways("lane_maximum", [TL.wide(rng, TL.NL), a], (12,), batches=True)
+      splits = [lp.split for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.split is not None]
+      assert splits and all(sp.cinner is not None for sp in splits)
+    finally: TL.GROUP[0] = 64
