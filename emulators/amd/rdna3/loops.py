@@ -82,6 +82,8 @@ class Loop:
   badv: frozenset[int] = frozenset()   # the carried VGPRs whose prediction failed (what a Split steps)
   split: Split | None = None   # the loop as a batched part and a stepped part (`_split`), once badv is known
   nosplit: bool = False      # no Split applies
+  sblock: B.Block | None = None   # the body's scalar work alone (`dry_prev`), once known to apply
+  nosblock: bool = False     # no scalar-only run applies
 
 
 @dataclass
@@ -306,6 +308,65 @@ def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | Non
   return True
 
 
+SCALAR_FMTS = (*SALU, "SOPC", "SMEM")
+
+
+def _scalar_block(m: Any, lp: Loop, pc: int, b: B.Block) -> B.Block | None:
+  """The body's scalar instructions alone as a block (the vector ones skipped), where the scalar state after an
+  iteration depends on nothing vector: no carried VGPR, no scalar instruction or carried SGPR reading an SGPR a vector
+  instruction writes (a lane mask, v_readfirstlane). None: not applicable. Cached on the loop."""
+  if lp.sblock is not None or lp.nosblock: return lp.sblock
+  lp.nosblock = True
+  body = b.insts[:-1]
+  if lp.vcarried: return None
+  vs: set[int] = set()
+  for i in body:
+    if i.fmt in SCALAR_FMTS: continue
+    if (d := _sgpr_dsts(i)) is None: return None
+    vs |= d
+  sb = B.build(m, pc, skip=frozenset(i.pc for i in body if i.fmt not in SCALAR_FMTS))
+  if sb is None or [i.pc for i in sb.insts] != [i.pc for i in b.insts if i.fmt in SCALAR_FMTS or i is b.insts[-1]]: return None
+  if vs & (sb.sreads | sb.lreads | sb.sall | set(lp.carried)): return None
+  lp.sblock, lp.nosblock = sb, False
+  return sb
+
+
+def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndarray] | None:
+  """Before a loop's first iteration (every wave at its entry pc, block b): the body's scalar work alone
+  (`_scalar_block`) on a copy of the SGPRs gives each carried SGPR's change over one iteration, and so the SGPRs as
+  they would have been one iteration earlier (carried ones: now - change; modulo 2^32, pairs 2^64): what `_batch` takes
+  as `prev`, so the batch starts with the first iteration (no iteration run as a block first). None: not applicable,
+  or the waves would leave the loop after one iteration (the batch checks every prediction as always)."""
+  if lp.failed or (sb := _scalar_block(m, lp, pc, b)) is None: return None
+  dm = copy.copy(m)
+  dm.s, dm.scc, dm.pc, dm.bound = m.s.copy(), m.scc.copy(), m.pc.copy(), {}
+  dm.vinit, dm.sundef, dm.sccundef, dm.sdirty = None, None, None, False   # no definedness: undefined bytes fault (None)
+  dm.touched = {k: list(v) for k, v in m.touched.items()}
+  try:
+    with np.errstate(all="ignore"):
+      if not sb.fn(dm, m._idx): return None
+  except Exception: return None
+  if not (dm.pc == pc).all(): return None
+  prev = m.s.copy()
+  for r, w in lp.pairs:
+    if w == 2:
+      p1 = m.s[:, r].astype(U64) | (m.s[:, r + 1].astype(U64) << U64(32))
+      p2 = dm.s[:, r].astype(U64) | (dm.s[:, r + 1].astype(U64) << U64(32))
+      p0 = U64(2) * p1 - p2   # modulo 2^64
+      prev[:, r], prev[:, r + 1] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
+    else: prev[:, r] = ((U64(2) * m.s[:, r].astype(U64) - dm.s[:, r].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
+  return prev, m.v[:, [], :]
+
+
+def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
+  """The whole loop from its first iteration as one batch (`dry_prev`), on the waves as they are; False: nothing done
+  (the caller runs the first iteration as a block). The scheduler counted the step: one less here."""
+  if m.vinit is not None and not m.clean(): return False
+  if (prev := dry_prev(m, lp, pc, b)) is None or not _batch(m, lp, prev): return False
+  m.steps -= 1
+  return True
+
+
 def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
   """Before a loop's first iteration (block b, every wave at its entry): where b and the batch can run packed
   (`_packable`, the checked-mode entry test of b passed), the first iteration as b on the packed machine, then the
@@ -320,9 +381,15 @@ def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
     reads = sorted(r for r in b.vreads if r < m.nv)
     if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
   pm, _ = _pack(m, lanes, E, P)
-  pprev = (pm.s.copy(), pm.v[:, list(lp.vcarried), :].copy())
   pm._idx = idx = np.arange(P)
   pm._ix = slice(None)
+  # the whole loop as one batch where the scalar work gives the first iteration's prediction (`dry_prev`)
+  if (dprev := dry_prev(pm, lp, pc0, b)) is not None and _batch(pm, lp, dprev):
+    if not _unpack(m, pm, lanes, E, (lp.block,), lp.accs): return 0
+    m.steps += pm.steps - 1   # the scheduler counted the step
+    m.batches += 1
+    return 1
+  pprev = (pm.s.copy(), pm.v[:, list(lp.vcarried), :].copy())
   try:
     with np.errstate(all="ignore"):
       if not b.fn(pm, idx): return 0

@@ -151,6 +151,8 @@ class Machine:
           if lp is not None and (got := loops.first_packed(self, lp, b)):
             if got == 2: self._noloop.add(pc0)
             continue
+          # or the whole loop as one batch from its first iteration, where its scalar work predicts it
+          if lp is not None and loops.from_start(self, lp, pc0, b): continue
           prev = loops.before(self, lp) if lp is not None else None
           if b.fn(self, idx):
             self.steps += len(b.insts) - 1

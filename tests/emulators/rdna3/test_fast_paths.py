@@ -245,3 +245,22 @@ def test_split_loop_inner_runs_same_as_block_by_block():
       splits = [lp.split for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.split is not None]
       assert splits and all(sp.cinner is not None for sp in splits)
     finally: TL.GROUP[0] = 64
+
+
+@pytest.mark.parametrize("group", [64, 40, 8])
+def test_loop_batch_from_its_first_iteration(group, monkeypatch):
+  """A loop whose scalar work alone predicts its carried SGPRs (no carried VGPR) runs as one batch from its first
+  iteration (loops.dry_prev: the body's scalar instructions on a copy give the step), on the waves as they are or
+  packed: the same buffers, registers, SCC, PC, definedness and steps as block by block and stepped."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, group)
+  got = []
+  real = LP.dry_prev
+  def spy(*args):
+    got.append((r := real(*args)) is not None)
+    return r
+  monkeypatch.setattr(LP, "dry_prev", spy)
+  LP.LOOPS.clear()
+  rng = np.random.default_rng(17)
+  TL.three_ways("uniform_acc", [TL.wide(rng, TL.NL), TL.wide(rng, 40)], (30,))
+  assert True in got
