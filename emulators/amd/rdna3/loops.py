@@ -367,6 +367,23 @@ def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
   return True
 
 
+def split_from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> int:
+  """A split loop (`Split`) from its first iteration: the batched part's scalar work predicts it (`dry_prev` on the
+  whole body b, the vector instructions, the carried part's included, skipped), then `_carried`. 0: not tried (the
+  caller runs b, then `run`); 1: done; 2: tried and undone (the caller runs the loop block by block). Checked mode:
+  only where b's own entry test would pass (its reads defined in the enabled lanes, no undefined SGPR)."""
+  sp = lp.split
+  if sp is None or sp.floop.failed: return 0
+  if m.vinit is not None:
+    reads = sorted(r for r in b.vreads if r < m.nv)
+    lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+  if (prev := dry_prev(m, sp.floop, pc, b)) is None: return 0
+  if not _carried(m, lp, (prev[0], m.v[:, list(lp.vcarried), :])): return 2
+  m.steps -= 1   # the scheduler counted the step
+  return 1
+
+
 def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
   """Before a loop's first iteration (block b, every wave at its entry): where b and the batch can run packed
   (`_packable`, the checked-mode entry test of b passed), the first iteration as b on the packed machine, then the

@@ -152,7 +152,11 @@ class Machine:
             if got == 2: self._noloop.add(pc0)
             continue
           # or the whole loop as one batch from its first iteration, where its scalar work predicts it
-          if lp is not None and loops.from_start(self, lp, pc0, b): continue
+          if lp is not None and not lp.failed and loops.from_start(self, lp, pc0, b): continue
+          if lp is not None and lp.failed and (got := loops.split_from_start(self, lp, pc0, b)):
+            if got == 1: continue
+            self._noloop.add(pc0)   # undone: block by block from here (as after a refused batch)
+            lp = None
           prev = loops.before(self, lp) if lp is not None else None
           if b.fn(self, idx):
             self.steps += len(b.insts) - 1

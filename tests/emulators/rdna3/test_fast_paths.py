@@ -227,11 +227,18 @@ def test_uniform_scalar_loads_same_as_the_general_path(name, monkeypatch):
   assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
 
 
-def test_split_loop_inner_runs_same_as_block_by_block():
-  """A split loop's carried part runs its middle iterations as an inner block (no entry test, no mask or definedness
-  writes at its end: loops.Split.cinner): the same buffers, registers, lane masks and definedness as block by block and
-  stepped (softmax's NaN-exact max: NaN payloads of both signs, signed zeros), with lanes EXEC leaves off too."""
+def test_split_loop_inner_runs_same_as_block_by_block(monkeypatch):
+  """A split loop runs from its first iteration (loops.split_from_start) and its carried part's middle iterations as
+  an inner block (no entry test, no mask or definedness writes at its end: loops.Split.cinner): the same buffers,
+  registers, lane masks, definedness and steps as block by block and stepped (softmax's NaN-exact max: NaN payloads of
+  both signs, signed zeros), with lanes EXEC leaves off too."""
   from tests.emulators.rdna3 import test_loops as TL
+  starts = []
+  real = LP.split_from_start
+  def spy(*args):
+    starts.append(r := real(*args))
+    return r
+  monkeypatch.setattr(LP, "split_from_start", spy)
   for group in (64, 40):
     TL.GROUP[0] = group
     try:
@@ -243,7 +250,7 @@ def test_split_loop_inner_runs_same_as_block_by_block():
       TL.three_ways("lane_maximum", [TL.wide(rng, TL.NL), a], (12,), batches=False)
       TL.three_ways("lane_maximum", [TL.wide(rng, TL.NL), a], (12,), batches=True)
       splits = [lp.split for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.split is not None]
-      assert splits and all(sp.cinner is not None for sp in splits)
+      assert splits and all(sp.cinner is not None for sp in splits) and 1 in starts
     finally: TL.GROUP[0] = 64
 
 
