@@ -71,8 +71,10 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   (`out=`): fresh arrays of a dispatch's size cost page faults, more than the operations."""
   A, B, C = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
   with np.errstate(all="ignore"):
-    # the common case first, by whole-array min/max (no per-lane masks): every lane's operands in range (NaN fails)
-    every = _all_in(A, 2.0 ** -450, 2.0 ** 450) and _all_in(B, 2.0 ** -450, 2.0 ** 450) and _all_in(C, 2.0 ** -900, 2.0 ** 900)
+    # the common case first, by whole-array min/max (no per-lane masks) of the operands as given (a constant one
+    # once, not broadcast): every lane's operands in range (NaN fails)
+    a0, b0, c0 = (np.asarray(x, np.float64) for x in (a, b, c))
+    every = _all_in(a0, 2.0 ** -450, 2.0 ** 450) and _all_in(b0, 2.0 ** -450, 2.0 ** 450) and _all_in(c0, 2.0 ** -900, 2.0 ** 900)
     if every: x, y, z = A, B, C
     else:
       ok = _in_range(A, 2.0 ** -450, 2.0 ** 450)

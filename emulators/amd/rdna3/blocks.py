@@ -378,9 +378,9 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if srcs[2][0] >= 128: return undo()
       cin = g.lanes(srcs[2][0])
     if a is None or b is None: return undo()
-    g.lines.append(f"q = E.carry_op({n!r}, {a}, {b}, {cin})")
-    if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
-    g.setmask(cout, "(q >> 32) != 0")
+    g.lines.append(f"q, qc = E.carry_op({n!r}, {a}, {b}, {cin})")
+    if not g.store(f["vdst"], "u32", "q", True): return undo()
+    g.setmask(cout, "qc")
     return True
   if n in ("v_div_scale_f32", "v_div_scale_f64", "v_div_fmas_f32", "v_div_fmas_f64") and not (g.accs and f.get("vdst") in g.accs):
     return _div_inline(g, i) or undo()

@@ -344,13 +344,27 @@ VALU_OWN = ("v_cmp", "v_cndmask_b", "v_add_co_", "v_sub_co_", "v_subrev_co_", "v
             "v_div_fmas_", "v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32", "v_mbcnt_", "v_swap_b32", "v_nop")
 
 
-def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> np.ndarray:
-  """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin) as int64: bits 31..0 the result,
-  anything above a carry (add) or borrow (sub) out (ISA guide, V_ADD_CO_CI_U32 etc.)."""
-  a, b = a.astype(np.int64), b.astype(np.int64)
-  c = 0 if cin is None else np.asarray(cin).astype(np.int64)
+def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+  """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin): the 32-bit result and the carry
+  (add) or borrow (sub) out, computed in uint32 (ISA guide, V_ADD_CO_CI_U32 etc.): a + b + c carries where a + b wraps
+  or the + c wraps it (r = 2^32 - 1); a - b - c borrows where a < b or the - c wraps it (a - b = 0)."""
+  a, b = np.asarray(a).astype(U32, copy=False), np.asarray(b).astype(U32, copy=False)
   if "subrev" in n: a, b = b, a
-  return a + b + c if "add" in n else a - b - c
+  if "add" in n:
+    r = a + b
+    cy = r < a
+    if cin is not None:
+      r2 = r + np.asarray(cin).astype(U32)
+      cy = cy | (r2 < r)
+      r = r2
+    return r, cy
+  r = a - b
+  cy = a < b
+  if cin is not None:
+    c = np.asarray(cin).astype(U32)
+    cy = cy | (r < c)
+    r = r - c
+  return r, cy
 
 
 def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -399,10 +413,10 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
     return m.advance(i, idx)
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
-    r = carry_op(n, vals[0], vals[1], M.mask_to_lanes(vals[2]) if "_ci_" in n else None)
-    carry = ((r >> 32) != 0) & lanes
-    if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
-    m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
+    r, cy = carry_op(n, vals[0], vals[1], M.mask_to_lanes(vals[2]) if "_ci_" in n else None)
+    carry = cy & lanes
+    if f.get("clamp") and i.fmt == "VOP3": r = np.where(cy, U32(0xFFFFFFFF) if "add" in n else U32(0), r)   # saturated
+    m.vwrite(idx, vdst, "u32", r, lanes, None, dfn)
     m.sset(idx, f["sdst"] if i.fmt == "VOP3" else VCC, 1, mund)
     m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)
     return m.advance(i, idx)

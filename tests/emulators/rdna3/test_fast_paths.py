@@ -271,3 +271,21 @@ def test_loop_batch_from_its_first_iteration(group, monkeypatch):
   rng = np.random.default_rng(17)
   TL.three_ways("uniform_acc", [TL.wide(rng, TL.NL), TL.wide(rng, 40)], (30,))
   assert True in got
+
+
+@pytest.mark.parametrize("n", ["v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"])
+def test_carry_ops_in_uint32_against_integers(n):
+  """execute.carry_op in uint32 (result, carry/borrow out) against Python integers: random operands and the edges
+  (0, 1, 2^32 - 1, equal operands), carry-in both ways."""
+  from emulators.amd.rdna3 import execute as E
+  rng = np.random.default_rng(18)
+  edge = np.array([0, 1, 0xFFFFFFFF, 0xFFFFFFFE, 0x80000000], np.uint32)
+  a = np.concatenate([rng.integers(0, 2**32, 500, dtype=np.uint64).astype(np.uint32), np.repeat(edge, 5)])
+  b = np.concatenate([rng.integers(0, 2**32, 500, dtype=np.uint64).astype(np.uint32), np.tile(edge, 5)])
+  cin = rng.random(a.size) < 0.5 if "_ci_" in n else None
+  r, cy = E.carry_op(n, a, b, cin)
+  for k in range(a.size):
+    x, y, c = int(a[k]), int(b[k]), int(cin[k]) if cin is not None else 0
+    if "subrev" in n: x, y = y, x
+    t = x + y + c if "add" in n else x - y - c
+    assert int(r[k]) == t % (1 << 32) and bool(cy[k]) == (t >= 1 << 32 if "add" in n else t < 0), (n, x, y, c)
