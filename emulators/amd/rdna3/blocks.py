@@ -299,8 +299,9 @@ class _Gen:
       elif known_int: self.lines.append(f"np.copyto({self.vreg(r, 'b32')}, {val}, casting='unsafe', where=W)")
       else: self.lines += [f"r = {val}", "intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
     else:
-      self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
+      self.lines.append(f"p{r} = store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
     self.write(list(range(r, r + w)), True)
+    if w == 2: self.pairs[r] = f"p{r}"   # the pair as stored (store64 returns it): no pair() for a read of it
     return True
 
 
@@ -313,12 +314,16 @@ def _store(full: bool, lanes: np.ndarray, dst: np.ndarray, val: Any) -> None:
   else: np.copyto(dst, val, casting="unsafe", where=lanes)
 
 
-def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> None:
+def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> np.ndarray:
+  """VGPRs r, r+1 = the 64-bit values in the enabled lanes; returns the pair as it now is (uint64 per lane, as _pair
+  reads it): the stored bits themselves when every lane is on and they have the registers' shape."""
   val = np.asarray(val)
   if dt.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dt} destination")
   bits = val.astype(dt, copy=False).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
   _store(full, lanes, v[:, r, :], bits)   # the unsafe cast to uint32 keeps the low dword
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
+  # (never a register's memory: a 64-bit result is computed apart; pair arrays are only read, so sharing one is harmless)
+  return bits if full and bits.shape == lanes.shape else _pair(v, r)
 
 
 def _intres(r: Any) -> None:
