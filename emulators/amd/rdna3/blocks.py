@@ -676,7 +676,8 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad).
   skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before. inner: a
   run between two runs of the same block (a split loop's carried part, loops._carried): no checked-mode entry test and
-  no lane masks or definedness written at its end (the run before tested the same reads, the run after writes them)."""
+  no lane masks or definedness written at its end (the run before tested the same reads, the run after writes them);
+  EXEC's lanes as the run before found them, float errors ignored by the caller."""
   g = _Gen(m)
   g.accs = accs
   insts: list[Inst] = []
@@ -745,7 +746,8 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   reads = g.const(np.array(tested, np.int64), "RD")
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
-         "  L = m.exec_mask(idx)",
+         # an inner run: EXEC as the run before it left it (no instruction between them writes EXEC: loops._carried)
+         "  L = m._lanes if m._lanes is not None else m.exec_mask(idx)" if inner else "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
          *([] if inner else [f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False"]),
          "  L3 = L[:, None, :]",
@@ -753,7 +755,8 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
          *_bind_lines(g.binds, pc),
          "  k = 0",
          "  try:",
-         "    with np.errstate(all='ignore'):",
+         # (an inner run's caller has float errors ignored already)
+         "    if True:" if inner else "    with np.errstate(all='ignore'):",
          *[f"      {ln}" for ln in g.lines + body],
          "  except BaseException:",
          "    m._fault_inst = INSTS[k]",
