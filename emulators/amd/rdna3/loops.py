@@ -494,7 +494,9 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
       with np.errstate(all="ignore"):
         for t in range(n):
-          for form, x in xs: acc = np.asarray(row(x[t], acc) if form else row(acc, x[t]), np.float32)
+          for form, x in xs:   # in place (out=: an elementwise ufunc, checked above), in the block's operand order
+            if form: row(x[t], acc, out=acc)
+            else: row(acc, x[t], out=acc)
       results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
       continue
     k = len(recs)
