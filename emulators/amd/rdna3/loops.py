@@ -8,14 +8,18 @@ carried: SCC, SGPR and VGPR inductions (counters, 64-bit address pairs), and acc
 chains `acc = acc + x` (or `x + acc`) read and write.
 
 One iteration runs as a block call first; the change of each carried register over it is its step (two adjacent ones
-as one 64-bit value; VGPRs per lane). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
+as one 64-bit value; VGPRs per lane). Where no VGPR is carried and the scalar instructions alone determine the carried
+SGPRs (`dry_prev`: they run as a block of their own on a copy of the SGPRs), that step comes from them and the batch
+starts with the first iteration (`from_start`, `split_from_start`). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
 gives the trip count (the same for every wave, else no batch). The batch then runs the loop-mode block (built with the
 accumulators: their adds only record the other operand, m.acc) on a copy of the machine with (iterations x waves)
 waves, each iteration's copy starting from the predicted registers, the other VGPRs as at the batch's start and SCC as
 the branch leaves it. A body with only inline VALU work is lane-wise and runs every lane (Machine.unmasked: no masked
 writes; loads still read only the enabled lanes); the disabled lanes' values are dropped when the batch is taken.
-Where such a body's scalar inputs are also the same in every wave and it reads no lane mask as a scalar (nothing sees
-a lane's position in its wave), the batch runs on the enabled lanes packed 32 to a wave (`_packed`).
+Where such a body's scalar inputs are also the same in every wave and it reads no lane mask or EXEC as a scalar
+(nothing sees a lane's position in its wave), the batch runs on the enabled lanes packed 32 to a wave (`_packed`;
+`first_packed`: from the loop's first iteration on), every packed lane enabled (the last wave's rest copy the first
+lane and are dropped), so no instruction of it writes under a lane mask.
 
 Nothing predicted goes unchecked: the batch is used only when every iteration's branch went where it was predicted and
 the carried registers (enabled lanes) and SCC each iteration ends with are the next one's predicted start. The
@@ -26,8 +30,10 @@ a seeded mutation) discards the batch and the loop runs block by block, so fault
 without batches, checked mode reports what it reports, and a changed row takes effect either way.
 
 A loop whose carried VGPRs fail their prediction (no induction: a max chain) runs split from its next dispatch on
-(`Split`): the instructions depending on those VGPRs as a block of their own once per iteration, the rest as a batch
-first, whose iterations' registers the carried part reads; anything failing is undone and the blocks run the loop."""
+(`Split`): the instructions depending on those VGPRs as a block of their own once per iteration (every lane computed,
+the middle iterations as an inner block: no entry test, no mask or definedness written at its end), the rest as a
+batch first, whose iterations' registers the carried part reads; anything failing is undone and the blocks run the
+loop."""
 from __future__ import annotations
 
 import copy

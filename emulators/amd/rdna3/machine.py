@@ -1,5 +1,5 @@
 """The RDNA3 wave machine: every wave of a dispatch at once, as numpy arrays (SGPRs [waves, 128], VGPRs [waves, n, 32
-lanes], SCC, PC, EXEC = s126). Waves run in lockstep by PC: each step executes the instruction at the lowest PC among
+lanes] register-major in memory, SCC, PC, EXEC = s126). Waves run in lockstep by PC: each step executes the instruction at the lowest PC among
 the waves that can run, for all waves at that PC together. s_barrier holds a wave until every live wave of its workgroup
 arrives; LDS is one byte array per workgroup; global memory goes through the mock VM (unmapped = MMU fault).
 
