@@ -289,3 +289,16 @@ def test_carry_ops_in_uint32_against_integers(n):
     if "subrev" in n: x, y = y, x
     t = x + y + c if "add" in n else x - y - c
     assert int(r[k]) == t % (1 << 32) and bool(cy[k]) == (t >= 1 << 32 if "add" in n else t < 0), (n, x, y, c)
+
+
+@pytest.mark.parametrize("t", [np.float16, np.float32, np.float64])
+def test_ordered_unordered_compares(t):
+  """v_cmp_o/v_cmp_u (ops.FCMP, by numpy's NaN-propagating maximum): unordered exactly where either operand is a NaN
+  (quiet or signaling, either sign), over every pair of special and ordinary values."""
+  from emulators.amd.rdna3 import ops as X
+  bits = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}[t]
+  snan = np.array([{np.float16: 0x7C01, np.float32: 0x7F800001, np.float64: 0x7FF0000000000001}[t]], bits).view(t)[0]
+  vals = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, -np.nan, snan, np.finfo(t).max, np.finfo(t).smallest_subnormal], t)
+  a, b = np.meshgrid(vals, vals)
+  want = np.isnan(a) | np.isnan(b)
+  assert np.array_equal(X.FCMP["u"](a, b), want) and np.array_equal(X.FCMP["o"](a, b), ~want)
