@@ -245,14 +245,22 @@ def _packable(m: Any, lp: Loop, b: B.Block, states: tuple[np.ndarray, ...]) -> t
   return lanes, E, P
 
 
+def _first_lanes(lanes: np.ndarray) -> int:
+  """k where every wave enables exactly its first k lanes (a partial workgroup of k work-items), else 0."""
+  k = int(lanes[0].sum())
+  return k if k and lanes[0, :k].all() and (lanes == lanes[0]).all() else 0
+
+
 def _pack(m: Any, lanes: np.ndarray, E: int, P: int) -> tuple[Any, Any]:
   """The packed machine (every lane enabled: the lanes past E copy the first lane, compute what it computes from the
   same scalars and addresses, and are dropped by `_unpack`; no masked writes) and the function packing [W, k, 32]."""
   sel = np.flatnonzero(lanes.reshape(-1))
+  first = _first_lanes(lanes)
   def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
     k = x.shape[1]
     out = np.empty((k, P * 32), x.dtype)   # register-major (Machine.v): each register's lanes one row
-    np.take(x.transpose(1, 0, 2).reshape(k, -1), sel, axis=1, out=out[:, :E])
+    if first: out[:, :E].reshape(k, -1, first)[:] = x.transpose(1, 0, 2)[:, :, :first]   # a slice, no index
+    else: np.take(x.transpose(1, 0, 2).reshape(k, -1), sel, axis=1, out=out[:, :E])
     out[:, E:] = out[:, :1]
     return out.reshape(k, P, 32).transpose(1, 0, 2)
   pm = copy.copy(m)
@@ -273,15 +281,19 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
   maskw = frozenset().union(*(b.maskw for b in blocks))
   sw = sorted(c for c in frozenset().union(*(b.swritten for b in blocks)) - maskw if c < 128)
   if sw and not (pm.s[:, sw] == pm.s[:1, sw]).all(): return False
-  ew, el = np.nonzero(lanes)
   wr = sorted(r for r in set().union(*(b.vwritten for b in blocks)) | set(accs) if r < m.nv)
   if m.v.transpose(1, 0, 2).flags.c_contiguous:
     # register by register, each a row of both register-major files: the packed row's first E lanes to the enabled lanes
     src = pm.v.transpose(1, 0, 2).reshape(m.nv, P * 32)
     dst = m.v.transpose(1, 0, 2).reshape(m.nv, m.W * 32)
-    sel = np.flatnonzero(lanes.reshape(-1))
-    for r in wr: dst[r, sel] = src[r, :E]
+    if first := _first_lanes(lanes):   # the first lanes of every wave: slices, no index
+      d3 = dst.reshape(m.nv, m.W, 32)
+      for r in wr: d3[r, :, :first] = src[r, :E].reshape(m.W, first)
+    else:
+      sel = np.flatnonzero(lanes.reshape(-1))
+      for r in wr: dst[r, sel] = src[r, :E]
   else:
+    ew, el = np.nonzero(lanes)
     flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
     for r in wr: m.v[ew, r, el] = flat[:, r]
   if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
@@ -289,7 +301,7 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
   for c in sorted(maskw):
     bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
     got = np.zeros_like(lanes)
-    got[ew, el] = bits
+    got.reshape(-1)[np.flatnonzero(lanes.reshape(-1))] = bits
     m.s[:, c] = M.lanes_to_mask(got)
   m.scc[:] = pm.scc[0]
   m.pc[:] = pm.pc[0]
