@@ -2,8 +2,9 @@
 lanes of float64: 128 KiB each), freed at once; glibc returns the top of its heap to the system when that much is free
 and faults the pages in again for the next array. Those page faults cost more than the arithmetic (the emulated f64
 fma on 16,384 lanes: 0.8 ms with the default, 0.3 ms with a 16 MiB pad, on this project's 2-core machine). M_TOP_PAD
-keeps that much free memory at the top of the heap (glibc's mallopt; elsewhere nothing is done). The setting is the
-process's: it changes when memory goes back to the system, never a value."""
+keeps that much free memory at the top of the heap, with the mmap and trim thresholds below (glibc's mallopt; elsewhere
+nothing is done). The setting is the process's, made at the first RDNA3 dispatch: it changes when memory goes back to
+the system (at most 64 MiB kept), never a value."""
 from __future__ import annotations
 
 import ctypes
