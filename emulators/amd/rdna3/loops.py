@@ -330,36 +330,51 @@ SCALAR_FMTS = (*SALU, "SOPC", "SMEM")
 
 
 def _scalar_block(m: Any, lp: Loop, pc: int, b: B.Block) -> B.Block | None:
-  """The body's scalar instructions alone as a block (the vector ones skipped), where the scalar state after an
-  iteration depends on nothing vector: no carried VGPR, no scalar instruction or carried SGPR reading an SGPR a vector
-  instruction writes (a lane mask, v_readfirstlane). None: not applicable. Cached on the loop."""
+  """The body's scalar instructions, and the vector ones the carried VGPRs (inductions: address pairs) and the SGPRs
+  those scalar ones read need (their backward slice over the iteration), alone as a block, the rest skipped: what
+  determines the carried registers after an iteration. None: not applicable (the slice needs a load, or an instruction
+  no block lists the registers of). Cached on the loop."""
   if lp.sblock is not None or lp.nosblock: return lp.sblock
   lp.nosblock = True
   body = b.insts[:-1]
-  if lp.vcarried: return None
   vs: set[int] = set()
   for i in body:
     if i.fmt in SCALAR_FMTS: continue
     if (d := _sgpr_dsts(i)) is None: return None
     vs |= d
+  keep = {i.pc for i in body if i.fmt in SCALAR_FMTS}
   sb = B.build(m, pc, skip=frozenset(i.pc for i in body if i.fmt not in SCALAR_FMTS))
-  if sb is None or [i.pc for i in sb.insts] != [i.pc for i in b.insts if i.fmt in SCALAR_FMTS or i is b.insts[-1]]: return None
-  if vs & (sb.sreads | sb.lreads | sb.sall | set(lp.carried)): return None
+  if sb is None: return None
+  need = {("v", r) for r in lp.vcarried} | {("s", c) for c in vs & (sb.sreads | sb.lreads | sb.sall | set(lp.carried))}
+  if need:   # the vector instructions computing them, walking back over the iteration
+    for i in reversed(body):
+      if i.fmt in SCALAR_FMTS: continue
+      if (rw := _rw(m, i)) is None: return None
+      rd, wr = rw
+      if not wr & need: continue
+      if i.fmt == "FLAT": return None   # an induction computed from memory: no dry run
+      keep.add(i.pc)
+      need = (need - wr) | {x for x in rd if x[0] in ("v", "s")}
+    sb = B.build(m, pc, skip=frozenset(i.pc for i in body if i.pc not in keep))
+    if sb is None or sb.opaque: return None
+  if [i.pc for i in sb.insts] != [i.pc for i in b.insts if i.pc in keep or i is b.insts[-1]]: return None
   lp.sblock, lp.nosblock = sb, False
   return sb
 
 
 def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndarray] | None:
-  """Before a loop's first iteration (every wave at its entry pc, block b): the body's scalar work alone
-  (`_scalar_block`) on a copy of the SGPRs gives each carried SGPR's change over one iteration, and so the SGPRs as
-  they would have been one iteration earlier (carried ones: now - change; modulo 2^32, pairs 2^64): what `_batch` takes
-  as `prev`, so the batch starts with the first iteration (no iteration run as a block first). None: not applicable,
-  or the waves would leave the loop after one iteration (the batch checks every prediction as always)."""
+  """Before a loop's first iteration (every wave at its entry pc, block b): the instructions that determine the carried
+  registers (`_scalar_block`) on copies of the registers give each carried register's change over one iteration, and
+  so the registers as they would have been one iteration earlier (now - change; modulo 2^32, pairs 2^64; VGPRs per
+  lane): what `_batch` takes as `prev`, so the batch starts with the first iteration (no iteration run as a block
+  first). None: not applicable, or the waves would leave the loop after one iteration (the batch checks every
+  prediction as always)."""
   if lp.failed or (sb := _scalar_block(m, lp, pc, b)) is None: return None
   dm = copy.copy(m)
   dm.s, dm.scc, dm.pc, dm.bound = m.s.copy(), m.scc.copy(), m.pc.copy(), {}
   dm.vinit, dm.sundef, dm.sccundef, dm.sdirty = None, None, None, False   # no definedness: undefined bytes fault (None)
   dm.touched = {k: list(v) for k, v in m.touched.items()}
+  if lp.vcarried or sb.vwritten: dm.v = m.v.transpose(1, 0, 2).copy().transpose(1, 0, 2)   # register-major, as Machine.v
   try:
     with np.errstate(all="ignore"):
       if not sb.fn(dm, m._idx): return None
@@ -373,7 +388,16 @@ def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndar
       p0 = U64(2) * p1 - p2   # modulo 2^64
       prev[:, r], prev[:, r + 1] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
     else: prev[:, r] = ((U64(2) * m.s[:, r].astype(U64) - dm.s[:, r].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
-  return prev, m.v[:, [], :]
+  vprev = m.v[:, list(lp.vcarried), :].copy()   # [W, carried VGPRs, 32]
+  for r, w in lp.vpairs:
+    k = lp.vcarried.index(r)
+    if w == 2:
+      p1 = m.v[:, r, :].astype(U64) | (m.v[:, r + 1, :].astype(U64) << U64(32))
+      p2 = dm.v[:, r, :].astype(U64) | (dm.v[:, r + 1, :].astype(U64) << U64(32))
+      p0 = U64(2) * p1 - p2
+      vprev[:, k, :], vprev[:, k + 1, :] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
+    else: vprev[:, k, :] = ((U64(2) * m.v[:, r, :].astype(U64) - dm.v[:, r, :].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
+  return prev, vprev
 
 
 def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
@@ -397,7 +421,9 @@ def split_from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> int:
     lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
     if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
   if (prev := dry_prev(m, sp.floop, pc, b)) is None: return 0
-  if not _carried(m, lp, (prev[0], m.v[:, list(lp.vcarried), :])): return 2
+  pv = m.v[:, list(lp.vcarried), :].copy()   # `_carried` takes the batched part's carried VGPRs from lp.vcarried's places
+  for k, r in enumerate(sp.floop.vcarried): pv[:, lp.vcarried.index(r), :] = prev[1][:, k, :]
+  if not _carried(m, lp, (prev[0], pv)): return 2
   m.steps -= 1   # the scheduler counted the step
   return 1
 

@@ -254,10 +254,12 @@ def test_split_loop_inner_runs_same_as_block_by_block(monkeypatch):
     finally: TL.GROUP[0] = 64
 
 
+@pytest.mark.parametrize("name, bufs", [("uniform_acc", (1, 40)), ("lane_ind", (1, 1 + 4 * 30 // 128 + 1)), ("lane_acc", (1, 30))])
 @pytest.mark.parametrize("group", [64, 40, 8])
-def test_loop_batch_from_its_first_iteration(group, monkeypatch):
-  """A loop whose scalar work alone predicts its carried SGPRs (no carried VGPR) runs as one batch from its first
-  iteration (loops.dry_prev: the body's scalar instructions on a copy give the step), on the waves as they are or
+def test_loop_batch_from_its_first_iteration(name, bufs, group, monkeypatch):
+  """A loop whose carried registers the scalar instructions and the vector ones computing its inductions (per-lane
+  64-bit pointers and counters wrapping at different iterations: lane_ind) determine runs as one batch from its first
+  iteration (loops.dry_prev: those instructions on copies of the registers give the step), on the waves as they are or
   packed: the same buffers, registers, SCC, PC, definedness and steps as block by block and stepped."""
   from tests.emulators.rdna3 import test_loops as TL
   monkeypatch.setitem(TL.GROUP, 0, group)
@@ -269,7 +271,7 @@ def test_loop_batch_from_its_first_iteration(group, monkeypatch):
   monkeypatch.setattr(LP, "dry_prev", spy)
   LP.LOOPS.clear()
   rng = np.random.default_rng(17)
-  TL.three_ways("uniform_acc", [TL.wide(rng, TL.NL), TL.wide(rng, 40)], (30,))
+  TL.three_ways(name, [TL.wide(rng, TL.NL * k) for k in bufs[:1]] + [TL.wide(rng, bufs[1] if name == "uniform_acc" else TL.NL * bufs[1])], (30,))
   assert True in got
 
 
