@@ -327,6 +327,7 @@ def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | Non
 
 
 SCALAR_FMTS = (*SALU, "SOPC", "SMEM")
+DRY_SHARE = 3   # a dry run of more than 1/3 of a loop body's instructions is not made (`_scalar_block`)
 
 
 def _scalar_block(m: Any, lp: Loop, pc: int, b: B.Block) -> B.Block | None:
@@ -355,6 +356,7 @@ def _scalar_block(m: Any, lp: Loop, pc: int, b: B.Block) -> B.Block | None:
       if i.fmt == "FLAT": return None   # an induction computed from memory: no dry run
       keep.add(i.pc)
       need = (need - wr) | {x for x in rd if x[0] in ("v", "s")}
+    if len(keep) > len(body) // DRY_SHARE: return None   # about an iteration's work: the block itself runs it as cheaply
     sb = B.build(m, pc, skip=frozenset(i.pc for i in body if i.pc not in keep))
     if sb is None or sb.opaque: return None
   if [i.pc for i in sb.insts] != [i.pc for i in b.insts if i.pc in keep or i is b.insts[-1]]: return None
@@ -374,7 +376,11 @@ def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndar
   dm.s, dm.scc, dm.pc, dm.bound = m.s.copy(), m.scc.copy(), m.pc.copy(), {}
   dm.vinit, dm.sundef, dm.sccundef, dm.sdirty = None, None, None, False   # no definedness: undefined bytes fault (None)
   dm.touched = {k: list(v) for k, v in m.touched.items()}
-  if lp.vcarried or sb.vwritten: dm.v = m.v.transpose(1, 0, 2).copy().transpose(1, 0, 2)   # register-major, as Machine.v
+  if lp.vcarried or sb.vwritten:   # a register-major copy (as Machine.v) of the VGPRs the dry run reads or writes
+    rows = sorted({r for r in (*sb.vreads, *sb.vwritten) if r < m.nv} | {r + k for r, w in lp.vpairs for k in range(w)})
+    base = np.empty((m.nv, m.W, 32), U32)
+    base[rows] = m.v.transpose(1, 0, 2)[rows]
+    dm.v = base.transpose(1, 0, 2)
   try:
     with np.errstate(all="ignore"):
       if not sb.fn(dm, m._idx): return None
