@@ -347,6 +347,18 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
   t = q.dtype.type
   sign = np.signbit(d) ^ np.signbit(n)
   with np.errstate(all="ignore"):
+    # no lane can be in a case, by whole-array reductions (the usual division): d and n finite and nonzero (min/max of
+    # their magnitudes; a NaN fails both), the estimate no NaN (max propagates one), and the smallest |n| over the
+    # largest |d| far from a tiny quotient: a lane's exponent fields differ by at least frexp's exponents of those two
+    # (the largest |d| normal: its field is its frexp exponent + bias - 1; a denormal n's field 0 is above that), with
+    # 8 binades of margin
+    if t in SCALE and q.size:
+      ad, an = np.abs(d), np.abs(n)
+      fi = np.finfo(t)
+      dmin, dmax, nmin, nmax = float(ad.min()), float(ad.max()), float(an.min()), float(an.max())
+      if (0 < dmin and float(fi.tiny) <= dmax <= float(fi.max) and 0 < nmin and nmax <= float(fi.max) and not np.isnan(q.max())
+          and np.frexp(nmin)[1] - np.frexp(dmax)[1] > {np.float32: -150, np.float64: -1075}[t] + 8):
+        return np.where(sign, -np.abs(q), np.abs(q)).astype(q.dtype)
     inf = np.where(sign, t(-np.inf), t(np.inf))
     zero = np.where(sign, t(-0.0), t(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))

@@ -305,3 +305,26 @@ def test_ordered_unordered_compares(t):
   a, b = np.meshgrid(vals, vals)
   want = np.isnan(a) | np.isnan(b)
   assert np.array_equal(X.FCMP["u"](a, b), want) and np.array_equal(X.FCMP["o"](a, b), ~want)
+
+
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+def test_div_fixup_without_cases_same_as_case_by_case(t, monkeypatch):
+  """V_DIV_FIXUP's whole-array test that no lane is in a case (alu.div_fixup) against the case-by-case path (forced
+  by one more lane with a NaN estimate, dropped after): operands over the whole exponent range, denormal numerators and
+  denominators, quotients near the tiny limit; and the test taken where it should be (ordinary quotients)."""
+  rng = np.random.default_rng(19)
+  n, d = _operands(t, 4000, rng)
+  fi = np.finfo(t)
+  d[:200] = fi.smallest_subnormal * rng.integers(1, 1000, 200)   # denormal denominators
+  n[200:400] = fi.smallest_subnormal * rng.integers(1, 1000, 200)   # denormal numerators
+  with np.errstate(all="ignore"): q = (n / d).astype(t)
+  for lo, hi in ((0, 4000), (0, 200), (200, 400), (400, 4000)):
+    x, y, z = q[lo:hi], d[lo:hi], n[lo:hi]
+    got = A.div_fixup(x, y, z)
+    full = A.div_fixup(np.append(x, t(np.nan)), np.append(y, t(1)), np.append(z, t(1)))
+    assert got.tobytes() == full[:-1].tobytes()
+  n2, d2 = (rng.standard_normal(4000) * 10.0 ** rng.integers(-8, 8, 4000)).astype(t), rng.standard_normal(4000).astype(t)
+  q2 = (n2 / d2).astype(t)
+  monkeypatch.setattr(A, "_biased_exp", lambda x: (_ for _ in ()).throw(AssertionError("the case-by-case path ran")))
+  r = A.div_fixup(q2, d2, n2)
+  assert r.tobytes() == np.where(np.signbit(d2) ^ np.signbit(n2), -np.abs(q2), np.abs(q2)).tobytes()
