@@ -275,15 +275,21 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
   t = s0.dtype.type
   k, gap, tiny, ebits = SCALE[t]
   with np.errstate(all="ignore"):
-    e1, e2 = _biased_exp(s1), _biased_exp(s2)
     # no lane can be in a case (the usual): both operands normal and finite, the numerator not tiny, the exponent gap
     # below `gap`, and far from where 1/S1 (|S1| > 2^(bias-1)) or S2/S1 (< 2^(1-bias)) would be denormal (30 binades
-    # of margin): S0 unchanged, no VCC, without the divisions the cases need
+    # of margin): S0 unchanged, no VCC, without the divisions the cases need. Found from the operands' smallest and
+    # largest magnitudes (a NaN fails every test): a normal x's exponent field is frexp's exponent + bias - 1, and a
+    # lane's gap lies between (smallest |S2|, largest |S1|) and (largest |S2|, smallest |S1|)'s
     bias = (1 << (ebits - 1)) - 1
-    d = e2 - e1
-    if (e1.min() >= 1 and e1.max() <= 2 * bias - 30 and e2.min() > tiny and e2.max() <= 2 * bias and d.min() > 30 - bias and d.max() < gap):
+    fi = np.finfo(t)
+    a1, a2 = np.abs(s1), np.abs(s2)
+    m1, x1, m2, x2 = float(a1.min()), float(a1.max()), float(a2.min()), float(a2.max())
+    def ef(v: float) -> int: return int(np.frexp(v)[1]) + bias - 1   # the exponent field of a normal v
+    if (float(fi.tiny) <= m1 and x1 <= float(fi.max) and float(fi.tiny) <= m2 and x2 <= float(fi.max) and ef(x1) <= 2 * bias - 30
+        and ef(m2) > tiny and ef(m2) - ef(x1) > 30 - bias and ef(x2) - ef(m1) < gap):
       shape = np.broadcast(s0, s1, s2).shape
       return np.broadcast_to(s0, shape).astype(s0.dtype), np.zeros(shape, np.bool_)
+    e1, e2 = _biased_exp(s1), _biased_exp(s2)
     rcp_den = _denorm((t(1.0) / s1).astype(t))   # 1/S1 denormal in S1's type (see the docstring)
     q_den = _denorm((s2 / s1).astype(t))
     rest = np.ones(np.broadcast(s0, s1, s2).shape, np.bool_)
