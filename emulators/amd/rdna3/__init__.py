@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from emulators.amd.rdna3.heap import pad_heap
 from emulators.amd.rdna3.machine import Machine, WaveFault
 from emulators.fault import Fault
 
@@ -33,6 +34,7 @@ def launch(vm: Any, pgm: int, rsrc1: int, rsrc2: int, user: list[int], grid: tup
   (the registered symbol holding `pgm`, MockDriver.symbol_at), else its address. `record(name, accesses)` gets the
   global memory the dispatch read and wrote (Machine.accesses), also after a fault."""
   name = kernel or code_name(pgm)
+  pad_heap()
   m = None
   try:
     m = Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked, private_bytes)

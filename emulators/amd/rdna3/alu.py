@@ -71,18 +71,27 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   (`out=`): fresh arrays of a dispatch's size cost page faults, more than the operations."""
   A, B, C = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
   with np.errstate(all="ignore"):
-    ok = _in_range(A, 2.0 ** -450, 2.0 ** 450)
-    ok &= _in_range(B, 2.0 ** -450, 2.0 ** 450)
-    ok &= _in_range(C, 2.0 ** -900, 2.0 ** 900) | (C == 0)
-    every = bool(ok.all())   # the common case: no lane needs the operands replaced
-    x, y, z = (A, B, C) if every else (np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0))
+    # the common case first, by whole-array min/max (no per-lane masks) of the operands as given (a constant one
+    # once, not broadcast): every lane's operands in range (NaN fails)
+    a0, b0, c0 = (np.asarray(x, np.float64) for x in (a, b, c))
+    every = _all_in(a0, 2.0 ** -450, 2.0 ** 450) and _all_in(b0, 2.0 ** -450, 2.0 ** 450) and _all_in(c0, 2.0 ** -900, 2.0 ** 900)
+    if every: x, y, z = A, B, C
+    else:
+      ok = _in_range(A, 2.0 ** -450, 2.0 ** 450)
+      ok &= _in_range(B, 2.0 ** -450, 2.0 ** 450)
+      ok &= _in_range(C, 2.0 ** -900, 2.0 ** 900) | (C == 0)
+      x, y, z = np.where(ok, A, 1.0), np.where(ok, B, 1.0), np.where(ok, C, 0.0)
     uh, ul = _two_prod(x, y)
     th, tl = _two_sum(z, uh)
-    r = _add_odd(tl, ul)
-    r += th
+    if not tl.any(): r = th + ul   # c + uh exact (th): the exact result th + ul, rounded once (RO(ul) = ul: exact)
+    else:
+      r = _add_odd(tl, ul)
+      r += th
+    if every and _all_in(r, 2.0 ** -960, np.finfo(np.float64).max): return r
+    if every: ok = np.ones(r.shape, np.bool_)
     t = np.abs(r)
     ok &= (t >= 2.0 ** -960) & (t <= np.finfo(np.float64).max) | (r == 0)   # finite, and zero or far from the denormals
-    if every and ok.all(): return r
+    if ok.all(): return r
     # a zero factor (the product is an exact +-0) or a non-finite operand: a*b + c rounds once, as fma does
     plain = (A == 0) | (B == 0) | ~(np.isfinite(A) & np.isfinite(B) & np.isfinite(C))
     r = np.where(plain, A * B + C, r)
@@ -90,6 +99,12 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     rest = ~(ok | plain)
     r[rest] = _fma64_exact(A[rest], B[rest], C[rest])
   return r
+
+
+def _all_in(x: np.ndarray, lo: float, hi: float) -> bool:
+  """lo <= |x| <= hi for every element (False where one is NaN: min/max propagate it)."""
+  t = np.abs(x)
+  return bool(t.min() >= lo and t.max() <= hi)
 
 
 def _in_range(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -258,8 +273,22 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
   quotient -> VCC, S0 * 2^k if S0 is the denominator; 1/S1 denormal -> S0 * 2^-k; a denormal quotient S2/S1 -> VCC,
   S0 * 2^k if S0 is the numerator; exponent(S2) <= 23/53 (tiny numerator) -> S0 * 2^k; otherwise S0 unchanged."""
   t = s0.dtype.type
-  k, gap, tiny, _ = SCALE[t]
+  k, gap, tiny, ebits = SCALE[t]
   with np.errstate(all="ignore"):
+    # no lane can be in a case (the usual): both operands normal and finite, the numerator not tiny, the exponent gap
+    # below `gap`, and far from where 1/S1 (|S1| > 2^(bias-1)) or S2/S1 (< 2^(1-bias)) would be denormal (30 binades
+    # of margin): S0 unchanged, no VCC, without the divisions the cases need. Found from the operands' smallest and
+    # largest magnitudes (a NaN fails every test): a normal x's exponent field is frexp's exponent + bias - 1, and a
+    # lane's gap lies between (smallest |S2|, largest |S1|) and (largest |S2|, smallest |S1|)'s
+    bias = (1 << (ebits - 1)) - 1
+    fi = np.finfo(t)
+    a1, a2 = np.abs(s1), np.abs(s2)
+    m1, x1, m2, x2 = float(a1.min()), float(a1.max()), float(a2.min()), float(a2.max())
+    def ef(v: float) -> int: return int(np.frexp(v)[1]) + bias - 1   # the exponent field of a normal v
+    if (float(fi.tiny) <= m1 and x1 <= float(fi.max) and float(fi.tiny) <= m2 and x2 <= float(fi.max) and ef(x1) <= 2 * bias - 30
+        and ef(m2) > tiny and ef(m2) - ef(x1) > 30 - bias and ef(x2) - ef(m1) < gap):
+      shape = np.broadcast(s0, s1, s2).shape
+      return np.broadcast_to(s0, shape).astype(s0.dtype), np.zeros(shape, np.bool_)
     e1, e2 = _biased_exp(s1), _biased_exp(s2)
     rcp_den = _denorm((t(1.0) / s1).astype(t))   # 1/S1 denormal in S1's type (see the docstring)
     q_den = _denorm((s2 / s1).astype(t))
@@ -324,6 +353,18 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
   t = q.dtype.type
   sign = np.signbit(d) ^ np.signbit(n)
   with np.errstate(all="ignore"):
+    # no lane can be in a case, by whole-array reductions (the usual division): d and n finite and nonzero (min/max of
+    # their magnitudes; a NaN fails both), the estimate no NaN (max propagates one), and the smallest |n| over the
+    # largest |d| far from a tiny quotient: a lane's exponent fields differ by at least frexp's exponents of those two
+    # (the largest |d| normal: its field is its frexp exponent + bias - 1; a denormal n's field 0 is above that), with
+    # 8 binades of margin
+    if t in SCALE and q.size:
+      ad, an = np.abs(d), np.abs(n)
+      fi = np.finfo(t)
+      dmin, dmax, nmin, nmax = float(ad.min()), float(ad.max()), float(an.min()), float(an.max())
+      if (0 < dmin and float(fi.tiny) <= dmax <= float(fi.max) and 0 < nmin and nmax <= float(fi.max) and not np.isnan(q.max())
+          and np.frexp(nmin)[1] - np.frexp(dmax)[1] > {np.float32: -150, np.float64: -1075}[t] + 8):
+        return np.where(sign, -np.abs(q), np.abs(q)).astype(q.dtype)
     inf = np.where(sign, t(-np.inf), t(np.inf))
     zero = np.where(sign, t(-0.0), t(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))

@@ -11,7 +11,8 @@ accumulator only record their other operand (m.acc).
 
 Inline: the VALU rows of ops.VALU in VOP1/VOP2/VOP3/VOPC encodings with 32/64-bit operands, v_cmp (ops.FCMP/ICMP),
 v_cndmask_b32, the carry ops (execute.carry_op), VOPD pairs, the SALU rows of ops.SALU, SOPC/SOPK compares and ops
-(execute.sopc_scc/sopk_op) and whole-dword global loads (Machine.load_dwords). Lane masks a block computes stay in it
+(execute.sopc_scc/sopk_op), V_DIV_SCALE/V_DIV_FMAS (alu.div_scale/div_fmas), whole-dword global loads
+(Machine.load_dwords) and stores (Machine.store_dwords). Lane masks a block computes stay in it
 as [n, 32] bool and are written to their SGPRs before anything reads the registers. Every other instruction of the run
 is a call of its execute.HANDLERS row (the interpreter's own code); an instruction neither covers ends the run, and the
 interpreter steps it.
@@ -35,7 +36,7 @@ from emulators.amd.rdna3 import alu as A
 from emulators.amd.rdna3 import execute as E
 from emulators.amd.rdna3 import lanes as M
 from emulators.amd.rdna3 import ops as X
-from emulators.amd.rdna3.decode import T16, WIDTH, Inst, flat_offset, vopd_dsty
+from emulators.amd.rdna3.decode import T16, WIDTH, Inst, branch_target, flat_offset, vopd_dsty
 from emulators.amd.rdna3.opcodes import VOP3B
 
 VCC, EXEC = 106, 126
@@ -298,8 +299,9 @@ class _Gen:
       elif known_int: self.lines.append(f"np.copyto({self.vreg(r, 'b32')}, {val}, casting='unsafe', where=W)")
       else: self.lines += [f"r = {val}", "intres(r)", f"np.copyto({self.vreg(r, 'b32')}, r, casting='unsafe', where=W)"]
     else:
-      self.lines.append(f"store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
+      self.lines.append(f"p{r} = store64(full, L, v, {r}, {val}, {self.const(dt, 'T')})")
     self.write(list(range(r, r + w)), True)
+    if w == 2: self.pairs[r] = f"p{r}"   # the pair as stored (store64 returns it): no pair() for a read of it
     return True
 
 
@@ -312,12 +314,16 @@ def _store(full: bool, lanes: np.ndarray, dst: np.ndarray, val: Any) -> None:
   else: np.copyto(dst, val, casting="unsafe", where=lanes)
 
 
-def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> None:
+def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt: np.dtype) -> np.ndarray:
+  """VGPRs r, r+1 = the 64-bit values in the enabled lanes; returns the pair as it now is (uint64 per lane, as _pair
+  reads it): the stored bits themselves when every lane is on and they have the registers' shape."""
   val = np.asarray(val)
   if dt.kind != "f" and val.dtype.kind == "f": raise M.WaveFault(f"internal: a float result for a {dt} destination")
   bits = val.astype(dt, copy=False).view(np.uint64) if dt.kind == "f" else val.astype(np.int64 if val.dtype.kind == "i" else np.uint64).astype(np.uint64)
   _store(full, lanes, v[:, r, :], bits)   # the unsafe cast to uint32 keeps the low dword
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
+  # (never a register's memory: a 64-bit result is computed apart; pair arrays are only read, so sharing one is harmless)
+  return bits if full and bits.shape == lanes.shape else _pair(v, r)
 
 
 def _intres(r: Any) -> None:
@@ -377,10 +383,12 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if srcs[2][0] >= 128: return undo()
       cin = g.lanes(srcs[2][0])
     if a is None or b is None: return undo()
-    g.lines.append(f"q = E.carry_op({n!r}, {a}, {b}, {cin})")
-    if not g.store(f["vdst"], "u32", "q", True): return undo()   # carry_op's int64
-    g.setmask(cout, "(q >> 32) != 0")
+    g.lines.append(f"q, qc = E.carry_op({n!r}, {a}, {b}, {cin})")
+    if not g.store(f["vdst"], "u32", "q", True): return undo()
+    g.setmask(cout, "qc")
     return True
+  if n in ("v_div_scale_f32", "v_div_scale_f64", "v_div_fmas_f32", "v_div_fmas_f64") and not (g.accs and f.get("vdst") in g.accs):
+    return _div_inline(g, i) or undo()
   if g.accs and f.get("vdst") in g.accs and not n.startswith(("v_cmp", "v_readfirstlane")):
     srcs = E._srcs(None, i, None, None)
     plain = i.fmt == "VOP2" or (i.fmt == "VOP3" and not (f["abs"] or f["neg"] or f["clamp"] or f["omod"]))
@@ -405,6 +413,33 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
   return True
+
+
+def _div_inline(g: _Gen, i: Inst) -> bool:
+  """V_DIV_SCALE (the result and its VCC lane mask, disabled lanes' operands read as 1) and V_DIV_FMAS (with the VCC
+  lanes, modifiers, clamp/omod) as execute.valu runs them (A.div_scale, A.div_fmas)."""
+  o, f, n = i.op, i.f, i.op.name
+  srcs = E._srcs(None, i, None, None)
+  if len(srcs) != 3: return False
+  args = [g.src(c, t, i.literal) for c, t, _ in srcs]
+  if None in args: return False
+  if n.startswith("v_div_scale"):
+    if f["sdst"] >= 128: return False
+    g.lines.append(f"r, q = divscale(full, L, {', '.join(args)})")   # VOP3B: no modifiers (execute._mods)
+    if not g.store(f["vdst"], o.dst, "r"): return False
+    g.setmask(f["sdst"], "q")
+    return True
+  args = [g.mods(i, a, k, t) for k, (a, (_, t, _)) in enumerate(zip(args, srcs))]
+  val = f"A.div_fmas({', '.join(args)}, {g.lanes(VCC)} & L)"
+  if i.fmt == "VOP3" and (f["omod"] or f["clamp"]):
+    val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
+  return g.store(f["vdst"], o.dst, val)
+
+
+def _div_scale(full: bool, lanes: np.ndarray, *vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """A.div_scale on the operands as [n, 32] lanes, the disabled lanes' read as 1 (execute.valu's V_DIV_SCALE)."""
+  vals = tuple(np.broadcast_to(v, lanes.shape) if full else np.where(lanes, v, v.dtype.type(1)) for v in vals)
+  return A.div_scale(*vals)
 
 
 def _bad(g: _Gen, r: int) -> bool:
@@ -535,6 +570,37 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
   return True
 
 
+def _flat_inline(g: _Gen, i: Inst) -> bool: return _load_inline(g, i) or _store_inline(g, i)
+
+
+def _store_inline(g: _Gen, i: Inst) -> bool:
+  """A FLAT/GLOBAL store of whole dwords: the address as for a load (_load_inline), then Machine.store_dwords; where that
+  declines (unaligned, several mappings, a fault, undefined lanes in checked mode) the handler runs the instruction. A
+  store's memory effect is not listed: the block is opaque (no loop batch runs it) and not lane-wise."""
+  f = i.f
+  nm = i.op.name.split("_", 1)[1]
+  if f["seg"] not in (0, 2) or nm not in E.FLAT_STORE: return False
+  nb, d16 = E.FLAT_STORE[nm]
+  nd = nb // 4
+  if d16 or nb < 4 or nb % 4 or f["data"] + nd > g.nv: return False
+  saddr = f["saddr"] not in (124, 125) and f["seg"] == 2
+  if saddr and f["saddr"] + 2 > 128: return False
+  g.read(([f["addr"]] if saddr else [f["addr"], f["addr"] + 1]) + list(range(f["data"], f["data"] + nd)))
+  if saddr: g.sread([f["saddr"], f["saddr"] + 1])
+  g.opaque, g.lanewise = True, False
+  g.flush()
+  g.sync()
+  if saddr: addr = f"s[:, {f['saddr']}:{f['saddr'] + 2}].view(U64) + v[:, {f['addr']}, :].astype(U64)"
+  else:
+    if (addr := g.pairs.get(f["addr"])) is None:
+      addr = g.pairs[f["addr"]] = f"p{f['addr']}"
+      g.lines.append(f"{addr} = pair(v, {f['addr']})")
+  off = flat_offset(i)
+  g.lines += [f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})",
+              f"if not m.store_dwords(idx, a, {nd}, L, {f['data']}): {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)"]
+  return True
+
+
 def _undef_stop(g: _Gen, vdst: int, nd: int) -> str:
   """After a global load's handler: where it loaded undefined bytes (checked mode) the block ends there and the
   interpreter steps the rest, tracking definedness lane by lane (what the block computes is marked defined)."""
@@ -605,17 +671,22 @@ def _bind_lines(binds: dict[str, str], pc: int) -> list[str]:
 
 
 def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | None = None, skip: frozenset[int] = frozenset(),
-          stop: int | None = None) -> Block | None:
+          stop: int | None = None, inner: bool = False) -> Block | None:
   """The block from pc (None: the interpreter steps the instruction at pc). accs: loop mode (loops.py), the accumulator
   VGPRs whose v_add_f32 chain is recorded; None where another instruction reads or writes one of them (added to bad).
-  skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before."""
+  skip: PCs left out as if they were s_nop (a loop's part: loops.py `Split`); stop: the PC it ends before. inner: a
+  run between two runs of the same block (a split loop's carried part, loops._carried): no checked-mode entry test and
+  no lane masks or definedness written at its end (the run before tested the same reads, the run after writes them);
+  EXEC's lanes as the run before found them, float errors ignored by the caller."""
   g = _Gen(m)
   g.accs = accs
   insts: list[Inst] = []
   body: list[str] = []
   at = pc
   end: str | None = None
+  visited: set[int] = set()   # the PCs walked (no-ops included): where a branch back may land
   while len(insts) < MAX_INSTS and at != stop:
+    visited.add(at)
     try: i = m.inst(at)
     except M.WaveFault: break   # undecodable: the interpreter faults when a wave gets there
     if (i.fmt == "SOPP" and i.op.name in E.NOPS) or at in skip:
@@ -624,6 +695,11 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     k = len(insts)
     if i.fmt == "SOPP":
       if i.op.name not in TERMINATORS: break
+      # a branch back into this block (a loop whose head is not the block's entry: the code before the loop ran into
+      # it): the block ends at the loop's head instead, so the loop is a block of its own (a one-block loop for
+      # loops.py, its first iteration included)
+      if stop is None and i.op.name in E.BRANCH_COND and pc < (t := branch_target(i)) <= i.pc and t in visited:
+        return build(m, pc, accs, bad, skip, stop=t, inner=inner)
       insts.append(i)
       g.flush()
       g.sync()
@@ -633,7 +709,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     if i.fmt not in HANDLED: break
     insts.append(i)
     g.lines.append(f"k = {k}   # {i.text}")
-    inline = _salu_inline if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _load_inline if i.fmt == "FLAT" else _valu_inline
+    inline = _salu_inline if i.fmt in ("SOP1", "SOP2", "SOPC", "SOPK") else _flat_inline if i.fmt == "FLAT" else _valu_inline
     if not inline(g, i):
       rw = _handler_rw(i)
       if rw is None:
@@ -662,22 +738,25 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     if _exec_writer(i): break
   if g.bad and bad is not None: bad |= g.bad
   if not insts or g.bad: return None
-  g.flush()
-  g.sync()
+  if not inner:
+    g.flush()
+    g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
   tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
   reads = g.const(np.array(tested, np.int64), "RD")
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
-         "  L = m.exec_mask(idx)",
+         # an inner run: EXEC as the run before it left it (no instruction between them writes EXEC: loops._carried)
+         "  L = m._lanes if m._lanes is not None else m.exec_mask(idx)" if inner else "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
-         f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False",
+         *([] if inner else [f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False"]),
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),
          "  k = 0",
          "  try:",
-         "    with np.errstate(all='ignore'):",
+         # (an inner run's caller has float errors ignored already)
+         "    if True:" if inner else "    with np.errstate(all='ignore'):",
          *[f"      {ln}" for ln in g.lines + body],
          "  except BaseException:",
          "    m._fault_inst = INSTS[k]",
@@ -690,5 +769,5 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
                frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}

@@ -205,6 +205,7 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
 def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   nd = WIDTH[i.op.dst]
+  if not m.sdirty and _smem_uniform(m, i, idx, nd): return m.advance(i, idx)
   base = m.sreg(idx, f["sbase"] << 1, "b64", None)
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
@@ -233,6 +234,33 @@ def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.sundef[m.ix(idx), f["sdata"]:f["sdata"] + nd] = np.where(und, U32(0xFFFFFFFF), U32(0))
     m.sdirty = True
   m.advance(i, idx)
+
+
+def _smem_uniform(m: Any, i: Inst, idx: np.ndarray, nd: int) -> bool:
+  """The usual scalar load (the kernel arguments): every wave's base and SOFFSET the same, the dwords in one mapping
+  and defined: one read, the same dwords to every wave. False: nothing done (the general path)."""
+  f = i.f
+  sb, so, sd = f["sbase"] << 1, f["soffset"], f["sdata"]
+  if sd + nd > 128 or sb + 1 >= 128 or (so != 124 and so >= 128): return False
+  ix = m.ix(idx)
+  col = m.s[ix, sb:sb + 2]
+  if len(col) > 1 and not (col == col[0]).all(): return False
+  base = int(col[0, 0]) | int(col[0, 1]) << 32
+  soff = 0
+  if so != 124:
+    c = m.s[ix, so]
+    if len(c) > 1 and not (c == c[0]).all(): return False
+    soff = int(c[0])
+  off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
+  addr = (base + off + soff) & ~3 & 0xFFFFFFFFFFFFFFFF   # scalar loads ignore the low 2 bits (execute.smem: int64, then)
+  if addr >= 1 << 63: return False
+  r = m.vm.find(addr)
+  if r is None or addr + 4 * nd > r.end or r.va % 4: return False
+  o = addr - r.va
+  if m.checked and r.mem.bits is not None and r.mem.undefined_bytes(o, o + 4 * nd).size: return False
+  m._touch(r.va, addr, addr + 4 * nd, False)
+  m.s[ix, sd:sd + nd] = r.mem.data[o:o + 4 * nd].view(U32)
+  return True
 
 
 def _smem_gather(m: Any, addr: np.ndarray, nd: int) -> np.ndarray | None:
@@ -316,13 +344,27 @@ VALU_OWN = ("v_cmp", "v_cndmask_b", "v_add_co_", "v_sub_co_", "v_subrev_co_", "v
             "v_div_fmas_", "v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32", "v_mbcnt_", "v_swap_b32", "v_nop")
 
 
-def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> np.ndarray:
-  """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin) as int64: bits 31..0 the result,
-  anything above a carry (add) or borrow (sub) out (ISA guide, V_ADD_CO_CI_U32 etc.)."""
-  a, b = a.astype(np.int64), b.astype(np.int64)
-  c = 0 if cin is None else np.asarray(cin).astype(np.int64)
+def carry_op(n: str, a: np.ndarray, b: np.ndarray, cin: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+  """v_add_co/v_sub_co/v_subrev_co (and the _ci_ forms with the carry-in lanes cin): the 32-bit result and the carry
+  (add) or borrow (sub) out, computed in uint32 (ISA guide, V_ADD_CO_CI_U32 etc.): a + b + c carries where a + b wraps
+  or the + c wraps it (r = 2^32 - 1); a - b - c borrows where a < b or the - c wraps it (a - b = 0)."""
+  a, b = np.asarray(a).astype(U32, copy=False), np.asarray(b).astype(U32, copy=False)
   if "subrev" in n: a, b = b, a
-  return a + b + c if "add" in n else a - b - c
+  if "add" in n:
+    r = a + b
+    cy = r < a
+    if cin is not None:
+      r2 = r + np.asarray(cin).astype(U32)
+      cy = cy | (r2 < r)
+      r = r2
+    return r, cy
+  r = a - b
+  cy = a < b
+  if cin is not None:
+    c = np.asarray(cin).astype(U32)
+    cy = cy | (r < c)
+    r = r - c
+  return r, cy
 
 
 def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
@@ -371,10 +413,10 @@ def valu(m: Any, i: Inst, idx: np.ndarray) -> None:
     m.vwrite(idx, vdst, o.dst, r, lanes, dhi, dfn)
     return m.advance(i, idx)
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
-    r = carry_op(n, vals[0], vals[1], M.mask_to_lanes(vals[2]) if "_ci_" in n else None)
-    carry = ((r >> 32) != 0) & lanes
-    if f.get("clamp") and i.fmt == "VOP3": r = np.clip(r, 0, 0xFFFFFFFF)
-    m.vwrite(idx, vdst, "u32", r.astype(np.uint64) & U64(0xFFFFFFFF), lanes, None, dfn)
+    r, cy = carry_op(n, vals[0], vals[1], M.mask_to_lanes(vals[2]) if "_ci_" in n else None)
+    carry = cy & lanes
+    if f.get("clamp") and i.fmt == "VOP3": r = np.where(cy, U32(0xFFFFFFFF) if "add" in n else U32(0), r)   # saturated
+    m.vwrite(idx, vdst, "u32", r, lanes, None, dfn)
     m.sset(idx, f["sdst"] if i.fmt == "VOP3" else VCC, 1, mund)
     m.s[idx, f["sdst"] if i.fmt == "VOP3" else VCC] = M.lanes_to_mask(carry)
     return m.advance(i, idx)
@@ -898,6 +940,7 @@ def flat(m: Any, i: Inst, idx: np.ndarray) -> None:
     _write_loaded(m, idx, f["vdst"], b, nb, sgn, d16, lanes, und)
   elif n in FLAT_STORE:
     nb, d16 = FLAT_STORE[n]
+    if nb >= 4 and not d16 and m.store_dwords(idx, addr, nb // 4, lanes, f["data"]): return m.advance(i, idx)   # whole aligned dwords
     data, und = _global_store_data(m, idx, f["data"], nb, d16, lanes)
     m.scatter(idx, addr, data, lanes, i, und)
   else: raise M.WaveFault(f"{i.op.name} is not emulated")

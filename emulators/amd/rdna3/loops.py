@@ -8,14 +8,18 @@ carried: SCC, SGPR and VGPR inductions (counters, 64-bit address pairs), and acc
 chains `acc = acc + x` (or `x + acc`) read and write.
 
 One iteration runs as a block call first; the change of each carried register over it is its step (two adjacent ones
-as one 64-bit value; VGPRs per lane). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
+as one 64-bit value; VGPRs per lane). Where no VGPR is carried and the scalar instructions alone determine the carried
+SGPRs (`dry_prev`: they run as a block of their own on a copy of the SGPRs), that step comes from them and the batch
+starts with the first iteration (`from_start`, `split_from_start`). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
 gives the trip count (the same for every wave, else no batch). The batch then runs the loop-mode block (built with the
 accumulators: their adds only record the other operand, m.acc) on a copy of the machine with (iterations x waves)
 waves, each iteration's copy starting from the predicted registers, the other VGPRs as at the batch's start and SCC as
 the branch leaves it. A body with only inline VALU work is lane-wise and runs every lane (Machine.unmasked: no masked
 writes; loads still read only the enabled lanes); the disabled lanes' values are dropped when the batch is taken.
-Where such a body's scalar inputs are also the same in every wave and it reads no lane mask as a scalar (nothing sees
-a lane's position in its wave), the batch runs on the enabled lanes packed 32 to a wave (`_packed`).
+Where such a body's scalar inputs are also the same in every wave and it reads no lane mask or EXEC as a scalar
+(nothing sees a lane's position in its wave), the batch runs on the enabled lanes packed 32 to a wave (`_packed`;
+`first_packed`: from the loop's first iteration on), every packed lane enabled (the last wave's rest copy the first
+lane and are dropped), so no instruction of it writes under a lane mask.
 
 Nothing predicted goes unchecked: the batch is used only when every iteration's branch went where it was predicted and
 the carried registers (enabled lanes) and SCC each iteration ends with are the next one's predicted start. The
@@ -26,8 +30,10 @@ a seeded mutation) discards the batch and the loop runs block by block, so fault
 without batches, checked mode reports what it reports, and a changed row takes effect either way.
 
 A loop whose carried VGPRs fail their prediction (no induction: a max chain) runs split from its next dispatch on
-(`Split`): the instructions depending on those VGPRs as a block of their own once per iteration, the rest as a batch
-first, whose iterations' registers the carried part reads; anything failing is undone and the blocks run the loop."""
+(`Split`): the instructions depending on those VGPRs as a block of their own once per iteration (every lane computed,
+the middle iterations as an inner block: no entry test, no mask or definedness written at its end), the rest as a
+batch first, whose iterations' registers the carried part reads; anything failing is undone and the blocks run the
+loop."""
 from __future__ import annotations
 
 import copy
@@ -49,7 +55,11 @@ LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGP
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
 MIN_N = 4
 TRIPS0 = 64            # the first window of iterations whose exit compare is evaluated (_batch: grown 8x while none exits)
-FOLD_LANES = 2048      # from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate
+# from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate (numpy's
+# accumulate of a 2-D array costs ~20 ns an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it
+# wins only for few lanes: 128 lanes x 120 adds 0.12 ms against 0.2 ms)
+FOLD_LANES = 256
+SHORT_LANES = 2048     # from this many lanes on, a batch of fewer than MIN_N iterations is not run
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
 
@@ -78,6 +88,8 @@ class Loop:
   badv: frozenset[int] = frozenset()   # the carried VGPRs whose prediction failed (what a Split steps)
   split: Split | None = None   # the loop as a batched part and a stepped part (`_split`), once badv is known
   nosplit: bool = False      # no Split applies
+  sblock: B.Block | None = None   # the body's scalar work alone (`dry_prev`), once known to apply
+  nosblock: bool = False     # no scalar-only run applies
 
 
 @dataclass
@@ -88,6 +100,7 @@ class Split:
   and its registers the carried part reads are set from that batch's iteration before each of its runs."""
   floop: Loop                # the batched part as a loop of its own (its block skips the carried part)
   cblock: B.Block            # the carried part, one iteration (it skips the rest and ends before the branch)
+  cinner: B.Block | None     # the same as an inner run (blocks.build inner=True) for the iterations between the first and the last
   inject: tuple[tuple[str, int], ...]    # registers ("v"/"s", number) the carried part reads as the batched part left them
   restore: tuple[tuple[str, int], ...]   # registers both parts write whose last write in the body is the batched part's
 
@@ -218,57 +231,242 @@ def run(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   return _batch(m, lp, prev) if got is None else got
 
 
-def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | None:
-  """The batch on the enabled lanes alone, packed 32 to a wave, where that at least halves the waves: a lane-wise body
-  whose scalar inputs are the same in every wave (then so is all its scalar work), which reads no lane mask it did not
-  compute and no mask it computed as a scalar (a lane's position in its wave is never seen). The packed machine runs
-  `_batch`; its registers go back to the lanes they came from, its scalar results to every wave, its lane masks bit by
-  bit to their lanes. None: not applicable (the batch runs on the waves as they are)."""
-  b = lp.block
+def _packable(m: Any, lp: Loop, b: B.Block, states: tuple[np.ndarray, ...]) -> tuple[np.ndarray, int, int] | None:
+  """(the enabled lanes, their count E, packed waves P) where block b (and the loop's batch) may run on the enabled lanes
+  packed 32 to a wave and that at least halves the waves: a lane-wise body whose scalar inputs are the same in every
+  wave in each SGPR file of `states` (then so is all its scalar work), which reads no lane mask it did not compute, no
+  mask it computed as a scalar and not EXEC (a lane's position in its wave is never seen). None: not applicable."""
   lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
   E = int(lanes.sum())
   P = -(-E // 32)
-  if not b.lanewise or b.lreads or b.maskever & b.sall or not E or 2 * P > m.W: return None
+  if not b.lanewise or b.lreads or b.maskever & b.sall or {126, 127} & b.sall or not E or 2 * P > m.W: return None
   cols = sorted(set(b.sreads) | set(lp.carried))
-  if not ((m.s[:, cols] == m.s[:1, cols]).all() and (prev[0][:, cols] == prev[0][:1, cols]).all() and (m.scc == m.scc[0]).all()): return None
-  reads = sorted(r for r in b.vreads if r < m.nv)
-  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
-  ew, el = np.nonzero(lanes)
+  if not (all((x[:, cols] == x[:1, cols]).all() for x in states) and (m.scc == m.scc[0]).all()): return None
+  return lanes, E, P
+
+
+def _first_lanes(lanes: np.ndarray) -> int:
+  """k where every wave enables exactly its first k lanes (a partial workgroup of k work-items), else 0."""
+  k = int(lanes[0].sum())
+  return k if k and lanes[0, :k].all() and (lanes == lanes[0]).all() else 0
+
+
+def _pack(m: Any, lanes: np.ndarray, E: int, P: int) -> tuple[Any, Any]:
+  """The packed machine (every lane enabled: the lanes past E copy the first lane, compute what it computes from the
+  same scalars and addresses, and are dropped by `_unpack`; no masked writes) and the function packing [W, k, 32]."""
+  sel = np.flatnonzero(lanes.reshape(-1))
+  first = _first_lanes(lanes)
   def pack(x: np.ndarray) -> np.ndarray:   # [W, k, 32] -> [P, k, 32]: the enabled lanes in order, 32 to a wave
-    flat = np.zeros((P * 32, x.shape[1]), x.dtype)
-    flat[:E] = x[ew, :, el]
-    return np.ascontiguousarray(flat.reshape(P, 32, x.shape[1]).transpose(0, 2, 1))
+    k = x.shape[1]
+    out = np.empty((k, P * 32), x.dtype)   # register-major (Machine.v): each register's lanes one row
+    if first: out[:, :E].reshape(k, -1, first)[:] = x.transpose(1, 0, 2)[:, :, :first]   # a slice, no index
+    else: np.take(x.transpose(1, 0, 2).reshape(k, -1), sel, axis=1, out=out[:, :E])
+    out[:, E:] = out[:, :1]
+    return out.reshape(k, P, 32).transpose(1, 0, 2)
   pm = copy.copy(m)
   pm.W, pm.s, pm.v, pm.vinit = P, np.tile(m.s[:1], (P, 1)), pack(m.v), None
   pm.s[:, 126] = 0xFFFFFFFF
-  if E % 32: pm.s[-1, 126] = (1 << (E % 32)) - 1
   pm.scc, pm.pc = np.full(P, m.scc[0]), np.full(P, m.pc[0], np.int64)
   pm.done, pm.bar, pm.wg, pm.bound = np.zeros(P, np.bool_), np.zeros(P, np.bool_), np.zeros(P, np.int64), {}
   pm._idx, pm._ix, pm._lanes, pm.steps, pm.batches = None, None, None, 0, 0
-  pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
-  ok = _batch(pm, lp, pprev)
-  m.steps += pm.steps
-  if not ok: return False
-  # back: the VGPRs the body writes (and the accumulators) to their lanes; the scalars (the same in every packed wave)
-  # to every wave; the lane masks bit by bit
+  return pm, pack
+
+
+def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, ...], accs: tuple[int, ...]) -> bool:
+  """The packed machine's state back: the VGPRs the blocks write (and the accumulators) to their lanes, the scalars
+  (the same in every packed wave) to every wave, the lane masks bit by bit. False (nothing changed) where the packed
+  waves disagree on a scalar."""
+  P = pm.W
   if not ((pm.pc == pm.pc[0]).all() and (pm.scc == pm.scc[0]).all()): return False
-  sw = sorted(c for c in b.swritten - b.maskw if c < 128)
+  maskw = frozenset().union(*(b.maskw for b in blocks))
+  sw = sorted(c for c in frozenset().union(*(b.swritten for b in blocks)) - maskw if c < 128)
   if sw and not (pm.s[:, sw] == pm.s[:1, sw]).all(): return False
-  wr = sorted(r for r in set(b.vwritten) | set(lp.accs) if r < m.nv)
-  flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
-  for r in wr: m.v[ew, r, el] = flat[:, r]
+  wr = sorted(r for r in set().union(*(b.vwritten for b in blocks)) | set(accs) if r < m.nv)
+  if m.v.transpose(1, 0, 2).flags.c_contiguous:
+    # register by register, each a row of both register-major files: the packed row's first E lanes to the enabled lanes
+    src = pm.v.transpose(1, 0, 2).reshape(m.nv, P * 32)
+    dst = m.v.transpose(1, 0, 2).reshape(m.nv, m.W * 32)
+    if first := _first_lanes(lanes):   # the first lanes of every wave: slices, no index
+      d3 = dst.reshape(m.nv, m.W, 32)
+      for r in wr: d3[r, :, :first] = src[r, :E].reshape(m.W, first)
+    else:
+      sel = np.flatnonzero(lanes.reshape(-1))
+      for r in wr: dst[r, sel] = src[r, :E]
+  else:
+    ew, el = np.nonzero(lanes)
+    flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
+    for r in wr: m.v[ew, r, el] = flat[:, r]
   if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
   m.s[:, sw] = pm.s[0, sw]
-  for c in b.maskw:
+  for c in sorted(maskw):
     bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
     got = np.zeros_like(lanes)
-    got[ew, el] = bits
+    got.reshape(-1)[np.flatnonzero(lanes.reshape(-1))] = bits
     m.s[:, c] = M.lanes_to_mask(got)
   m.scc[:] = pm.scc[0]
   m.pc[:] = pm.pc[0]
-  m.batches += 1
   m._lanes = None
   return True
+
+
+def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | None:
+  """The batch on the enabled lanes alone (`_packable`): the packed machine runs `_batch`, `_unpack` puts its state
+  back. None: not applicable (the batch runs on the waves as they are)."""
+  b = lp.block
+  if (got := _packable(m, lp, b, (m.s, prev[0]))) is None: return None
+  lanes, E, P = got
+  reads = sorted(r for r in b.vreads if r < m.nv)
+  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  pm, pack = _pack(m, lanes, E, P)
+  pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
+  ok = _batch(pm, lp, pprev)
+  m.steps += pm.steps
+  if not ok or not _unpack(m, pm, lanes, E, (b,), lp.accs): return False
+  m.batches += 1
+  return True
+
+
+SCALAR_FMTS = (*SALU, "SOPC", "SMEM")
+DRY_SHARE = 3   # a dry run of more than 1/3 of a loop body's instructions is not made (`_scalar_block`)
+
+
+def _scalar_block(m: Any, lp: Loop, pc: int, b: B.Block) -> B.Block | None:
+  """The body's scalar instructions, and the vector ones the carried VGPRs (inductions: address pairs) and the SGPRs
+  those scalar ones read need (their backward slice over the iteration), alone as a block, the rest skipped: what
+  determines the carried registers after an iteration. None: not applicable (the slice needs a load, or an instruction
+  no block lists the registers of). Cached on the loop."""
+  if lp.sblock is not None or lp.nosblock: return lp.sblock
+  lp.nosblock = True
+  body = b.insts[:-1]
+  vs: set[int] = set()
+  for i in body:
+    if i.fmt in SCALAR_FMTS: continue
+    if (d := _sgpr_dsts(i)) is None: return None
+    vs |= d
+  keep = {i.pc for i in body if i.fmt in SCALAR_FMTS}
+  sb = B.build(m, pc, skip=frozenset(i.pc for i in body if i.fmt not in SCALAR_FMTS))
+  if sb is None: return None
+  need = {("v", r) for r in lp.vcarried} | {("s", c) for c in vs & (sb.sreads | sb.lreads | sb.sall | set(lp.carried))}
+  if need:   # the vector instructions computing them, walking back over the iteration
+    for i in reversed(body):
+      if i.fmt in SCALAR_FMTS: continue
+      if (rw := _rw(m, i)) is None: return None
+      rd, wr = rw
+      if not wr & need: continue
+      if i.fmt == "FLAT": return None   # an induction computed from memory: no dry run
+      keep.add(i.pc)
+      need = (need - wr) | {x for x in rd if x[0] in ("v", "s")}
+    if len(keep) > len(body) // DRY_SHARE: return None   # about an iteration's work: the block itself runs it as cheaply
+    sb = B.build(m, pc, skip=frozenset(i.pc for i in body if i.pc not in keep))
+    if sb is None or sb.opaque: return None
+  if [i.pc for i in sb.insts] != [i.pc for i in b.insts if i.pc in keep or i is b.insts[-1]]: return None
+  lp.sblock, lp.nosblock = sb, False
+  return sb
+
+
+def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndarray] | None:
+  """Before a loop's first iteration (every wave at its entry pc, block b): the instructions that determine the carried
+  registers (`_scalar_block`) on copies of the registers give each carried register's change over one iteration, and
+  so the registers as they would have been one iteration earlier (now - change; modulo 2^32, pairs 2^64; VGPRs per
+  lane): what `_batch` takes as `prev`, so the batch starts with the first iteration (no iteration run as a block
+  first). None: not applicable, or the waves would leave the loop after one iteration (the batch checks every
+  prediction as always)."""
+  if lp.failed or (sb := _scalar_block(m, lp, pc, b)) is None: return None
+  dm = copy.copy(m)
+  dm.s, dm.scc, dm.pc, dm.bound = m.s.copy(), m.scc.copy(), m.pc.copy(), {}
+  dm.vinit, dm.sundef, dm.sccundef, dm.sdirty = None, None, None, False   # no definedness: undefined bytes fault (None)
+  dm.touched = {k: list(v) for k, v in m.touched.items()}
+  if lp.vcarried or sb.vwritten:   # a register-major copy (as Machine.v) of the VGPRs the dry run reads or writes
+    rows = sorted({r for r in (*sb.vreads, *sb.vwritten) if r < m.nv} | {r + k for r, w in lp.vpairs for k in range(w)})
+    base = np.empty((m.nv, m.W, 32), U32)
+    base[rows] = m.v.transpose(1, 0, 2)[rows]
+    dm.v = base.transpose(1, 0, 2)
+  try:
+    with np.errstate(all="ignore"):
+      if not sb.fn(dm, m._idx): return None
+  except Exception: return None
+  if not (dm.pc == pc).all(): return None
+  prev = m.s.copy()
+  for r, w in lp.pairs:
+    if w == 2:
+      p1 = m.s[:, r].astype(U64) | (m.s[:, r + 1].astype(U64) << U64(32))
+      p2 = dm.s[:, r].astype(U64) | (dm.s[:, r + 1].astype(U64) << U64(32))
+      p0 = U64(2) * p1 - p2   # modulo 2^64
+      prev[:, r], prev[:, r + 1] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
+    else: prev[:, r] = ((U64(2) * m.s[:, r].astype(U64) - dm.s[:, r].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
+  vprev = m.v[:, list(lp.vcarried), :].copy()   # [W, carried VGPRs, 32]
+  for r, w in lp.vpairs:
+    k = lp.vcarried.index(r)
+    if w == 2:
+      p1 = m.v[:, r, :].astype(U64) | (m.v[:, r + 1, :].astype(U64) << U64(32))
+      p2 = dm.v[:, r, :].astype(U64) | (dm.v[:, r + 1, :].astype(U64) << U64(32))
+      p0 = U64(2) * p1 - p2
+      vprev[:, k, :], vprev[:, k + 1, :] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
+    else: vprev[:, k, :] = ((U64(2) * m.v[:, r, :].astype(U64) - dm.v[:, r, :].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
+  return prev, vprev
+
+
+def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
+  """The whole loop from its first iteration as one batch (`dry_prev`), on the waves as they are; False: nothing done
+  (the caller runs the first iteration as a block). The scheduler counted the step: one less here."""
+  if m.vinit is not None and not m.clean(): return False
+  if (prev := dry_prev(m, lp, pc, b)) is None or not _batch(m, lp, prev): return False
+  m.steps -= 1
+  return True
+
+
+def split_from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> int:
+  """A split loop (`Split`) from its first iteration: the batched part's scalar work predicts it (`dry_prev` on the
+  whole body b, the vector instructions, the carried part's included, skipped), then `_carried`. 0: not tried (the
+  caller runs b, then `run`); 1: done; 2: tried and undone (the caller runs the loop block by block). Checked mode:
+  only where b's own entry test would pass (its reads defined in the enabled lanes, no undefined SGPR)."""
+  sp = lp.split
+  if sp is None or sp.floop.failed: return 0
+  if m.vinit is not None:
+    reads = sorted(r for r in b.vreads if r < m.nv)
+    lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
+    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+  if (prev := dry_prev(m, sp.floop, pc, b)) is None: return 0
+  pv = m.v[:, list(lp.vcarried), :].copy()   # `_carried` takes the batched part's carried VGPRs from lp.vcarried's places
+  for k, r in enumerate(sp.floop.vcarried): pv[:, lp.vcarried.index(r), :] = prev[1][:, k, :]
+  if not _carried(m, lp, (prev[0], pv)): return 2
+  m.steps -= 1   # the scheduler counted the step
+  return 1
+
+
+def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
+  """Before a loop's first iteration (block b, every wave at its entry): where b and the batch can run packed
+  (`_packable`, the checked-mode entry test of b passed), the first iteration as b on the packed machine, then the
+  batch there (`_batch`) while the waves stay in the loop, and the state back (`_unpack`). So a loop over waves with few
+  enabled lanes runs no iteration on the waves as they are. 0: nothing done (the caller runs b, then `run`); 1: done;
+  2: the first iteration done, the batch refused (the caller goes on block by block)."""
+  if lp.failed: return 0
+  pc0 = int(m.pc[0])
+  if (got := _packable(m, lp, b, (m.s,))) is None or (lp.block is not b and _packable(m, lp, lp.block, (m.s,)) is None): return 0
+  lanes, E, P = got
+  if m.vinit is not None:
+    reads = sorted(r for r in b.vreads if r < m.nv)
+    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+  pm, _ = _pack(m, lanes, E, P)
+  pm._idx = idx = np.arange(P)
+  pm._ix = slice(None)
+  # the whole loop as one batch where the scalar work gives the first iteration's prediction (`dry_prev`)
+  if (dprev := dry_prev(pm, lp, pc0, b)) is not None and _batch(pm, lp, dprev):
+    if not _unpack(m, pm, lanes, E, (lp.block,), lp.accs): return 0
+    m.steps += pm.steps - 1   # the scheduler counted the step
+    m.batches += 1
+    return 1
+  pprev = (pm.s.copy(), pm.v[:, list(lp.vcarried), :].copy())
+  try:
+    with np.errstate(all="ignore"):
+      if not b.fn(pm, idx): return 0
+  except Exception: return 0   # a fault: the waves as they are run the iteration and name it
+  pm.steps += len(b.insts) - 1   # the scheduler counted the step that runs it (as for a block)
+  ran = bool((pm.pc == pc0).all()) and _batch(pm, lp, pprev)
+  if not _unpack(m, pm, lanes, E, (b, lp.block) if ran else (b,), lp.accs if ran else ()): return 0
+  m.steps += pm.steps
+  m.batches += ran
+  return 1 if ran or int(m.pc[0]) != pc0 else 2
 
 
 def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | None = None) -> bool:
@@ -288,7 +486,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
     if got != (k, True) or k == cap: break
     k = min(cap, 8 * k)
   n, on = got
-  if n < (MIN_N if W * 32 >= FOLD_LANES else 2): return False   # a short batch of many waves costs more than it saves
+  if n < (MIN_N if W * 32 >= SHORT_LANES else 2): return False   # a short batch of many waves costs more than it saves
   N = n * W
   s0 = _scratch(N * 128, "sbuf").reshape(N, 128)   # every iteration's SGPRs: the batch's start, then the predictions
   s0.reshape(n, W, 128)[:] = m.s
@@ -346,7 +544,9 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
       with np.errstate(all="ignore"):
         for t in range(n):
-          for form, x in xs: acc = np.asarray(row(x[t], acc) if form else row(acc, x[t]), np.float32)
+          for form, x in xs:   # in place (out=: an elementwise ufunc, checked above), in the block's operand order
+            if form: row(x[t], acc, out=acc)
+            else: row(acc, x[t], out=acc)
       results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
       continue
     k = len(recs)
@@ -378,6 +578,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
 
 VALU_FMTS = ("VOP1", "VOP2", "VOP3", "VOPC", "VOPD", "VOP3P")
 SNAP_BYTES = 16 << 20   # a Split's state snapshot (to undo a failed carried part) at most this big
+UNMASKED_CARRIED = True   # a Split's carried part computes every lane (`_carried`; ~8% faster than masked writes)
 
 
 def _rw(m: Any, i: Inst) -> tuple[set[tuple], set[tuple]] | None:
@@ -436,7 +637,10 @@ def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
   if (fl := analyze(m, pc, fb, cpcs)) is None or fl.cmp is not lp.cmp or not set(fl.vcarried) <= set(lp.vcarried): return None
   cb = B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc)
   if cb is None or len(cb.insts) != len(C) or cb.opaque: return None
-  return Split(fl, cb, tuple(sorted(inject)), tuple(sorted(restore)))
+  # the inner runs write no lane mask to its SGPR: only where no run reads a mask SGPR the runs write
+  ci = None if (cb.lreads | cb.sreads) & cb.maskever else B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc, inner=True)
+  if ci is not None and [i.pc for i in ci.insts] != [i.pc for i in cb.insts]: ci = None
+  return Split(fl, cb, ci, tuple(sorted(inject)), tuple(sorted(restore)))
 
 
 def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
@@ -460,6 +664,11 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   fin = {x: (m.v[:, x[1], :] if x[0] == "v" else m.s[:, x[1]]).copy() for x in sp.restore}
   pc, scc, idx = m.pc.copy(), m.scc.copy(), m._idx
   bound, m.bound = m.bound, {}
+  # a lane-wise carried part computes every lane (Machine.unmasked: whole-register writes, no masked copies): the
+  # disabled lanes of the registers it and the injection write are put back below as they were (snap; the batch keeps
+  # disabled lanes as they were too)
+  unmasked = UNMASKED_CARRIED and not every and sp.cblock.lanewise
+  m.unmasked = unmasked
   ok = True
   try:
     with np.errstate(all="ignore"):
@@ -467,12 +676,16 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
         rows = slice(t * W, (t + 1) * W)
         for kind, r in sp.inject:
           if kind == "s": m.s[:, r] = mx.s[rows, r]
-          else: m.v[:, r, :] = mx.v[rows, r, :] if every else np.where(lanes, mx.v[rows, r, :], m.v[:, r, :])
-        if not sp.cblock.fn(m, idx):
+          else: m.v[:, r, :] = mx.v[rows, r, :] if every or unmasked else np.where(lanes, mx.v[rows, r, :], m.v[:, r, :])
+        # the first and the last iteration as the whole block (the entry test, the masks and definedness written)
+        if not (sp.cblock if t == 0 or t == n - 1 or sp.cinner is None else sp.cinner).fn(m, idx):
           ok = False
           break
   except Exception: ok = False   # a fault: the blocks rerun the loop and name it
-  finally: m.bound = bound
+  finally: m.bound, m.unmasked = bound, False
+  if ok and unmasked:
+    for r in sorted({r for r in sp.cblock.vwritten if r < m.nv} | {r for kind, r in sp.inject if kind == "v"}):
+      m.v[:, r, :] = np.where(lanes, m.v[:, r, :], snap[1][:, r, :])
   if not ok:
     m.s[:], m.v[:], m.scc[:], m.pc[:] = snap[0], snap[1], snap[3], snap[4]
     if m.vinit is not None: m.vinit[:] = snap[2]

@@ -45,7 +45,8 @@ def _rtz16(a: np.ndarray) -> np.ndarray:
 FCMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
   "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_), "lt": lambda a, b: a < b, "eq": lambda a, b: a == b,
   "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "lg": lambda a, b: (a < b) | (a > b), "ge": lambda a, b: a >= b,
-  "o": lambda a, b: ~np.isnan(a) & ~np.isnan(b), "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b),
+  # ordered / unordered: whether either is a NaN, by numpy's maximum (which propagates a NaN of either operand)
+  "o": lambda a, b: ~np.isnan(np.maximum(a, b)), "u": lambda a, b: np.isnan(np.maximum(a, b)), "nge": lambda a, b: ~(a >= b),
   "nlg": lambda a, b: ~((a < b) | (a > b)), "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b),
   "nlt": lambda a, b: ~(a < b), "t": lambda a, b: np.ones(np.broadcast(a, b).shape, np.bool_),
 }

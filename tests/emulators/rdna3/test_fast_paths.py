@@ -1,0 +1,330 @@
+"""The executor's fast paths against the general ones they stand for, with the same bits: whole-dword global stores
+(Machine.store_dwords) against the byte path (Machine.scatter), V_DIV_SCALE's test that no lane is in a case against
+the case-by-case path, and a packed loop batch's padding lanes (loops._packed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import loops as LP
+from emulators.amd.rdna3.machine import Machine
+from tests.emulators.rdna3 import kernels as K
+from tests.emulators.rdna3.llvm_util import compile_ir, read_elf
+from tests.emulators.rdna3.test_undefined_loads import run_partial
+
+STORES = """
+define amdgpu_kernel void @store_overlap(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %v = load i32, ptr addrspace(1) %pa
+  %j = lshr i32 %i, 1
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %j
+  store i32 %v, ptr addrspace(1) %po
+  ret void
+}
+
+define amdgpu_kernel void @store_vec_masked(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+entry:
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  %v = load i32, ptr addrspace(1) %pa
+  %s = and i32 %l, 3
+  %c = icmp ne i32 %s, 2
+  br i1 %c, label %then, label %done
+then:
+  %w = xor i32 %v, 12345
+  %x0 = insertelement <4 x i32> poison, i32 %v, i32 0
+  %x1 = insertelement <4 x i32> %x0, i32 %w, i32 1
+  %x2 = insertelement <4 x i32> %x1, i32 %i, i32 2
+  %x3 = insertelement <4 x i32> %x2, i32 %s, i32 3
+  %po = getelementptr <4 x i32>, ptr addrspace(1) %out, i32 %i
+  store <4 x i32> %x3, ptr addrspace(1) %po, align 16
+  br label %done
+done:
+  ret void
+}"""
+
+_MOD: dict = {}
+
+
+def kernel(name: str):
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(STORES))[0]))
+  return _MOD[name]
+
+
+@pytest.mark.parametrize("name, nout", [("store_overlap", 64), ("store_vec_masked", 4 * 128)])
+@pytest.mark.parametrize("undef_in", [False, True])
+@pytest.mark.parametrize("undef_out", [False, True])
+@pytest.mark.parametrize("blocks", [True, False])
+def test_store_dwords_same_as_the_byte_path(name, nout, undef_in, undef_out, blocks, monkeypatch):
+  """Two lanes storing to one dword (the later lane's value stays), lanes EXEC leaves off, 16-byte stores; inputs and
+  outputs partly never written (checked mode: an undefined lane's store is left to the byte path, which marks its
+  bytes undefined; a store into a partly undefined buffer marks what it wrote defined): the same bytes, the same
+  definedness and the same ranges touched with the fast path as without it."""
+  rng = np.random.default_rng(3)
+  a = rng.integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+  out = rng.integers(0, 2**32, nout, dtype=np.uint64).astype(np.uint32)
+  ua = (np.arange(128) % 7 == 3) if undef_in else None
+  uo = (np.arange(nout) % 5 == 1) if undef_out else None
+  calls: list[bool] = []
+  real = Machine.store_dwords
+  def spy(self, *args):
+    calls.append(r := real(self, *args))
+    return r
+  monkeypatch.setattr(Machine, "store_dwords", spy)
+  m1, r1 = run_partial(kernel(name), [out, a], [uo, ua], (2, 1, 1), (64, 1, 1), blocks=blocks)
+  assert any(calls) != undef_in   # the fast path stored, unless a lane's value is undefined (then the byte path)
+  monkeypatch.setattr(Machine, "store_dwords", lambda *args: False)
+  m2, r2 = run_partial(kernel(name), [out, a], [uo, ua], (2, 1, 1), (64, 1, 1), blocks=blocks)
+  for x, y in zip(r1, r2):
+    assert x.mem.data.tobytes() == y.mem.data.tobytes()
+    i1, i2 = x.mem.init, y.mem.init
+    assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
+  assert sorted(m1.accesses()) == sorted(m2.accesses())
+  assert np.array_equal(m1.v, m2.v) and np.array_equal(m1.vinit, m2.vinit)
+
+
+def _operands(t: type, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+  """Numerators and denominators over the whole exponent range but its ends (signs both)."""
+  bits, mant, ebits = (np.uint32, 23, 8) if t == np.float32 else (np.uint64, 52, 11)
+  emax = (1 << ebits) - 1
+  def one() -> np.ndarray:
+    e = rng.integers(1, emax, n).astype(bits)
+    m = rng.integers(0, 1 << mant, n, dtype=np.uint64).astype(bits)
+    s = rng.integers(0, 2, n).astype(bits) << bits(8 * np.dtype(bits).itemsize - 1)
+    return (s | (e << bits(mant)) | m).view(t)
+  return one(), one()
+
+
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+def test_div_scale_without_cases_same_as_case_by_case(t, monkeypatch):
+  """Operands where no lane is in a case (the quotient far from the range ends) take the fast return; the same result
+  and VCC as the case-by-case path (forced by one more lane with a zero numerator, dropped after), on all three operand
+  choices LLVM uses (S0 = the denominator or the numerator). Operands over the whole range go both ways: the same."""
+  rng = np.random.default_rng(8)
+  n, d = _operands(t, 4000, rng)
+  near = rng.integers(0, 2, 4000).astype(bool)   # half the lanes with quotients near 1 (the usual): no case
+  with np.errstate(over="ignore"): n = np.where(near, d * t(1.5), n)
+  for s0 in (d, n):
+    slow = A.div_scale(np.append(s0, t(1)), np.append(d, t(1)), np.append(n, t(0)))
+    got = A.div_scale(s0, d, n)
+    assert got[0].tobytes() == slow[0][:-1].tobytes() and np.array_equal(got[1], slow[1][:-1])
+  ok = near & (np.abs(np.log2(np.abs(d.astype(np.float64)))) < 10)
+  def no(*args): raise AssertionError("the case-by-case path ran")
+  monkeypatch.setattr(A, "_denorm", no)
+  for s0 in (d[ok], n[ok]):
+    r, vcc = A.div_scale(s0, d[ok], n[ok])
+    assert r.tobytes() == s0.tobytes() and not vcc.any()
+
+
+def test_packed_batch_runs_every_lane(monkeypatch):
+  """The packed machine enables every lane (its last wave's rest are copies of the first lane, dropped after) and runs
+  the loop's first iteration as well as the batch: the same registers, lane masks and steps as block by block and
+  stepped (test_loops.three_ways), and no masked write in the batch."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, 8)   # one wave of 8 lanes a workgroup: both waves' 16 lanes packed into one wave
+  execs = []
+  real = LP._batch
+  def spy(m, lp, prev, grab=None):
+    execs.append(m.s[:, 126].copy())
+    return real(m, lp, prev, grab)
+  monkeypatch.setattr(LP, "_batch", spy)
+  firsts = []
+  real_first = LP.first_packed
+  def spy_first(m, lp, b):
+    firsts.append(got := real_first(m, lp, b))
+    return got
+  monkeypatch.setattr(LP, "first_packed", spy_first)
+  rng = np.random.default_rng(12)
+  for name in ("lane_acc", "lane_sel"):
+    firsts.clear()
+    TL.three_ways(name, [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 11)], (11,))
+    assert execs and all((e == 0xFFFFFFFF).all() for e in execs)
+    assert 1 in firsts   # the loop's first iteration ran packed too (loops.first_packed), then the batch
+
+
+
+@pytest.mark.parametrize("name", ["div_f32", "div_f64"])
+@pytest.mark.parametrize("lanes", [64, 40])
+def test_division_inline_in_blocks_same_as_stepped(name, lanes):
+  """V_DIV_SCALE/V_DIV_FMAS inline in blocks (blocks._div_inline) against the interpreter's handler: quotients in the
+  rescaling range, specials (zeros, infinities, NaN, denormals) and ordinary ones, every lane or 24 of each 64 off; the
+  same buffers, registers and definedness either way."""
+  from emulators.amd.rdna3 import machine as MM
+  from tests.emulators.rdna3.test_blocks import same_either_way
+  from tests.emulators.rdna3.test_execute import NP, N, inputs, kernels_of
+  t = NP[K.ELEMENTWISE[name][1]]
+  a, b = inputs(t, np.random.default_rng(4))
+  fi = np.finfo(t)
+  a[4:12] = [fi.max, fi.tiny, fi.tiny / t(4), np.inf, np.nan, -fi.max, 1, fi.smallest_subnormal]
+  b[4:12] = [fi.tiny, fi.max, t(3), t(2), t(1), fi.tiny / t(8), np.inf, fi.max]
+  for checked in (True, False):
+    m = same_either_way(kernels_of("elementwise")[name], [np.zeros(N, t), a, b], (N // 64, 1, 1), (lanes, 1, 1), checked=checked)
+  src = "".join(blk.source for blk in MM.BLOCKS[(m.code, m.nv)].values() if blk is not None)
+  assert "divscale(" in src and "A.div_fmas(" in src
+
+
+def test_fma64_when_c_plus_the_product_head_is_exact(monkeypatch):
+  """The Newton steps of a division (1 - d*r, n - d*q: c + the product's head is exact by Sterbenz) take the f64 fma's
+  short path (no round-to-odd sum): bit for bit the exact per-lane rational result; and operands mixing both forms."""
+  rng = np.random.default_rng(13)
+  d = np.ldexp(rng.uniform(1, 2, 3000), rng.integers(-300, 300, 3000)) * np.where(rng.random(3000) < 0.5, -1, 1)
+  r = 1.0 / d
+  n = np.ldexp(rng.uniform(1, 2, 3000), rng.integers(-300, 300, 3000))
+  q = n / d
+  def no(*args): raise AssertionError("the round-to-odd path ran")
+  with monkeypatch.context() as mp:
+    mp.setattr(A, "_add_odd", no)
+    for x, y, z in ((-d, r, np.ones_like(d)), (-d, q, n)):
+      np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+  x, y, z = -d, np.where(rng.random(3000) < 0.5, r, rng.standard_normal(3000)), np.ones_like(d)   # some lanes inexact
+  np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+def test_block_before_a_loop_ends_at_the_loop_head():
+  """Code that runs into a loop (no branch between them) is a block up to the loop's head, and the loop a block of its
+  own that loops.py takes as a one-block loop (its first iteration included); the same results as stepped."""
+  from emulators.amd.rdna3 import blocks as B
+  from emulators.amd.rdna3 import machine as MM
+  from emulators.amd.rdna3.decode import branch_target
+  from tests.emulators.rdna3 import test_loops as TL
+  rng = np.random.default_rng(14)
+  m = TL.three_ways("lane_acc", [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 9)], (9,), get_machine=True)
+  blks = MM.BLOCKS[(m.code, m.nv)]
+  entry = blks[0]
+  head = B.build(m, entry.insts[-1].pc + entry.insts[-1].size)   # where the entry block ends
+  assert entry.insts[-1].op.name not in B.TERMINATORS
+  assert head.insts[-1].op.name.startswith("s_cbranch") and branch_target(head.insts[-1]) == entry.insts[-1].pc + entry.insts[-1].size
+  assert LP.analyze(m, branch_target(head.insts[-1]), head) is not None
+
+
+@pytest.mark.parametrize("name", ["uniform_acc", "lane_acc"])
+def test_uniform_scalar_loads_same_as_the_general_path(name, monkeypatch):
+  """Scalar loads of one address in every wave (the kernel arguments; a loop's uniform loads) read once
+  (execute._smem_uniform): the same SGPRs, registers and buffers as the per-wave path, loops and blocks on or off;
+  a loop batch's loads of different addresses per wave take the general path."""
+  from emulators.amd.rdna3 import execute as E
+  from tests.emulators.rdna3 import test_loops as TL
+  rng = np.random.default_rng(15)
+  bufs = [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 9)]
+  calls: list[bool] = []
+  real = E._smem_uniform
+  def spy(*args):
+    calls.append(r := real(*args))
+    return r
+  monkeypatch.setattr(E, "_smem_uniform", spy)
+  m1 = TL.three_ways(name, bufs, (9,), get_machine=True)
+  assert True in calls
+  monkeypatch.setattr(E, "_smem_uniform", lambda *args: False)
+  m2 = TL.three_ways(name, bufs, (9,), get_machine=True)
+  assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
+
+
+def test_split_loop_inner_runs_same_as_block_by_block(monkeypatch):
+  """A split loop runs from its first iteration (loops.split_from_start) and its carried part's middle iterations as
+  an inner block (no entry test, no mask or definedness writes at its end: loops.Split.cinner): the same buffers,
+  registers, lane masks, definedness and steps as block by block and stepped (softmax's NaN-exact max: NaN payloads of
+  both signs, signed zeros), with lanes EXEC leaves off too."""
+  from tests.emulators.rdna3 import test_loops as TL
+  starts = []
+  real = LP.split_from_start
+  def spy(*args):
+    starts.append(r := real(*args))
+    return r
+  monkeypatch.setattr(LP, "split_from_start", spy)
+  for group in (64, 40):
+    TL.GROUP[0] = group
+    try:
+      LP.LOOPS.clear()
+      rng = np.random.default_rng(16)
+      a = TL.wide(rng, TL.NL * 12)
+      a[::13], a[5::17] = 0.0, -0.0
+      a[3::11] = TL.nans([0x1, 0x80000002, 0x3, 0x80000004] * 64)[:a[3::11].size]
+      TL.three_ways("lane_maximum", [TL.wide(rng, TL.NL), a], (12,), batches=False)
+      TL.three_ways("lane_maximum", [TL.wide(rng, TL.NL), a], (12,), batches=True)
+      splits = [lp.split for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.split is not None]
+      assert splits and all(sp.cinner is not None for sp in splits) and 1 in starts
+    finally: TL.GROUP[0] = 64
+
+
+@pytest.mark.parametrize("name, bufs", [("uniform_acc", (1, 40)), ("lane_ind", (1, 1 + 4 * 30 // 128 + 1)), ("lane_acc", (1, 30))])
+@pytest.mark.parametrize("group", [64, 40, 8])
+def test_loop_batch_from_its_first_iteration(name, bufs, group, monkeypatch):
+  """A loop whose carried registers the scalar instructions and the vector ones computing its inductions (per-lane
+  64-bit pointers and counters wrapping at different iterations: lane_ind) determine runs as one batch from its first
+  iteration (loops.dry_prev: those instructions on copies of the registers give the step), on the waves as they are or
+  packed: the same buffers, registers, SCC, PC, definedness and steps as block by block and stepped."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, group)
+  monkeypatch.setattr(LP, "DRY_SHARE", 1)   # these small bodies are mostly induction work: a dry run of any size
+  got = []
+  real = LP.dry_prev
+  def spy(*args):
+    got.append((r := real(*args)) is not None)
+    return r
+  monkeypatch.setattr(LP, "dry_prev", spy)
+  LP.LOOPS.clear()
+  rng = np.random.default_rng(17)
+  TL.three_ways(name, [TL.wide(rng, TL.NL * k) for k in bufs[:1]] + [TL.wide(rng, bufs[1] if name == "uniform_acc" else TL.NL * bufs[1])], (30,))
+  assert True in got
+
+
+@pytest.mark.parametrize("n", ["v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"])
+def test_carry_ops_in_uint32_against_integers(n):
+  """execute.carry_op in uint32 (result, carry/borrow out) against Python integers: random operands and the edges
+  (0, 1, 2^32 - 1, equal operands), carry-in both ways."""
+  from emulators.amd.rdna3 import execute as E
+  rng = np.random.default_rng(18)
+  edge = np.array([0, 1, 0xFFFFFFFF, 0xFFFFFFFE, 0x80000000], np.uint32)
+  a = np.concatenate([rng.integers(0, 2**32, 500, dtype=np.uint64).astype(np.uint32), np.repeat(edge, 5)])
+  b = np.concatenate([rng.integers(0, 2**32, 500, dtype=np.uint64).astype(np.uint32), np.tile(edge, 5)])
+  cin = rng.random(a.size) < 0.5 if "_ci_" in n else None
+  r, cy = E.carry_op(n, a, b, cin)
+  for k in range(a.size):
+    x, y, c = int(a[k]), int(b[k]), int(cin[k]) if cin is not None else 0
+    if "subrev" in n: x, y = y, x
+    t = x + y + c if "add" in n else x - y - c
+    assert int(r[k]) == t % (1 << 32) and bool(cy[k]) == (t >= 1 << 32 if "add" in n else t < 0), (n, x, y, c)
+
+
+@pytest.mark.parametrize("t", [np.float16, np.float32, np.float64])
+def test_ordered_unordered_compares(t):
+  """v_cmp_o/v_cmp_u (ops.FCMP, by numpy's NaN-propagating maximum): unordered exactly where either operand is a NaN
+  (quiet or signaling, either sign), over every pair of special and ordinary values."""
+  from emulators.amd.rdna3 import ops as X
+  bits = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}[t]
+  snan = np.array([{np.float16: 0x7C01, np.float32: 0x7F800001, np.float64: 0x7FF0000000000001}[t]], bits).view(t)[0]
+  vals = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, -np.nan, snan, np.finfo(t).max, np.finfo(t).smallest_subnormal], t)
+  a, b = np.meshgrid(vals, vals)
+  want = np.isnan(a) | np.isnan(b)
+  assert np.array_equal(X.FCMP["u"](a, b), want) and np.array_equal(X.FCMP["o"](a, b), ~want)
+
+
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+def test_div_fixup_without_cases_same_as_case_by_case(t, monkeypatch):
+  """V_DIV_FIXUP's whole-array test that no lane is in a case (alu.div_fixup) against the case-by-case path (forced
+  by one more lane with a NaN estimate, dropped after): operands over the whole exponent range, denormal numerators and
+  denominators, quotients near the tiny limit; and the test taken where it should be (ordinary quotients)."""
+  rng = np.random.default_rng(19)
+  n, d = _operands(t, 4000, rng)
+  fi = np.finfo(t)
+  d[:200] = fi.smallest_subnormal * rng.integers(1, 1000, 200)   # denormal denominators
+  n[200:400] = fi.smallest_subnormal * rng.integers(1, 1000, 200)   # denormal numerators
+  with np.errstate(all="ignore"): q = (n / d).astype(t)
+  for lo, hi in ((0, 4000), (0, 200), (200, 400), (400, 4000)):
+    x, y, z = q[lo:hi], d[lo:hi], n[lo:hi]
+    got = A.div_fixup(x, y, z)
+    full = A.div_fixup(np.append(x, t(np.nan)), np.append(y, t(1)), np.append(z, t(1)))
+    assert got.tobytes() == full[:-1].tobytes()
+  n2, d2 = (rng.standard_normal(4000) * 10.0 ** rng.integers(-8, 8, 4000)).astype(t), rng.standard_normal(4000).astype(t)
+  q2 = (n2 / d2).astype(t)
+  monkeypatch.setattr(A, "_biased_exp", lambda x: (_ for _ in ()).throw(AssertionError("the case-by-case path ran")))
+  r = A.div_fixup(q2, d2, n2)
+  assert r.tobytes() == np.where(np.signbit(d2) ^ np.signbit(n2), -np.abs(q2), np.abs(q2)).tobytes()
