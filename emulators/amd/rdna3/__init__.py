@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from emulators.amd.rdna3.heap import pad_heap
 from emulators.amd.rdna3.machine import Machine, WaveFault
 from emulators.fault import Fault
+from emulators.heap import keep_freed_memory
 
 FLOAT_MODE_EMULATED = 0xF0   # RSRC1.FLOAT_MODE: round to nearest even (bits 3:0 = 0), f32 and f16/f64 denormals kept (7:4 = 0xF)
 
@@ -34,7 +34,7 @@ def launch(vm: Any, pgm: int, rsrc1: int, rsrc2: int, user: list[int], grid: tup
   (the registered symbol holding `pgm`, MockDriver.symbol_at), else its address. `record(name, accesses)` gets the
   global memory the dispatch read and wrote (Machine.accesses), also after a fault."""
   name = kernel or code_name(pgm)
-  pad_heap()
+  keep_freed_memory()   # the executor's temporaries reuse freed heap instead of fresh pages (emulators/heap.py)
   m = None
   try:
     m = Machine(vm, pgm, name, rsrc1, rsrc2, user, grid, block, lds_bytes, checked, private_bytes)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from emulators.fault import Fault
+from emulators.heap import keep_freed_memory
 from emulators.nv.ptx.access import param_access
 from emulators.nv.ptx.execute import PTXFault
-from emulators.nv.ptx.heap import keep_freed_memory
 from emulators.nv.ptx.parse import Entry, PTXError, parse
 from emulators.nv.ptx.run import check_supported, run
 from refgrad.hw import image as container
@@ -38,7 +38,7 @@ class PTXKernel:
   params: list = []
 
   def __init__(self, payload: bytes):
-    keep_freed_memory()   # the executor's arrays reuse freed heap instead of fresh pages (emulators/nv/ptx/heap.py)
+    keep_freed_memory()   # the executor's arrays reuse freed heap instead of fresh pages (emulators/heap.py)
     try:
       self.src, self.name = container.read_ptx_payload(payload)
       self.entry = load_entry(self.src, self.name)

@@ -1,4 +1,5 @@
-"""The executor keeps freed C heap (emulators/nv/ptx/heap.py): set once where the C library is glibc, a no-op elsewhere."""
+"""The executors keep freed C heap (emulators/heap.py): set once where the C library is glibc, a no-op elsewhere; the first PTX
+program loaded sets it (the RDNA3 executor calls the same function at its first dispatch)."""
 from __future__ import annotations
 
 import ctypes
@@ -7,7 +8,7 @@ import ctypes.util
 import numpy as np
 import pytest
 
-from emulators.nv.ptx import heap
+from emulators import heap
 
 
 def _glibc() -> bool:
@@ -21,8 +22,9 @@ def test_thresholds_set_once_on_glibc():
   assert heap.keep_freed_memory() is True   # the second call only reports
 
 
-def test_a_launch_sets_them_and_results_are_unchanged():
+def test_a_launch_sets_them_and_results_are_unchanged(monkeypatch):
   from refgrad.device import Device
+  monkeypatch.setenv("MOCKGPU", "1")
   src = """.version 8.0
 .target sm_80
 .address_size 64
