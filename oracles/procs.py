@@ -1,7 +1,7 @@
 """The lifecycle of one worker process and its pipe, shared by the fuzzer's workers (fuzz/worker.py) and the conformance
 suite's device workers (conformance/isolate.py): started with the forkserver method (spawn where that is missing), so a
 worker never inherits the parent's threads or open state; stopped politely, killed when it must be, and its end told in
-words for a report."""
+words for a report. A worker ignores Ctrl-C from birth (oracles/nointerrupt.py): the parent stops it."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -9,13 +9,16 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+NO_INTERRUPT = "oracles.nointerrupt"
+
 
 class Proc:
   """A daemon process running target(conn, *args), and the parent's end of its pipe (`conn`).
-  `preload`: modules the forkserver imports once, so each new worker starts warm (ignored under spawn)."""
+  `preload`: modules the forkserver imports once, so each new worker starts warm (ignored under spawn). The forkserver
+  is one per process and takes its preloads when it starts (the first Proc): nointerrupt always comes first."""
   def __init__(self, target: Callable[..., None], args: tuple[Any, ...], preload: tuple[str, ...] = ()):
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
-    if preload and ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload(list(preload))
+    if ctx.get_start_method() == "forkserver": ctx.set_forkserver_preload([NO_INTERRUPT, *preload])
     self.conn, child = ctx.Pipe()
     self.proc = ctx.Process(target=target, args=(child, *args), daemon=True)
     self.proc.start()
