@@ -536,6 +536,19 @@ def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dic
   return _Layout(skip, region, region_out, tail_out, read, keep, order)
 
 
+_LANES: dict[int, np.ndarray] = {}
+
+
+def _lanes(n: int) -> np.ndarray:
+  """np.arange(n) (a chunk's lane ids, its `sel` and `everyone`), kept read-only per size: a write into it raises."""
+  if (r := _LANES.get(n)) is None:
+    r = np.arange(n)
+    r.setflags(write=False)
+    if len(_LANES) >= 64: _LANES.pop(next(iter(_LANES)))
+    _LANES[n] = r
+  return r
+
+
 def _tile(v: np.ndarray, k: int) -> np.ndarray:
   """v repeated k times end to end (np.tile's result for a 1-D v): one broadcast copy into a fresh array, about half
   np.tile's time (its reshape and repeat calls)."""
@@ -569,7 +582,8 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   for k0 in range(0, T, K):
     k = min(K, T - k0)
     W = copy.copy(L)
-    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
+    lanes = _lanes(k * n)
+    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, lanes, Regs(), {}, {}, {}, lanes
     for r in P.invariant:   # (only those a stepped instruction reads)
       if r not in read or (v := L.regs.raw(r)) is None: continue
       if k != K: W.regs[r] = _tile(v, k)   # typed or bits, as L holds it
@@ -577,7 +591,9 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
       if r in seeded: continue   # made from its affine value where a stepped instruction reads it
-      W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
+      rows = np.add(base[r][None, :], (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None])
+      if w < 8: np.bitwise_and(rows, np.uint64((1 << (8 * w)) - 1), out=rows)   # (in place: no second k * n temporary)
+      W.regs[r] = rows.reshape(-1)
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}

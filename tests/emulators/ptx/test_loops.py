@@ -360,3 +360,11 @@ def test_tile_gives_np_tiles_bytes(dtype, n, k):
     got = loops._tile(x, k)
     assert got.dtype == x.dtype and got.shape == (n * k,) and got.flags.writeable and got.flags.c_contiguous
     assert got.tobytes() == np.tile(x, k).tobytes()
+
+
+def test_chunk_lane_ids_are_shared_read_only():
+  """_lanes(n) is np.arange(n), one array per size, read-only (a chunk's sel and everyone: a write into it would change
+  every later chunk of that size, so it raises)."""
+  a = loops._lanes(777)
+  assert a is loops._lanes(777) and np.array_equal(a, np.arange(777)) and a.dtype == np.arange(1).dtype
+  with pytest.raises(ValueError): a[0] = 1
