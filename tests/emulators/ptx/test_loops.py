@@ -343,11 +343,14 @@ def test_fold_add_adds_each_lanes_rows_in_order(rows, lanes):
   for m in (0, 1):
     with np.errstate(all="ignore"):
       got = loops._fold_add(c, X, m)
+      cx = np.concatenate([c[None, :], X])   # the rows built in one array by the caller (c and X its views): the same bits
+      got2 = loops._fold_add(cx[0], cx[1:], m, cx)
       acc, want = c.copy(), []
       for r in X[:rows - m]: acc = acc + r
       want.append(acc)
       for r in X[rows - m:]: want.append(want[-1] + r)
     assert len(got) == len(want) and all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    assert len(got2) == len(want) and all(g.tobytes() == w.tobytes() for g, w in zip(got2, want))
 
 
 @pytest.mark.parametrize("dtype", [np.uint64, np.uint32, np.int32, np.float32, np.float64, np.uint16, np.bool_])
