@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.bench_tensor import PROGRAMS, _inputs, bench
+from bench.bench_tensor import PROGRAMS, _inputs, bench, ready
 from emulators.nv.ptx import fast
 
 
@@ -68,7 +68,7 @@ def interleaved(prog: Any, shapes: tuple, runs: list[tuple[str, Any]], rounds: i
   for _ in range(rounds):
     for (dev, ctx), t in zip(runs, times):
       with ctx():
-        ins = _inputs(dev, *shapes)
+        ins = ready(dev, _inputs(dev, *shapes))
         st = clock()
         prog(*ins).numpy()
         t.append(clock() - st)

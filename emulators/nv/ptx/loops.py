@@ -385,15 +385,17 @@ def _f32(v: np.ndarray) -> np.ndarray:
   return v.astype(np.uint32).view(np.float32) if v.itemsize == 8 else v.view(np.float32)
 
 
-def _fold_add(c: np.ndarray, X: np.ndarray, m: int) -> list[np.ndarray]:
+def _fold_add(c: np.ndarray, X: np.ndarray, m: int, cx: np.ndarray | None = None) -> list[np.ndarray]:
   """c + X[0] + X[1] + ... in row order, one float32 rounding per add (as np.add does it): the value before the last m
-  rows and after each of them."""
+  rows and after each of them. cx: the rows [c; X] in one array when the caller built them so (c and X its views):
+  reduced as they are, not concatenated again."""
   R = X.shape[0]
   if X.shape[1] < 32:   # few lanes: one contiguous accumulate per lane
     acc = np.add.accumulate(np.concatenate([c[:, None], np.ascontiguousarray(X.T)], axis=1), axis=1)
     return [acc[:, i] for i in range(R - m, R + 1)]
   if R - m > 1:   # one reduce over the rows of [c; X]: C-contiguous, axis 0 outer, every lane adds its rows in order
-    acc = np.add.reduce(np.concatenate([c[None, :], X[:R - m]]), axis=0)   # (no pairwise sum: that is for the inner axis)
+    cxs = cx[:R - m + 1] if cx is not None else np.concatenate([c[None, :], X[:R - m]])
+    acc = np.add.reduce(cxs, axis=0)   # (no pairwise sum: that is for the inner axis)
   else:
     acc = c.copy()
     for r in X[:R - m]: np.add(acc, r, out=acc)
@@ -536,6 +538,27 @@ def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dic
   return _Layout(skip, region, region_out, tail_out, read, keep, order)
 
 
+_LANES: dict[int, np.ndarray] = {}
+
+
+def _lanes(n: int) -> np.ndarray:
+  """np.arange(n) (a chunk's lane ids, its `sel` and `everyone`), kept read-only per size: a write into it raises."""
+  if (r := _LANES.get(n)) is None:
+    r = np.arange(n)
+    r.setflags(write=False)
+    if len(_LANES) >= 64: _LANES.pop(next(iter(_LANES)))
+    _LANES[n] = r
+  return r
+
+
+def _tile(v: np.ndarray, k: int) -> np.ndarray:
+  """v repeated k times end to end (np.tile's result for a 1-D v): one broadcast copy into a fresh array, about half
+  np.tile's time (its reshape and repeat calls)."""
+  out = np.empty(k * v.size, v.dtype)
+  out.reshape(k, v.size)[...] = v
+  return out
+
+
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
@@ -561,15 +584,18 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   for k0 in range(0, T, K):
     k = min(K, T - k0)
     W = copy.copy(L)
-    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, np.arange(k * n), Regs(), {}, {}, {}, np.arange(k * n)
+    lanes = _lanes(k * n)
+    W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, lanes, Regs(), {}, {}, {}, lanes
     for r in P.invariant:   # (only those a stepped instruction reads)
       if r not in read or (v := L.regs.raw(r)) is None: continue
-      if k != K: W.regs[r] = np.tile(v, k)   # typed or bits, as L holds it
-      else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, np.tile(v, k))
+      if k != K: W.regs[r] = _tile(v, k)   # typed or bits, as L holds it
+      else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, _tile(v, k))
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
       if r in seeded: continue   # made from its affine value where a stepped instruction reads it
-      W.regs[r] = ((base[r][None, :] + (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None]) & np.uint64((1 << (8 * w)) - 1)).reshape(-1)
+      rows = np.add(base[r][None, :], (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None])
+      if w < 8: np.bitwise_and(rows, np.uint64((1 << (8 * w)) - 1), out=rows)   # (in place: no second k * n temporary)
+      W.regs[r] = rows.reshape(-1)
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}
@@ -605,9 +631,13 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     for a in P.accs:
       if a.f32_add:
         c = _f32(L.regs.raw(a.carried))
-        cols = [_f32(taken[i][a.xs[j][0]]).reshape(k, 1, n) for j, i in enumerate(a.links) if a.xs[j]]
         adds = [j for j in range(len(a.links)) if a.xs[j]]
-        tail = _fold_add(c, np.concatenate(cols, axis=1).reshape(-1, n), len(adds))
+        # [c; the links' operands, iteration by iteration] written into one array (no concatenation of the columns first)
+        cx = np.empty((1 + k * len(adds), n), np.float32)
+        cx[0] = c
+        rows = cx[1:].reshape(k, len(adds), n)
+        for q, j in enumerate(adds): rows[:, q] = _f32(taken[a.links[j]][a.xs[j][0]]).reshape(k, n)
+        tail = _fold_add(cx[0], cx[1:], len(adds), cx)
         v, m = tail[0], 0   # a leading mov copies the chain's value before the last iteration
         last = tail[1:]
         for j, d in enumerate(a.dests):

@@ -343,8 +343,31 @@ def test_fold_add_adds_each_lanes_rows_in_order(rows, lanes):
   for m in (0, 1):
     with np.errstate(all="ignore"):
       got = loops._fold_add(c, X, m)
+      cx = np.concatenate([c[None, :], X])   # the rows built in one array by the caller (c and X its views): the same bits
+      got2 = loops._fold_add(cx[0], cx[1:], m, cx)
       acc, want = c.copy(), []
       for r in X[:rows - m]: acc = acc + r
       want.append(acc)
       for r in X[rows - m:]: want.append(want[-1] + r)
     assert len(got) == len(want) and all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    assert len(got2) == len(want) and all(g.tobytes() == w.tobytes() for g, w in zip(got2, want))
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.uint32, np.int32, np.float32, np.float64, np.uint16, np.bool_])
+@pytest.mark.parametrize("n, k", [(1, 1), (1, 4096), (1000, 16), (33, 7)])
+def test_tile_gives_np_tiles_bytes(dtype, n, k):
+  """_tile (the invariant registers of a chunk, k copies end to end) is np.tile's result byte for byte, a fresh writable
+  array also for a read-only broadcast input (a 64-bit ld.param pointer) and for NaN payloads."""
+  v = np.random.default_rng(n * k).integers(0, 2**63, n, dtype=np.uint64).view(np.uint8)[:n * np.dtype(dtype).itemsize].view(dtype)
+  for x in (v, np.broadcast_to(v[:1], (n,))):
+    got = loops._tile(x, k)
+    assert got.dtype == x.dtype and got.shape == (n * k,) and got.flags.writeable and got.flags.c_contiguous
+    assert got.tobytes() == np.tile(x, k).tobytes()
+
+
+def test_chunk_lane_ids_are_shared_read_only():
+  """_lanes(n) is np.arange(n), one array per size, read-only (a chunk's sel and everyone: a write into it would change
+  every later chunk of that size, so it raises)."""
+  a = loops._lanes(777)
+  assert a is loops._lanes(777) and np.array_equal(a, np.arange(777)) and a.dtype == np.arange(1).dtype
+  with pytest.raises(ValueError): a[0] = 1
