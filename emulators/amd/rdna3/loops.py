@@ -103,6 +103,8 @@ class Split:
   cinner: B.Block | None     # the same as an inner run (blocks.build inner=True) for the iterations between the first and the last
   inject: tuple[tuple[str, int], ...]    # registers ("v"/"s", number) the carried part reads as the batched part left them
   restore: tuple[tuple[str, int], ...]   # registers both parts write whose last write in the body is the batched part's
+  chain: int | None = None   # the one register carried from iteration to iteration where it is one VGPR (`_scan`)
+  scan: int = 0              # the next guess of SCANS to try for the chain (len(SCANS): none left)
 
 
 def _sgpr_dsts(i: Inst) -> set[int] | None:
@@ -640,7 +642,47 @@ def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
   # the inner runs write no lane mask to its SGPR: only where no run reads a mask SGPR the runs write
   ci = None if (cb.lreads | cb.sreads) & cb.maskever else B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc, inner=True)
   if ci is not None and [i.pc for i in ci.insts] != [i.pc for i in cb.insts]: ci = None
-  return Split(fl, cb, ci, tuple(sorted(inject)), tuple(sorted(restore)))
+  chain = next(iter(carried_c))[1] if len(carried_c) == 1 and next(iter(carried_c))[0] == "v" else None
+  return Split(fl, cb, ci, tuple(sorted(inject)), tuple(sorted(restore)), chain)
+
+
+# guesses of a chain's values (float32 folds over the VGPRs injected in an iteration, then over the iterations): a
+# guess is only used where one run of the carried part over every middle iteration gives it back bit for bit
+SCANS = (np.maximum, np.minimum)
+
+
+def _scan(m: Any, sp: Split, mx: Any, n: int, lanes: np.ndarray) -> bool:
+  """A Split's middle iterations 1..n-2 at once, after iteration 0 ran on m: the chain VGPR's value at the start of
+  iterations 1..n-1 guessed by a fold (SCANS), then the carried part run once over iterations 1..n-2 (a copy of the
+  batch's rows of those iterations, the chain set to the guesses) must give the guesses of iterations 2..n-1 back in
+  every enabled lane: then each guess is the value stepping computes (by induction from iteration 1's, which is m's),
+  and m's chain is set to iteration n-1's (the last iteration runs on m as before and writes every other register the
+  carried part writes: the chain is the only one it reads from the iteration before). False: m unchanged, the next
+  guess is tried at the next dispatch."""
+  r, W = sp.chain, m.W
+  assert r is not None
+  xs = [x for kind, x in sp.inject if kind == "v"]
+  if not xs or not sp.cblock.lanewise or sp.cinner is None: return False
+  op = SCANS[sp.scan]
+  R = slice(W, (n - 1) * W)
+  vr = mx.v[R]   # [rows, nv, 32]: the batched part's registers in iterations 1..n-2
+  y = op.reduce(np.stack([vr[:, x, :] for x in xs]).view(np.float32), axis=0).reshape(n - 2, W, 32)
+  g = op.accumulate(np.concatenate([m.v[:, r, :].view(np.float32)[None], y]), axis=0).view(U32)   # chain at 1..n-1
+  my = copy.copy(mx)
+  my.v = np.ascontiguousarray(vr.transpose(1, 0, 2)).transpose(1, 0, 2)   # a copy (the carried part writes injected VGPRs)
+  my.v[:, r, :] = g[:-1].reshape(-1, 32)
+  my.s, my.scc, my.pc = mx.s[R].copy(), mx.scc[R].copy(), mx.pc[R].copy()
+  my.done, my.bar, my.wg = mx.done[R].copy(), mx.bar[R].copy(), mx.wg[R]
+  my.W, my.vinit, my.bound, my.unmasked = (n - 2) * W, None, {}, True
+  idx = np.arange(my.W)
+  my._idx, my._ix, my._lanes = idx, slice(None), None
+  try: ok = sp.cinner.fn(my, idx) and bool(((my.v[:, r, :].reshape(n - 2, W, 32) == g[1:]) | ~lanes).all())
+  except Exception: ok = False
+  if not ok:
+    sp.scan += 1
+    return False
+  m.v[:, r, :] = np.where(lanes, g[-1], m.v[:, r, :])
+  return True
 
 
 def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
@@ -672,7 +714,9 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   ok = True
   try:
     with np.errstate(all="ignore"):
-      for t in range(n):
+      t = 0
+      while t < n:
+        if t == 1 and n >= 4 and sp.chain is not None and sp.scan < len(SCANS) and _scan(m, sp, mx, n, lanes): t = n - 1
         rows = slice(t * W, (t + 1) * W)
         for kind, r in sp.inject:
           if kind == "s": m.s[:, r] = mx.s[rows, r]
@@ -681,6 +725,7 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
         if not (sp.cblock if t == 0 or t == n - 1 or sp.cinner is None else sp.cinner).fn(m, idx):
           ok = False
           break
+        t += 1
   except Exception: ok = False   # a fault: the blocks rerun the loop and name it
   finally: m.bound, m.unmasked = bound, False
   if ok and unmasked:

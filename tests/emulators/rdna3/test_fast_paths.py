@@ -254,6 +254,36 @@ def test_split_loop_inner_runs_same_as_block_by_block(monkeypatch):
     finally: TL.GROUP[0] = 64
 
 
+@pytest.mark.parametrize("name, data", [("lane_maximum", "plain"), ("lane_minimum", "plain"), ("lane_maximum", "special"), ("lane_minimum", "special")])
+@pytest.mark.parametrize("group", [64, 40])
+def test_split_loop_chain_by_a_checked_scan(name, data, group, monkeypatch):
+  """A split loop's carried chain (one VGPR: llvm.maximum/minimum's compare-and-select sequence) over its middle
+  iterations from a guessed fold (loops.SCANS: maximum first, minimum at the next dispatch once maximum failed), used only
+  where one run of the carried part over those iterations gives every guess back: the same buffers, registers, lane
+  masks, definedness and steps as block by block and stepped, whether the guess holds (plain data) or fails somewhere
+  (NaNs of both signs and payloads, signed zeros: the stepped chain from there)."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, group)
+  got = []
+  real = LP._scan
+  def spy(*args):
+    got.append((args[1].scan, r := real(*args)))
+    return r
+  monkeypatch.setattr(LP, "_scan", spy)
+  LP.LOOPS.clear()
+  rng = np.random.default_rng(21)
+  for k in range(4):
+    a = TL.wide(rng, TL.NL * 12)
+    if data == "special":
+      a[k::13], a[5::17] = 0.0, -0.0
+      a[3 + k::29] = TL.nans([0x1, 0x80000002, 0x3, 0x80000004] * 64)[:a[3 + k::29].size]
+    TL.three_ways(name, [TL.wide(rng, TL.NL), a], (12,), batches=k > 0)
+  if data == "plain":   # the first guess that holds is kept; one that failed is not tried again
+    want = [(0, True)] * 3 if name == "lane_maximum" else [(0, False), (1, True), (1, True)]
+    assert got == want, got
+  else: assert got and (0, False) in got
+
+
 @pytest.mark.parametrize("name, bufs", [("uniform_acc", (1, 40)), ("lane_ind", (1, 1 + 4 * 30 // 128 + 1)), ("lane_acc", (1, 30))])
 @pytest.mark.parametrize("group", [64, 40, 8])
 def test_loop_batch_from_its_first_iteration(name, bufs, group, monkeypatch):

@@ -211,6 +211,7 @@ done:
 }}"""
 
 LANE_MAXIMUM = LANE_MAX.replace("@lane_max", "@lane_maximum").replace("@llvm.maxnum.f32", "@llvm.maximum.f32")
+LANE_MINIMUM = LANE_MAX.replace("@lane_max", "@lane_minimum").replace("@llvm.maxnum.f32", "@llvm.minimum.f32")
 
 LANE_SEL = LANE_ACC.replace("@lane_acc", "@lane_sel").replace("""  %w = fmul float %v, 3.0
 """, """  %lt = fcmp olt float %v, 0.5
@@ -221,7 +222,7 @@ _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_SEL))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_MINIMUM, LANE_SEL))[0]))
   return _MOD[name]
 
 
