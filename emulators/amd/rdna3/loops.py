@@ -59,6 +59,7 @@ TRIPS0 = 64            # the first window of iterations whose exit compare is ev
 # accumulate of a 2-D array costs ~20 ns an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it
 # wins only for few lanes: 128 lanes x 120 adds 0.12 ms against 0.2 ms)
 FOLD_LANES = 256
+REDUCE_LANES = 32      # from this many lanes on, an add chain's fold is one np.add.reduce down axis 0 (lanes the inner loop)
 SHORT_LANES = 2048     # from this many lanes on, a batch of fewer than MIN_N iterations is not run
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
@@ -541,6 +542,18 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   for r in lp.accs:
     recs = mx.acc[r]
     if not recs: return False
+    if W * 32 >= FOLD_LANES and row is np.add and W * 32 >= REDUCE_LANES and \
+       not any(form and np.isnan(a.view(np.float32)).any() for form, a in recs):
+      # many lanes, an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy
+      # adds the rows in order into the lane's running sum, acc first: x + acc differs from acc + x only for two NaNs)
+      k = len(recs)
+      buf = np.empty((1 + n * k, W * 32), np.float32)
+      buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
+      b3 = buf[1:].reshape(n, k, W * 32)
+      for j, (_, a) in enumerate(recs): b3[:, j] = a.view(np.float32).reshape(n, W * 32)
+      with np.errstate(all="ignore"): acc = np.add.reduce(buf, axis=0).reshape(W, 32)
+      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+      continue
     if W * 32 >= FOLD_LANES:   # many lanes: the row's own calls, iteration by iteration (either operand order exact)
       acc = m.v[:, r, :].view(np.float32).copy()
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]

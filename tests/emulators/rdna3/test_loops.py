@@ -244,11 +244,13 @@ def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches
   return m0 if get_machine else o0
 
 
-@pytest.fixture(params=["accumulate", "fold"], autouse=True)
+@pytest.fixture(params=["accumulate", "fold", "reduce"], autouse=True)
 def fold(request, monkeypatch) -> bool:
-  """Accumulators by the row's accumulate (few lanes) or by its calls iteration by iteration (many lanes): both ways."""
-  if request.param == "fold": monkeypatch.setattr(LP, "FOLD_LANES", 0)
-  return request.param == "fold"
+  """Accumulators by the row's accumulate (few lanes), by its calls iteration by iteration or (an add chain) by one
+  np.add.reduce down the stacked operands (many lanes): every way."""
+  if request.param != "accumulate": monkeypatch.setattr(LP, "FOLD_LANES", 0)
+  if request.param == "fold": monkeypatch.setattr(LP, "REDUCE_LANES", 1 << 30)
+  return request.param != "accumulate"
 
 
 GROUP = {0: 64}   # work-items per workgroup (of the 64 the kernels index by): 40 leaves 24 lanes of each group's 2nd wave off
