@@ -358,3 +358,22 @@ def test_div_fixup_without_cases_same_as_case_by_case(t, monkeypatch):
   monkeypatch.setattr(A, "_biased_exp", lambda x: (_ for _ in ()).throw(AssertionError("the case-by-case path ran")))
   r = A.div_fixup(q2, d2, n2)
   assert r.tobytes() == np.where(np.signbit(d2) ^ np.signbit(n2), -np.abs(q2), np.abs(q2)).tobytes()
+
+
+def test_fma64_range_test_by_sign_same_as_by_magnitude():
+  """alu._all_in (the f64 fma's whole-array operand test): |x|'s range from x's min and max where every element has one
+  sign, the same answer as from |x| itself over signed zeros, range ends, infinities, NaN and subnormals, both signs."""
+  def by_abs(x, lo, hi):
+    t = np.abs(x)
+    return bool(t.min() >= lo and t.max() <= hi)
+  rng = np.random.default_rng(25)
+  vals = np.array([0.0, -0.0, 1.0, 2.0 ** -450, 2.0 ** 450, 2.0 ** -451, 2.0 ** 451, np.inf, np.nan, 5e-324, 1e300, 2.0 ** -960])
+  seen = set()
+  for _ in range(4000):
+    x = rng.choice(vals, rng.integers(1, 5)) * rng.choice([1.0, -1.0], 4)[:1]
+    if rng.random() < 0.3: x = x * rng.choice([1.0, -1.0], x.size)
+    for lo, hi in ((2.0 ** -450, 2.0 ** 450), (2.0 ** -960, np.finfo(np.float64).max)):
+      got = A._all_in(x, lo, hi)
+      assert got == by_abs(x, lo, hi), (x, lo, hi)
+      seen.add(got)
+  assert seen == {True, False}
