@@ -102,7 +102,11 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _all_in(x: np.ndarray, lo: float, hi: float) -> bool:
-  """lo <= |x| <= hi for every element (False where one is NaN: min/max propagate it)."""
+  """lo <= |x| <= hi for every element (False where one is NaN: min/max propagate it). Elements of one sign (a Newton
+  step's -d or estimate): |x|'s range from x's own min and max, no |x| array."""
+  mn, mx = x.min(), x.max()
+  if mn > 0: return bool(mn >= lo and mx <= hi)
+  if mx < 0: return bool(-mx >= lo and -mn <= hi)
   t = np.abs(x)
   return bool(t.min() >= lo and t.max() <= hi)
 

@@ -562,8 +562,10 @@ def _load_inline(g: _Gen, i: Inst) -> bool:
       g.lines.append(f"{addr} = pair(v, {f['addr']})")
   off = flat_offset(i)
   # + OFFSET modulo 2^64 (execute.flat adds it in int64 and wraps back: the same bits)
-  g.lines += [f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})",
-              f"if not m.load_dwords(idx, a, {nd}, L, {f['vdst']}):",
+  # a VGPR pair base: load_dwords adds the offset itself (and keeps the base's address facts for its next offset)
+  call = f"m.load_dwords(idx, None, {nd}, L, {f['vdst']}, {addr}, {off % (1 << 64)})" if not saddr else f"m.load_dwords(idx, a, {nd}, L, {f['vdst']})"
+  g.lines += ([f"a = {addr}" if not off else f"a = {addr} + U64({off % (1 << 64)})"] if saddr else []) + [
+              f"if not {call}:",
               f"  {g.const(E.flat, 'H')}(m, {g.const(i, 'I')}, idx)",
               f"  {_undef_stop(g, f['vdst'], nd)}"]
   g.write(list(range(f["vdst"], f["vdst"] + nd)), False)

@@ -59,6 +59,7 @@ TRIPS0 = 64            # the first window of iterations whose exit compare is ev
 # accumulate of a 2-D array costs ~20 ns an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it
 # wins only for few lanes: 128 lanes x 120 adds 0.12 ms against 0.2 ms)
 FOLD_LANES = 256
+REDUCE_LANES = 32      # from this many lanes on, an add chain's fold is one np.add.reduce down axis 0 (lanes the inner loop)
 SHORT_LANES = 2048     # from this many lanes on, a batch of fewer than MIN_N iterations is not run
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
@@ -103,6 +104,8 @@ class Split:
   cinner: B.Block | None     # the same as an inner run (blocks.build inner=True) for the iterations between the first and the last
   inject: tuple[tuple[str, int], ...]    # registers ("v"/"s", number) the carried part reads as the batched part left them
   restore: tuple[tuple[str, int], ...]   # registers both parts write whose last write in the body is the batched part's
+  chain: int | None = None   # the one register carried from iteration to iteration where it is one VGPR (`_scan`)
+  scan: int = 0              # the next guess of SCANS to try for the chain (len(SCANS): none left)
 
 
 def _sgpr_dsts(i: Inst) -> set[int] | None:
@@ -539,6 +542,18 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   for r in lp.accs:
     recs = mx.acc[r]
     if not recs: return False
+    if W * 32 >= FOLD_LANES and row is np.add and W * 32 >= REDUCE_LANES and \
+       not any(form and np.isnan(a.view(np.float32)).any() for form, a in recs):
+      # many lanes, an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy
+      # adds the rows in order into the lane's running sum, acc first: x + acc differs from acc + x only for two NaNs)
+      k = len(recs)
+      buf = np.empty((1 + n * k, W * 32), np.float32)
+      buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
+      b3 = buf[1:].reshape(n, k, W * 32)
+      for j, (_, a) in enumerate(recs): b3[:, j] = a.view(np.float32).reshape(n, W * 32)
+      with np.errstate(all="ignore"): acc = np.add.reduce(buf, axis=0).reshape(W, 32)
+      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+      continue
     if W * 32 >= FOLD_LANES:   # many lanes: the row's own calls, iteration by iteration (either operand order exact)
       acc = m.v[:, r, :].view(np.float32).copy()
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
@@ -640,7 +655,47 @@ def _split(m: Any, pc: int, lp: Loop, b: B.Block) -> Split | None:
   # the inner runs write no lane mask to its SGPR: only where no run reads a mask SGPR the runs write
   ci = None if (cb.lreads | cb.sreads) & cb.maskever else B.build(m, body[C[0]].pc, skip=frozenset(i.pc for i in body) - cpcs, stop=br.pc, inner=True)
   if ci is not None and [i.pc for i in ci.insts] != [i.pc for i in cb.insts]: ci = None
-  return Split(fl, cb, ci, tuple(sorted(inject)), tuple(sorted(restore)))
+  chain = next(iter(carried_c))[1] if len(carried_c) == 1 and next(iter(carried_c))[0] == "v" else None
+  return Split(fl, cb, ci, tuple(sorted(inject)), tuple(sorted(restore)), chain)
+
+
+# guesses of a chain's values (float32 folds over the VGPRs injected in an iteration, then over the iterations): a
+# guess is only used where one run of the carried part over every middle iteration gives it back bit for bit
+SCANS = (np.maximum, np.minimum)
+
+
+def _scan(m: Any, sp: Split, mx: Any, n: int, lanes: np.ndarray) -> bool:
+  """A Split's middle iterations 1..n-2 at once, after iteration 0 ran on m: the chain VGPR's value at the start of
+  iterations 1..n-1 guessed by a fold (SCANS), then the carried part run once over iterations 1..n-2 (a copy of the
+  batch's rows of those iterations, the chain set to the guesses) must give the guesses of iterations 2..n-1 back in
+  every enabled lane: then each guess is the value stepping computes (by induction from iteration 1's, which is m's),
+  and m's chain is set to iteration n-1's (the last iteration runs on m as before and writes every other register the
+  carried part writes: the chain is the only one it reads from the iteration before). False: m unchanged, the next
+  guess is tried at the next dispatch."""
+  r, W = sp.chain, m.W
+  assert r is not None
+  xs = [x for kind, x in sp.inject if kind == "v"]
+  if not xs or not sp.cblock.lanewise or sp.cinner is None: return False
+  op = SCANS[sp.scan]
+  R = slice(W, (n - 1) * W)
+  vr = mx.v[R]   # [rows, nv, 32]: the batched part's registers in iterations 1..n-2
+  y = op.reduce(np.stack([vr[:, x, :] for x in xs]).view(np.float32), axis=0).reshape(n - 2, W, 32)
+  g = op.accumulate(np.concatenate([m.v[:, r, :].view(np.float32)[None], y]), axis=0).view(U32)   # chain at 1..n-1
+  my = copy.copy(mx)
+  my.v = np.ascontiguousarray(vr.transpose(1, 0, 2)).transpose(1, 0, 2)   # a copy (the carried part writes injected VGPRs)
+  my.v[:, r, :] = g[:-1].reshape(-1, 32)
+  my.s, my.scc, my.pc = mx.s[R].copy(), mx.scc[R].copy(), mx.pc[R].copy()
+  my.done, my.bar, my.wg = mx.done[R].copy(), mx.bar[R].copy(), mx.wg[R]
+  my.W, my.vinit, my.bound, my.unmasked = (n - 2) * W, None, {}, True
+  idx = np.arange(my.W)
+  my._idx, my._ix, my._lanes = idx, slice(None), None
+  try: ok = sp.cinner.fn(my, idx) and bool(((my.v[:, r, :].reshape(n - 2, W, 32) == g[1:]) | ~lanes).all())
+  except Exception: ok = False
+  if not ok:
+    sp.scan += 1
+    return False
+  m.v[:, r, :] = np.where(lanes, g[-1], m.v[:, r, :])
+  return True
 
 
 def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
@@ -672,7 +727,9 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
   ok = True
   try:
     with np.errstate(all="ignore"):
-      for t in range(n):
+      t = 0
+      while t < n:
+        if t == 1 and n >= 4 and sp.chain is not None and sp.scan < len(SCANS) and _scan(m, sp, mx, n, lanes): t = n - 1
         rows = slice(t * W, (t + 1) * W)
         for kind, r in sp.inject:
           if kind == "s": m.s[:, r] = mx.s[rows, r]
@@ -681,6 +738,7 @@ def _carried(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool:
         if not (sp.cblock if t == 0 or t == n - 1 or sp.cinner is None else sp.cinner).fn(m, idx):
           ok = False
           break
+        t += 1
   except Exception: ok = False   # a fault: the blocks rerun the loop and name it
   finally: m.bound, m.unmasked = bound, False
   if ok and unmasked:

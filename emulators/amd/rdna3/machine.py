@@ -111,6 +111,7 @@ class Machine:
     self.steps = 0
     self.batches = 0   # loop batches run (loops.py)
     self._map: tuple[np.ndarray, np.ndarray] | None = None
+    self._amemo: tuple | None = None   # load_dwords: the last base address array's facts (see there)
     self.track: list[list[np.ndarray]] | None = None   # while a VALU op reads: the definedness of its VGPR sources
     # the step's waves: `idx` as the handlers get it, and how the register files are indexed for it (a slice, so a view
     # and no gather, when every wave is at that PC: the common case in straight-line code)
@@ -438,42 +439,58 @@ class Machine:
     """What the dispatch read and wrote: (mapping VA, [(lo, hi, write)]) per mapping, for Hazards.access."""
     return [(va, [(lo, hi, w) for lo, hi, w in ((t[0], t[1], False), (t[2], t[3], True)) if hi > lo]) for va, t in self.touched.items()]
 
-  def load_dwords(self, idx: np.ndarray, addr: np.ndarray, nd: int, lanes: np.ndarray, r0: int) -> bool:
+  def load_dwords(self, idx: np.ndarray, addr: np.ndarray | None, nd: int, lanes: np.ndarray, r0: int, base: np.ndarray | None = None,
+                  boff: int = 0) -> bool:
     """VGPRs r0.. = the nd dwords at each enabled lane's address, in one gather written straight into the register
     file (defined there), when the enabled lanes' addresses are dword aligned in one mapping, the VGPRs are allocated
     and the waves are all of the step's (a slice), and (checked mode) the bytes are defined. False: nothing done (the
-    byte path, `gather`, names any fault and gives undefined bytes their definedness)."""
+    byte path, `gather`, names any fault and gives undefined bytes their definedness). addr None: base + boff (mod
+    2^64), where base is a VGPR pair array a block read once for loads at several offsets: the addresses' facts (range,
+    alignment, offsets in the mapping) are kept for the next load from the same base and lanes (`_amemo`), whose
+    addresses are the kept ones + a multiple of 16 that moves no lane past 2^64 (the same mapping, alignment, units)."""
     ix = self.ix(idx)
     if r0 + nd > self.nv or not isinstance(ix, slice): return False
     full = self.all_on(lanes)
-    a = addr.reshape(-1) if full else addr[lanes]
-    if not a.size: return False
-    a = np.ascontiguousarray(a)
-    align = int(np.bitwise_or.reduce(a.view(np.uint8)[::8])) & 15   # the low bits any address has set (low bytes: little-endian)
-    if align & 3: return False
-    lo, hi = int(a.min()), int(a.max()) + 4 * nd
-    r = self.vm.find(lo)
-    if r is None or hi > r.end or r.va % 4: return False
-    off = a.view(np.int64) - r.va   # every address lies in the mapping (lo..hi), below 2^63: the same offsets
+    mm, off, ui, ks = self._amemo, None, None, 0
+    sh = boff - mm[3] if base is not None and mm is not None and mm[0] is base and mm[1] is lanes and mm[2] == full else -1
+    if sh >= 0 and sh % 16 == 0 and mm[5] + sh < 1 << 64 and mm[5] + sh + 4 * nd <= mm[7].end:
+      n, lo, hi, align, r = mm[8].size, mm[4] + sh, mm[5] + sh + 4 * nd, mm[6], mm[7]
+    else:
+      if addr is None: addr = base + U64(boff)
+      a = addr.reshape(-1) if full else addr[lanes]
+      if not a.size: return False
+      a = np.ascontiguousarray(a)
+      align = int(np.bitwise_or.reduce(a.view(U64))) & 15   # the low bits any address has set (one OR of the uint64s: 5x faster than of their low bytes)
+      if align & 3: return False
+      lo, hi = int(a.min()), int(a.max()) + 4 * nd
+      r = self.vm.find(lo)
+      if r is None or hi > r.end or r.va % 4: return False
+      off, n, sh = a.view(np.int64) - r.va, a.size, 0   # every address lies in the mapping (lo..hi), below 2^63: the same offsets
+      self._amemo = None if base is None else (base, lanes, full, boff, lo, hi - 4 * nd, align, r, off, {})
     if self.checked and (bits := r.mem.bits) is not None:
       s0, s1 = lo - r.va, hi - r.va
       # the bitmap bytes of the whole span when that is no more than the lanes' dwords (a dense access), else per dword
-      span = (s1 - s0) // 8 <= len(a) * nd and s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes)
-      if not (span and (bits[s0 >> 3:(s1 + 7) >> 3] == 255).all()):
-        q = (off >> 2)[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
+      span = (s1 - s0) // 8 <= n * nd and s0 % 8 == 0 and (s1 % 8 == 0 or s1 == r.mem.nbytes)
+      if not (span and int(bits[s0 >> 3:(s1 + 7) >> 3].min()) == 255):   # min: no temporary (4x faster than == 255 .all())
+        q = ((mm[8] + sh if off is None else off) >> 2)[:, None] + np.arange(nd)   # each dword's 4 bits: one nibble of the bitmap (dword aligned)
         if not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return False
     # the widest unit (16, 8 or 4 bytes) every address is aligned to: one element of a unit view per lane and unit
     u = next(u for u in (16, 8, 4) if (4 * nd) % u == 0 and (u == 4 or (r.va % u == 0 and not align & (u - 1))))
     data = r.mem.data
     units = data[:len(data) - len(data) % u].view(np.dtype((np.void, u)))
     k = 4 * nd // u
-    ui = off >> (u.bit_length() - 1)
+    if off is None:   # the kept offsets' units, the view moved by the shift's units (sh: a multiple of 16, so of u)
+      if (ui := mm[9].get(u)) is None: ui = mm[9][u] = mm[8] >> (u.bit_length() - 1)
+      ks = sh // u
+    else:
+      ui = off >> (u.bit_length() - 1)
+      if self._amemo is not None: self._amemo[9][u] = ui
     # np.take: several times faster than indexing with [] for a void dtype (numpy 2.4)
     # mode="wrap": every index lies in the mapping (checked above), and numpy's default bounds mode is slower
-    got = np.take(units, ui if k == 1 else (ui[:, None] + np.arange(k)).reshape(-1), axis=0, mode="wrap").view(U32).reshape(len(a), nd)
+    got = np.take(units[ks:], ui if k == 1 else (ui[:, None] + np.arange(k)).reshape(-1), axis=0, mode="wrap").view(U32).reshape(n, nd)
     self._touch(r.va, lo, hi, False)
     if full:   # all the registers in one transposing copy (faster than one per register in either register file layout)
-      self.v[ix, r0:r0 + nd, :] = got.reshape(len(a) // LANES, LANES, nd).transpose(0, 2, 1)
+      self.v[ix, r0:r0 + nd, :] = got.reshape(n // LANES, LANES, nd).transpose(0, 2, 1)
     else:   # register by register: a masked write with the lanes' stride (one across dwords is many times slower)
       for k in range(nd): self.v[ix, r0 + k, :][lanes] = got[:, k]
     if self.vinit is not None:
@@ -494,7 +511,7 @@ class Machine:
     a = addr.reshape(-1) if full else addr[lanes]
     if not a.size: return False
     a = np.ascontiguousarray(a)
-    if int(np.bitwise_or.reduce(a.view(np.uint8)[::8])) & 3: return False
+    if int(np.bitwise_or.reduce(a.view(U64))) & 3: return False
     lo, hi = int(a.min()), int(a.max()) + 4 * nd
     r = self.vm.find(lo)
     if r is None or hi > r.end or r.va % 4: return False

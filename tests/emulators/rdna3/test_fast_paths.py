@@ -49,6 +49,35 @@ then:
   br label %done
 done:
   ret void
+}
+
+define amdgpu_kernel void @load_offsets(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %e = mul i32 %i, 12
+  %p0 = getelementptr i32, ptr addrspace(1) %a, i32 %e
+  %p1 = getelementptr i32, ptr addrspace(1) %p0, i32 4
+  %p2 = getelementptr i32, ptr addrspace(1) %p0, i32 8
+  %p3 = getelementptr i32, ptr addrspace(1) %p0, i32 5
+  %x0 = load <4 x i32>, ptr addrspace(1) %p0, align 16
+  %x1 = load <4 x i32>, ptr addrspace(1) %p1, align 16
+  %x2 = load <4 x i32>, ptr addrspace(1) %p2, align 16
+  %x3 = load i32, ptr addrspace(1) %p3, align 4
+  %y0 = xor <4 x i32> %x0, %x1
+  %y1 = mul <4 x i32> %y0, %x2
+  %z0 = extractelement <4 x i32> %y1, i32 0
+  %z1 = extractelement <4 x i32> %y1, i32 1
+  %z2 = extractelement <4 x i32> %y1, i32 2
+  %z3 = extractelement <4 x i32> %y1, i32 3
+  %w0 = add i32 %z0, %z1
+  %w1 = sub i32 %z2, %z3
+  %w2 = xor i32 %w0, %w1
+  %w3 = mul i32 %w2, %x3
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %w3, ptr addrspace(1) %po
+  ret void
 }"""
 
 _MOD: dict = {}
@@ -254,6 +283,36 @@ def test_split_loop_inner_runs_same_as_block_by_block(monkeypatch):
     finally: TL.GROUP[0] = 64
 
 
+@pytest.mark.parametrize("name, data", [("lane_maximum", "plain"), ("lane_minimum", "plain"), ("lane_maximum", "special"), ("lane_minimum", "special")])
+@pytest.mark.parametrize("group", [64, 40])
+def test_split_loop_chain_by_a_checked_scan(name, data, group, monkeypatch):
+  """A split loop's carried chain (one VGPR: llvm.maximum/minimum's compare-and-select sequence) over its middle
+  iterations from a guessed fold (loops.SCANS: maximum first, minimum at the next dispatch once maximum failed), used only
+  where one run of the carried part over those iterations gives every guess back: the same buffers, registers, lane
+  masks, definedness and steps as block by block and stepped, whether the guess holds (plain data) or fails somewhere
+  (NaNs of both signs and payloads, signed zeros: the stepped chain from there)."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, group)
+  got = []
+  real = LP._scan
+  def spy(*args):
+    got.append((args[1].scan, r := real(*args)))
+    return r
+  monkeypatch.setattr(LP, "_scan", spy)
+  LP.LOOPS.clear()
+  rng = np.random.default_rng(21)
+  for k in range(4):
+    a = TL.wide(rng, TL.NL * 12)
+    if data == "special":
+      a[k::13], a[5::17] = 0.0, -0.0
+      a[3 + k::29] = TL.nans([0x1, 0x80000002, 0x3, 0x80000004] * 64)[:a[3 + k::29].size]
+    TL.three_ways(name, [TL.wide(rng, TL.NL), a], (12,), batches=k > 0)
+  if data == "plain":   # the first guess that holds is kept; one that failed is not tried again
+    want = [(0, True)] * 3 if name == "lane_maximum" else [(0, False), (1, True), (1, True)]
+    assert got == want, got
+  else: assert got and (0, False) in got
+
+
 @pytest.mark.parametrize("name, bufs", [("uniform_acc", (1, 40)), ("lane_ind", (1, 1 + 4 * 30 // 128 + 1)), ("lane_acc", (1, 30))])
 @pytest.mark.parametrize("group", [64, 40, 8])
 def test_loop_batch_from_its_first_iteration(name, bufs, group, monkeypatch):
@@ -328,3 +387,53 @@ def test_div_fixup_without_cases_same_as_case_by_case(t, monkeypatch):
   monkeypatch.setattr(A, "_biased_exp", lambda x: (_ for _ in ()).throw(AssertionError("the case-by-case path ran")))
   r = A.div_fixup(q2, d2, n2)
   assert r.tobytes() == np.where(np.signbit(d2) ^ np.signbit(n2), -np.abs(q2), np.abs(q2)).tobytes()
+
+
+def test_fma64_range_test_by_sign_same_as_by_magnitude():
+  """alu._all_in (the f64 fma's whole-array operand test): |x|'s range from x's min and max where every element has one
+  sign, the same answer as from |x| itself over signed zeros, range ends, infinities, NaN and subnormals, both signs."""
+  def by_abs(x, lo, hi):
+    t = np.abs(x)
+    return bool(t.min() >= lo and t.max() <= hi)
+  rng = np.random.default_rng(25)
+  vals = np.array([0.0, -0.0, 1.0, 2.0 ** -450, 2.0 ** 450, 2.0 ** -451, 2.0 ** 451, np.inf, np.nan, 5e-324, 1e300, 2.0 ** -960])
+  seen = set()
+  for _ in range(4000):
+    x = rng.choice(vals, rng.integers(1, 5)) * rng.choice([1.0, -1.0], 4)[:1]
+    if rng.random() < 0.3: x = x * rng.choice([1.0, -1.0], x.size)
+    for lo, hi in ((2.0 ** -450, 2.0 ** 450), (2.0 ** -960, np.finfo(np.float64).max)):
+      got = A._all_in(x, lo, hi)
+      assert got == by_abs(x, lo, hi), (x, lo, hi)
+      seen.add(got)
+  assert seen == {True, False}
+
+
+@pytest.mark.parametrize("group", [64, 40])
+@pytest.mark.parametrize("undef_in", [False, True])
+def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, monkeypatch):
+  """Loads at several offsets of one VGPR pair base in a block (Machine.load_dwords with base and boff: the base's
+  address facts kept from the first load, `_amemo`; 16-byte loads 16 and 32 bytes on, a dword 20 bytes on: computed
+  afresh), lanes EXEC leaves off, inputs partly never written (checked mode: the per-dword test from the kept
+  offsets): the same bytes, registers, definedness and accesses as stepped (no kept facts)."""
+  rng = np.random.default_rng(29)
+  a = rng.integers(0, 2**32, 12 * 128, dtype=np.uint64).astype(np.uint32)
+  out = rng.integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+  # never written: dword 9 of every 5th lane's 12 (read by the load 32 bytes on only: the load 16 bytes on finds the span
+  # not all defined and tests its dwords from the kept offsets)
+  ua = ((np.arange(a.size) % 12 == 9) & (np.arange(a.size) // 12 % 5 == 2)) if undef_in else None
+  hits: list[bool] = []
+  real = Machine.load_dwords
+  def spy(self, idx, addr, nd, lanes, r0, base=None, boff=0):
+    mm = self._amemo
+    hits.append(addr is None and mm is not None and mm[0] is base and boff != mm[3])
+    return real(self, idx, addr, nd, lanes, r0, base, boff)
+  monkeypatch.setattr(Machine, "load_dwords", spy)
+  m1, r1 = run_partial(kernel("load_offsets"), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=True)
+  assert any(hits)
+  m2, r2 = run_partial(kernel("load_offsets"), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=False)
+  for x, y in zip(r1, r2):
+    assert x.mem.data.tobytes() == y.mem.data.tobytes()
+    i1, i2 = x.mem.init, y.mem.init
+    assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
+  assert sorted(m1.accesses()) == sorted(m2.accesses())
+  assert np.array_equal(m1.v, m2.v) and np.array_equal(m1.vinit, m2.vinit)

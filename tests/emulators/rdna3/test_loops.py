@@ -211,6 +211,7 @@ done:
 }}"""
 
 LANE_MAXIMUM = LANE_MAX.replace("@lane_max", "@lane_maximum").replace("@llvm.maxnum.f32", "@llvm.maximum.f32")
+LANE_MINIMUM = LANE_MAX.replace("@lane_max", "@lane_minimum").replace("@llvm.maxnum.f32", "@llvm.minimum.f32")
 
 LANE_SEL = LANE_ACC.replace("@lane_acc", "@lane_sel").replace("""  %w = fmul float %v, 3.0
 """, """  %lt = fcmp olt float %v, 0.5
@@ -221,7 +222,7 @@ _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_SEL))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_MINIMUM, LANE_SEL))[0]))
   return _MOD[name]
 
 
@@ -243,11 +244,13 @@ def three_ways(name: str, bufs: list[np.ndarray], vals=(), checked=True, batches
   return m0 if get_machine else o0
 
 
-@pytest.fixture(params=["accumulate", "fold"], autouse=True)
+@pytest.fixture(params=["accumulate", "fold", "reduce"], autouse=True)
 def fold(request, monkeypatch) -> bool:
-  """Accumulators by the row's accumulate (few lanes) or by its calls iteration by iteration (many lanes): both ways."""
-  if request.param == "fold": monkeypatch.setattr(LP, "FOLD_LANES", 0)
-  return request.param == "fold"
+  """Accumulators by the row's accumulate (few lanes), by its calls iteration by iteration or (an add chain) by one
+  np.add.reduce down the stacked operands (many lanes): every way."""
+  if request.param != "accumulate": monkeypatch.setattr(LP, "FOLD_LANES", 0)
+  if request.param == "fold": monkeypatch.setattr(LP, "REDUCE_LANES", 1 << 30)
+  return request.param != "accumulate"
 
 
 GROUP = {0: 64}   # work-items per workgroup (of the 64 the kernels index by): 40 leaves 24 lanes of each group's 2nd wave off
