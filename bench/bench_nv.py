@@ -9,9 +9,10 @@
    "nvcc generic" runs the same with the executor's pre-decoded steps (and the loops run as arrays) off: every instruction
    through its family handler of the table (emulators/nv/ptx/fast.py `enabled`), side by side.
    --cpu-time measures CPU time of the process (all threads) instead of wall time: on a loaded shared machine wall times
-   swing with the load, CPU time much less. --interleave N times N rounds of one call per column (every column of a
-   program under the same load) and prints medians: on a loaded machine the ratios of best-of-5 runs swing by 30% and
-   more between runs, these much less.
+   swing with the load, CPU time much less. By default each program is timed in --interleave 15 rounds of one call per
+   column (every column of a program under the same load) and the medians are printed: on a shared machine the ratios
+   of best-of-N runs, column after column, swing by 30% and more between runs, these much less. --interleave 0 prints
+   the best of --reps calls per column instead ("nvcc generic" is always best of --reps).
 2. Launches per second of a tiny kernel through the full command path: kernel arguments, a QMD, a pushbuffer segment, a
    GP entry and a doorbell per launch, then the mock decoding and running them (enqueue rate and end to end).
 """
@@ -23,12 +24,13 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 
-from bench.bench_tensor import PROGRAMS, _inputs, bench, ready
+from bench.bench_tensor import PROGRAMS, bench, interleaved
 from emulators.nv.ptx import fast
+
+ROUNDS = 15   # the default of --interleave (bench_amd's too)
 
 
 @contextlib.contextmanager
@@ -60,21 +62,6 @@ def predecoded(on: bool) -> Iterator[None]:
   finally: fast.enabled = prev
 
 
-def interleaved(prog: Any, shapes: tuple, runs: list[tuple[str, Any]], rounds: int, clock: Any) -> list[float]:
-  """Median time per call of each (device, context) in `runs`: warmed up, then `rounds` rounds of one call each."""
-  for dev, ctx in runs:
-    with ctx(): bench(prog, shapes, dev, 1, clock)
-  times: list[list[float]] = [[] for _ in runs]
-  for _ in range(rounds):
-    for (dev, ctx), t in zip(runs, times):
-      with ctx():
-        ins = ready(dev, _inputs(dev, *shapes))
-        st = clock()
-        prog(*ins).numpy()
-        t.append(clock() - st)
-  return [float(np.median(t)) for t in times]
-
-
 def launches_per_second(device: str, n: int) -> tuple[float, float]:
   """(launches/s enqueued, launches/s end to end) of a one-element add kernel launched n times."""
   from refgrad import Tensor
@@ -96,10 +83,11 @@ def launches_per_second(device: str, n: int) -> tuple[float, float]:
 def main(gpu: str = "NV", target: str = "CUDA", launch_devices: tuple[str, ...] = ("PYTHON", "NV"), doc: str | None = None) -> None:
   """The two tables for mock GPU `gpu`, whose kernels are compiled for `target` (bench_amd calls this for AMD)."""
   ap = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--reps", type=int, default=5, help="timed repetitions per program; the best is printed (default 5)")
+  ap.add_argument("--reps", type=int, default=5, help="timed calls per column with --interleave 0, and of nvcc generic; the best is printed (default 5)")
   ap.add_argument("--launches", type=int, default=2000, help="tiny-kernel launches timed for the launch rate (default 2000)")
   ap.add_argument("--cpu-time", action="store_true", help="CPU time of the process (all threads) instead of wall time")
-  ap.add_argument("--interleave", type=int, default=0, metavar="N", help="N rounds of one call per column, medians (instead of --reps)")
+  ap.add_argument("--interleave", type=int, default=ROUNDS, metavar="N",
+                  help=f"N rounds of one call per column, medians printed (default {ROUNDS}); 0: best of --reps, column after column")
   args = ap.parse_args()
   clock = time.process_time if args.cpu_time else time.perf_counter   # (bench_tensor.bench binds its default clock at import: passed)
   if args.cpu_time: time.perf_counter = time.process_time   # type: ignore[assignment]   (the launch loop reads it)

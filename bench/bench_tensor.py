@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,24 @@ def bench(prog: Callable[..., Tensor], shapes: tuple[tuple[int, ...], ...], devi
     prog(*ins).numpy()
     times.append(clock() - st)
   return min(times)
+
+
+def interleaved(prog: Callable[..., Tensor], shapes: tuple[tuple[int, ...], ...], runs: list[tuple[str, Callable[[], Any]]],
+                rounds: int, clock: Callable[[], float] = time.perf_counter) -> list[float]:
+  """The median time per call of each (device, context factory) in `runs`: each warmed up, then `rounds` rounds of one
+  call each, so every column of a program runs under the same load (best-of-N runs column after column, which a shared
+  machine's load swings between)."""
+  for dev, ctx in runs:
+    with ctx(): bench(prog, shapes, dev, 1, clock)
+  times: list[list[float]] = [[] for _ in runs]
+  for _ in range(rounds):
+    for (dev, ctx), t in zip(runs, times):
+      with ctx():
+        ins = ready(dev, _inputs(dev, *shapes))
+        st = clock()
+        prog(*ins).numpy()
+        t.append(clock() - st)
+  return [float(np.median(t)) for t in times]
 
 
 def main() -> None:
