@@ -522,3 +522,32 @@ def test_salu32_rows_same_as_the_uint64_rows(name):
       rr, rs = ref(x, y, bool(scc[j]))
       assert int(r[j]) == int(rr[0]), (name, x, y)
       assert (sc is None) == (rs is None) and (rs is None or bool(sc[j]) == bool(np.asarray(rs).reshape(-1)[0])), (name, x, y, bool(scc[j]))
+
+
+@pytest.mark.parametrize("undef", [False, True])
+def test_scalar_loads_at_wave_addresses_same_as_per_address(undef, monkeypatch):
+  """Scalar loads at per-wave addresses gathered by dword (execute._smem_gather, the base pair read as one int64) against
+  the per-address reads (Machine.mem_read): the same SGPRs, their definedness, the bytes and ranges touched; with some
+  loaded dwords never written (checked mode) the gather declines and the reads mark them undefined."""
+  from emulators.amd.rdna3 import execute as E
+  from tests.emulators.rdna3.test_undefined_loads import run_partial
+  k = read_elf(compile_ir(K.module(SALU_CHAIN))[0])["salu_chain"]
+  a = np.arange(64, dtype=np.uint32) * np.uint32(2654435761)   # (wraps)
+  ua = (np.arange(64) % 4 == 3) if undef else None
+  out = np.zeros(64 * 9, np.uint32)
+  calls: list[bool] = []
+  real = E._smem_gather
+  def spy(*args):
+    calls.append((r := real(*args)) is not None)
+    return r
+  monkeypatch.setattr(E, "_smem_gather", spy)
+  m1, r1 = run_partial(k, [out, a], [None, ua], (9, 1, 1), (64, 1, 1), (11,))
+  assert calls and any(calls) != undef
+  monkeypatch.setattr(E, "_smem_gather", lambda *args: None)
+  m2, r2 = run_partial(k, [out, a], [None, ua], (9, 1, 1), (64, 1, 1), (11,))
+  for x, y in zip(r1, r2):
+    assert x.mem.data.tobytes() == y.mem.data.tobytes()
+    i1, i2 = x.mem.init, y.mem.init
+    assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
+  assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
+  assert (m1.sundef is None) == (m2.sundef is None) and (m1.sundef is None or np.array_equal(m1.sundef, m2.sundef))
