@@ -205,7 +205,8 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
 def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   nd = WIDTH[i.op.dst]
-  if not m.sdirty and _smem_uniform(m, i, idx, nd): return m.advance(i, idx)
+  # (a load whose waves' addresses differed once skips the uniform test: the general path gives the same registers)
+  if not m.sdirty and "waves" not in i.extra and _smem_uniform(m, i, idx, nd): return m.advance(i, idx)
   sb = f["sbase"] << 1
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
   if f["soffset"] == 124 and sb + 2 <= 128:   # no SOFFSET (per-wave bases: conv2d's rows): the pair read as one int64, the bits sreg gives
@@ -248,7 +249,9 @@ def _smem_uniform(m: Any, i: Inst, idx: np.ndarray, nd: int) -> bool:
   if sd + nd > 128 or sb + 1 >= 128 or (so != 124 and so >= 128): return False
   ix = m.ix(idx)
   col = m.s[ix, sb:sb + 2]
-  if len(col) > 1 and not (col == col[0]).all(): return False
+  if len(col) > 1 and not (col == col[0]).all():
+    i.extra["waves"] = True
+    return False
   base = int(col[0, 0]) | int(col[0, 1]) << 32
   soff = 0
   if so != 124:
@@ -279,7 +282,7 @@ def _smem_gather(m: Any, addr: np.ndarray, nd: int) -> np.ndarray | None:
   if m.checked and (bits := r.mem.bits) is not None and not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return None
   m._touch(r.va, lo, hi, False)
   data = r.mem.data
-  return np.take(data[:len(data) - len(data) % 4].view(U32), q.reshape(-1), mode="wrap").reshape(len(addr), nd)   # every index checked in the mapping
+  return data[:len(data) - len(data) % 4].view(U32).take(q.reshape(-1), mode="wrap").reshape(len(addr), nd)   # every index checked in the mapping
 
 
 # ---- vector ALU -----------------------------------------------------------------------------------------------------
