@@ -551,3 +551,18 @@ def test_scalar_loads_at_wave_addresses_same_as_per_address(undef, monkeypatch):
     assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
   assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
   assert (m1.sundef is None) == (m2.sundef is None) and (m1.sundef is None or np.array_equal(m1.sundef, m2.sundef))
+
+
+def test_salu_rows_outside_salu_scc_ignore_scc():
+  """A block passes SCC to an ops.SALU row only where the row is in ops.SALU_SCC: every other row gives the same result
+  and SCC with no SCC as with SCC 0 and 1."""
+  from emulators.amd.rdna3 import ops as X
+  rng = np.random.default_rng(23)
+  a, b = (rng.integers(0, 2**32, 64, dtype=np.uint64) for _ in range(2))
+  for name, f in X.SALU.items():
+    if name in X.SALU_SCC: continue
+    args = (a,) if f.__code__.co_argcount == 2 else (a, b)
+    r0, c0 = f(*args, None)
+    for sc in (np.zeros(64, np.uint64), np.ones(64, np.uint64)):
+      r1, c1 = f(*args, sc)
+      assert np.array_equal(r0, r1) and (c0 is None) == (c1 is None) and (c0 is None or np.array_equal(c0, c1)), name
