@@ -27,6 +27,7 @@ interpreter steps the rest (Machine.stop_block). Blocks run only while no SGPR b
 and a scalar load that loads undefined bytes ends its block the same way."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,6 +161,9 @@ class _Gen:
     # read or write of them makes the block unusable (bad)
     self.accs: frozenset[int] = frozenset()
     self.bad: set[int] = set()        # the accumulators read or written otherwise
+    # the line of the last direct SALU instruction's SCC write and the line count after that instruction (_salu_direct):
+    # where the next line is the next instruction's `k =` and that instruction writes SCC without reading it, the write is dead
+    self.scc_line, self.scc_after = -1, -1
 
   def const(self, obj: Any, hint: str) -> str:
     name = f"{hint}{len(self.consts)}"
@@ -614,8 +618,75 @@ def _undef_stop(g: _Gen, vdst: int, nd: int) -> str:
 SOP1_OWN = ("s_and_not0_wrexec_b32", "s_and_not1_wrexec_b32", "s_cmov_b32", "s_cmov_b64", "s_bitset", "s_getpc_b64")
 
 
+# 32-bit SALU rows computed on the uint32 SGPR columns themselves (no uint64 round trip): name -> (result, SCC or None: SCC
+# untouched, whether SCC is read); A, B the sources, r the result, sc32 SCC as uint32. Bits as ops.SALU's rows (the uint32 wrap
+# is their `& M32`); SCC: unsigned carry/borrow, signed overflow from the sign bits, or the result != 0
+# (test_fast_paths.py: every row against ops.SALU and sopk_op on edge and random operands)
+SALU32: dict[str, tuple[str, str | None, bool]] = {
+  "s_add_u32": ("A + B", "r < A", False), "s_sub_u32": ("A - B", "B > A", False),
+  "s_addc_u32": ("A + B + sc32", "(r < A) | ((r == A) & scc)", True),
+  "s_add_i32": ("A + B", "((A ^ r) & (B ^ r)) > SMAX32", False), "s_sub_i32": ("A - B", "((A ^ B) & (A ^ r)) > SMAX32", False),
+  "s_and_b32": ("A & B", "r != 0", False), "s_or_b32": ("A | B", "r != 0", False), "s_xor_b32": ("A ^ B", "r != 0", False),
+  "s_and_not1_b32": ("A & ~B", "r != 0", False), "s_or_not1_b32": ("A | ~B", "r != 0", False),
+  "s_lshl_b32": ("A << (B & SHIFT5)", "r != 0", False), "s_lshr_b32": ("A >> (B & SHIFT5)", "r != 0", False),
+  "s_ashr_i32": ("(A.view(INT32) >> (B & SHIFT5).view(INT32)).view(UINT32)", "r != 0", False),
+  "s_mul_i32": ("A * B", None, False), "s_mov_b32": ("A", None, False), "s_addk_i32": ("A + B", "((A ^ r) & (B ^ r)) > SMAX32", False),
+}
+
+
+def _salu_direct(g: _Gen, i: Inst) -> bool:
+  """A SALU32 row inline on the SGPR columns: every source one dword (an SGPR, or a constant as a uint32 scalar), the
+  destination one SGPR. Its SCC write is dropped where the instruction right after it overwrites SCC without reading it."""
+  o, f, n = i.op, i.f, i.op.name
+  if n not in SALU32 or i.fmt not in ("SOP2", "SOP1", "SOPK") or WIDTH.get(o.dst, 1) != 1: return False
+  d = f["sdst"]
+  if d >= 128: return False
+  follows = g.scc_after == len(g.lines) - 1   # nothing emitted since the last direct instruction but this one's `k =`
+  if i.fmt == "SOPK":
+    if d == 124: return False
+    ks = f["simm16"] - (1 << 16) if f["simm16"] & 0x8000 else f["simm16"]
+    codes: list[int | None] = [d, None]
+    consts = [0, ks & 0xFFFFFFFF]
+  else:
+    codes, consts = [], []
+    for c, t in zip((f["ssrc0"], f["ssrc1"]) if i.fmt == "SOP2" else (f["ssrc0"],), o.srcs):
+      if WIDTH.get(t, 1) != 1: return False
+      if c < 128 and c != 124: codes.append(c); consts.append(0)
+      elif c == 124 or 128 <= c <= 248 or (c == 255 and i.literal is not None):
+        try: val = 0 if c == 124 else g.m.const(c, t, i.literal, None)
+        except M.WaveFault: return False
+        if not isinstance(val, (int, np.integer)): return False
+        codes.append(None); consts.append(int(val) & 0xFFFFFFFF)
+      else: return False
+  res, scc_expr, reads_scc = SALU32[n]
+  srcs = []
+  for c, k in zip(codes, consts):
+    if c is None: srcs.append(g.const(np.uint32(k), "K"))
+    else:
+      g.sync([c])
+      g.sread([c])
+      srcs.append(f"s[:, {c}]")
+  ex = {"A": srcs[0], "B": srcs[1] if len(srcs) > 1 else ""}
+  def sub(e: str) -> str: return re.sub(r"\b[AB]\b", lambda mt: ex[mt.group()], e)
+  if reads_scc: g.lines.append("sc32 = scc.astype(UINT32)")
+  g.lines.append(f"r = {sub(res)}")
+  if scc_expr is not None:
+    if follows and not reads_scc and g.scc_line >= 0: g.lines[g.scc_line] = "pass   # (SCC: overwritten by the next instruction)"
+    g.lines.append(f"scc[:] = {sub(scc_expr)}")
+    g.scc_line = len(g.lines) - 1
+  elif not follows: g.scc_line = -1   # SCC untouched: a pending SCC write stays droppable only across direct instructions
+  if d != 124:
+    g.lines.append(f"s[:, {d}] = r")
+    g.swrite([d])
+    g.masks.pop(d, None)
+    g.dirty.discard(d)
+  g.scc_after = len(g.lines)
+  return True
+
+
 def _salu_inline(g: _Gen, i: Inst) -> bool:
   """SOP2/SOP1 rows of ops.SALU, SOPC compares (execute.sopc_scc) and SOPK ops (execute.sopk_op) inline, per wave."""
+  if _salu_direct(g, i): return True
   o, f, n = i.op, i.f, i.op.name
   saved = g.save()
   if i.fmt == "SOP2" and n in X.SALU: srcs, call = [(f["ssrc0"], o.srcs[0]), (f["ssrc1"], o.srcs[1])], f"X.SALU[{n!r}]"
@@ -632,7 +703,7 @@ def _salu_inline(g: _Gen, i: Inst) -> bool:
     g.lines.append(f"scc[:] = E.sopc_scc({n!r}, {args[0]}, {args[1]})")
     return True
   if i.fmt == "SOPK": g.lines.append(f"r, sc = E.sopk_op({n!r}, {args[0]}, {f['simm16']})")
-  else: g.lines.append(f"r, sc = {call}({', '.join(args)}, scc.astype(U64))")
+  else: g.lines.append(f"r, sc = {call}({', '.join(args)}, {'scc.astype(U64)' if n in X.SALU_SCC else 'None'})")   # SCC converted only where read
   d, w = f["sdst"], WIDTH.get(o.dst, 1)
   if n.startswith("s_cmpk_"): w = 0
   elif d != 124 and (d >= 128 or d + w > 128):
@@ -771,5 +842,5 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
                frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}

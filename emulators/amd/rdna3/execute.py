@@ -205,11 +205,16 @@ def sopk(m: Any, i: Inst, idx: np.ndarray) -> None:
 def smem(m: Any, i: Inst, idx: np.ndarray) -> None:
   f = i.f
   nd = WIDTH[i.op.dst]
-  if not m.sdirty and _smem_uniform(m, i, idx, nd): return m.advance(i, idx)
-  base = m.sreg(idx, f["sbase"] << 1, "b64", None)
+  # (a load whose waves' addresses differed once skips the uniform test: the general path gives the same registers)
+  if not m.sdirty and "waves" not in i.extra and _smem_uniform(m, i, idx, nd): return m.advance(i, idx)
+  sb = f["sbase"] << 1
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]
-  soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
-  addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
+  if f["soffset"] == 124 and sb + 2 <= 128:   # no SOFFSET (per-wave bases: conv2d's rows): the pair read as one int64, the bits sreg gives
+    addr = (m.s[m.ix(idx), sb:sb + 2].view(np.int64)[:, 0] + off) & ~3
+  else:
+    base = m.sreg(idx, sb, "b64", None)
+    soff = m.sreg(idx, f["soffset"], "b32", None) if f["soffset"] != 124 else np.zeros(len(idx), U64)
+    addr = ((base.astype(np.int64) + off + soff.astype(np.int64)) & ~3).astype(np.int64)   # scalar loads ignore the low 2 bits
   if m.sdirty:
     m.sreport(idx, "the address of a scalar load", m.sund(idx, f["sbase"] << 1, "b64"))
     if f["soffset"] != 124: m.sreport(idx, "the address of a scalar load", m.sund(idx, f["soffset"], "b32"))
@@ -244,7 +249,9 @@ def _smem_uniform(m: Any, i: Inst, idx: np.ndarray, nd: int) -> bool:
   if sd + nd > 128 or sb + 1 >= 128 or (so != 124 and so >= 128): return False
   ix = m.ix(idx)
   col = m.s[ix, sb:sb + 2]
-  if len(col) > 1 and not (col == col[0]).all(): return False
+  if len(col) > 1 and not (col == col[0]).all():
+    i.extra["waves"] = True
+    return False
   base = int(col[0, 0]) | int(col[0, 1]) << 32
   soff = 0
   if so != 124:
@@ -269,10 +276,13 @@ def _smem_gather(m: Any, addr: np.ndarray, nd: int) -> np.ndarray | None:
   lo, hi = int(addr.min()), int(addr.max()) + 4 * nd
   r = m.vm.find(lo)
   if r is None or hi > r.end or r.va % 4: return None
-  b = (addr - r.va)[:, None] + np.arange(4 * nd)
-  if m.checked and r.mem.bits is not None and not ((r.mem.bits[b >> 3] >> (b & 7).astype(np.uint8)) & np.uint8(1)).all(): return None
+  q = (addr - r.va) >> 2   # dword indices in the mapping (addr is dword aligned: the low 2 bits are cleared)
+  if nd > 1: q = q[:, None] + np.arange(nd)
+  # a dword's 4 definedness bits are one nibble of the bitmap
+  if m.checked and (bits := r.mem.bits) is not None and not (((bits[q >> 1] >> ((q & 1) * 4).astype(np.uint8)) & np.uint8(15)) == 15).all(): return None
   m._touch(r.va, lo, hi, False)
-  return r.mem.data[b].view(U32).reshape(len(addr), nd)
+  data = r.mem.data
+  return data[:len(data) - len(data) % 4].view(U32).take(q.reshape(-1), mode="wrap").reshape(len(addr), nd)   # every index checked in the mapping
 
 
 # ---- vector ALU -----------------------------------------------------------------------------------------------------

@@ -289,12 +289,12 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
     # register by register, each a row of both register-major files: the packed row's first E lanes to the enabled lanes
     src = pm.v.transpose(1, 0, 2).reshape(m.nv, P * 32)
     dst = m.v.transpose(1, 0, 2).reshape(m.nv, m.W * 32)
-    if first := _first_lanes(lanes):   # the first lanes of every wave: slices, no index
-      d3 = dst.reshape(m.nv, m.W, 32)
-      for r in wr: d3[r, :, :first] = src[r, :E].reshape(m.W, first)
+    wa = np.array(wr, np.int64)   # all the registers in one indexed copy (one call, not one per register)
+    if first := _first_lanes(lanes):   # the first lanes of every wave: slices, no lane index
+      dst.reshape(m.nv, m.W, 32)[wa, :, :first] = src[wa, :E].reshape(len(wr), m.W, first)
     else:
       sel = np.flatnonzero(lanes.reshape(-1))
-      for r in wr: dst[r, sel] = src[r, :E]
+      dst[wa[:, None], sel] = src[wa, :E]
   else:
     ew, el = np.nonzero(lanes)
     flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]

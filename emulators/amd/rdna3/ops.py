@@ -261,6 +261,9 @@ SALU: dict[str, Callable[..., tuple[np.ndarray, np.ndarray | None]]] = {
 }
 
 
+SALU_SCC = frozenset({"s_addc_u32", "s_subb_u32", "s_cselect_b32", "s_cselect_b64"})   # the SALU rows that read SCC (the others ignore c)
+
+
 def _ovf(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """Signed 32-bit add/sub: the wrapped result and SCC = signed overflow."""
   return r.astype(np.uint32).astype(np.uint64), (r + 0x80000000).view(np.uint64) > M32   # outside [-2^31, 2^31): r + 2^31 outside [0, 2^32)

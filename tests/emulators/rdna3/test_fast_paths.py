@@ -437,3 +437,132 @@ def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, monkeypat
     assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
   assert sorted(m1.accesses()) == sorted(m2.accesses())
   assert np.array_equal(m1.v, m2.v) and np.array_equal(m1.vinit, m2.vinit)
+
+
+SALU_CHAIN = """
+define amdgpu_kernel void @salu_chain(ptr addrspace(1) %out, ptr addrspace(1) %a, i32 %n) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g1 = mul i32 %g, 37
+  %g2 = add i32 %g1, %n
+  %q = sdiv i32 %g2, 7
+  %r = srem i32 %g2, 5
+  %s = shl i32 %q, 3
+  %t = ashr i32 %g2, 2
+  %u = lshr i32 %g2, 1
+  %w = xor i32 %s, %t
+  %x = and i32 %w, %u
+  %y = sub i32 %x, %r
+  %z = or i32 %y, 3
+  %zz = and i32 %z, 63
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %zz
+  %v = load i32, ptr addrspace(1) %pa
+  %g64 = mul i32 %g, 64
+  %i = add i32 %l, %g64
+  %vv = add i32 %v, %y
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %vv, ptr addrspace(1) %po
+  ret void
+}"""
+
+
+@pytest.mark.parametrize("n", [0, 5, -1000, 2**31 - 40])
+def test_salu_direct_in_blocks_same_as_stepped(n, monkeypatch):
+  """Per-wave scalar arithmetic (sdiv/srem/shifts of the workgroup id, a scalar load at a per-wave address: conv2d's
+  index math) as blocks.SALU32 lines on the SGPR columns, dead SCC writes dropped: the same SGPRs, SCC, VGPRs and bytes
+  as stepped, and as blocks without the direct rows."""
+  from emulators.amd.rdna3 import blocks as B
+  from tests.emulators.rdna3.test_undefined_loads import run_partial
+  k = read_elf(compile_ir(K.module(SALU_CHAIN))[0])["salu_chain"]
+  rng = np.random.default_rng(21)
+  a = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+  out = np.zeros(64 * 9, np.uint32)
+  runs = [run_partial(k, [out, a], [None, None], (9, 1, 1), (64, 1, 1), (n,), blocks=b) for b in (True, False)]
+  texts = [b.source for b in runs[0][0].blocks.values() if b is not None]
+  assert any("s[:, " in t and "] = r" in t for t in texts) and any("SCC: overwritten" in t for t in texts)
+  monkeypatch.setattr(B, "SALU32", {})
+  runs.append(run_partial(k, [out, a], [None, None], (9, 1, 1), (64, 1, 1), (n,), blocks=True))
+  (m0, r0) = runs[0]
+  for m, r in runs[1:]:
+    assert r0[0].mem.data.tobytes() == r[0].mem.data.tobytes()
+    assert np.array_equal(m0.s, m.s) and np.array_equal(m0.scc, m.scc) and np.array_equal(m0.v, m.v) and m0.steps == m.steps
+
+
+@pytest.mark.parametrize("name", sorted(__import__("emulators.amd.rdna3.blocks", fromlist=["SALU32"]).SALU32))
+def test_salu32_rows_same_as_the_uint64_rows(name):
+  """Each blocks.SALU32 row (uint32 on the SGPR columns) against ops.SALU's row (or execute.sopk_op's s_addk_i32) on
+  random and edge operands, SCC in and out, with SGPR columns and with uint32 constants as either operand."""
+  from emulators.amd.rdna3 import blocks as B
+  from emulators.amd.rdna3 import execute as E
+  from emulators.amd.rdna3 import ops as X
+  rng = np.random.default_rng(22)
+  edge = np.array([0, 1, 2, 31, 32, 0x7FFFFFFF, 0x80000000, 0x80000001, 0xFFFFFFFF, 0xFFFFFFFE], np.uint32)
+  a = np.concatenate([rng.integers(0, 2**32, 400, dtype=np.uint64).astype(np.uint32), np.repeat(edge, edge.size)])
+  b = np.concatenate([rng.integers(0, 2**32, 400, dtype=np.uint64).astype(np.uint32), np.tile(edge, edge.size)])
+  scc = rng.random(a.size) < 0.5
+  res, sccx, reads = B.SALU32[name]
+  def direct(A, B_, sc):
+    ns = dict(B.RUNTIME, A=A, B=B_, scc=sc.copy(), r=None)
+    if reads: ns["sc32"] = sc.astype(np.uint32)
+    r = np.broadcast_to(eval(res, ns), sc.shape)
+    ns["r"] = r
+    return r, (None if sccx is None else np.broadcast_to(eval(sccx, ns), sc.shape))
+  def ref(x, y, sc):
+    if name == "s_addk_i32":
+      k = int(y) - (1 << 32) if int(y) & 0x80000000 else int(y)
+      return E.sopk_op(name, np.array([x], np.uint64), k & 0xFFFF if -32768 <= k < 32768 else None)
+    f = X.SALU[name]
+    args = (np.array([x], np.uint64),) if name == "s_mov_b32" else (np.array([x], np.uint64), np.array([y], np.uint64))
+    return f(*args, np.array([sc], np.uint64))
+  for A_, B_ in ((a, b), (a, b[7]), (a[3], b)):
+    r, sc = direct(A_, B_, scc)
+    for j in range(0, a.size, 7):
+      x, y = int(np.broadcast_to(A_, a.shape)[j]), int(np.broadcast_to(B_, a.shape)[j])
+      if name == "s_addk_i32" and not (y < 0x8000 or y >= 0xFFFF8000): continue   # SIMM16: sign-extended 16 bits only
+      rr, rs = ref(x, y, bool(scc[j]))
+      assert int(r[j]) == int(rr[0]), (name, x, y)
+      assert (sc is None) == (rs is None) and (rs is None or bool(sc[j]) == bool(np.asarray(rs).reshape(-1)[0])), (name, x, y, bool(scc[j]))
+
+
+@pytest.mark.parametrize("undef", [False, True])
+def test_scalar_loads_at_wave_addresses_same_as_per_address(undef, monkeypatch):
+  """Scalar loads at per-wave addresses gathered by dword (execute._smem_gather, the base pair read as one int64) against
+  the per-address reads (Machine.mem_read): the same SGPRs, their definedness, the bytes and ranges touched; with some
+  loaded dwords never written (checked mode) the gather declines and the reads mark them undefined."""
+  from emulators.amd.rdna3 import execute as E
+  from tests.emulators.rdna3.test_undefined_loads import run_partial
+  k = read_elf(compile_ir(K.module(SALU_CHAIN))[0])["salu_chain"]
+  a = np.arange(64, dtype=np.uint32) * np.uint32(2654435761)   # (wraps)
+  ua = (np.arange(64) % 4 == 3) if undef else None
+  out = np.zeros(64 * 9, np.uint32)
+  calls: list[bool] = []
+  real = E._smem_gather
+  def spy(*args):
+    calls.append((r := real(*args)) is not None)
+    return r
+  monkeypatch.setattr(E, "_smem_gather", spy)
+  m1, r1 = run_partial(k, [out, a], [None, ua], (9, 1, 1), (64, 1, 1), (11,))
+  assert calls and any(calls) != undef
+  monkeypatch.setattr(E, "_smem_gather", lambda *args: None)
+  m2, r2 = run_partial(k, [out, a], [None, ua], (9, 1, 1), (64, 1, 1), (11,))
+  for x, y in zip(r1, r2):
+    assert x.mem.data.tobytes() == y.mem.data.tobytes()
+    i1, i2 = x.mem.init, y.mem.init
+    assert (i1 is None) == (i2 is None) and (i1 is None or np.array_equal(i1, i2))
+  assert np.array_equal(m1.s, m2.s) and np.array_equal(m1.v, m2.v) and sorted(m1.accesses()) == sorted(m2.accesses())
+  assert (m1.sundef is None) == (m2.sundef is None) and (m1.sundef is None or np.array_equal(m1.sundef, m2.sundef))
+
+
+def test_salu_rows_outside_salu_scc_ignore_scc():
+  """A block passes SCC to an ops.SALU row only where the row is in ops.SALU_SCC: every other row gives the same result
+  and SCC with no SCC as with SCC 0 and 1."""
+  from emulators.amd.rdna3 import ops as X
+  rng = np.random.default_rng(23)
+  a, b = (rng.integers(0, 2**32, 64, dtype=np.uint64) for _ in range(2))
+  for name, f in X.SALU.items():
+    if name in X.SALU_SCC: continue
+    args = (a,) if f.__code__.co_argcount == 2 else (a, b)
+    r0, c0 = f(*args, None)
+    for sc in (np.zeros(64, np.uint64), np.ones(64, np.uint64)):
+      r1, c1 = f(*args, sc)
+      assert np.array_equal(r0, r1) and (c0 is None) == (c1 is None) and (c0 is None or np.array_equal(c0, c1)), name
