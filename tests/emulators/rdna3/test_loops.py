@@ -400,6 +400,26 @@ def test_packed_lanes(monkeypatch):
   assert [int(x) for x in m.s[:, 106]] == [sum(1 << k for k in range(8) if last[8 * w + k] < 0.5) for w in range(2)]
 
 
+@pytest.mark.parametrize("group", [8], indirect=True)
+def test_packed_lanes_by_index(monkeypatch):
+  """The packing's general path (lanes by index, for masks other than every wave's first k lanes; `_unpack`'s `sel`
+  copy), forced on the first-8 masks whose slice path the other tests take: the same registers and bytes as block by
+  block and stepped."""
+  monkeypatch.setattr(LP, "_first_lanes", lambda lanes: 0)
+  waves = []
+  real = LP._batch
+  def spy(m, lp, prev):
+    waves.append(m.W)
+    return real(m, lp, prev)
+  monkeypatch.setattr(LP, "_batch", spy)
+  rng = np.random.default_rng(12)
+  out, a = wide(rng, NL), wide(rng, NL * 13)
+  for name in ("lane_acc", "lane_sel"):
+    waves.clear()
+    three_ways(name, [out, a], (13,))
+    assert waves and waves[0] == 1   # packed: 2 waves of 8 lanes -> 1
+
+
 def test_trip_counts_differing_between_waves():
   rng = np.random.default_rng(5)
   three_ways("wave_trips", [wide(rng, NL), wide(rng, 40)], (30,), batches=False)
