@@ -378,17 +378,23 @@ def test_a_recurrence_that_is_no_induction_runs_split(name):
   assert any(lp is not None and lp.split is not None for d in LP.LOOPS.values() for lp in d.values())
 
 
+@pytest.fixture
+def waves(monkeypatch) -> list[int]:
+  """The wave count of every loop batch run (a packed batch runs on fewer waves than the dispatch)."""
+  seen: list[int] = []
+  real = LP._batch
+  def spy(m, lp, prev):
+    seen.append(m.W)
+    return real(m, lp, prev)
+  monkeypatch.setattr(LP, "_batch", spy)
+  return seen
+
+
 @pytest.mark.parametrize("group", [8], indirect=True)   # packing needs waves at most half full: groups of 8 only
-def test_packed_lanes(monkeypatch):
+def test_packed_lanes(waves):
   """Waves of 8 enabled lanes: the batch runs on the lanes packed into fewer waves (here 2 -> 1), and its lane masks
   (the carry of the address adds: VCC) go back bit by bit: the same registers as block by block."""
   assert GROUP[0] == 8
-  waves = []
-  real = LP._batch
-  def spy(m, lp, prev):
-    waves.append(m.W)
-    return real(m, lp, prev)
-  monkeypatch.setattr(LP, "_batch", spy)
   rng = np.random.default_rng(11)
   out, a = wide(rng, NL), wide(rng, NL * 13)
   three_ways("lane_acc", [out, a], (13,))
@@ -401,17 +407,11 @@ def test_packed_lanes(monkeypatch):
 
 
 @pytest.mark.parametrize("group", [8], indirect=True)
-def test_packed_lanes_by_index(monkeypatch):
+def test_packed_lanes_by_index(monkeypatch, waves):
   """The packing's general path (lanes by index, for masks other than every wave's first k lanes; `_unpack`'s `sel`
   copy), forced on the first-8 masks whose slice path the other tests take: the same registers and bytes as block by
   block and stepped."""
   monkeypatch.setattr(LP, "_first_lanes", lambda lanes: 0)
-  waves = []
-  real = LP._batch
-  def spy(m, lp, prev):
-    waves.append(m.W)
-    return real(m, lp, prev)
-  monkeypatch.setattr(LP, "_batch", spy)
   rng = np.random.default_rng(12)
   out, a = wide(rng, NL), wide(rng, NL * 13)
   for name in ("lane_acc", "lane_sel"):
