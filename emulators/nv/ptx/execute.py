@@ -475,6 +475,36 @@ class Launch:
       v = mem[w] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w])
     return (v.take(ix.reshape(-1), axis=0) if w == 16 else v.take(ix.reshape(-1))).view(np.uint8).reshape(-1, w)
 
+  def gather_scaled(self, a: int, x: np.ndarray, c: int, w: int) -> np.ndarray | None:
+    """The w bytes at a + c * x for every lane ((lanes, w) uint8; a an integer, x integer values, c > 0), when they all lie
+    in one mapping, each a multiple of w (1, 2, 4, 8 or 16) from its start, and (checked) all of its bytes are defined;
+    else None (the caller computes the addresses and loads the ordinary way, which reports faults and undefined bytes).
+    The bounds come from x's extremes (exact integers: an address inside the mapping is its own value mod 2^64), the
+    element indices from x without a 64-bit address per lane."""
+    if not x.size or (w not in _ELEM and w != 16): return None
+    lo, hi = a + c * int(x.min()), a + c * int(x.max()) + w
+    r = self.vm.find(lo) if lo >= 0 else None
+    if r is None or hi > r.end or (self.checked and r.mem.bits is not None) or (b := a - r.va) % w or r.va % w: return None
+    if c % w == 0:
+      ix = x.astype(np.intp)
+      if c != w: ix *= c // w
+    elif w % c == 0 and not (q := w // c) & (q - 1):   # c * x a multiple of w: x a multiple of q (its low bits 0)
+      if int(np.bitwise_or.reduce(x)) & (q - 1): return None
+      ix = (x >> (q.bit_length() - 1)).astype(np.intp)   # (exact: an arithmetic shift of multiples of q)
+    else: return None
+    if b: ix += b // w
+    v = self._elements(r, w)
+    return (v.take(ix, axis=0) if w == 16 else v.take(ix)).view(np.uint8).reshape(-1, w)
+
+  def _elements(self, r: Any, w: int) -> np.ndarray:
+    """A mapping's bytes as w-byte elements (w 16: rows of two uint64), kept per launch."""
+    mem = self.mem_views.get(id(r.mem))
+    if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
+    if (v := mem.get(w)) is None:
+      d = r.mem.data
+      v = mem[w] = d[:d.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else d[:d.size // w * w].view(S.UINT[w])
+    return v
+
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
     """The w bytes at b + off for every lane, when all lie in the last mapping used and all of its bytes are defined
     (else None: the caller loads the ordinary way, which reports faults and undefined bytes)."""

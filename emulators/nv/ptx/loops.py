@@ -22,7 +22,6 @@ handled restores every register the loop writes and returns None, and the schedu
 exactly what it reports)."""
 from __future__ import annotations
 
-import copy
 import dataclasses
 import operator
 from dataclasses import dataclass, field
@@ -96,6 +95,21 @@ class LoopPlan:
   aff_hits: tuple | None = None    # (trips, the positions found affine in its runs of that many trips) (_affine)
   aff_runs: int = 0
   layout: tuple | None = None   # (the steps they were made for, {(affine positions, affine registers): _chunks' layout})
+  fused: dict[int, Fused] = field(default_factory=dict)   # load position -> its address chain gathered from the index (_fusions)
+
+
+@dataclass(frozen=True)
+class Fused:
+  """A global load `ld [rdB+off]` whose address is `add.s64 rdB, P, rdA` of a loop-invariant P after `mul.wide.{s,u}32 rdA,
+  x, c`, where rdA and rdB are read by nothing else: when P is the same for every lane, the load gathers its elements
+  from x directly (Launch.gather_scaled: no 64-bit products, sums or addresses per lane); else the chain is stepped."""
+  chain: tuple[int, int]   # (mul position, add position)
+  x: str
+  signed: bool
+  c: int
+  p: str
+  off: int
+  w: int
 
 
 def _pure(ins: Instr, e: Entry) -> bool:
@@ -176,12 +190,52 @@ def plan(e: Entry, top: int, back: int) -> LoopPlan | None:
     if first.op == "setp" and len(first.args) == 3 and first.args[1].kind == "reg" and (c := str(first.args[1].value)) in carried:
       if (m := ifconv.max_chain(e, [i for i, _ in P.region], c, top, back)) is not None: P.ifc_fold = (c, *m)
     return P
+  P.fused = _fusions(e, P, writes, reads)
   if P.region: P.row_ops = rows.compile_region([instrs[i] for i, _ in P.region], e)
   carried = [r for r, w in writes.items() if any(j <= w[0] for j in reads.get(r, []))]
   if P.row_ops is not None and len(carried) == len(P.inductions) + 1:
     c = next(r for r in carried if r not in P.inductions)
     if (m := rows.max_fold([instrs[i] for i, _ in P.region], c)) is not None: P.fold = (c, *m)
   return P
+
+
+def _only_reader(r: str, w: int, at: int, writes: dict[str, list[int]], reads: dict[str, list[int]], back: int) -> bool:
+  """The value the instruction at `w` writes into r is read by the one at `at` only (up to r's next write in the body;
+  the caller checks r is neither carried nor read after the loop)."""
+  nxt = min((p for p in writes[r] if p > w), default=back)
+  return [p for p in dict.fromkeys(reads.get(r, [])) if w < p <= nxt] == [at]
+
+
+def _fusions(e: Entry, P: LoopPlan, writes: dict[str, list[int]], reads: dict[str, list[int]]) -> dict[int, Fused]:
+  """The body's global loads whose address chain is `mul.wide.{s,u}32 rdA, x, c; add.s64 rdB, P, rdA` (either operand
+  order) with P loop-invariant, x not written between the mul and the load, and rdA, rdB read by the chain only."""
+  instrs, out = e.instrs, {}
+  inside = {i for a in P.accs for i in a.links} | {i for i, _ in P.region} | set(P.tail)
+  for l in range(P.top, P.back):
+    ld = instrs[l]
+    if ld.op != "ld" or not ld.has("global") or ld.pred is not None or len(ld.types) != 1 or ld.has("v8") or l in inside: continue
+    a = ld.args[1]
+    if a.kind != "addr" or a.value.kind != "reg" or (rb := str(a.value.value)) in P.live_out: continue
+    w = TYPES[ld.types[0]] * (4 if ld.has("v4") else 2 if ld.has("v2") else 1)
+    j = max((p for p in writes.get(rb, []) if p < l), default=-1)
+    if w not in (1, 2, 4, 8, 16) or j < 0 or j in inside or not _only_reader(rb, j, l, writes, reads, P.back): continue
+    ad = instrs[j]
+    if ad.op != "add" or ad.pred is not None or ad.types not in (("s64",), ("u64",)) or ad.mods != ad.types or len(ad.args) != 3: continue
+    if any(o.kind != "reg" for o in ad.args[1:]): continue
+    ops = [str(o.value) for o in ad.args[1:]]
+    for ra, p in (ops, ops[::-1]):
+      i = max((q for q in writes.get(ra, []) if q < j), default=-1)
+      if p in writes or ra == p or TYPES.get(e.regs.get(p, "pred")) != 8 or ra in P.live_out or i < 0 or i in inside: continue
+      if not _only_reader(ra, i, j, writes, reads, P.back): continue
+      mu = instrs[i]
+      t = mu.types[0] if len(mu.types) == 1 else ""
+      if mu.op != "mul" or mu.pred is not None or t not in ("s32", "u32") or set(mu.mods) != {"wide", t} or len(mu.args) != 3: continue
+      xo, co = mu.args[1], mu.args[2]
+      if xo.kind != "reg" or co.kind != "imm" or not 0 < co.value < 1 << 31 or TYPES.get(e.regs.get(str(xo.value), "pred")) != 4: continue
+      if any(i < q < l for q in writes.get(str(xo.value), [])): continue
+      out[l] = Fused((i, j), str(xo.value), t == "s32", co.value, p, a.offset, w)
+      break
+  return out
 
 
 _TAIL_OPS = frozenset({"setp", "add", "sub", "mul", "mov", "and", "or", "xor", "shl", "shr", "selp", "max", "min", "neg", "abs"})
@@ -413,12 +467,15 @@ def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
   nbody = P.back - P.top + 1
   T = trip_count(L, P, max(budget // nbody, 0))
   if T is None: return None
-  saved = {r: (L.regs.raw(r), L.defined.get(r)) for r in P.written}
+  # the registers it writes that hold values now (the body's temporaries mostly do not): put back where it gives up
+  regs, defined = L.regs, L.defined
+  saved = {r: (b, defined.get(r)) for r in P.written if (b := dict.get(regs, r)) is not None}
   try:
     if not _chunks(L, P, pairs, T): raise _Abort
   except (PTXFault, _Abort, FloatingPointError):
-    for r, (b, d) in saved.items():
+    for r in P.written:
       L.typed.pop(r, None)
+      b, d = saved.get(r, (None, None))
       if b is None: L.regs.pop(r, None)
       else: L.regs[r] = b
       if L.checked: L.defined[r] = d
@@ -493,13 +550,26 @@ def _strided_loads(P: LoopPlan, pairs: list, needs: dict[int, list]) -> dict[int
 def _drop(W: Launch, regs: list[str], keep: set[str] | tuple, lastrow: dict[str, np.ndarray], n: int) -> bool:
   """Drop chunk registers after their last use (False: one holds undefined values, which the stepped loop reports);
   the last chunk's row of those written back after the loop is kept."""
+  rg, typed, defined, checked = W.regs, W.typed, W.defined, W.checked
   for r in regs:
-    if W.checked and W.defined.get(r) is not None: return False
-    if r in keep and (v := W.regs.raw(r)) is not None: lastrow[r] = v[-n:].copy()
-    W.regs.pop(r, None)
-    W.typed.pop(r, None)
-    W.defined.pop(r, None)
+    if defined.pop(r, None) is not None and checked: return False
+    v = dict.pop(rg, r, None)
+    if v is not None and r in keep: lastrow[r] = v[-n:].copy()
+    if typed: typed.pop(r, None)
   return True
+
+
+def _gather(L: Launch, W: Launch, fz: Fused) -> np.ndarray | None:
+  """A fused load's bytes from its index register (Launch.gather_scaled), when its invariant base is one defined 64-bit
+  value for every lane and its index is defined; else None."""
+  pv, xv = L.regs.raw(fz.p), W.regs.raw(fz.x)
+  if pv is None or xv is None or pv.itemsize != 8 or not pv.size: return None
+  if L.checked and (L.defined.get(fz.p) is not None or W.defined.get(fz.x) is not None): return None
+  if pv.strides != (0,) and pv.min() != pv.max(): return None   # (a parameter's pointer: one broadcast value)
+  if xv.itemsize == 8: xv = xv.astype(np.uint32)   # bits: the low 32 of them
+  elif xv.itemsize != 4: return None
+  x = xv.view(np.int32 if fz.signed else np.uint32)
+  return W.gather_scaled(int(pv[:1].view(np.uint64)[0]) + fz.off, x, fz.c, fz.w)
 
 
 def _strided_load(W: Launch, s: tuple, k0: int, k: int, n: int) -> np.ndarray | None:
@@ -517,25 +587,33 @@ class _Layout:
   read: set[str]                 # registers a stepped instruction reads
   keep: set[str]                 # chunk registers written back after the loop (their last row kept when dropped)
   order: list[tuple]             # per position run in chunks: (i, ins, step, operands taken or None, dests, registers dropped after)
+  fused: dict[int, Fused]        # loads gathered from their index (their address chains not in `order`)
+  gone: list[str]                # registers the body writes that nothing reads after the loop
+  live: list[str]                # the others, but those in L already (the carried region's, the late ones')
 
 
-def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dict) -> _Layout:
+def _layout(P: LoopPlan, pairs: list, done: set[int], late: set[int], after: dict, fused: dict[int, Fused]) -> _Layout:
   skip = {i: (a, j) for a in P.accs for j, i in enumerate(a.links)}
   region = dict(P.region)
   region_out = {r for i in region for r in P.dsts[i]}
   tail_out = {d for i in late for d in P.dsts[i]}
-  run = [i for i in range(P.top, P.back) if i not in done and i not in late]
-  read = {x for i in run for x in P.srcs[i]}
+  fused = {l: f for l, f in fused.items() if getattr(pairs[l][1], "takes_pre", False)}   # (the load's pre-decoded step takes the bytes)
+  chained = {q for f in fused.values() for q in f.chain}
+  run = [i for i in range(P.top, P.back) if i not in done and i not in late and i not in chained]
+  # a fused load reads its index (and, when its chain is stepped, the chain's registers; P is tiled then, not for every chunk)
+  srcs = {i: P.srcs[i] + ([fused[i].x, *P.dsts[fused[i].chain[0]], *P.dsts[fused[i].chain[1]]] if i in fused else []) for i in run}
+  read = {x for i in run for x in srcs[i]}
   # each chunk register is dropped after its last use, so fresh results reuse memory; those written back keep their last row
   last_use: dict[str, int] = {}
   for i in run:
-    for r in P.srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
+    for r in srcs[i] + ([] if i in skip or i in region else P.dsts[i]): last_use[r] = i
   drop_at: dict[int, list[str]] = {}
   for r, i in last_use.items(): drop_at.setdefault(i, []).append(r)
   keep = (set(P.written) & P.live_out) - region_out - tail_out - set(after) - {d for a in P.accs for d in a.dests}
   order = [(i, pairs[i][0], pairs[i][1], skip[i][0].xs[skip[i][1]] if i in skip else region[i] if i in region else None, P.dsts[i], drop_at.get(i))
            for i in run]
-  return _Layout(skip, region, region_out, tail_out, read, keep, order)
+  out = [r for r in P.written if r not in region_out and r not in tail_out]
+  return _Layout(skip, region, region_out, tail_out, read, keep, order, fused, [r for r in out if r not in P.live_out], [r for r in out if r in P.live_out])
 
 
 _LANES: dict[int, np.ndarray] = {}
@@ -549,6 +627,18 @@ def _lanes(n: int) -> np.ndarray:
     if len(_LANES) >= 64: _LANES.pop(next(iter(_LANES)))
     _LANES[n] = r
   return r
+
+
+def _clone(L: Launch) -> Launch:
+  """A shallow copy of L (copy.copy's attributes, without its reduce protocol)."""
+  W = Launch.__new__(Launch)
+  W.__dict__.update(L.__dict__)
+  return W
+
+
+def _row_lane(L: Launch, n: int):
+  """Launch.thread for a chunk's lanes (iteration-major rows of the n lanes, every lane selected in L)."""
+  return lambda i: L.lane_name(int(i) % n)
 
 
 def _tile(v: np.ndarray, k: int) -> np.ndarray:
@@ -567,15 +657,17 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     done, needs, after, seeded = _affine(L, P, pairs, T, {i for a in P.accs for i in a.links}, dict(P.region))
   else: done, needs, after, seeded = set(), {}, {}, set()
   # the layout follows from which positions are affine (usually the same in every run of the loop): kept per plan
-  key = (planned, frozenset(done), frozenset(after))
+  key = (planned, frozenset(done), frozenset(after), fuse_enabled)
   if P.layout is None or P.layout[0] is not pairs: P.layout = (pairs, {})
   if (lay := P.layout[1].get(key)) is None:
-    lay = _layout(P, pairs, done, set(P.tail) - done if planned else set(), after)
+    lay = _layout(P, pairs, done, set(P.tail) - done if planned else set(), after, P.fused if fuse_enabled and not planned else {})
     if len(P.layout[1]) < 8: P.layout[1][key] = lay
-  region, region_out, tail_out, keep = lay.region, lay.region_out, lay.tail_out, lay.keep
+  region, keep = lay.region, lay.keep
   late = set(P.tail) - done if planned else set()
-  base = {r: L.regs[r] for r in P.inductions}
-  read = lay.read
+  # each induction variable's value now: 32-bit ones as uint32 (their rows are made typed, wrapping as the register does)
+  base = {r: (v.view(np.uint32) if (v := L.regs.raw(r)).itemsize == 4 else v.astype(np.uint32)) if w == 4 else L.regs[r]
+          for r, (_, _, w) in P.inductions.items()}
+  read, fused = lay.read, lay.fused
   tiles: dict[str, np.ndarray] = {}   # invariant registers repeated K times (the last chunk may be shorter)
   strided = _strided_loads(P, pairs, needs) if planned else {}
   lastrow: dict[str, np.ndarray] = {}
@@ -583,9 +675,10 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   final: dict[str, np.ndarray] = {}   # chain results of the last iteration
   for k0 in range(0, T, K):
     k = min(K, T - k0)
-    W = copy.copy(L)
+    W = _clone(L)
     lanes = _lanes(k * n)
     W.n, W.sel, W.regs, W.defined, W.typed, W.pref, W.everyone = k * n, lanes, Regs(), {}, {}, {}, lanes
+    W.thread = _row_lane(L, n)   # (a fault's message, built before the loop is stepped again, names row i's lane i % n)
     for r in P.invariant:   # (only those a stepped instruction reads)
       if r not in read or (v := L.regs.raw(r)) is None: continue
       if k != K: W.regs[r] = _tile(v, k)   # typed or bits, as L holds it
@@ -593,8 +686,10 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
       if r in seeded: continue   # made from its affine value where a stepped instruction reads it
-      rows = np.add(base[r][None, :], (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None])
-      if w < 8: np.bitwise_and(rows, np.uint64((1 << (8 * w)) - 1), out=rows)   # (in place: no second k * n temporary)
+      if w == 4: rows = np.add(base[r][None, :], (np.uint32(step & 0xFFFFFFFF) * ks.astype(np.uint32))[:, None])   # typed: its readers view it
+      else:
+        rows = np.add(base[r][None, :], (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None])
+        if w < 8: np.bitwise_and(rows, np.uint64((1 << (8 * w)) - 1), out=rows)   # (in place: no second k * n temporary)
       W.regs[r] = rows.reshape(-1)
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
@@ -602,6 +697,19 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     kept = keep if k0 + k == T else ()
     drop = k * n >= DROP_ELEMS
     for i, ins, f, xs, dsts, drops in lay.order:
+      if fused and (fz := fused.get(i)) is not None:
+        if (raw := _gather(L, W, fz)) is not None: W.pre = (ins, raw)   # the load's bytes: its address chain never made
+        else:   # the chain stepped (its invariant tiled for this chunk), then the load as always
+          if fz.p not in W.regs and (v := L.regs.raw(fz.p)) is not None: W.regs[fz.p] = _tile(v, k)
+          for q in fz.chain:
+            W.ins, W._d = pairs[q][0], None
+            pairs[q][1](W)
+          if fz.p not in read: W.regs.pop(fz.p, None)
+        W.ins, W._d = ins, None
+        f(W)
+        W.pre = None
+        if drop and drops and not _drop(W, drops, kept, lastrow, n): return False
+        continue
       if planned:
         if i in strided and (raw := _strided_load(W, strided[i], k0, k, n)) is not None:
           W.pre = (ins, raw)   # the load's address is never made into rows: it reads the block
@@ -653,13 +761,11 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     if region and not _run_region(L, P, [(pairs[i][0], pairs[i][1], taken[i]) for i in region], k, n): return False
   assert W is not None
   chain = {d for a in P.accs for d in a.dests}
-  for r in P.written:
-    if r in region_out or r in tail_out: continue   # already in L / made below
-    if r not in P.live_out:   # nothing reads its value after the loop: dropped, not computed
-      L.regs.pop(r, None)
+  for r in lay.gone:   # nothing reads its value after the loop: dropped, not computed
+    if dict.pop(L.regs, r, None) is not None:
       L.typed.pop(r, None)
       L.defined.pop(r, None)
-      continue
+  for r in lay.live:
     if r in after:   # last written by an affine instruction: its value in the last iteration
       L.put_typed(r, after[r].last(T - 1, n), None)
       continue
@@ -707,6 +813,7 @@ def _run_region(L: Launch, P: LoopPlan, steps: list[tuple], k: int, n: int) -> b
 
 
 rows_enabled = True   # False: the carried region steps through its step closures (tests compare both)
+fuse_enabled = True   # False: a fused load's address chain is stepped (tests compare both)
 fold_enabled = True   # False: a MAX region runs row by row too
 
 
