@@ -84,6 +84,7 @@ class Regs(dict):
 
 
 _ELEM = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_V16 = np.dtype("V16")
 
 
 def _lane_stride(a: np.ndarray | int, n: int) -> tuple[int, int] | None:
@@ -115,7 +116,8 @@ class Launch:
     self.special = _Specials(self)
     self.regs = Regs()
     self.pref: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}   # coalesced byte loads: (group, byte) -> (lanes, bytes)
-    self.pre: tuple[Instr, np.ndarray] | None = None   # (ld, its bytes) read ahead by a loop run as a strided block (loops.py)
+    # (ld, its bytes) read ahead by a loop run (loops.py) or a fused address chain (chains.py); (st, (mapping, offsets)) of one
+    self.pre: tuple[Instr, Any] | None = None
     self.typed: dict[str, np.ndarray] = {}   # register -> its whole value as a typed array (put_typed; dropped on the next write)
     self.defined: dict[str, np.ndarray] = {}
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
@@ -478,13 +480,32 @@ class Launch:
   def gather_scaled(self, a: int, x: np.ndarray, c: int, w: int) -> np.ndarray | None:
     """The w bytes at a + c * x for every lane ((lanes, w) uint8; a an integer, x integer values, c > 0), when they all lie
     in one mapping, each a multiple of w (1, 2, 4, 8 or 16) from its start, and (checked) all of its bytes are defined;
-    else None (the caller computes the addresses and loads the ordinary way, which reports faults and undefined bytes).
-    The bounds come from x's extremes (exact integers: an address inside the mapping is its own value mod 2^64), the
-    element indices from x without a 64-bit address per lane."""
+    else None (the caller computes the addresses and loads the ordinary way, which reports faults and undefined bytes)."""
+    if (s := self._scaled(a, x, c, w, True)) is None: return None
+    r, ix = s
+    v = self._elements(r, w)
+    return (v.take(ix, axis=0) if w == 16 else v.take(ix)).view(np.uint8).reshape(-1, w)
+
+  def scaled_offsets(self, a: int, x: np.ndarray, c: int, w: int) -> tuple[Any, np.ndarray] | None:
+    """(mapping, byte offsets in it as uint64) of the w-byte stores at a + c * x, where gather_scaled would load (the
+    mapping's definedness aside: a store marks it); None where it would not. Store with `store_in`."""
+    if (s := self._scaled(a, x, c, w, False)) is None: return None
+    r, ix = s
+    ix *= w
+    return r, ix.view(np.uint64)
+
+  def store_in(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None]) -> None:
+    """Store st (bytes (lanes, w), defined or None) at byte offsets off of mapping r (found by scaled_offsets)."""
+    self._in_region(r, off, w, st)
+
+  def _scaled(self, a: int, x: np.ndarray, c: int, w: int, load: bool) -> tuple[Any, np.ndarray] | None:
+    """(mapping, w-byte element index per lane) of the addresses a + c * x, as gather_scaled takes them. The bounds come
+    from x's extremes (exact integers: an address inside the mapping is its own value mod 2^64), the indices from x
+    without a 64-bit address per lane."""
     if not x.size or (w not in _ELEM and w != 16): return None
     lo, hi = a + c * int(x.min()), a + c * int(x.max()) + w
     r = self.vm.find(lo) if lo >= 0 else None
-    if r is None or hi > r.end or (self.checked and r.mem.bits is not None) or (b := a - r.va) % w or r.va % w: return None
+    if r is None or hi > r.end or (load and self.checked and r.mem.bits is not None) or (b := a - r.va) % w or r.va % w: return None
     if c % w == 0:
       ix = x.astype(np.intp)
       if c != w: ix *= c // w
@@ -493,8 +514,7 @@ class Launch:
       ix = (x >> (q.bit_length() - 1)).astype(np.intp)   # (exact: an arithmetic shift of multiples of q)
     else: return None
     if b: ix += b // w
-    v = self._elements(r, w)
-    return (v.take(ix, axis=0) if w == 16 else v.take(ix)).view(np.uint8).reshape(-1, w)
+    return r, ix
 
   def _elements(self, r: Any, w: int) -> np.ndarray:
     """A mapping's bytes as w-byte elements (w 16: rows of two uint64), kept per launch."""
@@ -544,10 +564,10 @@ class Launch:
       return out, (None if ok.all() else ok)
     data, d = st
     if k: v[e] = np.ascontiguousarray(data).view(S.UINT[k]).reshape(-1)
-    elif w == 16 and not int(np.bitwise_or.reduce(off)) & 15:   # an aligned st.v4 of 32-bit values: one 16-byte row per lane
-      v = mem.get(16)
-      if v is None: v = mem[16] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2)
-      v[off >> 4] = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
+    elif w == 16 and not int(np.bitwise_or.reduce(off)) & 15:   # an aligned st.v4 of 32-bit values: one 16-byte element per lane
+      v = mem.get(-16)   # (as one 16-byte void element: a row assignment of two uint64 per lane costs ~10x)
+      if v is None: v = mem[-16] = r.mem.data[:r.mem.data.size // 16 * 16].view(_V16)
+      v[off >> 4] = np.ascontiguousarray(data).view(_V16).reshape(-1)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
       if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = ((off >> 3)[:, None] + np.arange(w // 8)).reshape(-1), 8, w // 8

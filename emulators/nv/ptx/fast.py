@@ -153,10 +153,11 @@ def _ld_param(ins: Instr, e: Entry) -> Step | None:
   wide = TYPES[t] == 8 and TYPES[e.regs[d.value]] == 8
   def step(L: Launch) -> None:
     if hi > len(L.params): raise PTXFault("compute", f"a .param read past the {len(L.params)} parameter bytes", ins)
-    v = np.frombuffer(L.params[lo:hi], dt)[0]
-    # a pointer: every lane's value as one read-only broadcast (no memory per lane; a later write to some lanes copies it)
-    if wide and L.sel.size == L.n: L.put_typed(d.value, np.broadcast_to(v, (L.n,)), None)
-    else: put(L, np.full(L.sel.size, v), None)
+    one = np.frombuffer(L.params, dt, 1, lo)   # (read-only: the parameter bytes)
+    # a pointer: every lane's value as one read-only broadcast (no memory per lane; a later write to some lanes copies it),
+    # made by the array constructor (np.broadcast_to's Python wrapper costs 3x)
+    if wide and L.sel.size == L.n: L.put_typed(d.value, np.ndarray((L.n,), one.dtype, one, 0, (0,)), None)
+    else: put(L, np.full(L.sel.size, one[0]), None)
   return step
 
 
@@ -173,17 +174,25 @@ def _st(ins: Instr, e: Entry) -> Step | None:
   if any(o.kind != "reg" for o in srcs): return None  # type: ignore[union-attr]
   ut, hint = S.UINT[w], [None]
   def step(L: Launch) -> None:
-    b, d = L.bits(base)
-    if d is not None and L.checked and not d.all():
-      raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
+    if not (pre := L.pre is not None and L.pre[0] is ins):
+      b, d = L.bits(base)
+      if d is not None and L.checked and not d.all():
+        raise PTXFault("compute", f"undefined value used as an address by {L.thread(int(np.flatnonzero(~d)[0]))}", ins)
     dd = None
     cols = []
+    whole = L.sel.size == L.n
     for o in srcs:  # type: ignore[union-attr]
-      v, dv = L.bits(o)
-      cols.append(v.astype(ut))
+      if whole and (r := L.regs.raw(o.value)) is not None and r.itemsize == w:   # typed as wide (or 8-byte bits): its bits viewed
+        v, dv = r.view(ut), L.defined.get(o.value)
+      else:
+        v, dv = L.bits(o)
+        v = v.astype(ut)
+      cols.append(v)
       dd = _and(dd, dv)
-    data = (np.stack(cols, 1) if n > 1 else cols[0]).view(np.uint8).reshape(-1, n * w)
-    L.global_at(b, off, n * w, (data, dd), hint)
+    data = (np.stack(cols, 1) if n > 1 else np.ascontiguousarray(cols[0])).view(np.uint8).reshape(-1, n * w)   # (a broadcast value: made whole)
+    if pre: L.store_in(*L.pre[1], n * w, (data, dd))   # where a fused address chain found them (chains.py)
+    else: L.global_at(b, off, n * w, (data, dd), hint)
+  step.takes_pre = True   # type: ignore[attr-defined]   (chains.py may hand it (mapping, offsets): L.pre)
   return step
 
 

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from emulators.nv.ptx import chains as CHAINS
 from emulators.nv.ptx import execute as X
 from emulators.nv.ptx import fast as FAST
 from emulators.nv.ptx import loops as LOOPS
@@ -37,7 +38,7 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
 
 def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
-  if e.steps is None or e.steps[0] != FAST.enabled:
+  if e.steps is None or e.steps[0] != (FAST.enabled, CHAINS.enabled):
     fns = compile_entry(e)
     tops = LOOPS.plans(e) if FAST.enabled else {}
     # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode), up to the
@@ -45,8 +46,8 @@ def _run(L: Launch) -> None:
     ends = list(range(len(fns) + 1))
     for i in range(len(fns) - 1, -1, -1):
       if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1] if i + 1 not in tops else i + 1
-    dead = _dead_after(e) if FAST.enabled else [()] * len(fns)
-    e.steps = (FAST.enabled, fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns, dead)),
+    dead = CHAINS.fuse(e, fns, _dead_after(e)) if FAST.enabled else [()] * len(fns)
+    e.steps = ((FAST.enabled, CHAINS.enabled), fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns, dead)),
                _uses_named_barriers(e), tops, dead)
   _, fns, preds, ends, pairs, named, loops, dead = e.steps
   loops = loops if LOOPS.enabled else {}
