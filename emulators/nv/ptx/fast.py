@@ -57,7 +57,7 @@ def _typed_fetch(o: Operand, t: str) -> Fetch | None:
     def reg(L: Launch) -> tuple[np.ndarray, np.ndarray | None]:
       if L.sel.size == L.n:
         if (v := L.typed.get(name)) is not None and v.dtype == dt: return v, L.defined.get(name)
-        if (v := L.regs.raw(name)) is not None and v.itemsize == w: return v.view(dt), L.defined.get(name)   # typed as wide, or 8-byte bits
+        if (v := dict.get(L.regs, name)) is not None and v.itemsize == w: return v.view(dt), L.defined.get(name)   # typed as wide, or 8-byte bits
       b, d = L.bits(o)
       v = b.view(dt) if w == 8 else b.astype(ut).view(dt)
       if L.sel.size == L.n and name in L.regs: L.typed[name] = v   # the next reader of this type takes it as is
@@ -394,7 +394,10 @@ def _f32(name: str) -> Callable[[Instr, Entry], Step | None]:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]
         r = op2(a, b)
-        L.put_typed(name_, r, db if da is None else da if db is None else da & db)
+        if da is None and db is None and L.sel.size == L.n:   # (put_typed's common case, inline: the hottest step)
+          L.regs[name_] = L.typed[name_] = r
+          if L.checked: L.defined[name_] = None
+        else: L.put_typed(name_, r, db if da is None else da if db is None else da & db)
       return step2
     def step(L: Launch) -> None:   # (the scheduler runs every step under np.errstate(all="ignore"))
       vals, d = [], None
