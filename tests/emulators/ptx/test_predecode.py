@@ -297,6 +297,9 @@ SHORTCUT_CASES = [   # (instruction, input makers, input register types, output 
     for mk in (_ones(-np.inf), _ones(np.inf), _ones(np.nan), lambda: _big(_f32())) for x, y in (("%a", "%b"), ("0x43010000", "%b"), ("%a", "0x7FC01234"))],
   *[(f"setp.ne.s32 %p, %a, 7; selp.b64 %d, {x}, -1, %p", [mk], ["b32"], np.uint64, "b64") for mk in (_ones(7, np.uint32), _ones(8, np.uint32))
     for x in ("5", "%rd8")],
+  # mixed guards over many lanes (the bit select: each lane's bits from its side, NaN payloads kept)
+  ("setp.lt.u32 %p, %a, %b; selp.b64 %d, %rd8, -1, %p", [lambda: _big(_u32()), lambda: _big(_u32())], ["b32", "b32"], np.uint64, "b64"),
+  ("setp.lt.u32 %p, %a, %b; selp.b32 %d, %a, %b, %p", [lambda: _big(_u32()), lambda: _big(_u32())], ["b32", "b32"], np.uint32, "b32"),
   # float -> int conversions of values all inside the type's range (a plain conversion), and with one lane outside / NaN
   *[(f"cvt.{r}.{t}.f32 %d, %a", [mk], ["f32"], np.uint32, "b32") for r in ("rni", "rzi") for t in ("s32", "u32")
     for mk in (lambda: _big(np.abs(_f32()[12:]) % 1e6 + 0.5), lambda: _big(_f32()[12:] % 1e6), _f32_limits, lambda: np.append(_big(_f32()[12:] % 1e6), np.nan))],
