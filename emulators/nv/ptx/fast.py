@@ -419,12 +419,20 @@ def _setp(ins: Instr, e: Entry) -> Step | None:
   fa, fb, put = _typed_fetch(ins.args[1], t), _typed_fetch(ins.args[2], t), _pred_dest(e, ins.args[0])
   if fa is None or fb is None or put is None or ins.args[1].kind != "reg": return None
   plain = S.is_float(t) and c in ("eq", "lt", "le", "gt", "ge")   # ordered compares: false with a NaN as numpy gives
-  cmp = S._CMP[c] if plain or (not S.is_float(t) and c in ("eq", "ne", "lt", "le", "gt", "ge")) else lambda a, b: S.cmp(a, b, c, t)
+  cmp = S._CMP[c] if plain or (not S.is_float(t) and c in ("eq", "ne", "lt", "le", "gt", "ge")) else \
+    _UNORDERED[c] if S.is_float(t) and c in _UNORDERED else lambda a, b: S.cmp(a, b, c, t)
   def step(L: Launch) -> None:
     a, da = fa(L)
     b, db = fb(L)
     put(L, cmp(a, b), _and(da, db))
   return step
+
+
+# unordered float compares (true where either is NaN) as one compare: numpy's != is true with a NaN, and the others are the
+# negation of the ordered opposite (false with a NaN)
+_UNORDERED: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+  "neu": np.not_equal, "ltu": lambda a, b: ~np.greater_equal(a, b), "leu": lambda a, b: ~np.greater(a, b),
+  "gtu": lambda a, b: ~np.less_equal(a, b), "geu": lambda a, b: ~np.less(a, b)}
 
 
 def _ubits_fetch(o: Operand, t: str, e: Entry) -> Fetch | None:

@@ -33,7 +33,7 @@ CASES = [   # (instruction, input makers, input register types, output dtype, ou
   *[(f"{op}.s32 %d, %a, %b", [_u32, _u32], ["b32", "b32"], np.uint32, "b32") for op in ("add", "sub", "mul.lo")],
   *[(f"mul.wide.{t} %d, %a, {v}", [_u32, _u32], ["b32", "b32"], np.uint64, "b64") for t in ("s32", "u32") for v in ("%b", "4", "-3")],
   ("add.s32 %d, %a, -7", [_u32], ["b32"], np.uint32, "b32"), ("add.s64 %d, %a, %b", [_u64, _u64], ["b64", "b64"], np.uint64, "b64"),
-  *[(f"setp.{c}.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.bool_, "pred") for c in ("eq", "ne", "lt", "ge", "gtu", "nan", "num")],
+  *[(f"setp.{c}.f32 %d, %a, %b", [_f32, _f32], ["f32", "f32"], np.bool_, "pred") for c in ("eq", "ne", "lt", "ge", "gtu", "nan", "num", "neu", "ltu", "leu", "geu", "equ")],
   *[(f"setp.{c}.{t} %d, %a, %b", [_u32, _u32], ["b32", "b32"], np.bool_, "pred") for c in ("lt", "ne", "ge") for t in ("s32", "u32")],
   ("setp.ne.s32 %d, %a, 250", [_u32], ["b32"], np.bool_, "pred"),
   ("setp.lt.f32 %p, %a, %b; selp.f32 %d, %a, 0fBF800000, %p", [_f32, _f32], ["f32", "f32"], np.float32, "f32"),
