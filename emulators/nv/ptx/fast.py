@@ -676,11 +676,12 @@ def _frn(name: str) -> Callable[[Instr, Entry], Step | None]:
         a, da = fa(L)  # type: ignore[misc]
         b, db = fb(L)  # type: ignore[misc]
         a, b = np.broadcast_arrays(a, b)
-        put(L, S.fdiv(a, b, "rn").astype(np.float32), _and(da, db))
+        put(L, S.fdiv(a, b, "rn").astype(np.float32, copy=False), _and(da, db))
       return div
     def one(L: Launch) -> None:
       x, dx = fa(L)  # type: ignore[misc]
-      put(L, (S.fdiv(np.ones_like(x), x, "rn") if name == "rcp" else S.fsqrt(x, "rn")).astype(np.float32), dx)
+      # (rcp: fdiv's f64 quotient of 1 and x, without an array of ones; the f32 result is not copied again)
+      put(L, ((1.0 / x.astype(np.float64)).astype(np.float32) if name == "rcp" else S.fsqrt(x, "rn").astype(np.float32, copy=False)), dx)
     return one
   return build
 
