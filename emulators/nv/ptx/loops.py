@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -636,7 +637,7 @@ def _clone(L: Launch) -> Launch:
   return W
 
 
-def _row_lane(L: Launch, n: int):
+def _row_lane(L: Launch, n: int) -> Callable[[int], str]:
   """Launch.thread for a chunk's lanes (iteration-major rows of the n lanes, every lane selected in L)."""
   return lambda i: L.lane_name(int(i) % n)
 
