@@ -5,6 +5,30 @@ import numpy as np
 
 from refgrad.device import Device
 
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"   # the module header every hand-written kernel starts with
+
+
+def entry(body: str, decl: str = "", third: str = "n") -> str:
+  """A kernel `k(out, inp: u64, <third>: u32)` whose `body` starts with %rd0 = out, %rd1 = inp, %r9 = <third>, %r0 = tid.x
+  (registers %p<4>, %h<4>, %r<16>, %f<16>, %rd<16> and `decl` declared) and ends at `ret`."""
+  return HEAD + f""".visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 {third})
+{{
+  .reg .pred %p<4>;
+  .reg .b16 %h<4>;
+  .reg .b32 %r<16>;
+  .reg .f32 %f<16>;
+  .reg .b64 %rd<16>;
+  {decl}
+  ld.param.u64 %rd0, [out];
+  ld.param.u64 %rd1, [inp];
+  ld.param.u32 %r9, [{third}];
+  mov.u32 %r0, %tid.x;
+{body}
+  ret;
+}}
+"""
+
+
 REG = {1: "b16", 2: "b16", 4: "b32", 8: "b64"}   # bytes -> register class used for loads/stores (8-bit values live in b16)
 
 

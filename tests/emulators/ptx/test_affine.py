@@ -9,8 +9,7 @@ import pytest
 from emulators.nv.ptx import affine, execute, loops
 from emulators.nv.ptx.parse import parse
 from refgrad.device import Device
-
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+from tests.emulators.ptx.ptxkit import HEAD, entry
 
 
 @pytest.fixture(autouse=True, params=["drop", "keep"])
@@ -349,17 +348,7 @@ def test_bounds_follow_the_operands():
     assert lo <= want.min() and hi >= want.max()
 
 
-NESTED = HEAD + """.visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n)
-{
-  .reg .pred %p<4>;
-  .reg .b32 %r<16>;
-  .reg .f32 %f<8>;
-  .reg .b64 %rd<12>;
-  ld.param.u64 %rd0, [out];
-  ld.param.u64 %rd1, [inp];
-  ld.param.u32 %r9, [n];
-  mov.u32 %r0, %tid.x;
-  mul.wide.u32 %rd2, %r0, 4;
+NESTED = entry("""  mul.wide.u32 %rd2, %r0, 4;
   add.s64 %rd3, %rd0, %rd2;
   mov.f32 %f1, 0f00000000;
   mov.u32 %r10, 1;
@@ -378,10 +367,7 @@ L_inner:
   add.s32 %r10, %r10, 1;
   setp.le.s32 %p2, %r10, %r9;
   @%p2 bra L_outer;
-  st.global.f32 [%rd3], %f1;
-  ret;
-}
-"""
+  st.global.f32 [%rd3], %f1;""")
 
 
 def test_runs_of_one_loop_with_and_without_affine_planning(monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 
 from emulators.nv.ptx.parse import PTXError, parse
 from refgrad.device import Device
+from tests.emulators.ptx.ptxkit import HEAD
 
 PTX = (Path(__file__).parent / "calls.ptx").read_text()
 
@@ -59,7 +60,6 @@ def test_the_inlined_callee_keeps_its_own_lines():
   assert any(ln > func_start for ln in lines)   # instructions report the callee's PTX line
 
 
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
 
 @pytest.mark.parametrize("body, why", [

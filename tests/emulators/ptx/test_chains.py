@@ -12,29 +12,14 @@ from emulators.nv.ptx.execute import Launch
 from emulators.nv.ptx.parse import parse
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
+from tests.emulators.ptx.ptxkit import entry
 
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 RNG = np.random.default_rng(23)
 
 
 def kernel(body: str, decl: str = "") -> str:
   """params out, inp (u64) and v (u32); %r0 = tid.x, %rd1 = inp, %rd0 = out."""
-  return HEAD + f""".visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 v)
-{{
-  .reg .pred %p<4>;
-  .reg .b16 %h<4>;
-  .reg .b32 %r<16>;
-  .reg .f32 %f<16>;
-  .reg .b64 %rd<16>;
-  {decl}
-  ld.param.u64 %rd0, [out];
-  ld.param.u64 %rd1, [inp];
-  ld.param.u32 %r9, [v];
-  mov.u32 %r0, %tid.x;
-{body}
-  ret;
-}}
-"""
+  return entry(body, decl, third="v")
 
 
 # loads of each width through both add orders, a negative index from a base moved up (P not a broadcast), and stores

@@ -10,8 +10,7 @@ import pytest
 from emulators.nv.ptx.parse import PTXError, parse
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
-
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+from tests.emulators.ptx.ptxkit import HEAD
 
 
 def kernel(body: str, regs: str = "") -> str:

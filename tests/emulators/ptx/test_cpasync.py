@@ -7,8 +7,7 @@ import pytest
 
 from refgrad.device import Device
 from refgrad.runtime.simt import UndefinedBehaviourError
-
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+from tests.emulators.ptx.ptxkit import HEAD
 
 
 def kernel(body: str) -> str:

@@ -11,25 +11,15 @@ from emulators.nv.ptx import loops
 from emulators.nv.ptx.parse import parse
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
+from tests.emulators.ptx.ptxkit import entry
 
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 RNG = np.random.default_rng(17)
 
 
 def kernel(body: str, pre: str = "") -> str:
   """out[tid] = a sum over n iterations of loads from `inp` (params out, inp, n), the matmul kernel's shape: the load's
   address is `mul.wide.s32 %rdA, index, 4; add.s64 %rdB, %rd1, %rdA` inside the loop."""
-  return HEAD + f""".visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n)
-{{
-  .reg .pred %p<4>;
-  .reg .b32 %r<16>;
-  .reg .f32 %f<16>;
-  .reg .b64 %rd<16>;
-  ld.param.u64 %rd0, [out];
-  ld.param.u64 %rd1, [inp];
-  ld.param.u32 %r9, [n];
-  mov.u32 %r0, %tid.x;
-  mul.wide.u32 %rd2, %r0, 4;
+  return entry(f"""  mul.wide.u32 %rd2, %r0, 4;
   add.s64 %rd3, %rd0, %rd2;
   mov.f32 %f1, 0f00000000;
   mov.u32 %r2, 0;
@@ -40,10 +30,7 @@ L_top:
   add.s32 %r2, %r2, 1;
   setp.lt.s32 %p1, %r2, %r9;
   @%p1 bra L_top;
-  st.global.f32 [%rd3], %f1;
-  ret;
-}}
-"""
+  st.global.f32 [%rd3], %f1;""")
 
 
 # v4 loads of row tid (n iterations of 4 floats), the index signed; a scalar load at an offset through mul.wide.u32

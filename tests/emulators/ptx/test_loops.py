@@ -10,31 +10,15 @@ import pytest
 from emulators.nv.ptx import loops
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
+from tests.emulators.ptx.ptxkit import entry
 
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 RNG = np.random.default_rng(5)
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 3.4e38, -3.4e38, 1.0, 2.0**-24, -0.5], np.float32)
 
 
 def kernel(body: str, regs: str = "") -> str:
-  """out[tid] = f(in, tid, n): params out, in, n (u32)."""
-  return HEAD + f""".visible .entry k(.param .u64 out, .param .u64 inp, .param .u32 n)
-{{
-  .reg .pred %p<4>;
-  .reg .b32 %r<16>;
-  .reg .f32 %f<16>;
-  .reg .b64 %rd<16>;
-  {regs}
-  ld.param.u64 %rd0, [out];
-  ld.param.u64 %rd1, [inp];
-  ld.param.u32 %r9, [n];
-  mov.u32 %r0, %tid.x;
-  mul.wide.u32 %rd2, %r0, 4;
-  add.s64 %rd3, %rd0, %rd2;
-{body}
-  ret;
-}}
-"""
+  """out[tid] = f(in, tid, n): params out, in, n (u32); %rd3 = &out[tid]."""
+  return entry("  mul.wide.u32 %rd2, %r0, 4;\n  add.s64 %rd3, %rd0, %rd2;\n" + body, regs)
 
 
 # per thread t: acc = 0; for i in 0..n-1: acc = ((acc + in[t*n + 2i]) + in[t*n + 2i + 1]) through a mov (the nvcc / refgrad shapes)
@@ -163,7 +147,7 @@ def test_fault_inside_a_loop_is_reported_as_stepped(monkeypatch):
     with pytest.raises(GPUFault) as ex: run(SUM_CHAIN, 4, data, 5)
     msgs.append(re.sub(r"0x[0-9a-f]+|GP entry \d+", "#", str(ex.value)))   # buffer addresses and queue positions differ between runs
   assert msgs[0] == msgs[1]
-  assert "by thread (3, 0, 0) of block (0, 0, 0) at PTX line 25 (ld.global.v2.f32" in msgs[0]
+  assert "by thread (3, 0, 0) of block (0, 0, 0) at PTX line 26 (ld.global.v2.f32" in msgs[0]
 
 
 def test_plans_reject_loops_with_stores_and_carried_temporaries():
