@@ -22,28 +22,52 @@ Step = Callable[[Launch], None]
 enabled = True   # False: every chain stepped (tests compare both)
 
 
+def wide_mul(e: Entry, mu: Instr) -> tuple[str, bool, int] | None:
+  """(x, signed, c) of an unguarded `mul.wide.{s,u}32 d, x, c` of a 32-bit register x and an immediate 0 < c < 2^31."""
+  t = mu.types[0] if len(mu.types) == 1 else ""
+  if mu.op != "mul" or mu.pred is not None or t not in ("s32", "u32") or set(mu.mods) != {"wide", t} or len(mu.args) != 3: return None
+  d, xo, co = mu.args
+  if d.kind != "reg" or xo.kind != "reg" or co.kind != "imm" or not 0 < co.value < 1 << 31 or TYPES.get(e.regs.get(str(xo.value), "pred")) != 4: return None
+  return str(xo.value), t == "s32", co.value
+
+
+def add64(ad: Instr) -> list[str] | None:
+  """The two source registers of an unguarded `add.{s,u}64` of registers."""
+  if ad.op != "add" or ad.pred is not None or ad.types not in (("s64",), ("u64",)) or ad.mods != ad.types or len(ad.args) != 3: return None
+  return None if any(o.kind != "reg" for o in ad.args) else [str(o.value) for o in ad.args[1:]]
+
+
+def global_width(ac: Instr) -> int | None:
+  """The bytes per lane (1, 2, 4, 8 or 16) of an unguarded global ld or st of one type (scalar, v2 or v4)."""
+  if ac.op not in ("ld", "st") or not ac.has("global") or ac.pred is not None or len(ac.types) != 1 or ac.has("v8"): return None
+  w = TYPES[ac.types[0]] * (4 if ac.has("v4") else 2 if ac.has("v2") else 1)
+  return w if w in (1, 2, 4, 8, 16) else None
+
+
+def scaled(PL: Launch, XL: Launch, p: str, x: str, signed: bool, off: int) -> tuple[int, np.ndarray] | None:
+  """(P + off, x's low 32 bits as int32 or uint32) when P (a register of PL) is one defined 64-bit value for every lane and
+  x (of XL) is defined; else None (the chain is stepped)."""
+  pv, xv = PL.regs.raw(p), XL.regs.raw(x)
+  if pv is None or xv is None or pv.itemsize != 8 or not pv.size or xv.itemsize not in (4, 8): return None
+  if PL.checked and (PL.defined.get(p) is not None or XL.defined.get(x) is not None): return None
+  if pv.strides != (0,) and pv.min() != pv.max(): return None   # (a parameter's pointer: one broadcast value)
+  xs = (xv if xv.itemsize == 4 else xv.astype(np.uint32)).view(np.int32 if signed else np.uint32)   # (bits: the low 32)
+  return int(pv[:1].view(np.uint64)[0]) + off, xs
+
+
 def chain(e: Entry, i: int) -> tuple[str, bool, int, str, int, int] | None:
   """(x, signed, c, P, offset, access bytes) when instrs[i:i + 3] are such a chain (its registers' reads not checked)."""
   instrs = e.instrs
   if i + 2 >= len(instrs): return None
   mu, ad, ac = instrs[i:i + 3]
-  if mu.pred is not None or ad.pred is not None or ac.pred is not None: return None
-  t = mu.types[0] if len(mu.types) == 1 else ""
-  if mu.op != "mul" or t not in ("s32", "u32") or set(mu.mods) != {"wide", t} or len(mu.args) != 3: return None
-  d, xo, co = mu.args
-  if d.kind != "reg" or xo.kind != "reg" or co.kind != "imm" or not 0 < co.value < 1 << 31 or TYPES.get(e.regs.get(str(xo.value), "pred")) != 4: return None
-  ra = str(d.value)
-  if ad.op != "add" or ad.types not in (("s64",), ("u64",)) or ad.mods != ad.types or len(ad.args) != 3 or any(o.kind != "reg" for o in ad.args): return None
-  ops = [str(o.value) for o in ad.args[1:]]
+  if (m := wide_mul(e, mu)) is None or (ops := add64(ad)) is None or (w := global_width(ac)) is None: return None
+  ra = str(mu.args[0].value)
   if ops.count(ra) != 1: return None
   p, rb = ops[1 - ops.index(ra)], str(ad.args[0].value)
   if p in (rb, ra) or TYPES.get(e.regs.get(p, "pred")) != 8 or TYPES.get(e.regs.get(rb, "pred")) != 8: return None
-  if ac.op not in ("ld", "st") or not ac.has("global") or len(ac.types) != 1 or ac.has("v8"): return None
   a = ac.args[1] if ac.op == "ld" else ac.args[0]
   if a.kind != "addr" or a.value.kind != "reg" or str(a.value.value) != rb: return None
-  w = TYPES[ac.types[0]] * (4 if ac.has("v4") else 2 if ac.has("v2") else 1)
-  if w not in (1, 2, 4, 8, 16): return None
-  return str(xo.value), t == "s32", co.value, p, a.offset, w
+  return *m, p, a.offset, w
 
 
 def fuse(e: Entry, fns: list[Step | None], dead: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -89,11 +113,8 @@ def _fused(mi: Instr, mf: Step, ai: Instr, af: Step, ins: Instr, f: Step, x: str
   load = ins.op == "ld"
   def step(L: Launch) -> None:
     got = None
-    if L.sel.size == L.n and (pv := L.regs.raw(p)) is not None and (xv := L.regs.raw(x)) is not None and pv.itemsize == 8 and xv.itemsize in (4, 8) \
-       and not (L.checked and (L.defined.get(p) is not None or L.defined.get(x) is not None)) and (pv.strides == (0,) or pv.min() == pv.max()):
-      xs = (xv if xv.itemsize == 4 else xv.astype(np.uint32)).view(np.int32 if signed else np.uint32)   # (bits: the low 32)
-      a = int(pv[:1].view(np.uint64)[0]) + off
-      got = L.gather_scaled(a, xs, c, w) if load else L.scaled_offsets(a, xs, c, w)
+    if L.sel.size == L.n and (s := scaled(L, L, p, x, signed, off)) is not None:
+      got = L.gather_scaled(*s, c, w) if load else L.scaled_offsets(*s, c, w)
     if got is None:   # the chain as steps, then the access as always
       for ci, cf in ((mi, mf), (ai, af)):
         L.ins, L._d = ci, None

@@ -133,7 +133,7 @@ class Launch:
     self._gv: np.ndarray | None = None
     self._last: tuple[int, int, Any] | None = None   # (va, end, region) of the mapping the last global access used
     self.touched: dict[int, Any] = {}   # id(Memory) -> Memory whose definedness a store changed (settled at the end)
-    self.mem_views: dict[int, dict[int, np.ndarray]] = {}   # id(Memory) -> element size -> the bytes viewed as that size
+    self.mem_views: dict[int, dict[int, np.ndarray]] = {}   # id(Memory) -> element size -> the bytes viewed as that size (_elements)
     self.atomic = False   # inside atom/red: no race reports
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
     self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
@@ -471,10 +471,7 @@ class Launch:
     rel = (a - r.va) // w
     ix = (np.asarray(rel, np.intp)[None, :] if isinstance(rel, np.ndarray) else np.full((1, n), rel, np.intp)) + \
       ((b // w) * np.arange(k0, k0 + ks, dtype=np.intp))[:, None]
-    mem = self.mem_views.get(id(r.mem))
-    if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
-    if (v := mem.get(w)) is None:
-      v = mem[w] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else r.mem.data[:r.mem.data.size // w * w].view(S.UINT[w])
+    v = self._elements(r, w)
     return (v.take(ix.reshape(-1), axis=0) if w == 16 else v.take(ix.reshape(-1))).view(np.uint8).reshape(-1, w)
 
   def gather_scaled(self, a: int, x: np.ndarray, c: int, w: int) -> np.ndarray | None:
@@ -517,12 +514,13 @@ class Launch:
     return r, ix
 
   def _elements(self, r: Any, w: int) -> np.ndarray:
-    """A mapping's bytes as w-byte elements (w 16: rows of two uint64), kept per launch."""
+    """A mapping's bytes as w-byte elements, kept per launch: w 1, 2, 4, 8 unsigned integers, 16 rows of two uint64, -16
+    one 16-byte void element each (a store of 16-byte rows as void elements costs ~10x less than a row assignment)."""
     mem = self.mem_views.get(id(r.mem))
     if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
     if (v := mem.get(w)) is None:
-      d = r.mem.data
-      v = mem[w] = d[:d.size // 16 * 16].view(np.uint64).reshape(-1, 2) if w == 16 else d[:d.size // w * w].view(S.UINT[w])
+      d = r.mem.data[:r.mem.data.size // abs(w) * abs(w)]
+      v = mem[w] = d.view(np.uint64).reshape(-1, 2) if w == 16 else d.view(_V16) if w == -16 else d.view(S.UINT[w])
     return v
 
   def global_group(self, b: np.ndarray, off: int, w: int) -> np.ndarray | None:
@@ -539,23 +537,16 @@ class Launch:
 
   def _in_region(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     """A load (st None: (bytes (lanes, w), defined or None)) or store of w bytes per lane at offsets off of one mapping."""
-    mem = self.mem_views.get(id(r.mem))
-    if mem is None: mem = self.mem_views[id(r.mem)] = {1: r.mem.data}
     k = w if w in (1, 2, 4, 8) else 0
     if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
     off = off.view(np.intp)   # take/put with intp indices (uint64 ones are converted on every call); offsets < 2**63
     if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not (al := int(np.bitwise_or.reduce(off))) & 7:
       # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): one 16-byte row per lane, else w / 8 eight-byte elements
       if w == 16 and not al & 15:
-        v = mem.get(16)
-        if v is None: v = mem[16] = r.mem.data[:r.mem.data.size // 16 * 16].view(np.uint64).reshape(-1, 2)
-        return v.take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
-      v = mem.get(8)
-      if v is None: v = mem[8] = r.mem.data[:r.mem.data.size // 8 * 8].view(np.uint64)
-      return v[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
+        return self._elements(r, 16).take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
+      return self._elements(r, 8)[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
     if k:
-      v = mem.get(k)
-      if v is None: v = mem[k] = r.mem.data[:r.mem.data.size // k * k].view(S.UINT[k])
+      v = self._elements(r, k)
       e = off >> _LOG2[k] if k > 1 else off
     if st is None:
       out = v.take(e).view(np.uint8).reshape(-1, w) if k else r.mem.data[off[:, None] + np.arange(w)]
@@ -565,9 +556,7 @@ class Launch:
     data, d = st
     if k: v[e] = np.ascontiguousarray(data).view(S.UINT[k]).reshape(-1)
     elif w == 16 and not int(np.bitwise_or.reduce(off)) & 15:   # an aligned st.v4 of 32-bit values: one 16-byte element per lane
-      v = mem.get(-16)   # (as one 16-byte void element: a row assignment of two uint64 per lane costs ~10x)
-      if v is None: v = mem[-16] = r.mem.data[:r.mem.data.size // 16 * 16].view(_V16)
-      v[off >> 4] = np.ascontiguousarray(data).view(_V16).reshape(-1)
+      self._elements(r, -16)[off >> 4] = np.ascontiguousarray(data).view(_V16).reshape(-1)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
       if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = ((off >> 3)[:, None] + np.arange(w // 8)).reshape(-1), 8, w // 8

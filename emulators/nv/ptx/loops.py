@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulators.nv.ptx import affine, ifconv, rows
+from emulators.nv.ptx import affine, chains, ifconv, rows
 from emulators.nv.ptx.affine import Aff
 from emulators.nv.ptx.affine import Plan as AffinePlan
 from emulators.nv.ptx.execute import Launch, PTXFault, Regs
@@ -214,27 +214,18 @@ def _fusions(e: Entry, P: LoopPlan, writes: dict[str, list[int]], reads: dict[st
   inside = {i for a in P.accs for i in a.links} | {i for i, _ in P.region} | set(P.tail)
   for l in range(P.top, P.back):
     ld = instrs[l]
-    if ld.op != "ld" or not ld.has("global") or ld.pred is not None or len(ld.types) != 1 or ld.has("v8") or l in inside: continue
+    if (w := chains.global_width(ld)) is None or ld.op != "ld" or l in inside: continue
     a = ld.args[1]
     if a.kind != "addr" or a.value.kind != "reg" or (rb := str(a.value.value)) in P.live_out: continue
-    w = TYPES[ld.types[0]] * (4 if ld.has("v4") else 2 if ld.has("v2") else 1)
     j = max((p for p in writes.get(rb, []) if p < l), default=-1)
-    if w not in (1, 2, 4, 8, 16) or j < 0 or j in inside or not _only_reader(rb, j, l, writes, reads, P.back): continue
-    ad = instrs[j]
-    if ad.op != "add" or ad.pred is not None or ad.types not in (("s64",), ("u64",)) or ad.mods != ad.types or len(ad.args) != 3: continue
-    if any(o.kind != "reg" for o in ad.args[1:]): continue
-    ops = [str(o.value) for o in ad.args[1:]]
+    if j < 0 or j in inside or not _only_reader(rb, j, l, writes, reads, P.back) or (ops := chains.add64(instrs[j])) is None: continue
     for ra, p in (ops, ops[::-1]):
       i = max((q for q in writes.get(ra, []) if q < j), default=-1)
       if p in writes or ra == p or TYPES.get(e.regs.get(p, "pred")) != 8 or ra in P.live_out or i < 0 or i in inside: continue
-      if not _only_reader(ra, i, j, writes, reads, P.back): continue
-      mu = instrs[i]
-      t = mu.types[0] if len(mu.types) == 1 else ""
-      if mu.op != "mul" or mu.pred is not None or t not in ("s32", "u32") or set(mu.mods) != {"wide", t} or len(mu.args) != 3: continue
-      xo, co = mu.args[1], mu.args[2]
-      if xo.kind != "reg" or co.kind != "imm" or not 0 < co.value < 1 << 31 or TYPES.get(e.regs.get(str(xo.value), "pred")) != 4: continue
-      if any(i < q < l for q in writes.get(str(xo.value), [])): continue
-      out[l] = Fused((i, j), str(xo.value), t == "s32", co.value, p, a.offset, w)
+      if not _only_reader(ra, i, j, writes, reads, P.back) or (m := chains.wide_mul(e, instrs[i])) is None: continue
+      x, signed, c = m
+      if any(i < q < l for q in writes.get(x, [])): continue
+      out[l] = Fused((i, j), x, signed, c, p, a.offset, w)
       break
   return out
 
@@ -563,14 +554,8 @@ def _drop(W: Launch, regs: list[str], keep: set[str] | tuple, lastrow: dict[str,
 def _gather(L: Launch, W: Launch, fz: Fused) -> np.ndarray | None:
   """A fused load's bytes from its index register (Launch.gather_scaled), when its invariant base is one defined 64-bit
   value for every lane and its index is defined; else None."""
-  pv, xv = L.regs.raw(fz.p), W.regs.raw(fz.x)
-  if pv is None or xv is None or pv.itemsize != 8 or not pv.size: return None
-  if L.checked and (L.defined.get(fz.p) is not None or W.defined.get(fz.x) is not None): return None
-  if pv.strides != (0,) and pv.min() != pv.max(): return None   # (a parameter's pointer: one broadcast value)
-  if xv.itemsize == 8: xv = xv.astype(np.uint32)   # bits: the low 32 of them
-  elif xv.itemsize != 4: return None
-  x = xv.view(np.int32 if fz.signed else np.uint32)
-  return W.gather_scaled(int(pv[:1].view(np.uint64)[0]) + fz.off, x, fz.c, fz.w)
+  s = chains.scaled(L, W, fz.p, fz.x, fz.signed, fz.off)
+  return None if s is None else W.gather_scaled(*s, fz.c, fz.w)
 
 
 def _strided_load(W: Launch, s: tuple, k0: int, k: int, n: int) -> np.ndarray | None:
