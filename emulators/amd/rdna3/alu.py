@@ -117,9 +117,28 @@ def _in_range(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
   return (t >= lo) & (t <= hi)
 
 
+LOW27 = np.uint64((1 << 27) - 1)   # the low 27 bits of a float64's significand field
+
+
+def _short(x: np.ndarray) -> bool:
+  """Whether every element's significand fits in 26 bits (the low 27 bits of each field 0; one OR over the array):
+  a float32 value (24 bits) widened, or a Newton step's residual, as LLVM's f64 division makes them."""
+  return not int(np.bitwise_or.reduce(x.view(np.uint64), axis=None)) & int(LOW27)
+
+
 def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow)."""
+  """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow). A factor of
+  at most 26 significant bits (`_short`) is its own high part (its low part 0): only the other one is split, and the
+  terms with the low part drop out (a*bh and a*bl are exact, 26 + 27 bits; a*bh - p is exact as in Dekker's proof)."""
   p = a * b
+  if _short(b): a, b = b, a
+  if _short(a):
+    bh, bl = _split(b)
+    e = a * bh
+    e -= p
+    t = np.multiply(a, bl, out=bh)
+    e += t
+    return p, e
   ah, al = _split(a)
   bh, bl = _split(b)
   e = ah * bh          # e = ((ah*bh - p) + ah*bl + al*bh) + al*bl, left to right, in place
@@ -158,9 +177,12 @@ def _add_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   bits = s.view(np.uint64)
   fix = (bits & np.uint64(1)) == 0
   fix &= e != 0
-  away = (e > 0) == (s > 0)   # the exact sum is larger in magnitude than s
-  # +1 ulp away from zero, else -1: the bit pattern moves by +1 or by -1 (uint64 wraps), only where fix
-  step = np.where(away, np.uint64(1), np.uint64(0xFFFFFFFFFFFFFFFF))
+  # +1 ulp away from zero where e has s's sign (the exact sum is larger in magnitude), else -1: the bit pattern moves
+  # by 1 - 2 * (sign bits differ), modulo 2^64, only where fix (integer ops only: no np.where)
+  step = np.bitwise_xor(e.view(np.uint64), bits, out=e.view(np.uint64))
+  step >>= np.uint64(63)
+  step <<= np.uint64(1)
+  np.subtract(np.uint64(1), step, out=step)
   step *= fix
   bits += step
   return s

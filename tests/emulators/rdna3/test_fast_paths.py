@@ -3,6 +3,8 @@
 the case-by-case path, and a packed loop batch's padding lanes (loops._packed)."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -215,6 +217,50 @@ def test_fma64_when_c_plus_the_product_head_is_exact(monkeypatch):
       np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
   x, y, z = -d, np.where(rng.random(3000) < 0.5, r, rng.standard_normal(3000)), np.ones_like(d)   # some lanes inexact
   np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+def test_fma64_with_a_short_factor_as_exact(monkeypatch):
+  """A factor of at most 26 significant bits (alu._short: a float32 widened, a division's residual) is not split: the
+  f64 fma with such a factor in either place, the other any, c random, cancelling or at a tie of the final rounding, is
+  bit for bit the exact per-lane rational result; the short path runs (the general split of both factors would fail)."""
+  rng = np.random.default_rng(31)
+  n = 3000
+  s = np.ldexp(rng.integers(1 << 25, 1 << 26, n).astype(np.float64), rng.integers(-200, 200, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+  s[:500] = rng.standard_normal(500).astype(np.float32)   # float32 values (24 bits)
+  w = np.ldexp(rng.uniform(1, 2, n), rng.integers(-200, 200, n))
+  c = np.where(rng.random(n) < 0.4, -(s * w) * (1 + rng.integers(-3, 4, n) * 2.0 ** -52), np.ldexp(rng.standard_normal(n), rng.integers(-250, 250, n)))
+  c[600:900], s[600:900] = 1.0, 2.0 ** -27   # s*w at half an ulp of c, or next to it: ties of the final rounding
+  w[600:900] = 2.0 ** -26 * (1 + rng.integers(-1, 2, 300) * 2.0 ** -52)
+  d = s[:500]
+  r = 1.0 / d
+  e = A._fma64_exact(-d, r, np.ones_like(d))   # a residual: short too
+  assert A._short(s) and A._short(e) and not A._short(w)
+  split = A._split
+  def split_short(x):
+    assert not A._short(x), "a short factor was split"
+    return split(x)
+  monkeypatch.setattr(A, "_split", split_short)
+  for x, y, z in ((s, w, c), (w, s, c), (-d, r, np.ones_like(d)), (r, e, r), (e, r, r)):
+    np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+def test_add_odd_rounds_to_odd():
+  """alu._add_odd (the integer-op step toward the exact sum) against exact rational arithmetic rounded to odd: random
+  sums, exact ones, both signs, sums that are powers of two and cancellations."""
+  rng = np.random.default_rng(37)
+  n = 4000
+  a = np.ldexp(rng.uniform(1, 2, n), rng.integers(-40, 40, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+  b = np.ldexp(rng.uniform(1, 2, n), rng.integers(-100, 40, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+  b[:300] = -a[:300] * (1 + rng.integers(-2, 3, 300) * 2.0 ** -52)
+  b[300:600] = np.ldexp(1.0, rng.integers(-120, -50, 300)) * np.where(rng.random(300) < 0.5, -1, 1)
+  a[300:600] = np.ldexp(1.0, rng.integers(-2, 3, 300)) * np.where(rng.random(300) < 0.5, -1, 1)
+  got = A._add_odd(a.copy(), b.copy())
+  for x, y, g in zip(a.tolist(), b.tolist(), got.tolist()):
+    ex = Fraction(x) + Fraction(y)
+    f = float(ex)
+    if Fraction(f) != ex and int(np.float64(f).view(np.uint64)) % 2 == 0:   # inexact, even: the odd neighbour toward ex
+      f = float(np.nextafter(f, np.inf if ex > Fraction(f) else -np.inf))
+    assert g == f and (g != 0 or np.signbit(g) == np.signbit(f) or ex != 0), (x, y, g, f)
 
 
 def test_block_before_a_loop_ends_at_the_loop_head():
