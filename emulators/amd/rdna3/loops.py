@@ -55,11 +55,15 @@ LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGP
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
 MIN_N = 4
 TRIPS0 = 64            # the first window of iterations whose exit compare is evaluated (_batch: grown 8x while none exits)
-# from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate (numpy's
-# accumulate of a 2-D array costs ~20 ns an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it
-# wins only for few lanes: 128 lanes x 120 adds 0.12 ms against 0.2 ms)
+# accumulators other than an add chain's (or one with NaN operands the chain takes as acc + x) fold, from this many lanes
+# (waves x 32) on, by the row's calls per iteration, else by its accumulate (numpy's accumulate of a 2-D array costs ~20 ns
+# an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it wins only for few lanes: 128 lanes x 120
+# adds 0.12 ms against 0.2 ms)
 FOLD_LANES = 256
-REDUCE_LANES = 32      # from this many lanes on, an add chain's fold is one np.add.reduce down axis 0 (lanes the inner loop)
+# from this many enabled lanes on, an add chain's fold is one np.add.reduce down axis 0 (every lane of the batch's waves,
+# the inner loop; the rows added in order), whatever FOLD_LANES says: 128 lanes x 128 adds 10 us against 90 us by
+# accumulate, 32 lanes x 4,000 adds 0.13 ms against 2 ms; one enabled lane of 32 x 1,000 adds 29 us against 20 us
+REDUCE_LANES = 4
 SHORT_LANES = 2048     # from this many lanes on, a batch of fewer than MIN_N iterations is not run
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
@@ -539,10 +543,11 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
      not (mx.v[(n - 1) * W:N][:, keep, :] == m.v[:, keep, :]).all(): return False
   results = {}
   sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
+  E = int(sel.sum()) if lp.accs else 0
   for r in lp.accs:
     recs = mx.acc[r]
     if not recs: return False
-    if W * 32 >= FOLD_LANES and row is np.add and W * 32 >= REDUCE_LANES and \
+    if row is np.add and E >= REDUCE_LANES and \
        not any(form and np.isnan(a.view(np.float32)).any() for form, a in recs):
       # many lanes, an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy
       # adds the rows in order into the lane's running sum, acc first: x + acc differs from acc + x only for two NaNs)

@@ -249,7 +249,7 @@ def fold(request, monkeypatch) -> bool:
   """Accumulators by the row's accumulate (few lanes), by its calls iteration by iteration or (an add chain) by one
   np.add.reduce down the stacked operands (many lanes): every way."""
   if request.param != "accumulate": monkeypatch.setattr(LP, "FOLD_LANES", 0)
-  if request.param == "fold": monkeypatch.setattr(LP, "REDUCE_LANES", 1 << 30)
+  if request.param != "reduce": monkeypatch.setattr(LP, "REDUCE_LANES", 1 << 30)
   return request.param != "accumulate"
 
 
