@@ -62,6 +62,7 @@ class Block:
   sall: frozenset[int] = frozenset()     # SGPRs read as scalars (anywhere in the block)
   maskw: frozenset[int] = frozenset()    # SGPRs whose last write in the block is a lane mask (v_cmp, carry out)
   maskever: frozenset[int] = frozenset() # SGPRs the block writes a lane mask to (at any point)
+  nrec: tuple[tuple[int, int], ...] = ()   # loop mode: (accumulator, its records per run) (loops.py sizes its fold buffer)
 
 
 def _exec_writer(i: Inst) -> bool:
@@ -161,6 +162,7 @@ class _Gen:
     # read or write of them makes the block unusable (bad)
     self.accs: frozenset[int] = frozenset()
     self.bad: set[int] = set()        # the accumulators read or written otherwise
+    self.nrec: dict[int, int] = {}    # accumulator -> the adds recorded into it
     # the line of the last direct SALU instruction's SCC write and the line count after that instruction (_salu_direct):
     # where the next line is the next instruction's `k =` and that instruction writes SCC without reading it, the write is dead
     self.scc_line, self.scc_after = -1, -1
@@ -459,7 +461,8 @@ def _record(g: _Gen, r: int, c0: int, c1: int, lit: int | None) -> bool:
   xe = g.src(x, "f32", lit)
   if xe is None: return _bad(g, r)
   g.reads += [r] if r not in g.reads else []   # read before written: tested at entry in checked mode
-  g.lines.append(f"m.acc[{r}].append(({form}, np.full(L.shape, {xe})))")   # the operand in every lane: np.full == broadcast_to + copy, cheaper
+  g.lines.append(f"m.acc[{r}].add({form}, {xe}, L.shape)")   # the operand in every lane (loops.Records, loops.FoldBuffer)
+  g.nrec[r] = g.nrec.get(r, 0) + 1
   return True
 
 
@@ -839,7 +842,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
   return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque, g.lanewise,
-               frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
+               frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever), tuple(sorted(g.nrec.items())))
 
 
 RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,

@@ -77,6 +77,33 @@ def _scratch(size: int, name: str = "buf") -> np.ndarray:
   return buf[:size]
 
 
+class Records(list):
+  """An accumulator's records in a batch (blocks._record): (form, the other operand in every lane), in program order."""
+  def add(self, form: int, x: np.ndarray, shape: tuple[int, ...]) -> None:
+    self.append((form, np.full(shape, x)))   # np.full == broadcast_to + copy, cheaper
+
+
+class FoldBuffer:
+  """An add chain's records written straight into the rows of its fold (`_batch`: [acc; each iteration's operands in
+  program order], float32, lanes the inner axis) instead of kept apart and copied there: one copy of each operand, not
+  two. k: the records per iteration the block makes (Block.nrec); fewer or more is a failed batch."""
+  def __init__(self, n: int, W: int, k: int):
+    self.buf = np.empty((1 + n * k, W * 32), np.float32)
+    self.rows = self.buf[1:].reshape(n, k, W, 32)
+    self.n, self.W, self.k, self.forms = n, W, k, []
+
+  def add(self, form: int, x: np.ndarray, shape: tuple[int, ...]) -> None:
+    j = len(self.forms)
+    if j >= self.k: raise IndexError("more records than the block lists")
+    x = np.asarray(x)
+    np.copyto(self.rows[:, j], x.reshape(self.n, self.W, -1) if x.shape[0] == self.n * self.W else x)
+    self.forms.append(form)
+
+  def records(self) -> list[tuple[int, np.ndarray]]:
+    """The records as Records keeps them (float32 [n * W, 32] each), for the other folds."""
+    return [(f, np.ascontiguousarray(self.rows[:, j]).reshape(-1, 32)) for j, f in enumerate(self.forms)]
+
+
 @dataclass
 class Loop:
   block: B.Block             # the loop-mode block
@@ -514,7 +541,12 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   mx.scc = np.full(N, lp.taken)
   mx.scc[:W] = m.scc
   mx.pc, mx.done, mx.bar = np.full(N, m.pc[0], np.int64), np.zeros(N, np.bool_), np.zeros(N, np.bool_)
-  mx.wg, mx.bound, mx.acc = np.tile(m.wg, n), {}, {r: [] for r in lp.accs}
+  # an add chain over enough enabled lanes folds by reduce: its records go straight into the fold's rows
+  nrec = dict(lp.block.nrec)
+  E = int(lanes.sum()) if lp.accs else 0
+  direct = row is np.add and E >= REDUCE_LANES
+  mx.wg, mx.bound = np.tile(m.wg, n), {}
+  mx.acc = {r: FoldBuffer(n, W, nrec[r]) if direct and nrec.get(r) else Records() for r in lp.accs}
   mx.touched = {k: list(v) for k, v in m.touched.items()}
   idx = np.arange(N)
   mx._idx, mx._ix, mx._lanes = idx, slice(None), None
@@ -543,22 +575,21 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
      not (mx.v[(n - 1) * W:N][:, keep, :] == m.v[:, keep, :]).all(): return False
   results = {}
   sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
-  E = int(sel.sum()) if lp.accs else 0
   for r in lp.accs:
-    recs = mx.acc[r]
+    fb = mx.acc[r]
+    if isinstance(fb, FoldBuffer):
+      if len(fb.forms) != fb.k: return False
+      # an acc-second operand with a NaN: the other folds (x + acc differs from acc + x only for two NaNs)
+      if not any(form and np.isnan(fb.rows[:, j]).any() for j, form in enumerate(fb.forms)):
+        # an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy adds the
+        # rows in order into the lane's running sum, acc first)
+        fb.buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
+        with np.errstate(all="ignore"): acc = np.add.reduce(fb.buf, axis=0).reshape(W, 32)
+        results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+        continue
+      recs = fb.records()
+    else: recs = fb
     if not recs: return False
-    if row is np.add and E >= REDUCE_LANES and \
-       not any(form and np.isnan(a.view(np.float32)).any() for form, a in recs):
-      # many lanes, an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy
-      # adds the rows in order into the lane's running sum, acc first: x + acc differs from acc + x only for two NaNs)
-      k = len(recs)
-      buf = np.empty((1 + n * k, W * 32), np.float32)
-      buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
-      b3 = buf[1:].reshape(n, k, W * 32)
-      for j, (_, a) in enumerate(recs): b3[:, j] = a.view(np.float32).reshape(n, W * 32)
-      with np.errstate(all="ignore"): acc = np.add.reduce(buf, axis=0).reshape(W, 32)
-      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
-      continue
     if W * 32 >= FOLD_LANES:   # many lanes: the row's own calls, iteration by iteration (either operand order exact)
       acc = m.v[:, r, :].view(np.float32).copy()
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
