@@ -188,8 +188,12 @@ class _Gen:
     """Mark the dwords written inline since the last mark as defined in the enabled lanes (checked mode)."""
     if not self.pending: return
     p = sorted(self.pending)
-    ix = str(p[0]) if len(p) == 1 else self.const(np.array(p), "R")
-    self.lines.append(f"if vinit is not None: vinit[:, {ix}, :] |= {'L' if len(p) == 1 else 'L3'}")
+    runs, a = [], p[0]   # the registers as runs of consecutive ones (slices: no gather and scatter of the rows)
+    for x, y in zip(p, p[1:] + [None]):
+      if y != x + 1:
+        runs.append((a, x + 1))
+        a = y
+    self.lines.append(f"if vinit is not None: mark(m, vinit, {tuple(runs)!r}, L, L3)")
     self.pending.clear()
 
   # ---- operands ----
@@ -330,6 +334,15 @@ def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt:
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
   # (never a register's memory: a 64-bit result is computed apart; pair arrays are only read, so sharing one is harmless)
   return bits if full and bits.shape == lanes.shape else _pair(v, r)
+
+
+def _mark(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray, l3: np.ndarray) -> None:
+  """Checked mode: VGPRs [a, b) of each run hold defined values in the enabled lanes (every lane on: all set, one fill of
+  the register-major rows; else or-ed with the lanes)."""
+  every = m.all_on(lanes)
+  for a, b in runs:
+    if every: vinit[:, a:b, :] = True
+    else: vinit[:, a:b, :] |= l3
 
 
 def _intres(r: Any) -> None:
@@ -845,5 +858,5 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
                frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever), tuple(sorted(g.nrec.items())))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "mark": _mark, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
