@@ -187,13 +187,7 @@ class _Gen:
   def flush(self) -> None:
     """Mark the dwords written inline since the last mark as defined in the enabled lanes (checked mode)."""
     if not self.pending: return
-    p = sorted(self.pending)
-    runs, a = [], p[0]   # the registers as runs of consecutive ones (slices: no gather and scatter of the rows)
-    for x, y in zip(p, p[1:] + [None]):
-      if y != x + 1:
-        runs.append((a, x + 1))
-        a = y
-    self.lines.append(f"if vinit is not None: mark(m, vinit, {tuple(runs)!r}, L, L3)")
+    self.lines.append(f"if vinit is not None: mark(m, vinit, {tuple(_runs(sorted(self.pending)))!r}, L, L3)")
     self.pending.clear()
 
   # ---- operands ----
@@ -334,6 +328,22 @@ def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt:
   _store(full, lanes, v[:, r + 1, :], bits >> np.uint64(32))
   # (never a register's memory: a 64-bit result is computed apart; pair arrays are only read, so sharing one is harmless)
   return bits if full and bits.shape == lanes.shape else _pair(v, r)
+
+
+def _runs(regs: list[int]) -> list[tuple[int, int]]:
+  """Sorted registers as runs [a, b) of consecutive ones (slices of the register file: no gather or scatter of rows)."""
+  runs: list[tuple[int, int]] = []
+  for r in regs:
+    if runs and runs[-1][1] == r: runs[-1] = (runs[-1][0], r + 1)
+    else: runs.append((r, r + 1))
+  return runs
+
+
+def _defined(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray) -> bool:
+  """Checked mode, a block's entry test: VGPRs [a, b) of each run hold defined values in every enabled lane."""
+  if m.all_on(lanes): return all(bool(vinit[:, a:b, :].all()) for a, b in runs)
+  off = ~lanes[:, None, :]
+  return all(bool((vinit[:, a:b, :] | off).all()) for a, b in runs)
 
 
 def _mark(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray, l3: np.ndarray) -> None:
@@ -832,13 +842,13 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
   tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
-  reads = g.const(np.array(tested, np.int64), "RD")
+  reads = tuple(_runs(tested))
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          # an inner run: EXEC as the run before it left it (no instruction between them writes EXEC: loops._carried)
          "  L = m._lanes if m._lanes is not None else m.exec_mask(idx)" if inner else "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
-         *([] if inner else [f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False"]),
+         *([] if inner else [f"  if vinit is not None and (not defined(m, vinit, {reads!r}, L) or not m.clean()): return False"]),
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),
@@ -858,5 +868,5 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
                frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever), tuple(sorted(g.nrec.items())))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "mark": _mark, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "mark": _mark, "defined": _defined, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
