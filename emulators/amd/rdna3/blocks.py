@@ -187,7 +187,7 @@ class _Gen:
   def flush(self) -> None:
     """Mark the dwords written inline since the last mark as defined in the enabled lanes (checked mode)."""
     if not self.pending: return
-    self.lines.append(f"if vinit is not None: mark(m, vinit, {tuple(_runs(sorted(self.pending)))!r}, L, L3)")
+    self.lines.append(f"if vinit is not None: mark(m, vinit, {tuple(runs(sorted(self.pending)))!r}, L, L3)")
     self.pending.clear()
 
   # ---- operands ----
@@ -330,7 +330,7 @@ def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt:
   return bits if full and bits.shape == lanes.shape else _pair(v, r)
 
 
-def _runs(regs: list[int]) -> list[tuple[int, int]]:
+def runs(regs: Any) -> list[tuple[int, int]]:
   """Sorted registers as runs [a, b) of consecutive ones (slices of the register file: no gather or scatter of rows)."""
   runs: list[tuple[int, int]] = []
   for r in regs:
@@ -339,20 +339,28 @@ def _runs(regs: list[int]) -> list[tuple[int, int]]:
   return runs
 
 
-def _defined(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray) -> bool:
-  """Checked mode, a block's entry test: VGPRs [a, b) of each run hold defined values in every enabled lane."""
-  if m.all_on(lanes): return all(bool(vinit[:, a:b, :].all()) for a, b in runs)
+def defined_rows(vinit: np.ndarray, runs: Any, lanes: np.ndarray, every: bool) -> bool:
+  """Checked mode: VGPRs [a, b) of each run hold defined values in every enabled lane (`every`: all lanes are)."""
+  if every: return all(bool(vinit[:, a:b, :].all()) for a, b in runs)
   off = ~lanes[:, None, :]
   return all(bool((vinit[:, a:b, :] | off).all()) for a, b in runs)
 
 
-def _mark(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray, l3: np.ndarray) -> None:
-  """Checked mode: VGPRs [a, b) of each run hold defined values in the enabled lanes (every lane on: all set, one fill of
-  the register-major rows; else or-ed with the lanes)."""
-  every = m.all_on(lanes)
+def mark_rows(vinit: np.ndarray, runs: Any, l3: np.ndarray, every: bool) -> None:
+  """Checked mode: VGPRs [a, b) of each run now hold defined values in the enabled lanes (l3: [n, 1, 32]; `every`: all
+  lanes are, one fill of the register-major rows; else or-ed with the lanes)."""
   for a, b in runs:
     if every: vinit[:, a:b, :] = True
     else: vinit[:, a:b, :] |= l3
+
+
+def _defined(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray) -> bool:
+  """A block's entry test (checked mode): its VGPRs read before written defined in every enabled lane."""
+  return defined_rows(vinit, runs, lanes, m.all_on(lanes))
+
+
+def _mark(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray, l3: np.ndarray) -> None:
+  mark_rows(vinit, runs, l3, m.all_on(lanes))
 
 
 def _intres(r: Any) -> None:
@@ -842,7 +850,7 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
   tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
-  reads = tuple(_runs(tested))
+  reads = tuple(runs(tested))
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          # an inner run: EXEC as the run before it left it (no instruction between them writes EXEC: loops._carried)

@@ -330,7 +330,7 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
     ew, el = np.nonzero(lanes)
     flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
     for r in wr: m.v[ew, r, el] = flat[:, r]
-  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  if m.vinit is not None: B.mark_rows(m.vinit, B.runs(wr), lanes[:, None, :], bool(lanes.all()))
   m.s[:, sw] = pm.s[0, sw]
   for c in sorted(maskw):
     bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
@@ -350,7 +350,7 @@ def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | Non
   if (got := _packable(m, lp, b, (m.s, prev[0]))) is None: return None
   lanes, E, P = got
   reads = sorted(r for r in b.vreads if r < m.nv)
-  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  if m.vinit is not None and not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return False
   pm, pack = _pack(m, lanes, E, P)
   pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
   ok = _batch(pm, lp, pprev)
@@ -459,7 +459,7 @@ def split_from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> int:
   if m.vinit is not None:
     reads = sorted(r for r in b.vreads if r < m.nv)
     lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
-    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+    if not m.clean() or not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return 0
   if (prev := dry_prev(m, sp.floop, pc, b)) is None: return 0
   pv = m.v[:, list(lp.vcarried), :].copy()   # `_carried` takes the batched part's carried VGPRs from lp.vcarried's places
   for k, r in enumerate(sp.floop.vcarried): pv[:, lp.vcarried.index(r), :] = prev[1][:, k, :]
@@ -480,7 +480,7 @@ def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
   lanes, E, P = got
   if m.vinit is not None:
     reads = sorted(r for r in b.vreads if r < m.nv)
-    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+    if not m.clean() or not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return 0
   pm, _ = _pack(m, lanes, E, P)
   pm._idx = idx = np.arange(P)
   pm._ix = slice(None)
@@ -529,12 +529,12 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   reads = sorted(r for r in lp.block.vreads if r < m.nv)
   # checked mode: the block's entry test, on the machine (every iteration starts with its VGPRs); the batch then runs
   # without definedness (each value the block computes is defined in the enabled lanes, as it marks them)
-  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  if m.vinit is not None and not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return False
   mx = copy.copy(m)
   # VGPRs: the ones the body reads before writing them as at the batch's start, the others never read before written
   # register-major ([VGPR, wave, lane] in memory): each register of all the batch's waves is one contiguous array
   v = _scratch(m.nv * n * W * 32).reshape(m.nv, n, W, 32)
-  v[reads] = m.v[:, reads, :].transpose(1, 0, 2)[:, None]
+  for a, b in B.runs(reads): v[a:b] = m.v.transpose(1, 0, 2)[a:b, None]   # slices of the register-major files: no gather
   vpred = _predict(lp.vpairs, {r: prev[1][:, k] for k, r in enumerate(lp.vcarried)}, {r: m.v[:, r, :] for r in lp.vcarried}, n)
   for r, x in vpred.items(): v[r] = x[:n]
   mx.W, mx.s, mx.v, mx.vinit = N, s0, v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
@@ -615,9 +615,12 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   m.s[:] = mx.s[last]
   m.scc[:] = mx.scc[last]
   # the registers written: disabled lanes keep their values, as without the batch
-  m.v[:, wr, :] = mx.v[last][:, wr, :] if lanes.all() else np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
+  every = bool(lanes.all())
+  for a, b in B.runs(wr):
+    if every: m.v[:, a:b, :] = mx.v[last, a:b, :]
+    else: m.v[:, a:b, :] = np.where(lanes[:, None, :], mx.v[last, a:b, :], m.v[:, a:b, :])
   for r, x in results.items(): m.v[:, r, :] = x
-  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  if m.vinit is not None: B.mark_rows(m.vinit, B.runs(wr), lanes[:, None, :], every)
   m.pc[:] = mx.pc[last]
   m.touched.clear()
   m.touched.update(mx.touched)
