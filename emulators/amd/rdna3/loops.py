@@ -320,23 +320,23 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
     # register by register, each a row of both register-major files: the packed row's first E lanes to the enabled lanes
     src = pm.v.transpose(1, 0, 2).reshape(m.nv, P * 32)
     dst = m.v.transpose(1, 0, 2).reshape(m.nv, m.W * 32)
-    wa = np.array(wr, np.int64)   # all the registers in one indexed copy (one call, not one per register)
-    if first := _first_lanes(lanes):   # the first lanes of every wave: slices, no lane index
-      dst.reshape(m.nv, m.W, 32)[wa, :, :first] = src[wa, :E].reshape(len(wr), m.W, first)
-    else:
-      sel = np.flatnonzero(lanes.reshape(-1))
-      dst[wa[:, None], sel] = src[wa, :E]
+    first = _first_lanes(lanes)
+    sel = None if first else np.flatnonzero(lanes.reshape(-1))
+    for a, b in B.runs(wr):   # runs of consecutive registers: slices of both files (no gathered copy)
+      if first: dst.reshape(m.nv, m.W, 32)[a:b, :, :first] = src[a:b, :E].reshape(b - a, m.W, first)   # the first lanes of every wave
+      else: dst[a:b, sel] = src[a:b, :E]
   else:
     ew, el = np.nonzero(lanes)
     flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
     for r in wr: m.v[ew, r, el] = flat[:, r]
   if m.vinit is not None: B.mark_rows(m.vinit, B.runs(wr), lanes[:, None, :], bool(lanes.all()))
   m.s[:, sw] = pm.s[0, sw]
-  for c in sorted(maskw):
-    bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
-    got = np.zeros_like(lanes)
-    got.reshape(-1)[np.flatnonzero(lanes.reshape(-1))] = bits
-    m.s[:, c] = M.lanes_to_mask(got)
+  if maskw:   # every mask SGPR at once: the packed lanes' bits (the first E) to the enabled lanes, packed per wave
+    cs = sorted(maskw)
+    bits = ((pm.s[:, cs].T[:, :, None] & LANE_BITS) != 0).reshape(len(cs), -1)[:, :E]
+    got = np.zeros((len(cs), m.W * 32), np.bool_)
+    got[:, np.flatnonzero(lanes.reshape(-1))] = bits
+    m.s[:, cs] = M.lanes_to_mask(got.reshape(-1, 32)).reshape(len(cs), m.W).T
   m.scc[:] = pm.scc[0]
   m.pc[:] = pm.pc[0]
   m._lanes = None

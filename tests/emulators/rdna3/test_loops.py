@@ -217,12 +217,24 @@ LANE_SEL = LANE_ACC.replace("@lane_acc", "@lane_sel").replace("""  %w = fmul flo
 """, """  %lt = fcmp olt float %v, 0.5
   %w = select i1 %lt, float %v, float 2.0
 """)
+# two compares per iteration whose lane masks the select reads later (LLVM keeps them in two SGPRs): a packed batch
+# writes several mask SGPRs back (`_unpack`, all at once)
+LANE_SEL2 = LANE_ACC.replace("@lane_acc", "@lane_sel2").replace("""  %w = fmul float %v, 3.0
+""", """  %lt = fcmp olt float %v, 0.5
+  %gt = fcmp ogt float %v, -0.25
+  %v2 = fmul float %v, 3.0
+  %x = select i1 %gt, float %v2, float -1.0
+  %y = select i1 %lt, float %x, float 2.0
+  %z = select i1 %gt, float %y, float %v
+  %u = select i1 %lt, float %z, float %v2
+  %w = fadd float %u, %y
+""")
 
 _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_MINIMUM, LANE_SEL))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_MINIMUM, LANE_SEL, LANE_SEL2))[0]))
   return _MOD[name]
 
 
@@ -404,6 +416,21 @@ def test_packed_lanes(waves):
   assert waves and waves[0] == 1
   last = a[12 * NL:13 * NL][np.arange(NL) % 64 < 8]   # the last iteration's operands of the live lanes, wave by wave
   assert [int(x) for x in m.s[:, 106]] == [sum(1 << k for k in range(8) if last[8 * w + k] < 0.5) for w in range(2)]
+
+
+@pytest.mark.parametrize("group", [8], indirect=True)
+@pytest.mark.parametrize("by_index", [False, True])
+def test_packed_lanes_several_masks(by_index, monkeypatch, waves):
+  """A packed batch whose body leaves lane masks in several SGPRs: each goes back to its SGPR bit by bit (`_unpack`
+  puts them all back at once), the same SGPRs as block by block and stepped, on both packing paths."""
+  if by_index: monkeypatch.setattr(LP, "_first_lanes", lambda lanes: 0)
+  rng = np.random.default_rng(14)
+  out, a = wide(rng, NL), (rng.standard_normal(NL * 13) * 0.5).astype(np.float32)
+  m = three_ways("lane_sel2", [out, a], (13,), get_machine=True)
+  assert waves and waves[0] == 1
+  lp = next(lp for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.block.insts[0].pc and len(lp.block.maskw) >= 2)
+  masks = sorted(lp.block.maskw)
+  assert len({tuple(int(x) for x in m.s[:, c]) for c in masks}) == len(masks)   # the masks differ: an exchange would show
 
 
 @pytest.mark.parametrize("group", [8], indirect=True)
