@@ -80,6 +80,33 @@ define amdgpu_kernel void @load_offsets(ptr addrspace(1) %out, ptr addrspace(1) 
   %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
   store i32 %w3, ptr addrspace(1) %po
   ret void
+}
+
+define amdgpu_kernel void @load_below(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %e = mul i32 %i, 12
+  %e4 = add i32 %e, 4
+  %p1 = getelementptr i32, ptr addrspace(1) %a, i32 %e4
+  %p0 = getelementptr i32, ptr addrspace(1) %p1, i32 -4
+  %p2 = getelementptr i32, ptr addrspace(1) %p1, i32 4
+  %x1 = load <4 x i32>, ptr addrspace(1) %p1, align 16
+  %x0 = load <4 x i32>, ptr addrspace(1) %p0, align 16
+  %x2 = load <4 x i32>, ptr addrspace(1) %p2, align 16
+  %y0 = xor <4 x i32> %x0, %x1
+  %y1 = mul <4 x i32> %y0, %x2
+  %z0 = extractelement <4 x i32> %y1, i32 0
+  %z1 = extractelement <4 x i32> %y1, i32 1
+  %z2 = extractelement <4 x i32> %y1, i32 2
+  %z3 = extractelement <4 x i32> %y1, i32 3
+  %w0 = add i32 %z0, %z1
+  %w1 = sub i32 %z2, %z3
+  %w2 = xor i32 %w0, %w1
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %w2, ptr addrspace(1) %po
+  ret void
 }"""
 
 _MOD: dict = {}
@@ -456,11 +483,13 @@ def test_fma64_range_test_by_sign_same_as_by_magnitude():
 
 @pytest.mark.parametrize("group", [64, 40])
 @pytest.mark.parametrize("undef_in", [False, True])
-def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, monkeypatch):
+@pytest.mark.parametrize("name", ["load_offsets", "load_below"])
+def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, name, monkeypatch):
   """Loads at several offsets of one VGPR pair base in a block (Machine.load_dwords with base and boff: the base's
   address facts kept from the first load, `_amemo`; 16-byte loads 16 and 32 bytes on, a dword 20 bytes on: computed
-  afresh), lanes EXEC leaves off, inputs partly never written (checked mode: the per-dword test from the kept
-  offsets): the same bytes, registers, definedness and accesses as stepped (no kept facts)."""
+  afresh; load_below: 16 bytes below the kept load, then 16 above), lanes EXEC leaves off, inputs partly never written
+  (checked mode: the per-dword test from the kept offsets): the same bytes, registers, definedness and accesses as
+  stepped (no kept facts)."""
   rng = np.random.default_rng(29)
   a = rng.integers(0, 2**32, 12 * 128, dtype=np.uint64).astype(np.uint32)
   out = rng.integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
@@ -471,12 +500,16 @@ def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, monkeypat
   real = Machine.load_dwords
   def spy(self, idx, addr, nd, lanes, r0, base=None, boff=0):
     mm = self._amemo
-    hits.append(addr is None and mm is not None and mm[0] is base and boff != mm[3])
-    return real(self, idx, addr, nd, lanes, r0, base, boff)
+    kept = addr is None and mm is not None and mm[0] is base and boff != mm[3]
+    got = real(self, idx, addr, nd, lanes, r0, base, boff)
+    # the kept facts served it (none computed afresh); load_below: a load below the kept one
+    hits.append(kept and got and self._amemo is mm and (name != "load_below" or (boff - mm[3]) % (1 << 64) >= 1 << 63))
+    return got
   monkeypatch.setattr(Machine, "load_dwords", spy)
-  m1, r1 = run_partial(kernel("load_offsets"), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=True)
+  if name == "load_below": a[:12 * 4] = 0   # lane 0's load 16 bytes below its base reads a's first dwords
+  m1, r1 = run_partial(kernel(name), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=True)
   assert any(hits)
-  m2, r2 = run_partial(kernel("load_offsets"), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=False)
+  m2, r2 = run_partial(kernel(name), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=False)
   for x, y in zip(r1, r2):
     assert x.mem.data.tobytes() == y.mem.data.tobytes()
     i1, i2 = x.mem.init, y.mem.init
