@@ -111,6 +111,16 @@ def _all_in(x: np.ndarray, lo: float, hi: float) -> bool:
   return bool(t.min() >= lo and t.max() <= hi)
 
 
+def _mag_range(x: np.ndarray) -> tuple[float, float]:
+  """(smallest |x|, largest |x|) as floats (NaN where an element is NaN); elements of one sign: from x's own min and max,
+  no |x| array."""
+  mn, mx = float(x.min()), float(x.max())
+  if mn > 0: return mn, mx
+  if mx < 0: return -mx, -mn
+  t = np.abs(x)
+  return float(t.min()), float(t.max())
+
+
 def _in_range(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
   """lo <= |x| <= hi (False for NaN)."""
   t = np.abs(x)
@@ -308,8 +318,7 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     # lane's gap lies between (smallest |S2|, largest |S1|) and (largest |S2|, smallest |S1|)'s
     bias = (1 << (ebits - 1)) - 1
     fi = np.finfo(t)
-    a1, a2 = np.abs(s1), np.abs(s2)
-    m1, x1, m2, x2 = float(a1.min()), float(a1.max()), float(a2.min()), float(a2.max())
+    (m1, x1), (m2, x2) = _mag_range(s1), _mag_range(s2)
     def ef(v: float) -> int: return int(np.frexp(v)[1]) + bias - 1   # the exponent field of a normal v
     if (float(fi.tiny) <= m1 and x1 <= float(fi.max) and float(fi.tiny) <= m2 and x2 <= float(fi.max) and ef(x1) <= 2 * bias - 30
         and ef(m2) > tiny and ef(m2) - ef(x1) > 30 - bias and ef(x2) - ef(m1) < gap):
@@ -377,7 +386,6 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
   left by an overflowing quotient (the scaled Newton-Raphson steps compute inf - inf) gives +-inf, as GCN's
   V_DIV_FIXUP describes (docs/hw/rdna3.md "Division"); otherwise the estimate with the quotient's sign."""
   t = q.dtype.type
-  sign = np.signbit(d) ^ np.signbit(n)
   with np.errstate(all="ignore"):
     # no lane can be in a case, by whole-array reductions (the usual division): d and n finite and nonzero (min/max of
     # their magnitudes; a NaN fails both), the estimate no NaN (max propagates one), and the smallest |n| over the
@@ -385,12 +393,14 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
     # (the largest |d| normal: its field is its frexp exponent + bias - 1; a denormal n's field 0 is above that), with
     # 8 binades of margin
     if t in SCALE and q.size:
-      ad, an = np.abs(d), np.abs(n)
       fi = np.finfo(t)
-      dmin, dmax, nmin, nmax = float(ad.min()), float(ad.max()), float(an.min()), float(an.max())
+      (dmin, dmax), (nmin, nmax) = _mag_range(d), _mag_range(n)
       if (0 < dmin and float(fi.tiny) <= dmax <= float(fi.max) and 0 < nmin and nmax <= float(fi.max) and not np.isnan(q.max())
           and np.frexp(nmin)[1] - np.frexp(dmax)[1] > {np.float32: -150, np.float64: -1075}[t] + 8):
-        return np.where(sign, -np.abs(q), np.abs(q)).astype(q.dtype)
+        # |q| with the sign of d * n: the quotient's (both finite and nonzero: an overflowing or underflowing product
+        # keeps its sign)
+        return np.copysign(q, np.multiply(d, n, dtype=q.dtype)).astype(q.dtype, copy=False)
+    sign = np.signbit(d) ^ np.signbit(n)
     inf = np.where(sign, t(-np.inf), t(np.inf))
     zero = np.where(sign, t(-0.0), t(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))

@@ -463,8 +463,9 @@ def test_div_fixup_without_cases_same_as_case_by_case(t, monkeypatch):
 
 
 def test_fma64_range_test_by_sign_same_as_by_magnitude():
-  """alu._all_in (the f64 fma's whole-array operand test): |x|'s range from x's min and max where every element has one
-  sign, the same answer as from |x| itself over signed zeros, range ends, infinities, NaN and subnormals, both signs."""
+  """alu._all_in (the f64 fma's whole-array operand test) and alu._mag_range: |x|'s range from x's min and max where
+  every element has one sign, the same answer as from |x| itself over signed zeros, range ends, infinities, NaN and
+  subnormals, both signs."""
   def by_abs(x, lo, hi):
     t = np.abs(x)
     return bool(t.min() >= lo and t.max() <= hi)
@@ -478,6 +479,9 @@ def test_fma64_range_test_by_sign_same_as_by_magnitude():
       got = A._all_in(x, lo, hi)
       assert got == by_abs(x, lo, hi), (x, lo, hi)
       seen.add(got)
+    # alu._mag_range (div_scale's and div_fixup's operand test): |x|'s smallest and largest, NaN where |x|'s are
+    t = np.abs(x)
+    np.testing.assert_array_equal(np.array(A._mag_range(x)), np.array([t.min(), t.max()]))
   assert seen == {True, False}
 
 
