@@ -363,6 +363,16 @@ def _mark(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: n
   mark_rows(vinit, runs, l3, m.all_on(lanes))
 
 
+def _select(c: np.ndarray, a: Any, b: Any, out: np.ndarray) -> None:
+  """out = a where c else b, for uint32 operands (registers or constants) and a bool lane mask c the shape of out: as
+  bits, b ^ ((a ^ b) & (0 - c)) (4 passes of plain integer ufuncs; np.where with a mixed mask branches per lane, twice
+  as slow on 16,384 lanes). out may be a or b (each pass reads a lane before writing it)."""
+  m = c.astype(np.uint32)
+  np.negative(m, out=m)   # 0 or all ones
+  np.bitwise_and(np.bitwise_xor(a, b), m, out=m)
+  np.bitwise_xor(m, b, out=out)
+
+
 def _intres(r: Any) -> None:
   if r.dtype.kind == "f": raise M.WaveFault(f"internal: a float result ({r.dtype}) for an integer destination")
 
@@ -407,7 +417,14 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if i.fmt == "VOP3" and (f["abs"] >> k) & 1: x = f"({x} & np.uint32(0x7FFFFFFF))"
       if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
       ab.append(x)
-    if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})", True): return undo()   # of two uint32s
+    cond, vd = g.lanes(sel_code), f["vdst"]
+    if cond == "False" or vd >= g.nv:   # NULL as the condition (every lane src0), or a VGPR past the allocation: the store's way
+      if not g.store(vd, "b32", f"np.where({cond}, {ab[1]}, {ab[0]})", True): return undo()   # of two uint32s
+      return True
+    # every lane on: a branchless select straight into the register (np.where with a lane mask costs 2x); else where + copy
+    dst = g.vreg(vd, "b32")
+    g.lines.append(f"select({cond}, {ab[1]}, {ab[0]}, {dst}) if full else np.copyto({dst}, np.where({cond}, {ab[1]}, {ab[0]}), casting='unsafe', where=L)")
+    g.write([vd], True)
     return True
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
     if i.fmt == "VOP3" and f["clamp"]: return False
@@ -876,5 +893,5 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
                frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever), tuple(sorted(g.nrec.items())))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "mark": _mark, "defined": _defined, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "mark": _mark, "defined": _defined, "select": _select, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}
