@@ -465,8 +465,27 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   val = f"X.VALU[{n!r}]({', '.join(args)})"
   if finish:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
+  narrow = n in NARROW and vd < g.nv and o.dst in ("u32", "b32") and all(t in ("u32", "b32") for _, t, _ in srcs)
+  at = len(g.lines)
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
+  if narrow:   # the row's own uint32 form while the row is the table's (a changed row runs as written: the lines after else)
+    dst, expr = g.vreg(vd, "b32"), NARROW[n][1]
+    g.lines[at:] = [f"if X.VALU[{n!r}] is {g.const(NARROW[n][0], 'N')}: " + expr.format(*args, o=f", out={dst}") +
+                    f" if full else np.copyto({dst}, {expr.format(*args, o='')}, casting='unsafe', where=L)",
+                    "else:", *[f"  {ln}" for ln in g.lines[at:]]]
   return True
+
+
+# VALU rows that widen to int64 (or compute in uint32 and are copied) whose result's low 32 bits (all a register keeps:
+# clamp, which needs the wide result, is left to the handler) one uint32 ufunc chain gives, wrapping as the register does:
+# name -> (the row as ops.VALU holds it, the chain; {o}: the out= of its last call)
+NARROW: dict[str, tuple[Any, str]] = {n: (X.VALU[n], e) for n, e in {
+  "v_add_nc_u32": "np.add({0}, {1}{o})", "v_sub_nc_u32": "np.subtract({0}, {1}{o})", "v_subrev_nc_u32": "np.subtract({1}, {0}{o})",
+  "v_add3_u32": "np.add(np.add({0}, {1}), {2}{o})",
+  "v_lshl_add_u32": "np.add(np.left_shift({0}, np.bitwise_and({1}, SHIFT5)), {2}{o})",
+  "v_lshl_or_b32": "np.bitwise_or(np.left_shift({0}, np.bitwise_and({1}, SHIFT5)), {2}{o})",
+  "v_lshlrev_b32": "np.left_shift({1}, np.bitwise_and({0}, SHIFT5){o})", "v_lshrrev_b32": "np.right_shift({1}, np.bitwise_and({0}, SHIFT5){o})",
+}.items()}
 
 
 def _div_inline(g: _Gen, i: Inst) -> bool:

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import blocks as B
 from emulators.amd.rdna3 import loops as LP
+from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3.machine import Machine
 from tests.emulators.rdna3 import kernels as K
 from tests.emulators.rdna3.llvm_util import compile_ir, read_elf
@@ -269,6 +271,28 @@ def test_fma64_with_a_short_factor_as_exact(monkeypatch):
   monkeypatch.setattr(A, "_split", split_short)
   for x, y, z in ((s, w, c), (w, s, c), (-d, r, np.ones_like(d)), (r, e, r), (e, r, r)):
     np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+@pytest.mark.parametrize("name", sorted(B.NARROW))
+def test_narrow_integer_rows_as_the_rows(name):
+  """blocks.NARROW: each uint32 ufunc chain a block runs for an integer VALU row gives the row's result as the register
+  keeps it (its low 32 bits) on edge and random operands (wrapping sums, shift counts of 32 and more, all ones), both
+  into a register (out=) and as a value; in a block, the row itself runs where it is not the table's (test_injection)."""
+  rng = np.random.default_rng(41)
+  edge = np.array([0, 1, 2, 31, 32, 33, 63, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
+  k = 3 if "{2}" in B.NARROW[name][1] else 2
+  grid = np.array(np.meshgrid(*[edge] * k)).reshape(k, -1)   # every combination of edge values
+  ops = [np.concatenate([grid[j], rng.integers(0, 2 ** 32, 3000, dtype=np.uint64).astype(np.uint32)]) for j in range(k)]
+  r = np.asarray(X.VALU[name](*ops))
+  want = r.astype(np.int64 if r.dtype.kind == "i" else np.uint64).astype(np.uint32)   # the register's 32 bits
+  names = [f"a{j}" for j in range(k)]
+  env = {"np": np, "SHIFT5": np.uint32(31), **dict(zip(names, ops))}
+  got = eval(B.NARROW[name][1].format(*names, o=""), env)
+  assert got.dtype == np.uint32 and np.array_equal(got, want)
+  out = np.zeros_like(want)
+  eval(B.NARROW[name][1].format(*names, o=", out=out"), {**env, "out": out})
+  assert np.array_equal(out, want)
+  assert B.NARROW[name][0] is X.VALU[name]
 
 
 def test_add_odd_rounds_to_odd():
