@@ -576,6 +576,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
      not (mx.v[(n - 1) * W:N][:, keep, :] == m.v[:, keep, :]).all(): return False
   results = {}
   sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
+  every = bool(lanes.all())   # every lane enabled: the folds' results as they are (np.where with a mask costs a pass)
   for r in lp.accs:
     fb = mx.acc[r]
     if isinstance(fb, FoldBuffer):
@@ -586,7 +587,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
         # rows in order into the lane's running sum, acc first)
         fb.buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
         with np.errstate(all="ignore"): acc = np.add.reduce(fb.buf, axis=0).reshape(W, 32)
-        results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+        results[r] = acc.view(U32) if every else np.where(lanes, acc.view(U32), m.v[:, r, :])
         continue
       recs = fb.records()
     else: recs = fb
@@ -599,7 +600,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
           for form, x in xs:   # in place (out=: an elementwise ufunc, checked above), in the block's operand order
             if form: row(x[t], acc, out=acc)
             else: row(acc, x[t], out=acc)
-      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+      results[r] = acc.view(U32) if every else np.where(lanes, acc.view(U32), m.v[:, r, :])
       continue
     k = len(recs)
     # per enabled lane its sequence of operands, iteration by iteration, each in program order: [lanes, n * k], contiguous
@@ -616,7 +617,6 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   m.s[:] = mx.s[last]
   m.scc[:] = mx.scc[last]
   # the registers written: disabled lanes keep their values, as without the batch
-  every = bool(lanes.all())
   for a, b in B.runs(wr):
     if every: m.v[:, a:b, :] = mx.v[last, a:b, :]
     else: m.v[:, a:b, :] = np.where(lanes[:, None, :], mx.v[last, a:b, :], m.v[:, a:b, :])
