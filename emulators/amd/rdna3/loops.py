@@ -55,8 +55,6 @@ LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGP
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
 MIN_N = 4
 TRIPS0 = 64            # the first window of iterations whose exit compare is evaluated (_batch: grown 8x while none exits)
-TRIP_WAVES = 2048      # ... or more for few waves: this many (iterations x waves) (softmax's 128 iterations of 4 packed waves: one window;
-                       # matmul's 32 waves keep 64)
 # accumulators other than an add chain's (or one with NaN operands the chain takes as acc + x) fold, from this many lanes
 # (waves x 32) on, by the row's calls per iteration, else by its accumulate (numpy's accumulate of a 2-D array costs ~20 ns
 # an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it wins only for few lanes: 128 lanes x 120
@@ -515,7 +513,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   # predicting all of it for a short loop would cost more than the batch); a window the waves stay in all along is
   # grown, so the count is the one the whole cap gives
   p0, p1 = {r: prev[0][:, r] for r in lp.carried}, {r: m.s[:, r] for r in lp.carried}
-  k = min(cap, max(TRIPS0, TRIP_WAVES // max(W, 1)))
+  k = min(cap, TRIPS0)
   while True:
     pred = _predict(lp.pairs, p0, p1, k)
     if (got := _trips(m, lp, pred, k)) is None: return False
