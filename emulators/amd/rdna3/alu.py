@@ -111,15 +111,44 @@ def _all_in(x: np.ndarray, lo: float, hi: float) -> bool:
   return bool(t.min() >= lo and t.max() <= hi)
 
 
+def _mag_range(x: np.ndarray) -> tuple[float, float]:
+  """(smallest |x|, largest |x|) as floats (NaN where an element is NaN); elements of one sign: from x's own min and max,
+  no |x| array."""
+  mn, mx = float(x.min()), float(x.max())
+  if mn > 0: return mn, mx
+  if mx < 0: return -mx, -mn
+  t = np.abs(x)
+  return float(t.min()), float(t.max())
+
+
 def _in_range(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
   """lo <= |x| <= hi (False for NaN)."""
   t = np.abs(x)
   return (t >= lo) & (t <= hi)
 
 
+LOW27 = np.uint64((1 << 27) - 1)   # the low 27 bits of a float64's significand field
+
+
+def _short(x: np.ndarray) -> bool:
+  """Whether every element's significand fits in 26 bits (the low 27 bits of each field 0; one OR over the array):
+  a float32 value (24 bits) widened, or a Newton step's residual, as LLVM's f64 division makes them."""
+  return not int(np.bitwise_or.reduce(x.view(np.uint64), axis=None)) & int(LOW27)
+
+
 def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow)."""
+  """p + e == a * b exactly (Dekker's product with Veltkamp's split at 2^27 + 1; no overflow or underflow). A factor of
+  at most 26 significant bits (`_short`) is its own high part (its low part 0): only the other one is split, and the
+  terms with the low part drop out (a*bh and a*bl are exact, 26 + 27 bits; a*bh - p is exact as in Dekker's proof)."""
   p = a * b
+  if _short(b): a, b = b, a
+  if _short(a):
+    bh, bl = _split(b)
+    e = a * bh
+    e -= p
+    t = np.multiply(a, bl, out=bh)
+    e += t
+    return p, e
   ah, al = _split(a)
   bh, bl = _split(b)
   e = ah * bh          # e = ((ah*bh - p) + ah*bl + al*bh) + al*bl, left to right, in place
@@ -158,9 +187,12 @@ def _add_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   bits = s.view(np.uint64)
   fix = (bits & np.uint64(1)) == 0
   fix &= e != 0
-  away = (e > 0) == (s > 0)   # the exact sum is larger in magnitude than s
-  # +1 ulp away from zero, else -1: the bit pattern moves by +1 or by -1 (uint64 wraps), only where fix
-  step = np.where(away, np.uint64(1), np.uint64(0xFFFFFFFFFFFFFFFF))
+  # +1 ulp away from zero where e has s's sign (the exact sum is larger in magnitude), else -1: the bit pattern moves
+  # by 1 - 2 * (sign bits differ), modulo 2^64, only where fix (integer ops only: no np.where)
+  step = np.bitwise_xor(e.view(np.uint64), bits, out=e.view(np.uint64))
+  step >>= np.uint64(63)
+  step <<= np.uint64(1)
+  np.subtract(np.uint64(1), step, out=step)
   step *= fix
   bits += step
   return s
@@ -286,8 +318,7 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     # lane's gap lies between (smallest |S2|, largest |S1|) and (largest |S2|, smallest |S1|)'s
     bias = (1 << (ebits - 1)) - 1
     fi = np.finfo(t)
-    a1, a2 = np.abs(s1), np.abs(s2)
-    m1, x1, m2, x2 = float(a1.min()), float(a1.max()), float(a2.min()), float(a2.max())
+    (m1, x1), (m2, x2) = _mag_range(s1), _mag_range(s2)
     def ef(v: float) -> int: return int(np.frexp(v)[1]) + bias - 1   # the exponent field of a normal v
     if (float(fi.tiny) <= m1 and x1 <= float(fi.max) and float(fi.tiny) <= m2 and x2 <= float(fi.max) and ef(x1) <= 2 * bias - 30
         and ef(m2) > tiny and ef(m2) - ef(x1) > 30 - bias and ef(x2) - ef(m1) < gap):
@@ -355,7 +386,6 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
   left by an overflowing quotient (the scaled Newton-Raphson steps compute inf - inf) gives +-inf, as GCN's
   V_DIV_FIXUP describes (docs/hw/rdna3.md "Division"); otherwise the estimate with the quotient's sign."""
   t = q.dtype.type
-  sign = np.signbit(d) ^ np.signbit(n)
   with np.errstate(all="ignore"):
     # no lane can be in a case, by whole-array reductions (the usual division): d and n finite and nonzero (min/max of
     # their magnitudes; a NaN fails both), the estimate no NaN (max propagates one), and the smallest |n| over the
@@ -363,12 +393,14 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
     # (the largest |d| normal: its field is its frexp exponent + bias - 1; a denormal n's field 0 is above that), with
     # 8 binades of margin
     if t in SCALE and q.size:
-      ad, an = np.abs(d), np.abs(n)
       fi = np.finfo(t)
-      dmin, dmax, nmin, nmax = float(ad.min()), float(ad.max()), float(an.min()), float(an.max())
+      (dmin, dmax), (nmin, nmax) = _mag_range(d), _mag_range(n)
       if (0 < dmin and float(fi.tiny) <= dmax <= float(fi.max) and 0 < nmin and nmax <= float(fi.max) and not np.isnan(q.max())
           and np.frexp(nmin)[1] - np.frexp(dmax)[1] > {np.float32: -150, np.float64: -1075}[t] + 8):
-        return np.where(sign, -np.abs(q), np.abs(q)).astype(q.dtype)
+        # |q| with the sign of d * n: the quotient's (both finite and nonzero: an overflowing or underflowing product
+        # keeps its sign)
+        return np.copysign(q, np.multiply(d, n, dtype=q.dtype)).astype(q.dtype, copy=False)
+    sign = np.signbit(d) ^ np.signbit(n)
     inf = np.where(sign, t(-np.inf), t(np.inf))
     zero = np.where(sign, t(-0.0), t(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))

@@ -62,6 +62,7 @@ class Block:
   sall: frozenset[int] = frozenset()     # SGPRs read as scalars (anywhere in the block)
   maskw: frozenset[int] = frozenset()    # SGPRs whose last write in the block is a lane mask (v_cmp, carry out)
   maskever: frozenset[int] = frozenset() # SGPRs the block writes a lane mask to (at any point)
+  nrec: tuple[tuple[int, int], ...] = ()   # loop mode: (accumulator, its records per run) (loops.py sizes its fold buffer)
 
 
 def _exec_writer(i: Inst) -> bool:
@@ -161,6 +162,7 @@ class _Gen:
     # read or write of them makes the block unusable (bad)
     self.accs: frozenset[int] = frozenset()
     self.bad: set[int] = set()        # the accumulators read or written otherwise
+    self.nrec: dict[int, int] = {}    # accumulator -> the adds recorded into it
     # the line of the last direct SALU instruction's SCC write and the line count after that instruction (_salu_direct):
     # where the next line is the next instruction's `k =` and that instruction writes SCC without reading it, the write is dead
     self.scc_line, self.scc_after = -1, -1
@@ -185,9 +187,7 @@ class _Gen:
   def flush(self) -> None:
     """Mark the dwords written inline since the last mark as defined in the enabled lanes (checked mode)."""
     if not self.pending: return
-    p = sorted(self.pending)
-    ix = str(p[0]) if len(p) == 1 else self.const(np.array(p), "R")
-    self.lines.append(f"if vinit is not None: vinit[:, {ix}, :] |= {'L' if len(p) == 1 else 'L3'}")
+    self.lines.append(f"if vinit is not None: mark(m, vinit, {tuple(runs(sorted(self.pending)))!r}, L, L3)")
     self.pending.clear()
 
   # ---- operands ----
@@ -330,6 +330,49 @@ def _store64(full: bool, lanes: np.ndarray, v: np.ndarray, r: int, val: Any, dt:
   return bits if full and bits.shape == lanes.shape else _pair(v, r)
 
 
+def runs(regs: Any) -> list[tuple[int, int]]:
+  """Sorted registers as runs [a, b) of consecutive ones (slices of the register file: no gather or scatter of rows)."""
+  runs: list[tuple[int, int]] = []
+  for r in regs:
+    if runs and runs[-1][1] == r: runs[-1] = (runs[-1][0], r + 1)
+    else: runs.append((r, r + 1))
+  return runs
+
+
+def defined_rows(vinit: np.ndarray, runs: Any, lanes: np.ndarray, every: bool) -> bool:
+  """Checked mode: VGPRs [a, b) of each run hold defined values in every enabled lane (`every`: all lanes are)."""
+  if every: return all(bool(vinit[:, a:b, :].all()) for a, b in runs)
+  off = ~lanes[:, None, :]
+  return all(bool((vinit[:, a:b, :] | off).all()) for a, b in runs)
+
+
+def mark_rows(vinit: np.ndarray, runs: Any, l3: np.ndarray, every: bool) -> None:
+  """Checked mode: VGPRs [a, b) of each run now hold defined values in the enabled lanes (l3: [n, 1, 32]; `every`: all
+  lanes are, one fill of the register-major rows; else or-ed with the lanes)."""
+  for a, b in runs:
+    if every: vinit[:, a:b, :] = True
+    else: vinit[:, a:b, :] |= l3
+
+
+def _defined(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray) -> bool:
+  """A block's entry test (checked mode): its VGPRs read before written defined in every enabled lane."""
+  return defined_rows(vinit, runs, lanes, m.all_on(lanes))
+
+
+def _mark(m: Any, vinit: np.ndarray, runs: tuple[tuple[int, int], ...], lanes: np.ndarray, l3: np.ndarray) -> None:
+  mark_rows(vinit, runs, l3, m.all_on(lanes))
+
+
+def _select(c: np.ndarray, a: Any, b: Any, out: np.ndarray) -> None:
+  """out = a where c else b, for uint32 operands (registers or constants) and a bool lane mask c the shape of out: as
+  bits, b ^ ((a ^ b) & (0 - c)) (4 passes of plain integer ufuncs; np.where with a mixed mask branches per lane, twice
+  as slow on 16,384 lanes). out may be a or b (each pass reads a lane before writing it)."""
+  m = c.astype(np.uint32)
+  np.negative(m, out=m)   # 0 or all ones
+  np.bitwise_and(np.bitwise_xor(a, b), m, out=m)
+  np.bitwise_xor(m, b, out=out)
+
+
 def _intres(r: Any) -> None:
   if r.dtype.kind == "f": raise M.WaveFault(f"internal: a float result ({r.dtype}) for an integer destination")
 
@@ -374,7 +417,14 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
       if i.fmt == "VOP3" and (f["abs"] >> k) & 1: x = f"({x} & np.uint32(0x7FFFFFFF))"
       if i.fmt == "VOP3" and (f["neg"] >> k) & 1: x = f"({x} ^ np.uint32(0x80000000))"
       ab.append(x)
-    if not g.store(f["vdst"], "b32", f"np.where({g.lanes(sel_code)}, {ab[1]}, {ab[0]})", True): return undo()   # of two uint32s
+    cond, vd = g.lanes(sel_code), f["vdst"]
+    if cond == "False" or vd >= g.nv:   # NULL as the condition (every lane src0), or a VGPR past the allocation: the store's way
+      if not g.store(vd, "b32", f"np.where({cond}, {ab[1]}, {ab[0]})", True): return undo()   # of two uint32s
+      return True
+    # every lane on: a branchless select straight into the register (np.where with a lane mask costs 2x); else where + copy
+    dst = g.vreg(vd, "b32")
+    g.lines.append(f"select({cond}, {ab[1]}, {ab[0]}, {dst}) if full else np.copyto({dst}, np.where({cond}, {ab[1]}, {ab[0]}), casting='unsafe', where=L)")
+    g.write([vd], True)
     return True
   if n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
     if i.fmt == "VOP3" and f["clamp"]: return False
@@ -415,8 +465,27 @@ def _valu_inline(g: _Gen, i: Inst) -> bool:
   val = f"X.VALU[{n!r}]({', '.join(args)})"
   if finish:
     val = f"finish({g.const(i, 'I')}, np.asarray({val}).astype({g.const(np.dtype(A.NP[o.dst]), 'T')}), {o.dst!r})"
+  narrow = n in NARROW and vd < g.nv and o.dst in ("u32", "b32") and all(t in ("u32", "b32") for _, t, _ in srcs)
+  at = len(g.lines)
   if not g.store(f.get("vdst", 0), o.dst, val): return undo()
+  if narrow:   # the row's own uint32 form while the row is the table's (a changed row runs as written: the lines after else)
+    dst, expr = g.vreg(vd, "b32"), NARROW[n][1]
+    g.lines[at:] = [f"if X.VALU[{n!r}] is {g.const(NARROW[n][0], 'N')}: " + expr.format(*args, o=f", out={dst}") +
+                    f" if full else np.copyto({dst}, {expr.format(*args, o='')}, casting='unsafe', where=L)",
+                    "else:", *[f"  {ln}" for ln in g.lines[at:]]]
   return True
+
+
+# VALU rows that widen to int64 (or compute in uint32 and are copied) whose result's low 32 bits (all a register keeps:
+# clamp, which needs the wide result, is left to the handler) one uint32 ufunc chain gives, wrapping as the register does:
+# name -> (the row as ops.VALU holds it, the chain; {o}: the out= of its last call)
+NARROW: dict[str, tuple[Any, str]] = {n: (X.VALU[n], e) for n, e in {
+  "v_add_nc_u32": "np.add({0}, {1}{o})", "v_sub_nc_u32": "np.subtract({0}, {1}{o})", "v_subrev_nc_u32": "np.subtract({1}, {0}{o})",
+  "v_add3_u32": "np.add(np.add({0}, {1}), {2}{o})",
+  "v_lshl_add_u32": "np.add(np.left_shift({0}, np.bitwise_and({1}, SHIFT5)), {2}{o})",
+  "v_lshl_or_b32": "np.bitwise_or(np.left_shift({0}, np.bitwise_and({1}, SHIFT5)), {2}{o})",
+  "v_lshlrev_b32": "np.left_shift({1}, np.bitwise_and({0}, SHIFT5){o})", "v_lshrrev_b32": "np.right_shift({1}, np.bitwise_and({0}, SHIFT5){o})",
+}.items()}
 
 
 def _div_inline(g: _Gen, i: Inst) -> bool:
@@ -459,7 +528,8 @@ def _record(g: _Gen, r: int, c0: int, c1: int, lit: int | None) -> bool:
   xe = g.src(x, "f32", lit)
   if xe is None: return _bad(g, r)
   g.reads += [r] if r not in g.reads else []   # read before written: tested at entry in checked mode
-  g.lines.append(f"m.acc[{r}].append(({form}, np.full(L.shape, {xe})))")   # the operand in every lane: np.full == broadcast_to + copy, cheaper
+  g.lines.append(f"m.acc[{r}].add({form}, {xe}, L.shape)")   # the operand in every lane (loops.Records, loops.FoldBuffer)
+  g.nrec[r] = g.nrec.get(r, 0) + 1
   return True
 
 
@@ -816,13 +886,13 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
     g.sync()
   if end is None: body.append(f"m.pc[:] = {at}")
   tested = sorted(r for r in g.reads if r < g.nv)   # a VGPR beyond the allocation: its handler names it when run
-  reads = g.const(np.array(tested, np.int64), "RD")
+  reads = tuple(runs(tested))
   src = ["def block(m, idx):",
          "  s, v, vinit, scc = m.s, m.v, m.vinit, m.scc",
          # an inner run: EXEC as the run before it left it (no instruction between them writes EXEC: loops._carried)
          "  L = m._lanes if m._lanes is not None else m.exec_mask(idx)" if inner else "  L = m.exec_mask(idx)",
          "  full = m.all_on(L) or m.unmasked   # unmasked: a loop batch computing the disabled lanes too (loops.py)",
-         *([] if inner else [f"  if vinit is not None and ({len(tested)} and not (vinit[:, {reads}, :] | ~L[:, None, :]).all() or not m.clean()): return False"]),
+         *([] if inner else [f"  if vinit is not None and (not defined(m, vinit, {reads!r}, L) or not m.clean()): return False"]),
          "  L3 = L[:, None, :]",
          "  W = True if full else L   # where= of the masked writes",
          *_bind_lines(g.binds, pc),
@@ -839,8 +909,8 @@ def build(m: Any, pc: int, accs: frozenset[int] = frozenset(), bad: set[int] | N
   ns = dict(RUNTIME, **g.consts, INSTS=insts, sopp=E.sopp, finish=E._finish_float)
   exec(compile(text, f"<rdna3 block at 0x{pc:x}>", "exec"), ns)
   return Block(ns["block"], insts, text, frozenset(g.reads), frozenset(g.written), frozenset(g.sreads), frozenset(g.swritten), g.opaque, g.lanewise,
-               frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever))
+               frozenset(g.lreads), frozenset(g.sall), frozenset(g.maskw), frozenset(g.maskever), tuple(sorted(g.nrec.items())))
 
 
-RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
+RUNTIME = {"np": np, "U64": np.uint64, "UINT32": np.uint32, "INT32": np.int32, "SMAX32": np.uint32(0x7FFFFFFF), "SHIFT5": np.uint32(31), "divscale": _div_scale, "store": _store, "store64": _store64, "pair": _pair, "intres": _intres, "mark": _mark, "defined": _defined, "select": _select, "X": X, "E": E, "A": A, "swrite": _swrite, "tomask": M.lanes_to_mask,
            "tolanes": M.mask_to_lanes, "WaveFault": M.WaveFault}

@@ -55,11 +55,15 @@ LOOPS: dict[tuple[bytes, int], dict[int, Loop | None]] = {}   # (code bytes, VGP
 MAX_BYTES = 48 << 20   # the batch's register files (VGPRs, their definedness) at most this big: longer loops run in chunks
 MIN_N = 4
 TRIPS0 = 64            # the first window of iterations whose exit compare is evaluated (_batch: grown 8x while none exits)
-# from this many lanes (waves x 32) on, accumulators fold by the row's calls per iteration, else by its accumulate (numpy's
-# accumulate of a 2-D array costs ~20 ns an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it
-# wins only for few lanes: 128 lanes x 120 adds 0.12 ms against 0.2 ms)
+# accumulators other than an add chain's (or one with NaN operands the chain takes as acc + x) fold, from this many lanes
+# (waves x 32) on, by the row's calls per iteration, else by its accumulate (numpy's accumulate of a 2-D array costs ~20 ns
+# an element: 4 ms for 1,024 lanes x 230 adds, where the calls take 0.5 ms; it wins only for few lanes: 128 lanes x 120
+# adds 0.12 ms against 0.2 ms)
 FOLD_LANES = 256
-REDUCE_LANES = 32      # from this many lanes on, an add chain's fold is one np.add.reduce down axis 0 (lanes the inner loop)
+# from this many enabled lanes on, an add chain's fold is one np.add.reduce down axis 0 (every lane of the batch's waves,
+# the inner loop; the rows added in order), whatever FOLD_LANES says: 128 lanes x 128 adds 10 us against 90 us by
+# accumulate, 32 lanes x 4,000 adds 0.13 ms against 2 ms; one enabled lane of 32 x 1,000 adds 29 us against 20 us
+REDUCE_LANES = 4
 SHORT_LANES = 2048     # from this many lanes on, a batch of fewer than MIN_N iterations is not run
 SALU = ("SOP1", "SOP2", "SOPK")
 _LOCAL = threading.local()   # the batch's VGPR file, kept for the next batch (a fresh one costs page faults)
@@ -71,6 +75,33 @@ def _scratch(size: int, name: str = "buf") -> np.ndarray:
     buf = np.empty(size, U32)
     setattr(_LOCAL, name, buf)
   return buf[:size]
+
+
+class Records(list):
+  """An accumulator's records in a batch (blocks._record): (form, the other operand in every lane), in program order."""
+  def add(self, form: int, x: np.ndarray, shape: tuple[int, ...]) -> None:
+    self.append((form, np.full(shape, x)))   # np.full == broadcast_to + copy, cheaper
+
+
+class FoldBuffer:
+  """An add chain's records written straight into the rows of its fold (`_batch`: [acc; each iteration's operands in
+  program order], float32, lanes the inner axis) instead of kept apart and copied there: one copy of each operand, not
+  two. k: the records per iteration the block makes (Block.nrec); fewer or more is a failed batch."""
+  def __init__(self, n: int, W: int, k: int):
+    self.buf = np.empty((1 + n * k, W * 32), np.float32)
+    self.rows = self.buf[1:].reshape(n, k, W, 32)
+    self.n, self.W, self.k, self.forms = n, W, k, []
+
+  def add(self, form: int, x: np.ndarray, shape: tuple[int, ...]) -> None:
+    j = len(self.forms)
+    if j >= self.k: raise IndexError("more records than the block lists")
+    x = np.asarray(x)
+    np.copyto(self.rows[:, j], x.reshape(self.n, self.W, -1) if x.shape[0] == self.n * self.W else x)
+    self.forms.append(form)
+
+  def records(self) -> list[tuple[int, np.ndarray]]:
+    """The records as Records keeps them (float32 [n * W, 32] each), for the other folds."""
+    return [(f, np.ascontiguousarray(self.rows[:, j]).reshape(-1, 32)) for j, f in enumerate(self.forms)]
 
 
 @dataclass
@@ -289,23 +320,23 @@ def _unpack(m: Any, pm: Any, lanes: np.ndarray, E: int, blocks: tuple[B.Block, .
     # register by register, each a row of both register-major files: the packed row's first E lanes to the enabled lanes
     src = pm.v.transpose(1, 0, 2).reshape(m.nv, P * 32)
     dst = m.v.transpose(1, 0, 2).reshape(m.nv, m.W * 32)
-    wa = np.array(wr, np.int64)   # all the registers in one indexed copy (one call, not one per register)
-    if first := _first_lanes(lanes):   # the first lanes of every wave: slices, no lane index
-      dst.reshape(m.nv, m.W, 32)[wa, :, :first] = src[wa, :E].reshape(len(wr), m.W, first)
-    else:
-      sel = np.flatnonzero(lanes.reshape(-1))
-      dst[wa[:, None], sel] = src[wa, :E]
+    first = _first_lanes(lanes)
+    sel = None if first else np.flatnonzero(lanes.reshape(-1))
+    for a, b in B.runs(wr):   # runs of consecutive registers: slices of both files (no gathered copy)
+      if first: dst.reshape(m.nv, m.W, 32)[a:b, :, :first] = src[a:b, :E].reshape(b - a, m.W, first)   # the first lanes of every wave
+      else: dst[a:b, sel] = src[a:b, :E]
   else:
     ew, el = np.nonzero(lanes)
     flat = pm.v.transpose(0, 2, 1).reshape(P * 32, m.nv)[:E]
     for r in wr: m.v[ew, r, el] = flat[:, r]
-  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  if m.vinit is not None: B.mark_rows(m.vinit, B.runs(wr), lanes[:, None, :], bool(lanes.all()))
   m.s[:, sw] = pm.s[0, sw]
-  for c in sorted(maskw):
-    bits = ((pm.s[:, c][:, None] & LANE_BITS) != 0).reshape(-1)[:E]
-    got = np.zeros_like(lanes)
-    got.reshape(-1)[np.flatnonzero(lanes.reshape(-1))] = bits
-    m.s[:, c] = M.lanes_to_mask(got)
+  if maskw:   # every mask SGPR at once: the packed lanes' bits (the first E) to the enabled lanes, packed per wave
+    cs = sorted(maskw)
+    bits = ((pm.s[:, cs].T[:, :, None] & LANE_BITS) != 0).reshape(len(cs), -1)[:, :E]
+    got = np.zeros((len(cs), m.W * 32), np.bool_)
+    got[:, np.flatnonzero(lanes.reshape(-1))] = bits
+    m.s[:, cs] = M.lanes_to_mask(got.reshape(-1, 32)).reshape(len(cs), m.W).T
   m.scc[:] = pm.scc[0]
   m.pc[:] = pm.pc[0]
   m._lanes = None
@@ -319,7 +350,7 @@ def _packed(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray]) -> bool | Non
   if (got := _packable(m, lp, b, (m.s, prev[0]))) is None: return None
   lanes, E, P = got
   reads = sorted(r for r in b.vreads if r < m.nv)
-  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  if m.vinit is not None and not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return False
   pm, pack = _pack(m, lanes, E, P)
   pprev = (np.tile(prev[0][:1], (P, 1)), pack(prev[1]) if prev[1].size else prev[1][:P])
   ok = _batch(pm, lp, pprev)
@@ -428,7 +459,7 @@ def split_from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> int:
   if m.vinit is not None:
     reads = sorted(r for r in b.vreads if r < m.nv)
     lanes = (m.s[:, 126][:, None] & LANE_BITS) != 0
-    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+    if not m.clean() or not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return 0
   if (prev := dry_prev(m, sp.floop, pc, b)) is None: return 0
   pv = m.v[:, list(lp.vcarried), :].copy()   # `_carried` takes the batched part's carried VGPRs from lp.vcarried's places
   for k, r in enumerate(sp.floop.vcarried): pv[:, lp.vcarried.index(r), :] = prev[1][:, k, :]
@@ -449,7 +480,7 @@ def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
   lanes, E, P = got
   if m.vinit is not None:
     reads = sorted(r for r in b.vreads if r < m.nv)
-    if not m.clean() or (reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all()): return 0
+    if not m.clean() or not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return 0
   pm, _ = _pack(m, lanes, E, P)
   pm._idx = idx = np.arange(P)
   pm._ix = slice(None)
@@ -498,19 +529,24 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   reads = sorted(r for r in lp.block.vreads if r < m.nv)
   # checked mode: the block's entry test, on the machine (every iteration starts with its VGPRs); the batch then runs
   # without definedness (each value the block computes is defined in the enabled lanes, as it marks them)
-  if m.vinit is not None and reads and not (m.vinit[:, reads, :] | ~lanes[:, None, :]).all(): return False
+  if m.vinit is not None and not B.defined_rows(m.vinit, B.runs(reads), lanes, bool(lanes.all())): return False
   mx = copy.copy(m)
   # VGPRs: the ones the body reads before writing them as at the batch's start, the others never read before written
   # register-major ([VGPR, wave, lane] in memory): each register of all the batch's waves is one contiguous array
   v = _scratch(m.nv * n * W * 32).reshape(m.nv, n, W, 32)
-  v[reads] = m.v[:, reads, :].transpose(1, 0, 2)[:, None]
+  for a, b in B.runs(reads): v[a:b] = m.v.transpose(1, 0, 2)[a:b, None]   # slices of the register-major files: no gather
   vpred = _predict(lp.vpairs, {r: prev[1][:, k] for k, r in enumerate(lp.vcarried)}, {r: m.v[:, r, :] for r in lp.vcarried}, n)
   for r, x in vpred.items(): v[r] = x[:n]
   mx.W, mx.s, mx.v, mx.vinit = N, s0, v.reshape(m.nv, N, 32).transpose(1, 0, 2), None
   mx.scc = np.full(N, lp.taken)
   mx.scc[:W] = m.scc
   mx.pc, mx.done, mx.bar = np.full(N, m.pc[0], np.int64), np.zeros(N, np.bool_), np.zeros(N, np.bool_)
-  mx.wg, mx.bound, mx.acc = np.tile(m.wg, n), {}, {r: [] for r in lp.accs}
+  # an add chain over enough enabled lanes folds by reduce: its records go straight into the fold's rows
+  nrec = dict(lp.block.nrec)
+  E = int(lanes.sum()) if lp.accs else 0
+  direct = row is np.add and E >= REDUCE_LANES
+  mx.wg, mx.bound = np.tile(m.wg, n), {}
+  mx.acc = {r: FoldBuffer(n, W, nrec[r]) if direct and nrec.get(r) else Records() for r in lp.accs}
   mx.touched = {k: list(v) for k, v in m.touched.items()}
   idx = np.arange(N)
   mx._idx, mx._ix, mx._lanes = idx, slice(None), None
@@ -539,21 +575,22 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
      not (mx.v[(n - 1) * W:N][:, keep, :] == m.v[:, keep, :]).all(): return False
   results = {}
   sel = lanes.reshape(-1)   # the enabled lanes (of W * 32): the only ones whose accumulator changes
+  every = bool(lanes.all())   # every lane enabled: the folds' results as they are (np.where with a mask costs a pass)
   for r in lp.accs:
-    recs = mx.acc[r]
+    fb = mx.acc[r]
+    if isinstance(fb, FoldBuffer):
+      if len(fb.forms) != fb.k: return False
+      # an acc-second operand with a NaN: the other folds (x + acc differs from acc + x only for two NaNs)
+      if not any(form and np.isnan(fb.rows[:, j]).any() for j, form in enumerate(fb.forms)):
+        # an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy adds the
+        # rows in order into the lane's running sum, acc first)
+        fb.buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
+        with np.errstate(all="ignore"): acc = np.add.reduce(fb.buf, axis=0).reshape(W, 32)
+        results[r] = acc.view(U32) if every else np.where(lanes, acc.view(U32), m.v[:, r, :])
+        continue
+      recs = fb.records()
+    else: recs = fb
     if not recs: return False
-    if W * 32 >= FOLD_LANES and row is np.add and W * 32 >= REDUCE_LANES and \
-       not any(form and np.isnan(a.view(np.float32)).any() for form, a in recs):
-      # many lanes, an add chain: [acc; each iteration's operands in program order] summed down axis 0 in one call (numpy
-      # adds the rows in order into the lane's running sum, acc first: x + acc differs from acc + x only for two NaNs)
-      k = len(recs)
-      buf = np.empty((1 + n * k, W * 32), np.float32)
-      buf[0] = m.v[:, r, :].view(np.float32).reshape(-1)
-      b3 = buf[1:].reshape(n, k, W * 32)
-      for j, (_, a) in enumerate(recs): b3[:, j] = a.view(np.float32).reshape(n, W * 32)
-      with np.errstate(all="ignore"): acc = np.add.reduce(buf, axis=0).reshape(W, 32)
-      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
-      continue
     if W * 32 >= FOLD_LANES:   # many lanes: the row's own calls, iteration by iteration (either operand order exact)
       acc = m.v[:, r, :].view(np.float32).copy()
       xs = [(form, a.reshape(n, W, 32)) for form, a in recs]
@@ -562,7 +599,7 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
           for form, x in xs:   # in place (out=: an elementwise ufunc, checked above), in the block's operand order
             if form: row(x[t], acc, out=acc)
             else: row(acc, x[t], out=acc)
-      results[r] = np.where(lanes, acc.view(U32), m.v[:, r, :])
+      results[r] = acc.view(U32) if every else np.where(lanes, acc.view(U32), m.v[:, r, :])
       continue
     k = len(recs)
     # per enabled lane its sequence of operands, iteration by iteration, each in program order: [lanes, n * k], contiguous
@@ -579,9 +616,11 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   m.s[:] = mx.s[last]
   m.scc[:] = mx.scc[last]
   # the registers written: disabled lanes keep their values, as without the batch
-  m.v[:, wr, :] = mx.v[last][:, wr, :] if lanes.all() else np.where(lanes[:, None, :], mx.v[last][:, wr, :], m.v[:, wr, :])
+  for a, b in B.runs(wr):
+    if every: m.v[:, a:b, :] = mx.v[last, a:b, :]
+    else: m.v[:, a:b, :] = np.where(lanes[:, None, :], mx.v[last, a:b, :], m.v[:, a:b, :])
   for r, x in results.items(): m.v[:, r, :] = x
-  if m.vinit is not None: m.vinit[:, wr, :] |= lanes[:, None, :]
+  if m.vinit is not None: B.mark_rows(m.vinit, B.runs(wr), lanes[:, None, :], every)
   m.pc[:] = mx.pc[last]
   m.touched.clear()
   m.touched.update(mx.touched)

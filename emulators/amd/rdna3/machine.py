@@ -447,13 +447,16 @@ class Machine:
     byte path, `gather`, names any fault and gives undefined bytes their definedness). addr None: base + boff (mod
     2^64), where base is a VGPR pair array a block read once for loads at several offsets: the addresses' facts (range,
     alignment, offsets in the mapping) are kept for the next load from the same base and lanes (`_amemo`), whose
-    addresses are the kept ones + a multiple of 16 that moves no lane past 2^64 (the same mapping, alignment, units)."""
+    addresses are the kept ones + a multiple of 16, above or below, that keeps every lane in the kept mapping (the same
+    alignment and units; no lane wraps past 2^64 or below 0)."""
     ix = self.ix(idx)
     if r0 + nd > self.nv or not isinstance(ix, slice): return False
     full = self.all_on(lanes)
     mm, off, ui, ks = self._amemo, None, None, 0
-    sh = boff - mm[3] if base is not None and mm is not None and mm[0] is base and mm[1] is lanes and mm[2] == full else -1
-    if sh >= 0 and sh % 16 == 0 and mm[5] + sh < 1 << 64 and mm[5] + sh + 4 * nd <= mm[7].end:
+    # the shift from the kept load's addresses, signed (offsets come modulo 2^64: a load below the kept one too)
+    keep = base is not None and mm is not None and mm[0] is base and mm[1] is lanes and mm[2] == full
+    sh = ((boff - mm[3] + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63) if keep else 1
+    if keep and sh % 16 == 0 and mm[4] + sh >= mm[7].va and mm[5] + sh + 4 * nd <= mm[7].end:   # the same mapping: no wrap
       n, lo, hi, align, r = mm[8].size, mm[4] + sh, mm[5] + sh + 4 * nd, mm[6], mm[7]
     else:
       if addr is None: addr = base + U64(boff)
@@ -487,6 +490,7 @@ class Machine:
       if self._amemo is not None: self._amemo[9][u] = ui
     # np.take: several times faster than indexing with [] for a void dtype (numpy 2.4)
     # mode="wrap": every index lies in the mapping (checked above), and numpy's default bounds mode is slower
+    if ks < 0: ui, ks = ui + ks, 0   # a load below the kept one: its units by index (every one in the mapping, checked above)
     got = np.take(units[ks:], ui if k == 1 else (ui[:, None] + np.arange(k)).reshape(-1), axis=0, mode="wrap").view(U32).reshape(n, nd)
     self._touch(r.va, lo, hi, False)
     if full:   # all the registers in one transposing copy (faster than one per register in either register file layout)

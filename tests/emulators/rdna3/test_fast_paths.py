@@ -3,11 +3,15 @@
 the case-by-case path, and a packed loop batch's padding lanes (loops._packed)."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 from emulators.amd.rdna3 import alu as A
+from emulators.amd.rdna3 import blocks as B
 from emulators.amd.rdna3 import loops as LP
+from emulators.amd.rdna3 import ops as X
 from emulators.amd.rdna3.machine import Machine
 from tests.emulators.rdna3 import kernels as K
 from tests.emulators.rdna3.llvm_util import compile_ir, read_elf
@@ -77,6 +81,33 @@ define amdgpu_kernel void @load_offsets(ptr addrspace(1) %out, ptr addrspace(1) 
   %w3 = mul i32 %w2, %x3
   %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
   store i32 %w3, ptr addrspace(1) %po
+  ret void
+}
+
+define amdgpu_kernel void @load_below(ptr addrspace(1) %out, ptr addrspace(1) %a) #0 {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g2 = mul i32 %g, 64
+  %i = add i32 %l, %g2
+  %e = mul i32 %i, 12
+  %e4 = add i32 %e, 4
+  %p1 = getelementptr i32, ptr addrspace(1) %a, i32 %e4
+  %p0 = getelementptr i32, ptr addrspace(1) %p1, i32 -4
+  %p2 = getelementptr i32, ptr addrspace(1) %p1, i32 4
+  %x1 = load <4 x i32>, ptr addrspace(1) %p1, align 16
+  %x0 = load <4 x i32>, ptr addrspace(1) %p0, align 16
+  %x2 = load <4 x i32>, ptr addrspace(1) %p2, align 16
+  %y0 = xor <4 x i32> %x0, %x1
+  %y1 = mul <4 x i32> %y0, %x2
+  %z0 = extractelement <4 x i32> %y1, i32 0
+  %z1 = extractelement <4 x i32> %y1, i32 1
+  %z2 = extractelement <4 x i32> %y1, i32 2
+  %z3 = extractelement <4 x i32> %y1, i32 3
+  %w0 = add i32 %z0, %z1
+  %w1 = sub i32 %z2, %z3
+  %w2 = xor i32 %w0, %w1
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %w2, ptr addrspace(1) %po
   ret void
 }"""
 
@@ -215,6 +246,72 @@ def test_fma64_when_c_plus_the_product_head_is_exact(monkeypatch):
       np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
   x, y, z = -d, np.where(rng.random(3000) < 0.5, r, rng.standard_normal(3000)), np.ones_like(d)   # some lanes inexact
   np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+def test_fma64_with_a_short_factor_as_exact(monkeypatch):
+  """A factor of at most 26 significant bits (alu._short: a float32 widened, a division's residual) is not split: the
+  f64 fma with such a factor in either place, the other any, c random, cancelling or at a tie of the final rounding, is
+  bit for bit the exact per-lane rational result; the short path runs (the general split of both factors would fail)."""
+  rng = np.random.default_rng(31)
+  n = 3000
+  s = np.ldexp(rng.integers(1 << 25, 1 << 26, n).astype(np.float64), rng.integers(-200, 200, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+  s[:500] = rng.standard_normal(500).astype(np.float32)   # float32 values (24 bits)
+  w = np.ldexp(rng.uniform(1, 2, n), rng.integers(-200, 200, n))
+  c = np.where(rng.random(n) < 0.4, -(s * w) * (1 + rng.integers(-3, 4, n) * 2.0 ** -52), np.ldexp(rng.standard_normal(n), rng.integers(-250, 250, n)))
+  c[600:900], s[600:900] = 1.0, 2.0 ** -27   # s*w at half an ulp of c, or next to it: ties of the final rounding
+  w[600:900] = 2.0 ** -26 * (1 + rng.integers(-1, 2, 300) * 2.0 ** -52)
+  d = s[:500]
+  r = 1.0 / d
+  e = A._fma64_exact(-d, r, np.ones_like(d))   # a residual: short too
+  assert A._short(s) and A._short(e) and not A._short(w)
+  split = A._split
+  def split_short(x):
+    assert not A._short(x), "a short factor was split"
+    return split(x)
+  monkeypatch.setattr(A, "_split", split_short)
+  for x, y, z in ((s, w, c), (w, s, c), (-d, r, np.ones_like(d)), (r, e, r), (e, r, r)):
+    np.testing.assert_array_equal(A.fma(x, y, z).view(np.uint64), A._fma64_exact(x, y, z).view(np.uint64))
+
+
+@pytest.mark.parametrize("name", sorted(B.NARROW))
+def test_narrow_integer_rows_as_the_rows(name):
+  """blocks.NARROW: each uint32 ufunc chain a block runs for an integer VALU row gives the row's result as the register
+  keeps it (its low 32 bits) on edge and random operands (wrapping sums, shift counts of 32 and more, all ones), both
+  into a register (out=) and as a value; in a block, the row itself runs where it is not the table's (test_injection)."""
+  rng = np.random.default_rng(41)
+  edge = np.array([0, 1, 2, 31, 32, 33, 63, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
+  k = 3 if "{2}" in B.NARROW[name][1] else 2
+  grid = np.array(np.meshgrid(*[edge] * k)).reshape(k, -1)   # every combination of edge values
+  ops = [np.concatenate([grid[j], rng.integers(0, 2 ** 32, 3000, dtype=np.uint64).astype(np.uint32)]) for j in range(k)]
+  r = np.asarray(X.VALU[name](*ops))
+  want = r.astype(np.int64 if r.dtype.kind == "i" else np.uint64).astype(np.uint32)   # the register's 32 bits
+  names = [f"a{j}" for j in range(k)]
+  env = {"np": np, "SHIFT5": np.uint32(31), **dict(zip(names, ops))}
+  got = eval(B.NARROW[name][1].format(*names, o=""), env)
+  assert got.dtype == np.uint32 and np.array_equal(got, want)
+  out = np.zeros_like(want)
+  eval(B.NARROW[name][1].format(*names, o=", out=out"), {**env, "out": out})
+  assert np.array_equal(out, want)
+  assert B.NARROW[name][0] is X.VALU[name]
+
+
+def test_add_odd_rounds_to_odd():
+  """alu._add_odd (the integer-op step toward the exact sum) against exact rational arithmetic rounded to odd: random
+  sums, exact ones, both signs, sums that are powers of two and cancellations."""
+  rng = np.random.default_rng(37)
+  n = 4000
+  a = np.ldexp(rng.uniform(1, 2, n), rng.integers(-40, 40, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+  b = np.ldexp(rng.uniform(1, 2, n), rng.integers(-100, 40, n)) * np.where(rng.random(n) < 0.5, -1, 1)
+  b[:300] = -a[:300] * (1 + rng.integers(-2, 3, 300) * 2.0 ** -52)
+  b[300:600] = np.ldexp(1.0, rng.integers(-120, -50, 300)) * np.where(rng.random(300) < 0.5, -1, 1)
+  a[300:600] = np.ldexp(1.0, rng.integers(-2, 3, 300)) * np.where(rng.random(300) < 0.5, -1, 1)
+  got = A._add_odd(a.copy(), b.copy())
+  for x, y, g in zip(a.tolist(), b.tolist(), got.tolist()):
+    ex = Fraction(x) + Fraction(y)
+    f = float(ex)
+    if Fraction(f) != ex and int(np.float64(f).view(np.uint64)) % 2 == 0:   # inexact, even: the odd neighbour toward ex
+      f = float(np.nextafter(f, np.inf if ex > Fraction(f) else -np.inf))
+    assert g == f and (g != 0 or np.signbit(g) == np.signbit(f) or ex != 0), (x, y, g, f)
 
 
 def test_block_before_a_loop_ends_at_the_loop_head():
@@ -390,8 +487,9 @@ def test_div_fixup_without_cases_same_as_case_by_case(t, monkeypatch):
 
 
 def test_fma64_range_test_by_sign_same_as_by_magnitude():
-  """alu._all_in (the f64 fma's whole-array operand test): |x|'s range from x's min and max where every element has one
-  sign, the same answer as from |x| itself over signed zeros, range ends, infinities, NaN and subnormals, both signs."""
+  """alu._all_in (the f64 fma's whole-array operand test) and alu._mag_range: |x|'s range from x's min and max where
+  every element has one sign, the same answer as from |x| itself over signed zeros, range ends, infinities, NaN and
+  subnormals, both signs."""
   def by_abs(x, lo, hi):
     t = np.abs(x)
     return bool(t.min() >= lo and t.max() <= hi)
@@ -405,16 +503,21 @@ def test_fma64_range_test_by_sign_same_as_by_magnitude():
       got = A._all_in(x, lo, hi)
       assert got == by_abs(x, lo, hi), (x, lo, hi)
       seen.add(got)
+    # alu._mag_range (div_scale's and div_fixup's operand test): |x|'s smallest and largest, NaN where |x|'s are
+    t = np.abs(x)
+    np.testing.assert_array_equal(np.array(A._mag_range(x)), np.array([t.min(), t.max()]))
   assert seen == {True, False}
 
 
 @pytest.mark.parametrize("group", [64, 40])
 @pytest.mark.parametrize("undef_in", [False, True])
-def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, monkeypatch):
+@pytest.mark.parametrize("name", ["load_offsets", "load_below"])
+def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, name, monkeypatch):
   """Loads at several offsets of one VGPR pair base in a block (Machine.load_dwords with base and boff: the base's
   address facts kept from the first load, `_amemo`; 16-byte loads 16 and 32 bytes on, a dword 20 bytes on: computed
-  afresh), lanes EXEC leaves off, inputs partly never written (checked mode: the per-dword test from the kept
-  offsets): the same bytes, registers, definedness and accesses as stepped (no kept facts)."""
+  afresh; load_below: 16 bytes below the kept load, then 16 above), lanes EXEC leaves off, inputs partly never written
+  (checked mode: the per-dword test from the kept offsets): the same bytes, registers, definedness and accesses as
+  stepped (no kept facts)."""
   rng = np.random.default_rng(29)
   a = rng.integers(0, 2**32, 12 * 128, dtype=np.uint64).astype(np.uint32)
   out = rng.integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
@@ -425,12 +528,16 @@ def test_loads_at_offsets_of_one_base_same_as_stepped(group, undef_in, monkeypat
   real = Machine.load_dwords
   def spy(self, idx, addr, nd, lanes, r0, base=None, boff=0):
     mm = self._amemo
-    hits.append(addr is None and mm is not None and mm[0] is base and boff != mm[3])
-    return real(self, idx, addr, nd, lanes, r0, base, boff)
+    kept = addr is None and mm is not None and mm[0] is base and boff != mm[3]
+    got = real(self, idx, addr, nd, lanes, r0, base, boff)
+    # the kept facts served it (none computed afresh); load_below: a load below the kept one
+    hits.append(kept and got and self._amemo is mm and (name != "load_below" or (boff - mm[3]) % (1 << 64) >= 1 << 63))
+    return got
   monkeypatch.setattr(Machine, "load_dwords", spy)
-  m1, r1 = run_partial(kernel("load_offsets"), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=True)
+  if name == "load_below": a[:12 * 4] = 0   # lane 0's load 16 bytes below its base reads a's first dwords
+  m1, r1 = run_partial(kernel(name), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=True)
   assert any(hits)
-  m2, r2 = run_partial(kernel("load_offsets"), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=False)
+  m2, r2 = run_partial(kernel(name), [out, a], [None, ua], (2, 1, 1), (group, 1, 1), blocks=False)
   for x, y in zip(r1, r2):
     assert x.mem.data.tobytes() == y.mem.data.tobytes()
     i1, i2 = x.mem.init, y.mem.init

@@ -217,12 +217,24 @@ LANE_SEL = LANE_ACC.replace("@lane_acc", "@lane_sel").replace("""  %w = fmul flo
 """, """  %lt = fcmp olt float %v, 0.5
   %w = select i1 %lt, float %v, float 2.0
 """)
+# two compares per iteration whose lane masks the select reads later (LLVM keeps them in two SGPRs): a packed batch
+# writes several mask SGPRs back (`_unpack`, all at once)
+LANE_SEL2 = LANE_ACC.replace("@lane_acc", "@lane_sel2").replace("""  %w = fmul float %v, 3.0
+""", """  %lt = fcmp olt float %v, 0.5
+  %gt = fcmp ogt float %v, -0.25
+  %v2 = fmul float %v, 3.0
+  %x = select i1 %gt, float %v2, float -1.0
+  %y = select i1 %lt, float %x, float 2.0
+  %z = select i1 %gt, float %y, float %v
+  %u = select i1 %lt, float %z, float %v2
+  %w = fadd float %u, %y
+""")
 
 _MOD: dict = {}
 
 
 def kernel(name: str):
-  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_MINIMUM, LANE_SEL))[0]))
+  if not _MOD: _MOD.update(read_elf(compile_ir(K.module(LANE_ACC, UNIFORM_ACC, WRAP32, WRAP64, WAVE_TRIPS, LANE_IND, LANE_MAX, LANE_MAXIMUM, LANE_MINIMUM, LANE_SEL, LANE_SEL2))[0]))
   return _MOD[name]
 
 
@@ -249,7 +261,7 @@ def fold(request, monkeypatch) -> bool:
   """Accumulators by the row's accumulate (few lanes), by its calls iteration by iteration or (an add chain) by one
   np.add.reduce down the stacked operands (many lanes): every way."""
   if request.param != "accumulate": monkeypatch.setattr(LP, "FOLD_LANES", 0)
-  if request.param == "fold": monkeypatch.setattr(LP, "REDUCE_LANES", 1 << 30)
+  if request.param != "reduce": monkeypatch.setattr(LP, "REDUCE_LANES", 1 << 30)
   return request.param != "accumulate"
 
 
@@ -407,6 +419,21 @@ def test_packed_lanes(waves):
 
 
 @pytest.mark.parametrize("group", [8], indirect=True)
+@pytest.mark.parametrize("by_index", [False, True])
+def test_packed_lanes_several_masks(by_index, monkeypatch, waves):
+  """A packed batch whose body leaves lane masks in several SGPRs: each goes back to its SGPR bit by bit (`_unpack`
+  puts them all back at once), the same SGPRs as block by block and stepped, on both packing paths."""
+  if by_index: monkeypatch.setattr(LP, "_first_lanes", lambda lanes: 0)
+  rng = np.random.default_rng(14)
+  out, a = wide(rng, NL), (rng.standard_normal(NL * 13) * 0.5).astype(np.float32)
+  m = three_ways("lane_sel2", [out, a], (13,), get_machine=True)
+  assert waves and waves[0] == 1
+  lp = next(lp for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.block.insts[0].pc and len(lp.block.maskw) >= 2)
+  masks = sorted(lp.block.maskw)
+  assert len({tuple(int(x) for x in m.s[:, c]) for c in masks}) == len(masks)   # the masks differ: an exchange would show
+
+
+@pytest.mark.parametrize("group", [8], indirect=True)
 def test_packed_lanes_by_index(monkeypatch, waves):
   """The packing's general path (lanes by index, for masks other than every wave's first k lanes; `_unpack`'s `sel`
   copy), forced on the first-8 masks whose slice path the other tests take: the same registers and bytes as block by
@@ -418,6 +445,15 @@ def test_packed_lanes_by_index(monkeypatch, waves):
     waves.clear()
     three_ways(name, [out, a], (13,))
     assert waves and waves[0] == 1   # packed: 2 waves of 8 lanes -> 1
+
+
+@pytest.mark.parametrize("window", [2, 1 << 12])
+def test_trip_count_window_grown_or_wide(window, monkeypatch):
+  """The trip count from a window of predicted iterations: one grown 8x from 2 (2, 16, 128 for 37 iterations) and one
+  far wider than the loop: the same batch as block by block and stepped."""
+  monkeypatch.setattr(LP, "TRIPS0", window)
+  rng = np.random.default_rng(15)
+  three_ways("lane_acc", [wide(rng, NL), wide(rng, NL * 37)], (37,))
 
 
 def test_trip_counts_differing_between_waves():
