@@ -122,6 +122,8 @@ class Loop:
   nosplit: bool = False      # no Split applies
   sblock: B.Block | None = None   # the body's scalar work alone (`dry_prev`), once known to apply
   nosblock: bool = False     # no scalar-only run applies
+  steps: tuple | None = None   # (waves, SGPR steps, VGPR steps) of the last batch `from_start` ran (`_kept_prev`)
+  noguess: bool = False      # a batch from kept steps failed once: `dry_prev` every time
 
 
 @dataclass
@@ -440,11 +442,67 @@ def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndar
   return prev, vprev
 
 
+def _steps(pairs: tuple[tuple[int, int], ...], prev: Any, cur: Any) -> dict[int, np.ndarray]:
+  """Each carried value's change over an iteration (uint64, modulo 2^32 or 2^64 for pairs): prev -> cur, where prev[r]
+  and cur[r] are register r's values (uint32 arrays)."""
+  out = {}
+  for r, w in pairs:
+    if w == 2:
+      p0 = prev[r].astype(U64) | (prev[r + 1].astype(U64) << U64(32))
+      p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32))
+    else: p0, p1 = prev[r].astype(U64), cur[r].astype(U64)
+    out[r] = p1 - p0
+  return out
+
+
+def _back(pairs: tuple[tuple[int, int], ...], cur: Any, steps: dict[int, np.ndarray], out: Any) -> None:
+  """out[r] = register r's value one iteration before cur (cur - step, modulo 2^32 or 2^64 for pairs)."""
+  for r, w in pairs:
+    p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32)) if w == 2 else cur[r].astype(U64)
+    p0 = p1 - steps[r]
+    out[r] = (p0 & U64(0xFFFFFFFF)).astype(U32)
+    if w == 2: out[r + 1] = (p0 >> U64(32)).astype(U32)
+
+
+class _Cols:
+  """Register r as column r of an [W, regs] SGPR file or row `k` of a [W, regs, 32] VGPR selection (`at`: r -> k)."""
+  def __init__(self, a: np.ndarray, at: dict[int, int] | None = None): self.a, self.at = a, at
+  def __getitem__(self, r: int) -> np.ndarray: return self.a[:, r] if self.at is None else self.a[:, self.at[r], :]
+  def __setitem__(self, r: int, x: np.ndarray) -> None:
+    if self.at is None: self.a[:, r] = x
+    else: self.a[:, self.at[r], :] = x
+
+
+def _kept_prev(m: Any, lp: Loop) -> tuple[np.ndarray, np.ndarray] | None:
+  """`prev` (as `dry_prev` gives it) from the steps of the loop's last batch from its first iteration (the same number
+  of waves): a guess, checked by `_batch` as every prediction is (the first iteration starts from the registers as they
+  are, each next one from the prediction the one before must end with), so a step that does not hold only costs the
+  batch. None: no steps kept."""
+  st = lp.steps
+  if st is None or st[0] != m.W: return None
+  prev = m.s.copy()
+  _back(lp.pairs, _Cols(m.s), st[1], _Cols(prev))
+  at = {r: k for k, r in enumerate(lp.vcarried)}
+  vprev = m.v[:, list(lp.vcarried), :].copy()
+  _back(lp.vpairs, _Cols(m.v), st[2], _Cols(vprev, at))
+  return prev, vprev
+
+
 def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
-  """The whole loop from its first iteration as one batch (`dry_prev`), on the waves as they are; False: nothing done
-  (the caller runs the first iteration as a block). The scheduler counted the step: one less here."""
+  """The whole loop from its first iteration as one batch (`dry_prev`, or the steps the last such batch took:
+  `_kept_prev`), on the waves as they are; False: nothing done (the caller runs the first iteration as a block). The
+  scheduler counted the step: one less here."""
   if m.vinit is not None and not m.clean(): return False
-  if (prev := dry_prev(m, lp, pc, b)) is None or not _batch(m, lp, prev): return False
+  if not lp.noguess and (prev := _kept_prev(m, lp)) is not None:
+    if _batch(m, lp, prev, guess=True):
+      m.steps -= 1
+      return True
+    lp.steps, lp.noguess = None, True   # a batch from kept steps failed (whatever the cause): never guessed again
+  if (prev := dry_prev(m, lp, pc, b)) is None: return False
+  steps = None if lp.noguess else \
+    (m.W, _steps(lp.pairs, _Cols(prev[0]), _Cols(m.s)), _steps(lp.vpairs, _Cols(prev[1], {r: k for k, r in enumerate(lp.vcarried)}), _Cols(m.v)))
+  if not _batch(m, lp, prev): return False
+  lp.steps = steps
   m.steps -= 1
   return True
 
@@ -503,7 +561,10 @@ def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
   return 1 if ran or int(m.pc[0]) != pc0 else 2
 
 
-def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | None = None) -> bool:
+def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | None = None, guess: bool = False) -> bool:
+  """The loop's iterations from the machine's state on as one batch (the module's docstring), `prev` the state one
+  iteration before (its carried registers give the steps); False: nothing changed. guess: prev is a guess
+  (`_kept_prev`): a failed prediction marks nothing on the loop."""
   row = X.VALU["v_add_f32"]
   if lp.accs and not (isinstance(row, np.ufunc) and row.nin == 2): return False
   W = m.W
@@ -563,10 +624,10 @@ def _batch(m: Any, lp: Loop, prev: tuple[np.ndarray, np.ndarray], grab: dict | N
   if not ((pcs[:-1] == m.pc[0]).all() and (pcs[-1] == (m.pc[0] if on else lp.exit_pc)).all()): return False
   e3 = mx.s.reshape(n, W, 128)
   if any(r not in pred or not (e3[:-1, :, r] == pred[r][1:n]).all() for r in lp.carried):
-    lp.failed = True
+    if not guess: lp.failed = True
     return False
   if bad := frozenset(r for r, x in vpred.items() if not ((mx.v[:, r, :].reshape(n, W, 32)[:-1] == x[1:n]) | ~lanes).all()):
-    lp.failed, lp.badv = True, bad
+    if not guess: lp.failed, lp.badv = True, bad
     return False
   if not (mx.scc.reshape(n, W)[:-1] == lp.taken).all(): return False
   wr = sorted(r for r in lp.block.vwritten if r < m.nv)

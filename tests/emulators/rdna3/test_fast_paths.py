@@ -432,6 +432,39 @@ def test_loop_batch_from_its_first_iteration(name, bufs, group, monkeypatch):
   assert True in got
 
 
+@pytest.mark.parametrize("name, bufs", [("uniform_acc", (1, 40)), ("lane_ind", (1, 1 + 4 * 30 // 128 + 1)), ("lane_acc", (1, 30))])
+@pytest.mark.parametrize("group", [64, 40])
+@pytest.mark.parametrize("wrong", [False, True])
+def test_loop_batch_from_kept_steps(name, bufs, group, wrong, monkeypatch):
+  """A loop's next dispatch from its first iteration takes the steps the last such batch took (loops._kept_prev)
+  instead of the dry run of its scalar work: the same buffers, registers, SCC, PC, definedness and steps as block by
+  block and stepped. Kept steps that do not hold (wrong: each one off by 4) are caught by the batch's checks: nothing
+  changes, the loop is marked never to guess again, and the dry run's batch runs as before (same results)."""
+  from tests.emulators.rdna3 import test_loops as TL
+  monkeypatch.setitem(TL.GROUP, 0, group)
+  monkeypatch.setattr(LP, "DRY_SHARE", 1)
+  LP.LOOPS.clear()
+  rng = np.random.default_rng(23)
+  bs = [TL.wide(rng, TL.NL * k) for k in bufs[:1]] + [TL.wide(rng, bufs[1] if name == "uniform_acc" else TL.NL * bufs[1])]
+  TL.three_ways(name, bs, (30,))   # the dry run's batch, whose steps are kept
+  lps = [lp for d in LP.LOOPS.values() for lp in d.values() if lp is not None and lp.steps is not None]
+  assert lps and not any(lp.noguess for lp in lps)
+  if wrong:
+    for lp in lps:
+      w, ss, vs = lp.steps
+      assert ss or vs
+      lp.steps = (w, {r: x + np.uint64(4) for r, x in ss.items()}, {r: x + np.uint64(4) for r, x in vs.items()})
+  got = []
+  real = LP._batch
+  def spy(*args, **kw):
+    got.append((kw.get("guess", False), r := real(*args, **kw)))
+    return r
+  monkeypatch.setattr(LP, "_batch", spy)
+  TL.three_ways(name, bs, (30,))
+  if wrong: assert got == [(True, False), (False, True)] and all(lp.noguess and lp.steps is None for lp in lps), got
+  else: assert got == [(True, True)] and not any(lp.noguess for lp in lps), got
+
+
 @pytest.mark.parametrize("n", ["v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"])
 def test_carry_ops_in_uint32_against_integers(n):
   """execute.carry_op in uint32 (result, carry/borrow out) against Python integers: random operands and the edges
