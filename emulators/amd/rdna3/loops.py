@@ -492,18 +492,23 @@ def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
   """The whole loop from its first iteration as one batch (`dry_prev`, or the steps the last such batch took:
   `_kept_prev`), on the waves as they are; False: nothing done (the caller runs the first iteration as a block). The
   scheduler counted the step: one less here."""
-  if m.vinit is not None and not m.clean(): return False
+  if (m.vinit is not None and not m.clean()) or not _first_batch(m, lp, pc, b): return False
+  m.steps -= 1
+  return True
+
+
+def _first_batch(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
+  """The loop from its first iteration (every wave at its entry pc, block b) as one batch on m, predicted from the
+  steps the last such batch took (`_kept_prev`) or else by the dry run (`dry_prev`), whose steps are then kept; False:
+  nothing changed."""
   if not lp.noguess and (prev := _kept_prev(m, lp)) is not None:
-    if _batch(m, lp, prev, guess=True):
-      m.steps -= 1
-      return True
+    if _batch(m, lp, prev, guess=True): return True
     lp.steps, lp.noguess = None, True   # a batch from kept steps failed (whatever the cause): never guessed again
   if (prev := dry_prev(m, lp, pc, b)) is None: return False
   steps = None if lp.noguess else \
     (m.W, _steps(lp.pairs, _Cols(prev[0]), _Cols(m.s)), _steps(lp.vpairs, _Cols(prev[1], {r: k for k, r in enumerate(lp.vcarried)}), _Cols(m.v)))
   if not _batch(m, lp, prev): return False
   lp.steps = steps
-  m.steps -= 1
   return True
 
 
@@ -542,8 +547,8 @@ def first_packed(m: Any, lp: Loop, b: B.Block) -> int:
   pm, _ = _pack(m, lanes, E, P)
   pm._idx = idx = np.arange(P)
   pm._ix = slice(None)
-  # the whole loop as one batch where the scalar work gives the first iteration's prediction (`dry_prev`)
-  if (dprev := dry_prev(pm, lp, pc0, b)) is not None and _batch(pm, lp, dprev):
+  # the whole loop as one batch where the kept steps or the scalar work give the first iteration's prediction
+  if _first_batch(pm, lp, pc0, b):
     if not _unpack(m, pm, lanes, E, (lp.block,), lp.accs): return 0
     m.steps += pm.steps - 1   # the scheduler counted the step
     m.batches += 1

@@ -433,11 +433,11 @@ def test_loop_batch_from_its_first_iteration(name, bufs, group, monkeypatch):
 
 
 @pytest.mark.parametrize("name, bufs", [("uniform_acc", (1, 40)), ("lane_ind", (1, 1 + 4 * 30 // 128 + 1)), ("lane_acc", (1, 30))])
-@pytest.mark.parametrize("group", [64, 40])
+@pytest.mark.parametrize("group", [64, 40, 8])
 @pytest.mark.parametrize("wrong", [False, True])
 def test_loop_batch_from_kept_steps(name, bufs, group, wrong, monkeypatch):
   """A loop's next dispatch from its first iteration takes the steps the last such batch took (loops._kept_prev)
-  instead of the dry run of its scalar work: the same buffers, registers, SCC, PC, definedness and steps as block by
+  instead of the dry run of its scalar work, on the waves as they are or packed (group 8): the same buffers, registers, SCC, PC, definedness and steps as block by
   block and stepped. Kept steps that do not hold (wrong: each one off by 4) are caught by the batch's checks: nothing
   changes, the loop is marked never to guess again, and the dry run's batch runs as before (same results)."""
   from tests.emulators.rdna3 import test_loops as TL
