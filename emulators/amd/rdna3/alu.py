@@ -34,10 +34,47 @@ def fmin_ieee(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   """Fused multiply-add with one rounding. f16/f32: the product is exact in f64 and `_fma_exact` rounds the sum once;
-  f64: exact rational arithmetic per lane (Fraction), rounded once."""
+  f64: `_fma64`, on one lane a group where every operand's bits are the same in all lanes of each group (`_per_group`)."""
   t = a.dtype
-  if t == np.float64: return _fma64(a, b, c)
+  if t == np.float64:
+    if (one := _per_group(a, b, c)) is not None:   # each group's lanes compute the same fma: once a group, copied to its lanes
+      ops, g, shape = one
+      r = _fma64(*ops)
+      return np.ascontiguousarray(np.broadcast_to(r, (r.shape[0], g))).reshape(shape)
+    return _fma64(a, b, c)
   return _fma_exact(a.astype(np.float64), b.astype(np.float64), c.astype(np.float64), t)
+
+
+PER_GROUP_LANES = 1024   # from this many lanes on, f64 fma tests its operands for the same bits across groups of lanes
+GROUPS = (32, 16, 8)     # the group sizes tried (lanes of a wave, a half, a quarter), largest first
+
+
+def _per_group(*xs: np.ndarray) -> tuple[list[np.ndarray], int, tuple[int, ...]] | None:
+  """(the operands' first lane of each group of g consecutive lanes ([rows, 1]; a constant as it is), g, the result's
+  shape) where the operands are [waves, 32] float64 (or constants) and each one's bits are the same in every lane of
+  each group of g (softmax's reciprocal of a row's sum: one value per row, a row 16 lanes of a wave), so that an
+  elementwise op on them gives every lane of a group its first lane's result; else None. Bits are compared (-0.0 is
+  not 0.0, NaN payloads differ); a test of each group's last lane first spares the whole comparison."""
+  shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
+  if len(shape) != 2 or shape[1] != 32 or shape[0] * 32 < PER_GROUP_LANES: return None
+  g = GROUPS[0]
+  for x in xs:
+    x = np.asarray(x)
+    if x.ndim == 0 or x.shape == (1, 1) or x.shape == (shape[0], 1): continue
+    if x.shape != shape or x.dtype != np.float64: return None
+    bits = x.view(np.uint64)
+    while True:
+      r = bits.reshape(-1, g)
+      if (r[:, -1] == r[:, 0]).all() and (r == r[:, :1]).all(): break
+      if g == GROUPS[-1]: return None
+      g = GROUPS[GROUPS.index(g) + 1]
+  out = []
+  for x in xs:
+    x = np.asarray(x)
+    if x.ndim == 0 or x.shape == (1, 1): out.append(x)
+    elif x.shape == (shape[0], 1): out.append(np.repeat(x, 32 // g, axis=0))   # one value a wave: one a group
+    else: out.append(x.reshape(-1, g)[:, :1])
+  return out, g, shape
 
 
 def _fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: type, wide: bool = False) -> np.ndarray:

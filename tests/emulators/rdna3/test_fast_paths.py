@@ -465,6 +465,33 @@ def test_loop_batch_from_kept_steps(name, bufs, group, wrong, monkeypatch):
   else: assert got == [(True, True)] and not any(lp.noguess for lp in lps), got
 
 
+@pytest.mark.parametrize("g", [32, 16, 8])
+def test_f64_fma_once_a_group_same_as_every_lane(g):
+  """f64 fma on operands whose bits are the same in each group of g lanes (alu._per_group: once a group, copied to
+  its lanes) against `_fma64` on every lane: the same bits, over ordinary values, zeros of both signs, infinities, NaNs
+  with payloads, denormals and operands near the range ends (the exact per-lane path); a constant and a per-wave
+  operand broadcast. Operands differing in one lane by sign of zero or NaN payload only take the every-lane path."""
+  rng = np.random.default_rng(24)
+  W = 64
+  special = np.array([0.0, -0.0, np.inf, -np.inf, 5e-324, -2.5e-310, 1.7e308, 2.0 ** -600, 3.0, -1.5], np.float64)
+  nans = np.array([0x7FF8000000000001, 0xFFF0000000000002], np.uint64).view(np.float64)
+  def grouped() -> np.ndarray:
+    vals = (rng.standard_normal(W * 32 // g) * 10.0 ** rng.integers(-30, 30, W * 32 // g)).astype(np.float64)
+    k = rng.integers(0, vals.size, 12)
+    vals[k[:10]], vals[k[10:]] = special, nans
+    return np.repeat(vals, g).reshape(W, 32)
+  a, b, c = grouped(), grouped(), grouped()
+  for ops in ((a, b, c), (-a, b, np.float64(1.0).reshape(1, 1)), (a, np.ascontiguousarray(b[:, :1]) if g == 32 else b, c)):
+    got = A._per_group(*ops)
+    assert got is not None and got[1] <= g and 32 % got[1] == 0
+    assert A.fma(*ops).view(np.uint64).tobytes() == A._fma64(*ops).view(np.uint64).tobytes()
+  for rest, bad in ((0, 0x8000000000000000), (0x7FF8000000000001, 0x7FF8000000000003)):   # -0.0 among +0.0; a NaN payload among another
+    x = a.copy()
+    x.view(np.uint64)[5], x.view(np.uint64)[5, 3] = rest, bad
+    assert A._per_group(x, b, c) is None
+    assert A.fma(x, b, c).view(np.uint64).tobytes() == A._fma64(x, b, c).view(np.uint64).tobytes()
+
+
 @pytest.mark.parametrize("n", ["v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"])
 def test_carry_ops_in_uint32_against_integers(n):
   """execute.carry_op in uint32 (result, carry/borrow out) against Python integers: random operands and the edges
