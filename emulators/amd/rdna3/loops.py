@@ -10,7 +10,9 @@ chains `acc = acc + x` (or `x + acc`) read and write.
 One iteration runs as a block call first; the change of each carried register over it is its step (two adjacent ones
 as one 64-bit value; VGPRs per lane). Where no VGPR is carried and the scalar instructions alone determine the carried
 SGPRs (`dry_prev`: they run as a block of their own on a copy of the SGPRs), that step comes from them and the batch
-starts with the first iteration (`from_start`, `split_from_start`). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
+starts with the first iteration (`from_start`, `split_from_start`); the loop's next such batch (the same number of
+waves) guesses the steps this one took (`_kept_prev`: no dry run), checked like every prediction (a wrong guess changes
+nothing and is not made again). The exit compare, evaluated (execute.sopc_scc / sopk_op) on the predicted values,
 gives the trip count (the same for every wave, else no batch). The batch then runs the loop-mode block (built with the
 accumulators: their adds only record the other operand, m.acc) on a copy of the machine with (iterations x waves)
 waves, each iteration's copy starting from the predicted registers, the other VGPRs as at the batch's start and SCC as
