@@ -40,7 +40,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     if (one := _per_group(a, b, c)) is not None:   # each group's lanes compute the same fma: once a group, copied to its lanes
       ops, g, shape = one
       r = _fma64(*ops)
-      return np.ascontiguousarray(np.broadcast_to(r, (r.shape[0], g))).reshape(shape)
+      return np.repeat(r, g, axis=1).reshape(shape)
     return _fma64(a, b, c)
   return _fma_exact(a.astype(np.float64), b.astype(np.float64), c.astype(np.float64), t)
 
