@@ -192,9 +192,9 @@ def test_packed_batch_runs_every_lane(monkeypatch):
   monkeypatch.setitem(TL.GROUP, 0, 8)   # one wave of 8 lanes a workgroup: both waves' 16 lanes packed into one wave
   execs = []
   real = LP._batch
-  def spy(m, lp, prev, grab=None):
+  def spy(m, lp, prev, *args, **kw):
     execs.append(m.s[:, 126].copy())
-    return real(m, lp, prev, grab)
+    return real(m, lp, prev, *args, **kw)
   monkeypatch.setattr(LP, "_batch", spy)
   firsts = []
   real_first = LP.first_packed

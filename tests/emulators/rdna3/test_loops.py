@@ -395,9 +395,9 @@ def waves(monkeypatch) -> list[int]:
   """The wave count of every loop batch run (a packed batch runs on fewer waves than the dispatch)."""
   seen: list[int] = []
   real = LP._batch
-  def spy(m, lp, prev):
+  def spy(m, lp, prev, *args, **kw):
     seen.append(m.W)
-    return real(m, lp, prev)
+    return real(m, lp, prev, *args, **kw)
   monkeypatch.setattr(LP, "_batch", spy)
   return seen
 
