@@ -465,6 +465,25 @@ def test_loop_batch_from_kept_steps(name, bufs, group, wrong, monkeypatch):
   else: assert got == [(True, True)] and not any(lp.noguess for lp in lps), got
 
 
+def test_loop_batch_kept_steps_other_trip_count(monkeypatch):
+  """Kept steps (loops._kept_prev) hold whatever the trip count: a dispatch of the same loop with another count (a
+  kernel argument) guesses them and its batch runs (the exit compare on the predictions gives the new count); the
+  same results as block by block and stepped."""
+  from tests.emulators.rdna3 import test_loops as TL
+  LP.LOOPS.clear()
+  rng = np.random.default_rng(25)
+  bs = [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 37)]
+  TL.three_ways("lane_acc", bs, (30,))
+  got = []
+  real = LP._batch
+  def spy(*args, **kw):
+    got.append((kw.get("guess", False), r := real(*args, **kw)))
+    return r
+  monkeypatch.setattr(LP, "_batch", spy)
+  TL.three_ways("lane_acc", bs, (37,))
+  assert got == [(True, True)], got
+
+
 @pytest.mark.parametrize("g", [32, 16, 8])
 def test_f64_fma_once_a_group_same_as_every_lane(g):
   """f64 fma on operands whose bits are the same in each group of g lanes (alu._per_group: once a group, copied to
