@@ -124,7 +124,7 @@ class Loop:
   nosplit: bool = False      # no Split applies
   sblock: B.Block | None = None   # the body's scalar work alone (`dry_prev`), once known to apply
   nosblock: bool = False     # no scalar-only run applies
-  steps: tuple | None = None   # (waves, SGPR steps, VGPR steps) of the last batch `from_start` ran (`_kept_prev`)
+  steps: tuple | None = None   # (waves, SGPR steps, VGPR steps) of the last batch from the first iteration (`_first_batch`)
   noguess: bool = False      # a batch from kept steps failed once: `dry_prev` every time
 
 
@@ -424,23 +424,11 @@ def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndar
       if not sb.fn(dm, m._idx): return None
   except Exception: return None
   if not (dm.pc == pc).all(): return None
+  # one iteration back: now - (after the dry run - now)
   prev = m.s.copy()
-  for r, w in lp.pairs:
-    if w == 2:
-      p1 = m.s[:, r].astype(U64) | (m.s[:, r + 1].astype(U64) << U64(32))
-      p2 = dm.s[:, r].astype(U64) | (dm.s[:, r + 1].astype(U64) << U64(32))
-      p0 = U64(2) * p1 - p2   # modulo 2^64
-      prev[:, r], prev[:, r + 1] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
-    else: prev[:, r] = ((U64(2) * m.s[:, r].astype(U64) - dm.s[:, r].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
+  _back(lp.pairs, _Cols(m.s), _steps(lp.pairs, _Cols(m.s), _Cols(dm.s)), _Cols(prev))
   vprev = m.v[:, list(lp.vcarried), :].copy()   # [W, carried VGPRs, 32]
-  for r, w in lp.vpairs:
-    k = lp.vcarried.index(r)
-    if w == 2:
-      p1 = m.v[:, r, :].astype(U64) | (m.v[:, r + 1, :].astype(U64) << U64(32))
-      p2 = dm.v[:, r, :].astype(U64) | (dm.v[:, r + 1, :].astype(U64) << U64(32))
-      p0 = U64(2) * p1 - p2
-      vprev[:, k, :], vprev[:, k + 1, :] = (p0 & U64(0xFFFFFFFF)).astype(U32), (p0 >> U64(32)).astype(U32)
-    else: vprev[:, k, :] = ((U64(2) * m.v[:, r, :].astype(U64) - dm.v[:, r, :].astype(U64)) & U64(0xFFFFFFFF)).astype(U32)
+  _back(lp.vpairs, _Cols(m.v), _steps(lp.vpairs, _Cols(m.v), _Cols(dm.v)), _Cols(vprev, {r: k for k, r in enumerate(lp.vcarried)}))
   return prev, vprev
 
 
