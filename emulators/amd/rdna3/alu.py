@@ -54,7 +54,7 @@ def _per_group(*xs: np.ndarray) -> tuple[list[np.ndarray], int, tuple[int, ...]]
   shape) where the operands are [waves, 32] float64 (or constants) and each one's bits are the same in every lane of
   each group of g (softmax's reciprocal of a row's sum: one value per row, a row 16 lanes of a wave), so that an
   elementwise op on them gives every lane of a group its first lane's result; else None. Bits are compared (-0.0 is
-  not 0.0, NaN payloads differ); a test of each group's last lane first spares the whole comparison."""
+  not 0.0, NaN payloads differ); tests of lane 7 and of each group's last lane first spare the whole comparison."""
   shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
   if len(shape) != 2 or shape[1] != 32 or shape[0] * 32 < PER_GROUP_LANES: return None
   g = GROUPS[0]
@@ -63,6 +63,7 @@ def _per_group(*xs: np.ndarray) -> tuple[list[np.ndarray], int, tuple[int, ...]]
     if x.ndim == 0 or x.shape == (1, 1) or x.shape == (shape[0], 1): continue
     if x.shape != shape or x.dtype != np.float64: return None
     bits = x.view(np.uint64)
+    if not (bits[:, GROUPS[-1] - 1] == bits[:, 0]).all(): return None   # no group at all (lane 7 is not lane 0): at once
     while True:
       r = bits.reshape(-1, g)
       if (r[:, -1] == r[:, 0]).all() and (r == r[:, :1]).all(): break
