@@ -547,12 +547,12 @@ class Launch:
       # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): one 16-byte row per lane, else w / 8 eight-byte elements
       if w == 16 and not al & 15:
         return self._elements(r, 16).take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
-      return self._elements(r, 8)[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
+      return self._elements(r, 8)[_spread(off >> 3, w // 8)].view(np.uint8).reshape(-1, w), None
     if k:
       v = self._elements(r, k)
       e = off >> _LOG2[k] if k > 1 else off
     if st is None:
-      out = v.take(e).view(np.uint8).reshape(-1, w) if k else r.mem.data[off[:, None] + np.arange(w)]
+      out = v.take(e).view(np.uint8).reshape(-1, w) if k else r.mem.data[_spread(off, w)].reshape(-1, w)
       if not self.checked or r.mem.bits is None: return out, None
       ok = r.mem.elems_defined(e, k) if k else r.mem.elems_defined((off[:, None] + np.arange(w)).reshape(-1), 1).reshape(-1, w).all(axis=1)
       return out, (None if ok.all() else ok)
@@ -562,8 +562,8 @@ class Launch:
       self._elements(r, -16)[off >> 4] = np.ascontiguousarray(data).view(_V16).reshape(-1)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
-      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = ((off >> 3)[:, None] + np.arange(w // 8)).reshape(-1), 8, w // 8
-      elif not k: e, k1, rep = (off[:, None] + np.arange(w)).reshape(-1), 1, w
+      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = _spread(off >> 3, w // 8), 8, w // 8
+      elif not k: e, k1, rep = _spread(off, w), 1, w
       else: k1, rep = k, 1
       dm = None if d is None else (d if rep == 1 else np.repeat(d, rep))
       if dm is None: _mark(r.mem, e, k1, True)
@@ -626,6 +626,14 @@ class Launch:
           if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False); self._undef_stored(r.mem)
           self.touched[id(r.mem)] = r.mem
     return None if st is not None else (out, dd)
+
+
+def _spread(first: np.ndarray, m: int) -> np.ndarray:
+  """(first[:, None] + np.arange(m)).reshape(-1): m column assignments (a broadcast add with so short an inner axis costs
+  several times more)."""
+  out = np.empty((first.size, m), first.dtype)
+  for j in range(m): np.add(first, j, out=out[:, j]) if j else np.copyto(out[:, 0], first)
+  return out.reshape(-1)
 
 
 def _scaled_index(x: np.ndarray, c: int, w: int) -> tuple[int, int, np.ndarray] | None:
