@@ -133,12 +133,12 @@ def wrap(f: Callable[[Launch], None], d: str, srcs: tuple[str, ...]) -> Callable
   stats = [0, 0]   # hits, misses
   tag = object()
   def step(L: Launch) -> None:
-    if not enabled or L.sel.size != L.n or (stats[1] >= GIVE_UP and stats[0] * 4 < stats[1]): return f(L)
+    if L.sel.size != L.n or (stats[1] >= GIVE_UP and stats[0] * 4 < stats[1]): return f(L)
     regs, defined = L.regs, L.defined
     xs = [dict.get(regs, s) for s in srcs]
-    if not all(_frozen(x) for x in xs) or (L.checked and any(defined.get(s) is not None for s in srcs)): return f(L)
     key = (tag, L.n, *map(id, xs))
-    if (hit := _store.get(key)) is not None:
+    # a stored entry keeps its operands alive: an id found is that very (read-only) array, checked once when stored
+    if (hit := _store.get(key)) is not None and (not L.checked or all(defined.get(s) is None for s in srcs)):
       stats[0] += 1
       counts[0] += 1
       v, typed = hit[1]
@@ -147,6 +147,7 @@ def wrap(f: Callable[[Launch], None], d: str, srcs: tuple[str, ...]) -> Callable
         if L.checked: defined[d] = None
       else: L.put_bits(d, v, None)
       return None
+    if not all(_frozen(x) for x in xs) or (L.checked and any(defined.get(s) is not None for s in srcs)): return f(L)
     stats[1] += 1
     f(L)
     v = dict.get(regs, d)
@@ -161,12 +162,13 @@ def wrap(f: Callable[[Launch], None], d: str, srcs: tuple[str, ...]) -> Callable
 def derived(kind: str, src: np.ndarray, args: tuple, make: Callable[..., Any], *margs: Any) -> Any:
   """make(*margs), a value (arrays made read-only, or None) that follows from read-only src and args alone, kept per
   (kind, src, args)."""
-  if not enabled or not _frozen(src): return make(*margs)
+  if not enabled: return make(*margs)
   key = (kind, id(src), *args)
-  if (hit := _store.get(key)) is not None and hit[0] is src:
+  if (hit := _store.get(key)) is not None and hit[0] is src:   # (stored only for a read-only src, which it keeps alive)
     counts[0] += 1
     return hit[1]
   v = make(*margs)
+  if not _frozen(src): return v
   arrs = [a for a in (v if isinstance(v, tuple) else (v,)) if isinstance(a, np.ndarray)]
   if not all(_frozen(a) if not a.flags.writeable else _freeze(a) for a in arrs): return v
   nbytes = sum(a.nbytes for a in arrs)
