@@ -457,7 +457,10 @@ def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
   if L.sel.size != n or not n or any(r not in L.regs for r in (*P.inductions, *(a.carried for a in P.accs))): return None
   if L.checked and any(L.defined.get(r) is not None for r in (*P.invariant, *P.inductions, *(a.carried for a in P.accs))): return None
   nbody = P.back - P.top + 1
-  T = trip_count(L, P, max(budget // nbody, 0))
+  limit = max(budget // nbody, 0)
+  ops = [L.regs.raw(str(o.value)) for o in P.cond[4] if o.kind == "reg"]   # (defined: checked above)
+  # the trip count follows from the condition's operands: kept with them when they are kept launch-shape values (memo.py)
+  T = memo.derived("trips", (P, *ops), (limit, L.n), trip_count, L, P, limit) if all(v is not None for v in ops) else trip_count(L, P, limit)
   if T is None: return None
   # the registers it writes that hold values now (the body's temporaries mostly do not): put back where it gives up
   regs, defined = L.regs, L.defined

@@ -159,20 +159,23 @@ def wrap(f: Callable[[Launch], None], d: str, srcs: tuple[str, ...]) -> Callable
   return step
 
 
-def derived(kind: str, src: np.ndarray, args: tuple, make: Callable[..., Any], *margs: Any) -> Any:
-  """make(*margs), a value (arrays made read-only, or None) that follows from read-only src and args alone, kept per
-  (kind, src, args)."""
+def derived(kind: str, src: Any, args: tuple, make: Callable[..., Any], *margs: Any) -> Any:
+  """make(*margs), a value (arrays made read-only, a number, or None) that follows from src and args alone, kept per
+  (kind, src, args). src: a read-only array, or a tuple of them and of other objects make reads nothing mutable of (a
+  loop's plan); nothing is kept unless every array in it is read-only."""
   if not enabled: return make(*margs)
-  key = (kind, id(src), *args)
-  if (hit := _store.get(key)) is not None and hit[0] is src:   # (stored only for a read-only src, which it keeps alive)
+  srcs = src if isinstance(src, tuple) else (src,)
+  key = (kind, *map(id, srcs), *args)
+  # (stored only for read-only arrays, kept alive by the entry: an id found is that very object)
+  if (hit := _store.get(key)) is not None and all(a is b for a, b in zip(hit[0], srcs)):
     counts[0] += 1
     return hit[1]
   v = make(*margs)
-  if not _frozen(src): return v
+  if not all(_frozen(a) for a in srcs if isinstance(a, np.ndarray)) or not any(isinstance(a, np.ndarray) for a in srcs): return v
   arrs = [a for a in (v if isinstance(v, tuple) else (v,)) if isinstance(a, np.ndarray)]
   if not all(_frozen(a) if not a.flags.writeable else _freeze(a) for a in arrs): return v
   nbytes = sum(a.nbytes for a in arrs)
-  _keep(key, (src, v, nbytes), nbytes)
+  _keep(key, (srcs, v, nbytes), nbytes)
   counts[1] += 1
   return v
 

@@ -15,7 +15,8 @@ RNG = np.random.default_rng(18)
 N = 256
 # index arithmetic of %tid only (%r1, %r2 and the loop's %r4..%r6), a divergent write into one of them (%r2 of the even
 # lanes: a partial write into a kept read-only array), a loop run as arrays whose load is fused (its element indices
-# kept), and a value loaded (%f2) that is never kept; out[t] = the sum, out[N + t] = %r2
+# kept), and a value loaded (%f2) that is never kept; out[t] = the sum, out[N + t] = %r2. BOUND: the loop's trips (a
+# parameter %r9, or an immediate: then the trip count is kept with the induction variable's kept value)
 SRC = entry(f"""
   mul.lo.s32 %r1, %r0, 3;
   add.s32 %r2, %r1, 7;
@@ -34,7 +35,7 @@ LOOP:
   ld.global.f32 %f2, [%rd3];
   add.rn.f32 %f1, %f1, %f2;
   add.s32 %r4, %r4, 1;
-  setp.lt.s32 %p2, %r4, %r9;
+  setp.lt.s32 %p2, %r4, BOUND;
   @%p2 bra LOOP;
   mul.wide.u32 %rd4, %r0, 4;
   add.s64 %rd5, %rd0, %rd4;
@@ -42,24 +43,26 @@ LOOP:
   st.global.u32 [%rd5+{4 * N}], %r2;""")
 
 
-def run(trips: int, inp: np.ndarray) -> np.ndarray:
-  return Device["NV"].run_ptx(SRC, "k", [np.zeros(2 * N, np.float32), inp, np.uint32(trips)], block=(N, 1, 1))[0]
+def run(trips: int, inp: np.ndarray, imm: bool = False) -> np.ndarray:
+  src = SRC.replace("BOUND", str(trips) if imm else "%r9")
+  return Device["NV"].run_ptx(src, "k", [np.zeros(2 * N, np.float32), inp, np.uint32(trips)], block=(N, 1, 1))[0]
 
 
-@pytest.mark.parametrize("trips", [1, 20, 300])
-def test_kept_values_give_the_bits_computed(monkeypatch, trips):
+@pytest.mark.parametrize("trips, imm", [(1, False), (20, False), (300, False), (20, True), (300, True)])
+def test_kept_values_give_the_bits_computed(monkeypatch, trips, imm):
   inp = RNG.standard_normal(256).astype(np.float32)
   monkeypatch.setattr(memo, "enabled", False)
-  want = run(trips, inp)
+  want = run(trips, inp, imm)
   monkeypatch.setattr(fast, "enabled", False)
-  assert run(trips, inp).tobytes() == want.tobytes()   # (every instruction through its family handler)
+  assert run(trips, inp, imm).tobytes() == want.tobytes()   # (every instruction through its family handler)
   monkeypatch.setattr(fast, "enabled", True)
   monkeypatch.setattr(memo, "enabled", True)
   memo.clear()
   hits, stored = memo.counts
   for i in range(3):   # the first launch stores, the next ones take (the same inputs: a fresh buffer each, same values)
-    assert run(trips, inp).tobytes() == want.tobytes()
+    assert run(trips, inp, imm).tobytes() == want.tobytes()
     if i == 0: first = memo.counts[0] - hits
+  assert any(k[0] == "trips" for k in memo._store) == (imm and trips > 1)   # (1 trip: the loop is not offered to the fast path)
   assert memo.counts[1] > stored and memo.counts[0] - hits > 2 * first   # launches 2 and 3 took what launch 1 stored
   r2 = want[N:].view(np.int32)
   assert (r2 == 3 * np.arange(N) + 7 + 100 * (np.arange(N) % 2 == 0)).all()
@@ -79,7 +82,7 @@ def test_store_is_bounded(monkeypatch):
 
 
 def test_plan_keeps_launch_shape_registers_only():
-  e = parse(SRC).entries["k"]
+  e = parse(SRC.replace("BOUND", "%r9")).entries["k"]
   planned = {e.instrs[i].text.strip() for i in memo.plan(e, STABLE_SPECIALS)}
   assert "add.s32 %r2, %r2, 100;" in planned and "and.b32 %r6, %r5, 255;" in planned and "mov.b32 %r4, 0;" in planned
   assert "add.s32 %r4, %r4, 1;" in planned and "mul.wide.u32 %rd2, %r6, 4;" in planned   # an induction variable from a constant
