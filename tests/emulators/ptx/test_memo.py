@@ -97,3 +97,19 @@ def test_read_only_results_are_copied_before_a_partial_write():
   v = np.arange(8, dtype=np.uint32).view(np.float32)
   assert memo._freeze(v) and memo._frozen(v) and not v.base.flags.writeable   # a typed view of a fresh array: both frozen
   assert not memo._freeze(np.arange(16, dtype=np.uint64)[::2])   # not all of its base: not kept
+
+
+def test_a_stepped_loop_stops_trying(monkeypatch):
+  """Stepped iteration by iteration, the loop's index instructions meet fresh operands every time: each gives up after
+  GIVE_UP misses instead of storing one entry per iteration (and the bits stay those computed)."""
+  from emulators.nv.ptx import loops
+  inp = RNG.standard_normal(256).astype(np.float32)
+  monkeypatch.setattr(loops, "enabled", False)
+  monkeypatch.setattr(memo, "enabled", False)
+  want = run(300, inp, True)
+  monkeypatch.setattr(memo, "enabled", True)
+  memo.clear()
+  for _ in range(2): assert run(300, inp, True).tobytes() == want.tobytes()
+  # per wrapped loop instruction (%r5, %r6, %rd2, %r4 and the compare of the induction variable) at most GIVE_UP + 1 entries
+  assert len(memo._store) < 5 * (memo.GIVE_UP + 1) + 20
+  memo.clear()
