@@ -13,6 +13,7 @@ operands every time) stops trying. `derived` keeps values made from one read-onl
 tiled invariants and induction rows, a fused load's element indices). Bounded: FIFO eviction above BUDGET bytes."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,18 +39,24 @@ _bytes = 0
 counts = [0, 0]   # values taken from the memo, values stored (tests read them)
 
 
+_lock = threading.Lock()   # (each mock GPU runs its kernels on its own worker thread: stores and evictions one at a time)
+
+
 def clear() -> None:
   global _bytes
-  _store.clear()
-  _bytes = 0
+  with _lock:
+    _store.clear()
+    _bytes = 0
 
 
 def _keep(key: tuple, entry: tuple, nbytes: int) -> None:
   global _bytes
-  _store[key] = entry
-  _bytes += nbytes
-  while (_bytes > BUDGET or len(_store) > MAX_ENTRIES) and _store:
-    _bytes -= _store.pop(next(iter(_store)))[2]
+  with _lock:
+    if (old := _store.pop(key, None)) is not None: _bytes -= old[2]
+    _store[key] = entry
+    _bytes += nbytes
+    while (_bytes > BUDGET or len(_store) > MAX_ENTRIES) and _store:
+      _bytes -= _store.pop(next(iter(_store)))[2]
 
 
 def _frozen(v: Any) -> bool:
