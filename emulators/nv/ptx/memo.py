@@ -9,8 +9,9 @@ alive by the entry, so an id is never reused while it is stored) it writes the s
 Read-only arrays are never written in place (a partial write copies first: Launch.put_bits), so a stored result stays
 the value it was. Only instructions whose destination can hold such a value (`plan`: every write of it is a pure
 instruction of such registers) are wrapped; one that keeps missing (a loop stepped iteration by iteration makes fresh
-operands every time) stops trying. `derived` keeps values made from one read-only array the same way (a loop run's
-tiled invariants and induction rows, a fused load's element indices). Bounded: FIFO eviction above BUDGET bytes."""
+operands every time) stops trying. `derived` keeps values made from read-only arrays the same way (a loop run's tiled
+invariants, induction rows and trip count, a fused load's element indices, a kept value's bits). Bounded: FIFO eviction
+above BUDGET bytes."""
 from __future__ import annotations
 
 import threading
@@ -37,8 +38,6 @@ PURE = frozenset({"add", "sub", "mul", "mad", "mul24", "mad24", "shl", "shr", "a
 _store: dict[tuple, tuple] = {}   # key -> (operands kept alive, value, bytes)
 _bytes = 0
 counts = [0, 0]   # values taken from the memo, values stored (tests read them)
-
-
 _lock = threading.Lock()   # (each mock GPU runs its kernels on its own worker thread: stores and evictions one at a time)
 
 
@@ -100,8 +99,8 @@ def _shape(ins: Instr, e: Entry) -> tuple[str, list[str]] | None:
 def plan(e: Entry, specials: frozenset[str]) -> dict[int, tuple[str, tuple[str, ...]]]:
   """Position -> (destination, register operands) of the instructions worth wrapping: those writing a launch-shape
   register, i.e. one every write of which is a pure instruction of launch-shape registers and immediates, or a mov.u32
-  of one of `specials`, the special registers kept per launch shape (a fixpoint over the whole entry, control flow aside: the memo itself is
-  exact whatever the values)."""
+  of one of `specials`, the special registers kept per launch shape (a fixpoint over the whole entry, control flow
+  aside: the memo itself is exact whatever the values)."""
   writes: dict[str, list[tuple[int, list[str] | None]]] = {}
   for i, ins in enumerate(e.instrs):
     if not ins.args or ins.op in ("st", "red", "bra", "ret", "exit", "bar", "barrier"): continue
