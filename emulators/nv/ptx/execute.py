@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from emulators.nv.ptx import memo as _memo
 from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
 
@@ -60,6 +61,11 @@ def _to_bits(v: np.ndarray) -> np.ndarray:
   return v.view(np.uint64) if v.itemsize == 8 else v.view(S.UINT[v.itemsize]).astype(np.uint64)
 
 
+def _bits_of(v: np.ndarray) -> np.ndarray:
+  """_to_bits, kept with v when v is a kept launch-shape value (memo.py: its readers key on the bits array then)."""
+  return _to_bits(v) if v.flags.writeable else _memo.derived("bits", v, (), _to_bits, v)
+
+
 class Regs(dict):
   """Register -> raw bits (uint64 per lane). An entry may hold the value typed instead (an array as wide as the register,
   any dtype: Launch.put_typed), its bits made when first read: a float op feeding float ops never converts to bits."""
@@ -67,14 +73,14 @@ class Regs(dict):
     r = dict.get(self, k)
     if r is None: return default
     if r.dtype is not _U64:
-      r = _to_bits(r)
+      r = _bits_of(r)
       dict.__setitem__(self, k, r)
     return r
 
   def __getitem__(self, k: str) -> np.ndarray:
     r = dict.__getitem__(self, k)
     if r.dtype is not _U64:
-      r = _to_bits(r)
+      r = _bits_of(r)
       dict.__setitem__(self, k, r)
     return r
 
@@ -488,8 +494,7 @@ class Launch:
     mapping's definedness aside: a store marks it); None where it would not. Store with `store_in`."""
     if (s := self._scaled(a, x, c, w, False)) is None: return None
     r, ix = s
-    ix *= w
-    return r, ix.view(np.uint64)
+    return r, (ix * w).view(np.uint64)
 
   def store_in(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None]) -> None:
     """Store st (bytes (lanes, w), defined or None) at byte offsets off of mapping r (found by scaled_offsets)."""
@@ -500,18 +505,16 @@ class Launch:
     from x's extremes (exact integers: an address inside the mapping is its own value mod 2^64), the indices from x
     without a 64-bit address per lane."""
     if not x.size or (w not in _ELEM and w != 16): return None
-    lo, hi = a + c * int(x.min()), a + c * int(x.max()) + w
+    # x's extremes and element indices depend on x, c and w alone: kept with x when x is a kept launch-shape value (memo.py)
+    src = x if x.base is None else x.base   # (x all of src, in order: a typed view of it)
+    whole = isinstance(src, np.ndarray) and src.nbytes == x.nbytes and x.flags.c_contiguous and src.flags.c_contiguous
+    got = _memo.derived("scaled", src, (x.dtype.char, c, w), _scaled_index, x, c, w) if whole else _scaled_index(x, c, w)
+    if got is None: return None
+    xlo, xhi, ix = got
+    lo, hi = a + c * xlo, a + c * xhi + w
     r = self.vm.find(lo) if lo >= 0 else None
     if r is None or hi > r.end or (load and self.checked and r.mem.bits is not None) or (b := a - r.va) % w or r.va % w: return None
-    if c % w == 0:
-      ix = x.astype(np.intp)
-      if c != w: ix *= c // w
-    elif w % c == 0 and not (q := w // c) & (q - 1):   # c * x a multiple of w: x a multiple of q (its low bits 0)
-      if int(np.bitwise_or.reduce(x)) & (q - 1): return None
-      ix = (x >> (q.bit_length() - 1)).astype(np.intp)   # (exact: an arithmetic shift of multiples of q)
-    else: return None
-    if b: ix += b // w
-    return r, ix
+    return r, (ix + b // w if b else ix)
 
   def _elements(self, r: Any, w: int) -> np.ndarray:
     """A mapping's bytes as w-byte elements, kept per launch: w 1, 2, 4, 8 unsigned integers, 16 rows of two uint64, -16
@@ -544,12 +547,12 @@ class Launch:
       # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): one 16-byte row per lane, else w / 8 eight-byte elements
       if w == 16 and not al & 15:
         return self._elements(r, 16).take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
-      return self._elements(r, 8)[(off >> 3)[:, None] + np.arange(w // 8)].view(np.uint8).reshape(-1, w), None
+      return self._elements(r, 8)[_spread(off >> 3, w // 8)].view(np.uint8).reshape(-1, w), None
     if k:
       v = self._elements(r, k)
       e = off >> _LOG2[k] if k > 1 else off
     if st is None:
-      out = v.take(e).view(np.uint8).reshape(-1, w) if k else r.mem.data[off[:, None] + np.arange(w)]
+      out = v.take(e).view(np.uint8).reshape(-1, w) if k else r.mem.data[_spread(off, w)].reshape(-1, w)
       if not self.checked or r.mem.bits is None: return out, None
       ok = r.mem.elems_defined(e, k) if k else r.mem.elems_defined((off[:, None] + np.arange(w)).reshape(-1), 1).reshape(-1, w).all(axis=1)
       return out, (None if ok.all() else ok)
@@ -559,8 +562,8 @@ class Launch:
       self._elements(r, -16)[off >> 4] = np.ascontiguousarray(data).view(_V16).reshape(-1)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
-      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = ((off >> 3)[:, None] + np.arange(w // 8)).reshape(-1), 8, w // 8
-      elif not k: e, k1, rep = (off[:, None] + np.arange(w)).reshape(-1), 1, w
+      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = _spread(off >> 3, w // 8), 8, w // 8
+      elif not k: e, k1, rep = _spread(off, w), 1, w
       else: k1, rep = k, 1
       dm = None if d is None else (d if rep == 1 else np.repeat(d, rep))
       if dm is None: _mark(r.mem, e, k1, True)
@@ -623,6 +626,27 @@ class Launch:
           if (~dm).any(): r.mem.mark_elems(ix[~dm].reshape(-1), 1, False); self._undef_stored(r.mem)
           self.touched[id(r.mem)] = r.mem
     return None if st is not None else (out, dd)
+
+
+def _spread(first: np.ndarray, m: int) -> np.ndarray:
+  """(first[:, None] + np.arange(m)).reshape(-1): m column assignments (a broadcast add with so short an inner axis costs
+  several times more)."""
+  out = np.empty((first.size, m), first.dtype)
+  for j in range(m): np.add(first, j, out=out[:, j]) if j else np.copyto(out[:, 0], first)
+  return out.reshape(-1)
+
+
+def _scaled_index(x: np.ndarray, c: int, w: int) -> tuple[int, int, np.ndarray] | None:
+  """(min x, max x, the w-byte element index c * x / w per lane as intp) for Launch._scaled; None where c * x is not a
+  whole number of elements for some x."""
+  if c % w == 0:
+    ix = x.astype(np.intp)
+    if c != w: ix *= c // w
+  elif w % c == 0 and not (q := w // c) & (q - 1):   # c * x a multiple of w: x a multiple of q (its low bits 0)
+    if int(np.bitwise_or.reduce(x)) & (q - 1): return None
+    ix = (x >> (q.bit_length() - 1)).astype(np.intp)   # (exact: an arithmetic shift of multiples of q)
+  else: return None
+  return int(x.min()), int(x.max()), ix
 
 
 def _mark(mem: Any, e: np.ndarray, k: int, defined: bool) -> None:
@@ -698,6 +722,7 @@ _SPECIALS: dict[str, Callable[[Launch], Any]] = {
   "%dynamic_smem_size": lambda L: max(0, L.shared_bytes - L.e.shared_bytes), "%total_smem_size": lambda L: L.shared_bytes,
 }
 SPECIAL_NAMES = frozenset(_SPECIALS)
+STABLE_SPECIALS = SPECIAL_NAMES - _SMEM_SPECIALS   # kept per launch shape: the same arrays in every launch of it (memo.py)
 
 
 def to_bytes(v: np.ndarray, w: int) -> np.ndarray:

@@ -189,11 +189,18 @@ def _st(ins: Instr, e: Entry) -> Step | None:
         v = v.astype(ut)
       cols.append(v)
       dd = _and(dd, dv)
-    data = (np.stack(cols, 1) if n > 1 else np.ascontiguousarray(cols[0])).view(np.uint8).reshape(-1, n * w)   # (a broadcast value: made whole)
+    data = (_columns(cols, ut) if n > 1 else np.ascontiguousarray(cols[0])).view(np.uint8).reshape(-1, n * w)   # (a broadcast value: made whole)
     if pre: L.store_in(*L.pre[1], n * w, (data, dd))   # where a fused address chain found them (chains.py)
     else: L.global_at(b, off, n * w, (data, dd), hint)
   step.takes_pre = True   # type: ignore[attr-defined]   (chains.py may hand it (mapping, offsets): L.pre)
   return step
+
+
+def _columns(cols: list[np.ndarray], dt: type) -> np.ndarray:
+  """np.stack(cols, 1) as dt: one column assignment each (about half np.stack's time on its few wide columns)."""
+  out = np.empty((max(c.size for c in cols), len(cols)), dt)
+  for j, c in enumerate(cols): out[:, j] = c
+  return out
 
 
 def _prmt(ins: Instr, e: Entry) -> Step | None:

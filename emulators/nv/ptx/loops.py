@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulators.nv.ptx import affine, chains, ifconv, rows
+from emulators.nv.ptx import affine, chains, ifconv, memo, rows
 from emulators.nv.ptx.affine import Aff
 from emulators.nv.ptx.affine import Plan as AffinePlan
 from emulators.nv.ptx.execute import Launch, PTXFault, Regs
@@ -457,7 +457,10 @@ def run(L: Launch, P: LoopPlan, pairs: list, budget: int) -> int | None:
   if L.sel.size != n or not n or any(r not in L.regs for r in (*P.inductions, *(a.carried for a in P.accs))): return None
   if L.checked and any(L.defined.get(r) is not None for r in (*P.invariant, *P.inductions, *(a.carried for a in P.accs))): return None
   nbody = P.back - P.top + 1
-  T = trip_count(L, P, max(budget // nbody, 0))
+  limit = max(budget // nbody, 0)
+  ops = [L.regs.raw(str(o.value)) for o in P.cond[4] if o.kind == "reg"]   # (defined: checked above)
+  # the trip count follows from the condition's operands: kept with them when they are kept launch-shape values (memo.py)
+  T = memo.derived("trips", (P, *ops), (limit, L.n), trip_count, L, P, limit) if all(v is not None for v in ops) else trip_count(L, P, limit)
   if T is None: return None
   # the registers it writes that hold values now (the body's temporaries mostly do not): put back where it gives up
   regs, defined = L.regs, L.defined
@@ -635,6 +638,15 @@ def _tile(v: np.ndarray, k: int) -> np.ndarray:
   return out
 
 
+def _induction_rows(base: np.ndarray, step: int, w: int, ks: np.ndarray) -> np.ndarray:
+  """An induction variable's rows for iterations ks (each lane's value before the loop: base), flat: 32-bit ones typed
+  as uint32 (its readers view it), others as bits masked to the width."""
+  if w == 4: return np.add(base[None, :], (np.uint32(step & 0xFFFFFFFF) * ks.astype(np.uint32))[:, None]).reshape(-1)
+  rows = np.add(base[None, :], (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None])
+  if w < 8: np.bitwise_and(rows, np.uint64((1 << (8 * w)) - 1), out=rows)   # (in place: no second k * n temporary)
+  return rows.reshape(-1)
+
+
 def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
   n, everyone = L.n, L.everyone
   K = max(1, min(T, CHUNK_ELEMS // n))
@@ -667,16 +679,12 @@ def _chunks(L: Launch, P: LoopPlan, pairs: list, T: int) -> bool:
     W.thread = _row_lane(L, n)   # (a fault's message, built before the loop is stepped again, names row i's lane i % n)
     for r in P.invariant:   # (only those a stepped instruction reads)
       if r not in read or (v := L.regs.raw(r)) is None: continue
-      if k != K: W.regs[r] = _tile(v, k)   # typed or bits, as L holds it
-      else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, _tile(v, k))
+      if k != K: W.regs[r] = memo.derived("tile", v, (k,), _tile, v, k)   # typed or bits, as L holds it
+      else: W.regs[r] = tiles[r] if r in tiles else tiles.setdefault(r, memo.derived("tile", v, (k,), _tile, v, k))
     ks = np.arange(k0, k0 + k, dtype=np.uint64)
     for r, (_, step, w) in P.inductions.items():
       if r in seeded: continue   # made from its affine value where a stepped instruction reads it
-      if w == 4: rows = np.add(base[r][None, :], (np.uint32(step & 0xFFFFFFFF) * ks.astype(np.uint32))[:, None])   # typed: its readers view it
-      else:
-        rows = np.add(base[r][None, :], (np.uint64(step & 0xFFFFFFFFFFFFFFFF) * ks)[:, None])
-        if w < 8: np.bitwise_and(rows, np.uint64((1 << (8 * w)) - 1), out=rows)   # (in place: no second k * n temporary)
-      W.regs[r] = rows.reshape(-1)
+      W.regs[r] = memo.derived("induction", L.regs.raw(r), (step, w, k0, k), _induction_rows, base[r], step, w, ks)
     kk = ks.astype(np.int64)
     made: dict[str, Aff] = {}   # registers whose rows were made from an affine value, and which
     taken: dict[int, dict[str, np.ndarray]] = {}

@@ -9,6 +9,7 @@ from emulators.nv.ptx import chains as CHAINS
 from emulators.nv.ptx import execute as X
 from emulators.nv.ptx import fast as FAST
 from emulators.nv.ptx import loops as LOOPS
+from emulators.nv.ptx import memo as MEMO
 from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.fast import compile_entry
@@ -38,8 +39,9 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
 
 def _run(L: Launch) -> None:
   e, checked = L.e, L.checked
-  if e.steps is None or e.steps[0] != (FAST.enabled, CHAINS.enabled):
+  if e.steps is None or e.steps[0] != (FAST.enabled, CHAINS.enabled, MEMO.enabled):
     fns = compile_entry(e)
+    if FAST.enabled and MEMO.enabled: MEMO.apply(e, fns, X.STABLE_SPECIALS)   # launch-shape index arithmetic kept across launches
     tops = LOOPS.plans(e) if FAST.enabled else {}
     # from each PC, the straight run of unguarded non-control instructions (run back to back in uniform mode), up to the
     # top of a loop with a fast path (the scheduler offers the whole loop to it there)
@@ -47,7 +49,7 @@ def _run(L: Launch) -> None:
     for i in range(len(fns) - 1, -1, -1):
       if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1] if i + 1 not in tops else i + 1
     dead = CHAINS.fuse(e, fns, _dead_after(e)) if FAST.enabled else [()] * len(fns)
-    e.steps = ((FAST.enabled, CHAINS.enabled), fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns, dead)),
+    e.steps = ((FAST.enabled, CHAINS.enabled, MEMO.enabled), fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns, dead)),
                _uses_named_barriers(e), tops, dead)
   _, fns, preds, ends, pairs, named, loops, dead = e.steps
   loops = loops if LOOPS.enabled else {}
