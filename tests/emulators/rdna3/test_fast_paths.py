@@ -454,15 +454,21 @@ def test_loop_batch_from_kept_steps(name, bufs, group, wrong, monkeypatch):
       w, ss, vs = lp.steps
       assert ss or vs
       lp.steps = (w, {r: x + np.uint64(4) for r, x in ss.items()}, {r: x + np.uint64(4) for r, x in vs.items()})
-  got = []
+  got = _batches(monkeypatch)
+  TL.three_ways(name, bs, (30,))
+  if wrong: assert got == [(True, False), (False, True)] and all(lp.noguess and lp.steps is None for lp in lps), got
+  else: assert got == [(True, True)] and not any(lp.noguess for lp in lps), got
+
+
+def _batches(monkeypatch) -> list[tuple[bool, bool]]:
+  """(guessed, kept) of each loops._batch call from now on."""
+  got: list[tuple[bool, bool]] = []
   real = LP._batch
   def spy(*args, **kw):
     got.append((kw.get("guess", False), r := real(*args, **kw)))
     return r
   monkeypatch.setattr(LP, "_batch", spy)
-  TL.three_ways(name, bs, (30,))
-  if wrong: assert got == [(True, False), (False, True)] and all(lp.noguess and lp.steps is None for lp in lps), got
-  else: assert got == [(True, True)] and not any(lp.noguess for lp in lps), got
+  return got
 
 
 def test_loop_batch_kept_steps_other_trip_count(monkeypatch):
@@ -474,12 +480,7 @@ def test_loop_batch_kept_steps_other_trip_count(monkeypatch):
   rng = np.random.default_rng(25)
   bs = [TL.wide(rng, TL.NL), TL.wide(rng, TL.NL * 37)]
   TL.three_ways("lane_acc", bs, (30,))
-  got = []
-  real = LP._batch
-  def spy(*args, **kw):
-    got.append((kw.get("guess", False), r := real(*args, **kw)))
-    return r
-  monkeypatch.setattr(LP, "_batch", spy)
+  got = _batches(monkeypatch)
   TL.three_ways("lane_acc", bs, (37,))
   assert got == [(True, True)], got
 
