@@ -216,17 +216,23 @@ def loop_at(m: Any, pc: int, b: B.Block) -> Loop | None:
 def _predict(pairs: tuple[tuple[int, int], ...], prev: dict[int, np.ndarray], cur: dict[int, np.ndarray], n: int) -> dict[int, np.ndarray]:
   """Each carried register's value at the start of batch iterations 0..n (uint32 [n + 1, *shape]), the step being its
   change over the iteration before (prev -> cur: register -> uint32 array, per wave or per wave and lane)."""
-  out = {}
+  out: dict[int, np.ndarray] = {}
   for r, w in pairs:
-    if w == 2:
-      p0 = prev[r].astype(U64) | (prev[r + 1].astype(U64) << U64(32))
-      p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32))
-    else: p0, p1 = prev[r].astype(U64), cur[r].astype(U64)
+    p0, p1 = _wide(prev, r, w), _wide(cur, r, w)
     j = np.arange(n + 1, dtype=U64).reshape((-1,) + (1,) * p1.ndim)
-    v = p1[None] + (p1 - p0)[None] * j   # modulo 2^64: the low 32 bits of a 32-bit one are right
-    out[r] = (v & U64(0xFFFFFFFF)).astype(U32)
-    if w == 2: out[r + 1] = (v >> U64(32)).astype(U32)
+    _split_wide(out, r, w, p1[None] + (p1 - p0)[None] * j)   # modulo 2^64: the low 32 bits of a 32-bit one are right
   return out
+
+
+def _wide(regs: Any, r: int, w: int) -> np.ndarray:
+  """Register r's value as uint64: a pair (w 2) r, r + 1 as its low and high dwords, else r alone."""
+  return regs[r].astype(U64) | (regs[r + 1].astype(U64) << U64(32)) if w == 2 else regs[r].astype(U64)
+
+
+def _split_wide(out: Any, r: int, w: int, v: np.ndarray) -> None:
+  """out[r] (and out[r + 1] for a pair) = the dwords of the uint64 values v."""
+  out[r] = (v & U64(0xFFFFFFFF)).astype(U32)
+  if w == 2: out[r + 1] = (v >> U64(32)).astype(U32)
 
 
 def _trips(m: Any, lp: Loop, pred: dict[int, np.ndarray], n: int) -> tuple[int, bool] | None:
@@ -425,33 +431,27 @@ def dry_prev(m: Any, lp: Loop, pc: int, b: B.Block) -> tuple[np.ndarray, np.ndar
   except Exception: return None
   if not (dm.pc == pc).all(): return None
   # one iteration back: now - (after the dry run - now)
+  return _one_back(m, lp, _steps(lp.pairs, _Cols(m.s), _Cols(dm.s)), _steps(lp.vpairs, _Cols(m.v), _Cols(dm.v)))
+
+
+def _one_back(m: Any, lp: Loop, ssteps: dict[int, np.ndarray], vsteps: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+  """(the SGPR file, the carried VGPRs [W, carried, 32]) one iteration before now, by the carried registers' steps."""
   prev = m.s.copy()
-  _back(lp.pairs, _Cols(m.s), _steps(lp.pairs, _Cols(m.s), _Cols(dm.s)), _Cols(prev))
-  vprev = m.v[:, list(lp.vcarried), :].copy()   # [W, carried VGPRs, 32]
-  _back(lp.vpairs, _Cols(m.v), _steps(lp.vpairs, _Cols(m.v), _Cols(dm.v)), _Cols(vprev, {r: k for k, r in enumerate(lp.vcarried)}))
+  _back(lp.pairs, _Cols(m.s), ssteps, _Cols(prev))
+  vprev = m.v[:, list(lp.vcarried), :].copy()
+  _back(lp.vpairs, _Cols(m.v), vsteps, _Cols(vprev, {r: k for k, r in enumerate(lp.vcarried)}))
   return prev, vprev
 
 
 def _steps(pairs: tuple[tuple[int, int], ...], prev: Any, cur: Any) -> dict[int, np.ndarray]:
   """Each carried value's change over an iteration (uint64, modulo 2^32 or 2^64 for pairs): prev -> cur, where prev[r]
   and cur[r] are register r's values (uint32 arrays)."""
-  out = {}
-  for r, w in pairs:
-    if w == 2:
-      p0 = prev[r].astype(U64) | (prev[r + 1].astype(U64) << U64(32))
-      p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32))
-    else: p0, p1 = prev[r].astype(U64), cur[r].astype(U64)
-    out[r] = p1 - p0
-  return out
+  return {r: _wide(cur, r, w) - _wide(prev, r, w) for r, w in pairs}
 
 
 def _back(pairs: tuple[tuple[int, int], ...], cur: Any, steps: dict[int, np.ndarray], out: Any) -> None:
   """out[r] = register r's value one iteration before cur (cur - step, modulo 2^32 or 2^64 for pairs)."""
-  for r, w in pairs:
-    p1 = cur[r].astype(U64) | (cur[r + 1].astype(U64) << U64(32)) if w == 2 else cur[r].astype(U64)
-    p0 = p1 - steps[r]
-    out[r] = (p0 & U64(0xFFFFFFFF)).astype(U32)
-    if w == 2: out[r + 1] = (p0 >> U64(32)).astype(U32)
+  for r, w in pairs: _split_wide(out, r, w, _wide(cur, r, w) - steps[r])
 
 
 class _Cols:
@@ -470,12 +470,7 @@ def _kept_prev(m: Any, lp: Loop) -> tuple[np.ndarray, np.ndarray] | None:
   batch. None: no steps kept."""
   st = lp.steps
   if st is None or st[0] != m.W: return None
-  prev = m.s.copy()
-  _back(lp.pairs, _Cols(m.s), st[1], _Cols(prev))
-  at = {r: k for k, r in enumerate(lp.vcarried)}
-  vprev = m.v[:, list(lp.vcarried), :].copy()
-  _back(lp.vpairs, _Cols(m.v), st[2], _Cols(vprev, at))
-  return prev, vprev
+  return _one_back(m, lp, st[1], st[2])
 
 
 def from_start(m: Any, lp: Loop, pc: int, b: B.Block) -> bool:
