@@ -11,6 +11,7 @@ from emulators.nv.ptx.cpasync import cp
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
+from emulators.nv.ptx.simd import TABLE as VIDEO
 from emulators.nv.ptx.wmma import ldmatrix, wmma
 from refgrad.dtype import dtypes
 from refgrad.uop.semantics import wmma as wmma_arith
@@ -191,6 +192,50 @@ def _bitop(name: str):
 _PRED_BITOPS: dict[str, Callable[[list[np.ndarray]], np.ndarray]] = {
   "and": lambda v: v[0] & v[1], "or": lambda v: v[0] | v[1], "xor": lambda v: v[0] ^ v[1], "not": lambda v: ~v[0]}
 _BITOPS = {**_PRED_BITOPS, "cnot": lambda v: (v[0] == 0).astype(v[0].dtype)}
+
+
+def _lop3(L: Launch, ins: Instr) -> None:
+  """lop3.b32 d, a, b, c, immLut: each result bit is bit (a<<2 | b<<1 | c) of immLut, for a b c that bit of the sources
+  (immLut = F(0xF0, 0xCC, 0xAA)); lop3.{or,and}.b32 d|p, a, b, c, immLut, q also sets p = (d != 0) op q."""
+  d, p = (ins.args[0].value if ins.args[0].kind == "pair" else (ins.args[0], None))  # type: ignore[misc]
+  a, b, c = (L.get(o, "u32") for o in ins.args[1:4])
+  lut = L.get(ins.args[4], "u32")
+  r = np.zeros(a.size, np.uint32)
+  for k in range(8):   # the minterm a^(k>>2) b^(k>>1) c^k where the table's bit k is set
+    term = (a if k & 4 else ~a) & (b if k & 2 else ~b) & (c if k & 1 else ~c)
+    r |= np.where((lut >> np.uint32(k)) & np.uint32(1), term, np.uint32(0)).astype(np.uint32)
+  L.put(d, "u32", r)
+  if p is not None:
+    if len(ins.args) != 6 or not (ins.has("or") or ins.has("and")): raise PTXFault("compute", "lop3 with a predicate result needs .or/.and and a predicate q", ins)
+    q = L.get(ins.args[5], "pred")
+    L.put(p, "pred", ((r != 0) | q) if ins.has("or") else ((r != 0) & q))
+
+
+def _sad(L: Launch, ins: Instr) -> None:
+  """sad d, a, b, c: c + |a - b| (the difference exact, the sum wrapping to the type's width)."""
+  t = _t(ins)
+  ut = "u" + t[1:]
+  a, b = L.get(ins.args[1], t), L.get(ins.args[2], t)
+  ua, ub = a.view(S.UINT[TYPES[t]]), b.view(S.UINT[TYPES[t]])
+  with np.errstate(all="ignore"): r = np.where(a > b, ua - ub, ub - ua) + L.get(ins.args[3], ut)   # |a - b| fits the unsigned type
+  L.put(ins.args[0], ut, r.astype(S.UINT[TYPES[t]]))
+
+
+def _mul24(L: Launch, ins: Instr) -> None:
+  """mul24/mad24 .lo/.hi on .u32/.s32: the 48-bit product of the low 24 bits of a and b (sign-extended for .s32), its
+  bits 0-31 (.lo) or 16-47 (.hi); mad24 adds c (.hi.sat.s32: clamped to the int32 range)."""
+  t = _t(ins)
+  if t not in ("u32", "s32"): raise PTXFault("compute", f"{ins.op} takes .u32 or .s32", ins)
+  a, b = (L.get(o, "u32").astype(np.int64) & 0xFFFFFF for o in ins.args[1:3])
+  if t == "s32": a, b = (np.where(x & 0x800000, x - (1 << 24), x) for x in (a, b))
+  prod = a * b
+  r = (prod >> 16) if ins.has("hi") else prod
+  if ins.op == "mad24":
+    r = r + L.get(ins.args[3], t).astype(np.int64)   # (|a * b| < 2**46: .hi of .s32 is exact as prod >> 16)
+    if ins.has("sat"):
+      if not (ins.has("hi") and t == "s32"): raise PTXFault("compute", "mad24.sat is defined for .hi.s32 only", ins)
+      r = np.clip(r, -2**31, 2**31 - 1)
+  L.put(ins.args[0], "u32", (r & 0xFFFFFFFF).astype(np.uint32))
 
 
 def _shift(L: Launch, ins: Instr) -> None:
@@ -395,10 +440,18 @@ def _bfi(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], "u" + str(w), (r & np.uint64((1 << w) - 1)).astype(S.UINT[w // 8]))
 
 
+# prmt's modes: for c & 3 = 0..3, the source bytes of result bytes 3, 2, 1, 0 (bytes 0-3 of a, 4-7 of b)
+_PRMT_MODES = {"f4e": ("3210", "4321", "5432", "6543"), "b4e": ("5670", "6701", "7012", "0123"), "rc8": ("0000", "1111", "2222", "3333"),
+               "ecl": ("3210", "3211", "3222", "3333"), "ecr": ("0000", "1110", "2210", "3210"), "rc16": ("1010", "3232", "1010", "3232")}
+
+
 def _prmt(L: Launch, ins: Instr) -> None:
   a, b, c = (L.get(o, "u32") for o in ins.args[1:4])
-  mode = next((m for m in ins.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
-  if mode is not None: raise PTXFault("compute", f"prmt.{mode} is not supported", ins)
+  mode = next((m for m in ins.mods if m in _PRMT_MODES), None)
+  if mode is not None:   # c's low two bits pick one of the mode's four byte selections
+    pick = np.array([[int(ch) for ch in reversed(sel)] for sel in _PRMT_MODES[mode]], np.int64)[(c & np.uint32(3)).astype(np.int64)]
+    src = np.stack([a, b], 1).view(np.uint8).reshape(-1, 8)
+    return L.put(ins.args[0], "u32", np.ascontiguousarray(np.take_along_axis(src, pick, 1)).view(np.uint32).reshape(-1))
   if ins.args[3].kind == "imm":   # constant selector (what nvcc emits): shifts and masks per result byte
     x = a.astype(np.uint64) | (b.astype(np.uint64) << np.uint64(32))
     r = np.zeros(a.size, np.uint64)
@@ -495,7 +548,8 @@ def _atom(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   op = next((m for m in ins.mods if m in ATOM_OPS), None)
   if op is None: raise PTXFault("compute", f"{ins.op} without a supported operation ({', '.join(ATOM_OPS)})", ins)
-  if _vec_n(ins) > 1 or t in ("f16x2", "bf16x2"): raise PTXFault("compute", f"vector {ins.op} is not supported", ins)
+  if _vec_n(ins) > 1: raise PTXFault("compute", f"vector {ins.op} is not supported", ins)
+  if t in ("f16x2", "bf16x2") and op != "add": raise PTXFault("compute", f"{ins.op}.{op}.{t} is not defined (packed halves take .add only)", ins)
   red = ins.op == "red"
   ai = 0 if red else 1
   addr = L.address(ins.args[ai])
@@ -518,6 +572,7 @@ def _atom(L: Launch, ins: Instr) -> None:
         if op == "add":
           if t == "f16": new = (old.astype(np.float32) + x.astype(np.float32)).astype(np.float16)
           elif t == "bf16": new = S.f32_to_bf16(S.bf16_to_f32(old) + S.bf16_to_f32(x)).view(np.uint16)
+          elif t in ("f16x2", "bf16x2"): new = _x2(lambda L_, i_, h, v: v[0].astype(np.float32) + v[1].astype(np.float32))(L, ins, t, [old, x])
           else: new = old + x
         elif op == "min": new = S.fminmax(old, x, False, False) if S.is_float(t) else np.minimum(old, x)
         elif op == "max": new = S.fminmax(old, x, True, False) if S.is_float(t) else np.maximum(old, x)
@@ -727,6 +782,8 @@ TABLE: dict[str, object] = {
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
   "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "nanosleep": _nop,   # a hint: the thread may sleep up to t ns (no result)
+  "lop3": _lop3, "sad": _sad, "mul24": _mul24, "mad24": _mul24, **VIDEO,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -160,7 +160,7 @@ def _operand(s: str, ln: int, text: str) -> Operand:
   if re.fullmatch(r"-?(?:0[xX][0-9A-Fa-f]+|\d+)U?", s): return Operand("imm", _int(s))
   if re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", s):
     return Operand("fimm", (struct.unpack("<Q", struct.pack("<d", float(s)))[0], 8))
-  if s.startswith("!") and s[1:].startswith("%"): return Operand("not", _operand(s[1:], ln, text))
+  if s.startswith("!") and re.fullmatch(r"[%$\w.]+", s[1:]): return Operand("not", _operand(s[1:], ln, text))
   m = re.fullmatch(r"([%$\w.]+)\+(\d+)", s)
   if m: return Operand("sym", m.group(1), int(m.group(2)))
   if re.fullmatch(r"%[\w.$]+", s): return Operand("reg", s)
@@ -168,11 +168,22 @@ def _operand(s: str, ln: int, text: str) -> Operand:
   raise PTXError(ln, text, f"operand {s!r} is not supported")
 
 
-def _rename(o: Operand, ren: dict[str, str]) -> Operand:
-  if o.kind in ("reg", "sym"): return Operand(o.kind, ren.get(o.value, o.value), o.offset)  # type: ignore[arg-type]
-  if o.kind in ("vec", "pair"): return Operand(o.kind, tuple(_rename(x, ren) for x in o.value), o.offset)  # type: ignore[union-attr]
-  if o.kind in ("addr", "not"): return Operand(o.kind, _rename(o.value, ren), o.offset)  # type: ignore[arg-type]
+def _rename(o: Operand, ren: dict[str, str], regs: dict[str, str] | None = None) -> Operand:
+  """o with registers renamed by ren; with regs, a name without % that is a declared register (inline asm declares
+  `.reg .f16 low;` and writes `mov.b32 {low,high}, %r1;`) becomes a register operand."""
+  if o.kind in ("reg", "sym"):
+    v = ren.get(o.value, o.value)  # type: ignore[arg-type]
+    return Operand("reg" if regs is not None and o.kind == "sym" and not o.offset and v in regs else o.kind, v, o.offset)
+  if o.kind in ("vec", "pair"): return Operand(o.kind, tuple(_rename(x, ren, regs) for x in o.value), o.offset)  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return Operand(o.kind, _rename(o.value, ren, regs), o.offset)  # type: ignore[arg-type]
   return o
+
+
+def _bare(o: Operand) -> bool:
+  """An operand naming something without % (a register only where it was declared so)."""
+  if o.kind == "sym": return True
+  if o.kind in ("vec", "pair"): return any(_bare(x) for x in o.value)  # type: ignore[union-attr]
+  return o.kind in ("addr", "not") and _bare(o.value)  # type: ignore[arg-type]
 
 
 def _split_args(s: str) -> list[str]:
@@ -232,7 +243,7 @@ def _parse_params(s: str, ln: int, text: str) -> list[Var]:
 def _guard(stmt: str, ln: int, raw: str) -> tuple[str | None, bool, str]:
   """A statement's guard `@p` / `@!p` split off: (predicate or None, negated, the rest)."""
   if not stmt.startswith("@"): return None, False, stmt
-  m = re.match(r"@(!?)(%[\w]+)\s+", stmt)
+  m = re.match(r"@(!?)(%?[\w$]+)\s+", stmt)   # (inline asm may name a predicate it declared without %)
   if not m: raise PTXError(ln, raw, "a malformed guard predicate")
   return m.group(2), m.group(1) == "!", stmt[m.end():]
 
@@ -438,9 +449,9 @@ def parse(src: str) -> Module:
       continue
     if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
     ins = _call(s, ln, text(ln)) if re.match(r"(@!?%\w+\s+)?call\b", s) else _instr(s, ln, text(ln))
-    if depth > 1 and any(scopes[1:]):
-      ren = {k: v for sc in scopes[1:] for k, v in sc.items()}
-      ins.args = tuple(_rename(a, ren) for a in ins.args)
+    ren = {k: v for sc in scopes[1:] for k, v in sc.items()} if depth > 1 and any(scopes[1:]) else {}
+    if ren or (ins.op != "call" and any(_bare(a) for a in ins.args)):
+      ins.args = tuple(_rename(a, ren, cur.regs if ins.op != "call" else None) for a in ins.args)
       if ins.pred in ren: ins.pred = ren[ins.pred]
     cur.instrs.append(ins)
   if cur is not None: raise PTXError(len(raw), text(len(raw)), f"function {cur.name} is not closed (missing '}}')")

@@ -177,6 +177,29 @@ def test_malformed_module_is_a_gpu_fault_not_a_crash():
     Device["NV"].run_ptx(HEAD + ".visible .entry k(.param .u64 out)\n{\n  mov.u32 %r1, 1;\n  zap;\n}\n", "k", [np.zeros(1, np.uint32)])
 
 
+def test_inline_asm_registers_without_percent():
+  # what cuda_fp16.h's __low2half / __high2half expand to: a brace block declaring its own registers without %, a vector
+  # destination of them, a predicate named without % in a guard and negated as an operand
+  body = """
+  ld.global.u32 %r1, [%rd2];
+  { .reg .f16 low, high; .reg .pred p;
+    mov.b32 {low, high}, %r1;
+    setp.ne.b32 p, %r0, 3;
+    mov.b16 %rs1, high;
+    @!p mov.b16 %rs1, low;
+    selp.b32 %r3, 1, 0, !p;
+  }
+  { .reg .f16 low; mov.b32 {low, _}, %r1; mov.b16 %rs2, low; }
+  cvt.u32.u16 %r2, %rs1; cvt.u32.u16 %r4, %rs2;
+  shl.b32 %r2, %r2, 16; or.b32 %r2, %r2, %r4; add.u32 %r2, %r2, %r3;
+  st.global.u32 [%rd2], %r2;
+  ret;"""
+  x = np.arange(8, dtype=np.uint32) * 0x00010003 + 0x12340000
+  out = Device["NV"].run_ptx(kernel(body, ".reg .b16 %rs<3>;"), "k", [x.copy()], block=(8, 1, 1))[0]
+  hi, lo = x >> np.uint32(16), x & np.uint32(0xFFFF)
+  assert out.tolist() == [int(((lo[i] if i == 3 else hi[i]) << 16) | lo[i]) + (i == 3) for i in range(8)]
+
+
 def test_debug_directives_ignored():
   m = parse(HEAD + '.file 1 "x.cu"\n.visible .entry k()\n{\n.loc 1 2 3\n ret;\n}\n.section .debug_str\n{\n.b8 0\n}\n')
   assert [i.op for i in m.entries["k"].instrs] == ["ret"]
