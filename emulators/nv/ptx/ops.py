@@ -211,6 +211,50 @@ def _lop3(L: Launch, ins: Instr) -> None:
     L.put(p, "pred", ((r != 0) | q) if ins.has("or") else ((r != 0) & q))
 
 
+def _mode_n(ins: Instr, v: np.ndarray) -> np.ndarray:
+  """A bit position or count of bmsk / szext as int64: .clamp limits it to 32, .wrap takes it mod 32."""
+  if ins.has("wrap"): return (v & np.uint32(31)).astype(np.int64)
+  if not ins.has("clamp"): raise PTXFault("compute", f"{ins.op} needs .clamp or .wrap", ins)
+  return np.minimum(v, np.uint32(32)).astype(np.int64)
+
+
+def _bmsk(L: Launch, ins: Instr) -> None:
+  """bmsk.{clamp,wrap}.b32 d, a, b: b one-bits starting at bit a (those past bit 31 dropped)."""
+  a, b = (_mode_n(ins, L.get(o, "u32")) for o in ins.args[1:3])
+  ones = np.int64(0xFFFFFFFF)
+  hi = np.where(a + b < 32, (ones << np.minimum(a + b, 32)) & ones, 0)
+  L.put(ins.args[0], "u32", (((ones << a) & ones) & ~hi).astype(np.uint32))
+
+
+def _szext(L: Launch, ins: Instr) -> None:
+  """szext.{clamp,wrap}.{s32,u32} d, a, b: the low N = b bits of a sign- (.s32) or zero-extended (.u32); N = 0 gives 0,
+  N >= 32 (.clamp) gives a."""
+  a, n = L.get(ins.args[1], "u32").astype(np.int64), _mode_n(ins, L.get(ins.args[2], "u32"))
+  low = a & ((np.int64(1) << n) - 1)
+  if _t(ins) == "s32": low = np.where((n > 0) & ((low >> np.maximum(n - 1, 0)) & 1 == 1), low - (np.int64(1) << n), low)
+  L.put(ins.args[0], "u32", (np.where(n >= 32, a, np.where(n == 0, 0, low)) & 0xFFFFFFFF).astype(np.uint32))
+
+
+def _fns(L: Launch, ins: Instr) -> None:
+  """fns.b32 d, mask, base, offset: the position of the |offset|-th set bit of mask counting from bit base toward the
+  MSB (offset > 0) or the LSB (offset < 0), or base itself when offset is 0 and that bit is set; else 0xFFFFFFFF."""
+  mask, base, off = L.get(ins.args[1], "u32"), L.get(ins.args[2], "u32").astype(np.int64), L.get(ins.args[3], "s32").astype(np.int64)
+  if L.checked and ((base < 0) | (base > 31)).any():
+    raise PTXFault("compute", f"fns base outside 0..31 (undefined) for {L.thread(int(np.flatnonzero((base < 0) | (base > 31))[0]))}", ins)
+  pos = np.arange(32, dtype=np.int64)
+  bit = ((mask[:, None] >> pos.astype(np.uint32)) & np.uint32(1)).astype(bool)
+  up = bit & (pos >= base[:, None])
+  down = bit & (pos <= base[:, None])
+  k = np.abs(off)[:, None]
+  hit_up = up & (np.cumsum(up, axis=1) == k)                    # the k-th set bit at or above base
+  hit_down = down & (np.cumsum(down[:, ::-1], axis=1)[:, ::-1] == k)   # the k-th set bit at or below base, going down
+  hit = np.where((off > 0)[:, None], hit_up, hit_down)
+  found = hit.any(axis=1) & (off != 0)
+  r = np.where(found, hit.argmax(axis=1), -1)
+  r = np.where(off == 0, np.where(bit[np.arange(bit.shape[0]), np.clip(base, 0, 31)], base, -1), r)
+  L.put(ins.args[0], "u32", (r & 0xFFFFFFFF).astype(np.uint32))
+
+
 def _sad(L: Launch, ins: Instr) -> None:
   """sad d, a, b, c: c + |a - b| (the difference exact, the sum wrapping to the type's width)."""
   t = _t(ins)
@@ -783,7 +827,7 @@ TABLE: dict[str, object] = {
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
   "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
   "nanosleep": _nop,   # a hint: the thread may sleep up to t ns (no result)
-  "lop3": _lop3, "sad": _sad, "mul24": _mul24, "mad24": _mul24, **VIDEO,
+  "lop3": _lop3, "sad": _sad, "bmsk": _bmsk, "szext": _szext, "fns": _fns, "mul24": _mul24, "mad24": _mul24, **VIDEO,
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -169,3 +169,48 @@ def test_lop3_predicate_result(op, want):
   x = U32([[0, 0], [5, 0], [0, 1], [7, 1]])   # d = a (the table 0xF0 is a itself); p = (d != 0) op q
   r = Device["NV"].run_ptx(src, "k", [x.reshape(-1)], block=(4, 1, 1))[0].reshape(4, 2)
   assert r[:, 0].tolist() == [0, 5, 0, 7] and r[:, 1].tolist() == want
+
+
+def _bmsk(a: int, b: int, wrap: bool) -> int:
+  a, b = (a & 31, b & 31) if wrap else (min(a, 32), min(b, 32))
+  return sum(1 << i for i in range(a, min(a + b, 32)))
+
+
+def test_bmsk_szext():
+  a = U32([0, 0, 5, 31, 32, 40, 3, 33, 0xFFFFFFFF, 16])
+  b = U32([0, 32, 3, 1, 1, 2, 40, 33, 7, 0xFFFFFFFF])
+  for mode in ("clamp", "wrap"):
+    r = one(f"bmsk.{mode}.b32 %d, %a, %b", [a, b], U32, ["b32"] * 2, "b32").tolist()
+    assert r == [_bmsk(int(x), int(y), mode == "wrap") for x, y in zip(a, b)], mode
+  v = U32([0x80, 0xFF, 0x12345678, 0x7F, 0xFFFFFFFF, 0x8000, 5, 0x80000000, 0x1234, 0xABCDEF01])
+  n = U32([8, 8, 12, 8, 0, 16, 40, 32, 33, 1])
+  for mode in ("clamp", "wrap"):
+    for t in ("u32", "s32"):
+      r = one(f"szext.{mode}.{t} %d, %a, %b", [v, n], U32, ["b32"] * 2, "b32").tolist()
+      want = []
+      for x, k in zip(v.tolist(), n.tolist()):
+        k = k & 31 if mode == "wrap" else min(k, 32)
+        low = x & ((1 << k) - 1)
+        if t == "s32" and k and low >> (k - 1): low -= 1 << k
+        want.append(0 if k == 0 else x if k >= 32 else low & 0xFFFFFFFF)
+      assert r == want, (mode, t)
+
+
+def test_fns():
+  mask = np.concatenate([U32([0b1011001, 0b1011001, 0b1011001, 0b1011001, 0b1011001, 0, 0xFFFFFFFF, 0x80000001, 0x80000001]), A[8:40]])
+  base = np.concatenate([U32([0, 3, 3, 6, 6, 0, 31, 31, 0]), (A[8:40] % 32).astype(U32)])
+  off = np.concatenate([np.int32([1, 1, -1, 0, -4, 1, 1, -2, 2]), rng.integers(-6, 7, 32).astype(np.int32)])
+  r = one("fns.b32 %d, %a, %b, %c", [mask, base, off.view(U32)], U32, ["b32"] * 3, "b32").tolist()
+  want = []
+  for m, bs, o in zip(mask.tolist(), base.tolist(), off.tolist()):   # the ISA's search, bit by bit
+    d = 0xFFFFFFFF
+    if o == 0: d = bs if (m >> bs) & 1 else d
+    else:
+      pos, count, inc = bs, abs(o) - 1, 1 if o > 0 else -1
+      while 0 <= pos < 32:
+        if (m >> pos) & 1:
+          if count == 0: d = pos; break
+          count -= 1
+        pos += inc
+    want.append(d)
+  assert r == want
