@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulators.nv.ptx.execute import Launch, PTXFault
+from emulators.nv.ptx.mbarrier import _where, arrive
 from emulators.nv.ptx.parse import Instr
 
 
@@ -74,7 +75,14 @@ def _complete(L: Launch, keep: int | None) -> None:
 
 def cp(L: Launch, ins: Instr) -> None:
   if not ins.has("async"): raise PTXFault("compute", f"cp.{'.'.join(ins.mods)} is not supported", ins)
-  if ins.has("commit_group"):
+  if ins.has("mbarrier"):   # cp.async.mbarrier.arrive{.noinc}: the object's arrive follows the thread's copies so far
+    _complete(L, None)      # (completed now: a schedule the ISA allows); without .noinc the pending count was raised for it
+    if ins.has("noinc"):
+      L.atomic = True
+      try: arrive(L, ins, _where(L, ins, ins.args[0]), np.ones(L.sel.size, np.uint32), False, True)
+      finally: L.atomic = False
+    else: _where(L, ins, ins.args[0])
+  elif ins.has("commit_group"):
     _pending(L).group[L.sel] += 1
   elif ins.has("wait_group"):
     n = ins.args[0] if ins.args else None

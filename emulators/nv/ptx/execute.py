@@ -166,7 +166,7 @@ class Launch:
         if sel.size == self.n: return r, d   # every lane: the register itself (handlers never write into operands)
         return r[sel], (d[sel] if d is not None else None)
       if name in self.special: return (self.special[name] if sel.size == self.n else self.special[name][sel]), None
-      if name == "%clock" or name == "%clock64": return np.full(sel.size, self.clock, np.uint64), None
+      if (t := _TIMERS.get(name)) is not None: return np.full(sel.size, t(self.clock), np.uint64), None
       if name in self.e.regs:   # declared, never written
         return np.zeros(sel.size, np.uint64), (np.zeros(sel.size, np.bool_) if self.checked else None)
       raise PTXFault("compute", f"register {name} is not declared", self.ins)
@@ -701,6 +701,11 @@ class _Specials(dict):
     return v
 
 
+# the clocks count instruction steps (deterministic, increasing within a launch); %globaltimer reads them as nanoseconds
+_TIMERS: dict[str, Callable[[int], int]] = {
+  "%clock": lambda c: c & 0xFFFFFFFF, "%clock64": lambda c: c, "%clock_hi": lambda c: (c >> 32) & 0xFFFFFFFF,
+  "%globaltimer": lambda c: c * 32, "%globaltimer_lo": lambda c: (c * 32) & 0xFFFFFFFF, "%globaltimer_hi": lambda c: (c * 32) >> 32,
+}
 _SMEM_SPECIALS = frozenset({"%dynamic_smem_size", "%total_smem_size"})   # the others depend on the launch shape only
 _SPECIAL_CACHE: dict[tuple, np.ndarray] = {}
 
