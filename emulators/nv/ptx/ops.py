@@ -10,8 +10,8 @@ from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.cpasync import cp
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.execute import warp_check as _warp_check
-from emulators.nv.ptx.parse import TYPES, Instr, Operand
 from emulators.nv.ptx.mbarrier import mbarrier
+from emulators.nv.ptx.parse import TYPES, Instr, Operand
 from emulators.nv.ptx.simd import TABLE as VIDEO
 from emulators.nv.ptx.wmma import ldmatrix, wmma
 from refgrad.dtype import dtypes

@@ -59,7 +59,7 @@ def test_phases_exchange_data_without_races():
     body += f"""
   add.u32 %r6, %r0, {100 * k};
   st.shared.u32 [%r5], %r6;
-  mbarrier.arrive.shared.b64 %rd3, [%r1];""" + WAIT.format(k=k) + f"""
+  mbarrier.arrive.shared.b64 %rd3, [%r1];""" + WAIT.format(k=k) + """
   xor.b32 %r7, %r4, 4;
   add.u32 %r7, %r3, %r7;
   ld.shared.u32 %r8, [%r7];
