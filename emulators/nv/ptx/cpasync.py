@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulators.nv.ptx.execute import Launch, PTXFault
-from emulators.nv.ptx.mbarrier import _where, arrive
+from emulators.nv.ptx.mbarrier import object_address, arrive
 from emulators.nv.ptx.parse import Instr
 
 
@@ -79,9 +79,9 @@ def cp(L: Launch, ins: Instr) -> None:
     _complete(L, None)      # (completed now: a schedule the ISA allows); without .noinc the pending count was raised for it
     if ins.has("noinc"):
       L.atomic = True
-      try: arrive(L, ins, _where(L, ins, ins.args[0]), np.ones(L.sel.size, np.uint32), False, True)
+      try: arrive(L, ins, object_address(L, ins, ins.args[0]), np.ones(L.sel.size, np.uint32), False, True)
       finally: L.atomic = False
-    else: _where(L, ins, ins.args[0])
+    else: object_address(L, ins, ins.args[0])
   elif ins.has("commit_group"):
     _pending(L).group[L.sel] += 1
   elif ins.has("wait_group"):

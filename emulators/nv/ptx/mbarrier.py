@@ -19,7 +19,7 @@ MAX_COUNT = (1 << 20) - 1
 _PEND, _EXP, _PHASE = np.uint64(0x1FFFFF), np.uint64(0x1FFFFF << 32), np.uint64(1 << 63)
 
 
-def _where(L: Launch, ins: Instr, o: Operand) -> np.ndarray:
+def object_address(L: Launch, ins: Instr, o: Operand) -> np.ndarray:
   """The objects' shared-memory offsets (a generic address must point into the shared window)."""
   a = L.address(o)
   if L.space_of(ins) == "shared": return a
@@ -125,14 +125,14 @@ def mbarrier(L: Launch, ins: Instr) -> None:
   if kind == "pending_count":
     return L.put(ins.args[0], "u32", (L.get(ins.args[1], "b64") & _PEND).astype(np.uint32))
   if kind in ("init", "inval"):
-    addr = _where(L, ins, ins.args[0])
+    addr = object_address(L, ins, ins.args[0])
     if kind == "inval": return _store(L, addr, np.zeros(addr.size, np.uint64))
     n = L.get(ins.args[1], "u32").astype(np.uint64)
     if ((n < 1) | (n > MAX_COUNT)).any():
       i = int(np.flatnonzero((n < 1) | (n > MAX_COUNT))[0])
       raise PTXFault("compute", f"mbarrier.init count {int(n[i])} outside 1..{MAX_COUNT} by {L.thread(i)}", ins)
     return _store(L, addr, (n << np.uint64(32)) | n)
-  addr = _where(L, ins, ins.args[1])
+  addr = object_address(L, ins, ins.args[1])
   L.atomic = True   # (barrier operations are not data races)
   try:
     if kind in ("arrive", "arrive_drop"):
