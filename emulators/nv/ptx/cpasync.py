@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from emulators.nv.ptx.execute import Launch, PTXFault
-from emulators.nv.ptx.mbarrier import object_address, arrive
+from emulators.nv.ptx.mbarrier import arrive, object_address
 from emulators.nv.ptx.parse import Instr
 
 
