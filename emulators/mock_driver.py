@@ -27,6 +27,10 @@ from refgrad.runtime.simt import check_host_read
 
 # arch -> module with RING_ENTRY_BYTES, CONTROL_BYTES and make_channel(dev, handle, ring region, control region, hazard participant)
 ARCHES: dict[str, str] = {"NV": "emulators.nv.channel", "AMD": "emulators.amd.ring"}
+# inline polling (poll_inline): a launch runs on the host's thread when it last took at most this long (the first of
+# each kernel and launch shape runs on the worker thread), a copy when it moves at most this many bytes
+INLINE_SECONDS = 0.02
+INLINE_COPY_BYTES = 16 << 20
 ENGINES = ("compute", "copy")
 
 
@@ -49,6 +53,10 @@ class MockDriver(Driver):
     # their VAs sorted, for a dispatch's look-up
     self.code_objects: dict[int, tuple[int, list[tuple[str, int, int]]]] = {}
     self._code_vas: list[int] = []
+    # inline polling (poll_inline): steps run on the caller's thread while `inline`; a launch not known to be short
+    # sets `deferred` and stays queued. `costs`: (kernel, grid, block) -> seconds its last run took
+    self.inline = self.deferred = False
+    self.costs: dict[tuple, float] = {}
 
   # ---- memory ---------------------------------------------------------------------------------
   def alloc(self, size: int, host_visible: bool = False) -> Mapping:
@@ -128,6 +136,34 @@ class MockDriver(Driver):
         break
     if self.reports: raise self.reports.popleft()
     return moved
+
+  def poll_inline(self) -> bool | None:
+    """poll() where every step it takes is short: launches of kernels that ran in at most INLINE_SECONDS with the same
+    grid and block the last time, copies of at most INLINE_COPY_BYTES, semaphores. None when a queue's next step is not
+    (it stays queued for poll()), and always for architectures that cannot defer a step or under a seeded order (whose
+    kernels run when a queue completes them, not when launched)."""
+    if not getattr(self._arch, "DEFERS_STEPS", False) or self.order.rng is not None: return None
+    self.inline, self.deferred = True, False
+    try: moved = self.poll()
+    finally: self.inline = False
+    return None if self.deferred and not moved else moved
+
+  def short(self, key: tuple) -> bool:
+    """In inline polling: whether the kernel launch `key` (kernel, grid, block) is known to be short; if not, the step
+    is deferred (`deferred` set: the caller returns BLOCKED and the queue stays at that method)."""
+    if not self.inline or self.costs.get(key, INLINE_SECONDS + 1) <= INLINE_SECONDS: return True
+    self.deferred = True
+    return False
+
+  def short_copy(self, nbytes: int) -> bool:
+    """short() for a copy of nbytes."""
+    if not self.inline or nbytes <= INLINE_COPY_BYTES: return True
+    self.deferred = True
+    return False
+
+  def ran(self, key: tuple, seconds: float) -> None:
+    if len(self.costs) >= 4096: self.costs.pop(next(iter(self.costs)))
+    self.costs[key] = seconds
 
   def run_until_idle(self, max_steps: int = 1_000_000) -> bool:
     """Poll until nothing moves (tests and tools); True if every queue ran dry, False if some are blocked."""

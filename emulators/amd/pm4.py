@@ -13,6 +13,7 @@ starting at 0. A program whose first bytes are no known image magic (emulators/e
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -103,9 +104,12 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
   for i, d in enumerate("XYZ"):
     if grid[i] > 1 and not R.get("COMPUTE_PGM_RSRC2", rsrc2, f"TGID_{d}_EN"): raise bad(f"{grid[i]} work-groups along {d} but RSRC2.TGID_{d}_EN is 0")
   kernarg = eng.reg("COMPUTE_USER_DATA_0") | (eng.reg("COMPUTE_USER_DATA_1") << 32)
+  if not dev.short(key := (k, grid, block)): return BLOCKED   # (polled inline, not known to be short: the worker thread's)
   dev.counters["dispatch"] += 1
   # in flight until an ordering command (ORDERING); the initiator's flags order nothing docs/hw/AMD.md states
+  t0 = time.perf_counter()
   dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block, ch.flight)
+  dev.ran(key, time.perf_counter() - t0)
   return DONE
 
 
@@ -131,6 +135,8 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
     raise bad(f"RSRC2.USER_SGPR is {nuser}, but there are {A.USER_DATA_REGS} USER_DATA registers")
   user = [eng.reg(f"COMPUTE_USER_DATA_{i}") for i in range(A.USER_DATA_REGS)]
   lds = R.get("COMPUTE_PGM_RSRC2", rsrc2, "LDS_SIZE") * R.LDS_GRANULE
+  key = (pgm, kernel, rsrc1, rsrc2, grid, block, lds, private)
+  if not ch.dev.short(key): return BLOCKED   # (polled inline, not known to be short: the worker thread's)
   ch.dev.counters["dispatch"] += 1
   checked = checked_default()
   hz, label = ch.dev.hz, ch.where()
@@ -142,7 +148,9 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
       if hz.enabled:
         for base, ranges in accesses: hz.access(ch.pid, base, ranges, f"{label}: kernel {name}", seq)
     rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private, record, kernel)
+  t0 = time.perf_counter()
   dispatch.start(body, ch.flight)
+  ch.dev.ran(key, time.perf_counter() - t0)
   return DONE
 
 

@@ -27,6 +27,7 @@ from refgrad.hw import bits
 from refgrad.runtime.driver import GPUFault
 
 RING_ENTRY_BYTES, CONTROL_BYTES = 4, 64
+DEFERS_STEPS = True   # a dispatch or copy may stay queued (BLOCKED) when the driver polls inline (MockDriver.poll_inline)
 RPTR, WPTR, DOORBELL = A.CONTROL["RPTR"], A.CONTROL["WPTR"], A.CONTROL["DOORBELL"]   # u64 slots of the control page
 _OP_SH, _OP_M = bits.shift_mask(A.PM4_HEADER["IT_OPCODE"])
 

@@ -44,6 +44,7 @@ def copy_linear(eng: CopyEngine, w: list[int]) -> int:
   if any(B.get(w[2], f) for f in A.SDMA_COPY_LINEAR_DW2.values()):
     raise Fault(f"COPY_LINEAR dword 2 0x{w[2]:08x}: byte swaps are not emulated", "copy")
   n = B.get(w[1], A.SDMA_COPY_LINEAR_DW1["COUNT"]) + 1
+  if not ch.dev.short_copy(n): return BLOCKED   # (polled inline, a long copy: the worker thread's)
   src, dst = _addr(w, 3), _addr(w, 5)
   sr, so = vm.resolve(src, n, "copy", f"COPY_LINEAR source ({n} bytes)")
   dr, do = vm.resolve(dst, n, "copy", f"COPY_LINEAR destination ({n} bytes)")

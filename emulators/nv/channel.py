@@ -26,6 +26,7 @@ from refgrad.hw.nv import SecOp
 from refgrad.runtime.driver import GPUFault
 
 RING_ENTRY_BYTES, CONTROL_BYTES = NV.GP_ENTRY_BYTES, NV.USERD_BYTES   # a GP entry; the USERD page
+DEFERS_STEPS = True   # a launch or copy may stay queued (BLOCKED) when the driver polls inline (MockDriver.poll_inline)
 GP_GET, GP_PUT = NV.USERD["GP_GET"] // 4, NV.USERD["GP_PUT"] // 4
 SEC_OPS = NV.SEC_OP_NAMES
 # header fields as (shift, mask) for the decoder's inner loop (the table: refgrad.hw.nv.HEADER)

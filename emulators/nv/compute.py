@@ -2,6 +2,7 @@
 QMD path), QMD release semaphores and dependent QMDs; other state methods are latched."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ from emulators import dispatch
 from emulators.fault import Fault
 from emulators.nv import qmd as Q
 from emulators.nv import semaphore
-from emulators.nv.methods import DONE, Engine, Method, table
+from emulators.nv.methods import BLOCKED, DONE, Engine, Method, table
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COMPUTE
@@ -74,14 +75,12 @@ def send_pcas2_b(eng: ComputeEngine, v: int) -> int | None:
   if (a := NV.PCAS_ACTIONS.get(action)) is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: unknown PCAS_ACTION {action}", "compute")
   if a[1] is None: raise Fault(f"SEND_SIGNALING_PCAS2_B: PCAS_ACTION {a[0]} (queue-mode QMDs) is not emulated", "compute")
   if not a[1]: return None
-  launch(eng, eng.regs.get(SEND_PCAS_A, 0) << NV.QMD_ADDRESS_SHIFT)
-  return DONE
+  return DONE if launch(eng, eng.regs.get(SEND_PCAS_A, 0) << NV.QMD_ADDRESS_SHIFT) else BLOCKED
 
 def send_pcas_b(eng: ComputeEngine, v: int) -> int | None:
   """Pre-Ampere kick: bit 1 SCHEDULE."""
   if not bits.get(v, NV.SEND_SIGNALING_PCAS_B["SCHEDULE"]): return None
-  launch(eng, eng.regs.get(SEND_PCAS_A, 0) << NV.QMD_ADDRESS_SHIFT)
-  return DONE
+  return DONE if launch(eng, eng.regs.get(SEND_PCAS_A, 0) << NV.QMD_ADDRESS_SHIFT) else BLOCKED
 
 def inline_qmd(i: int) -> Method:
   def load(eng: ComputeEngine, v: int) -> int | None:
@@ -90,8 +89,7 @@ def inline_qmd(i: int) -> Method:
     r = eng.regs
     va = ((r.get(SET_INLINE_QMD_ADDRESS_A, 0) << 32) | r.get(SET_INLINE_QMD_ADDRESS_B, 0)) << NV.QMD_ADDRESS_SHIFT
     eng.ch.dev.vm.write(va, np.array(eng.inline_qmd, np.uint32).view(np.uint8), "compute", "inline QMD")
-    launch(eng, va)
-    return DONE
+    return DONE if launch(eng, va) else BLOCKED
   return Method(f"LOAD_INLINE_QMD_DATA({i})", COMPUTE["LOAD_INLINE_QMD_DATA"] + 4 * i, load)
 
 def report_semaphore_d(eng: ComputeEngine, v: int) -> int | None:
@@ -105,9 +103,10 @@ def report_semaphore_d(eng: ComputeEngine, v: int) -> int | None:
   return DONE
 
 
-def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = None) -> None:
+def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = None) -> bool:
   """Decode and check the QMD, run the kernel over its grid, then its releases and dependent QMD (which starts when the
-  grid finishes: one in-flight unit with it, `chain`)."""
+  grid finishes: one in-flight unit with it, `chain`). False (nothing done) where the driver polls inline and the
+  launch is not known to be short (MockDriver.short): the method is retried on a later poll."""
   ch = eng.ch
   dev, vm = ch.dev, ch.dev.vm
   words = vm.bytes(qmd_va, Q.QMD_BYTES, "compute", "QMD").view(np.uint32).tolist()
@@ -124,11 +123,15 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = 
     raise Fault(f"{where}: constant buffer 0 holds {q['CONSTANT_BUFFER_SIZE_SHIFTED4(0)'] * 16} bytes (SIZE_SHIFTED4 = "
                 f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4(0)']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
                 "compute", cb_va, k.name)
+  key = (k, grid, block) if not q["DEPENDENT_QMD0_ENABLE"] else (k, grid, block, "chain")   # (a chain's cost is not recorded)
+  if depth == 0 and not dev.short(key): return False
   dev.counters["qmd_launch"] += 1
   # in flight until an ordering command; its own releases and dependent QMD follow its grid, so it runs now then
   own = any(q[f"RELEASE{i}_ENABLE"] for i in range(3)) or bool(q["DEPENDENT_QMD0_ENABLE"])
+  t0 = time.perf_counter()
   seq = dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block, ch.flight, own, chain,
                      shared=q["SHARED_MEMORY_SIZE"])
+  if len(key) == 3: dev.ran(key, time.perf_counter() - t0)
   epoch = dev.hz.clocks[ch.pid][ch.pid]
   for i in range(3):
     if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i, epoch)
@@ -137,6 +140,7 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = 
     if act not in (1, 3): raise Fault(f"{where}: DEPENDENT_QMD0_ACTION {act} is not emulated (only SCHEDULE)", "compute", qmd_va)
     if depth >= MAX_DEPENDENT: raise Fault(f"{where}: more than {MAX_DEPENDENT} dependent QMDs in a chain (a cycle?)", "compute", qmd_va)
     launch(eng, q["DEPENDENT_QMD0_POINTER"] << NV.QMD_ADDRESS_SHIFT, depth + 1, seq)
+  return True
 
 def release(ch: Any, q: dict[str, int], i: int, done: int | None = None) -> None:
   """QMD release i, written when the grid (epoch `done` for the hazard checker) finishes; it does not wait for others."""

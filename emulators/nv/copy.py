@@ -9,7 +9,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from emulators.fault import Fault
 from emulators.nv import semaphore
-from emulators.nv.methods import DONE, Engine, Method, table
+from emulators.nv.methods import BLOCKED, DONE, Engine, Method, table
 from refgrad.hw import bits
 from refgrad.hw import nv as NV
 from refgrad.hw.nv import COPY
@@ -34,6 +34,7 @@ def _addr(r: dict[int, int], upper: int, lower: int) -> int: return (bits.get(r.
 
 def launch_dma(eng: CopyEngine, v: int) -> int:
   r, ch = eng.regs, eng.ch
+  if bits.get(v, L["DATA_TRANSFER_TYPE"]) and not ch.dev.short_copy(_bytes(r, v)): return BLOCKED   # (retried by the worker thread)
   if bits.get(v, L["DATA_TRANSFER_TYPE"]): copy(eng, v)
   sem = bits.get(v, L["SEMAPHORE_TYPE"])
   if sem:
@@ -50,6 +51,11 @@ def launch_dma(eng: CopyEngine, v: int) -> int:
       semaphore.reduce(ch.dev, ch.pid, addr, NV.SEM_REDUCTIONS[op], payload, 4, not bits.get(v, L["SEMAPHORE_REDUCTION_SIGN"]), "copy", what)
     else: semaphore.release(ch.dev, ch.pid, addr, payload, 4, four, "copy", what)
   return DONE
+
+def _bytes(r: dict[int, int], v: int) -> int:
+  n = r.get(LINE_LENGTH_IN, 0)
+  return n * (r.get(LINE_COUNT, 0) if bits.get(v, L["MULTI_LINE_ENABLE"]) else 1)
+
 
 def copy(eng: CopyEngine, v: int) -> None:
   if not (bits.get(v, L["SRC_MEMORY_LAYOUT"]) == bits.get(v, L["DST_MEMORY_LAYOUT"]) == NV.CE_LAYOUT_PITCH):

@@ -96,6 +96,11 @@ class Driver(abc.ABC):
   def poll(self) -> bool:
     """Let the GPU run a bounded step: True if some queue progressed, False if nothing can move. Raises a GPUFault or
     GPUHazard found since the last poll (each once)."""
+  def poll_inline(self) -> bool | None:
+    """poll() on the caller's thread, where the step is known to be short (a mock GPU that runs kernels in software:
+    the host then waits without a thread hand-off); None where it may be long or the driver cannot tell: the caller
+    polls on a thread of its own then, so that its wait can give up while the step runs."""
+    return None
   @abc.abstractmethod
   def describe(self) -> str:
     """Each queue's state: GPGet/GPPut, current GP entry and dword, what it waits on."""

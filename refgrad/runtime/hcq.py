@@ -23,11 +23,14 @@ on the two channels is totally ordered (no hazard between them) and the host nev
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
+import signal
 import struct
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +40,22 @@ from refgrad.device import Allocator, Buffer, Compiled, Graph, GraphLaunch
 from refgrad.runtime.driver import Driver, GPUDeadlock, GPUFault, Mapping, QueueHandle
 
 PAGE = 4096
+INLINE_MIN_LIMIT = 1.0   # seconds: a host wait allowed less runs every step on the worker thread (_drive)
+
+
+@contextlib.contextmanager
+def _interrupts_between_steps() -> Iterator[list[int]]:
+  """On the main thread, SIGINT while the GPU steps on it only marks the returned list (raised at the next step
+  boundary by the caller): a KeyboardInterrupt inside a step would leave the GPU's state half-updated."""
+  pending: list[int] = []
+  if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    yield pending
+    return
+  signal.signal(signal.SIGINT, lambda *_: pending.append(1))
+  try: yield pending
+  finally: signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def wait_timeout() -> float:
   """Seconds a host wait may last before it is an error ($HCQ_TIMEOUT; a backstop: deadlocks are found at once)."""
   return knobs.get("HCQ_TIMEOUT")
@@ -321,10 +340,18 @@ class HCQDevice:
     with self.lock: self._wait_signal(sig, value, wait_timeout() if timeout is None else timeout)
 
   def _drive(self, done: Callable[[], bool], limit: float) -> bool | None:
-    """Poll the GPU (on the worker thread) until done(): True; False when no queue can move; None when `limit` seconds
-    passed first (the step running then finishes in the background: `_join_stray` waits for it). Raises its GPUFault."""
+    """Poll the GPU until done(): True; False when no queue can move; None when `limit` seconds passed first (the step
+    running then finishes in the background: `_join_stray` waits for it). Raises its GPUFault. Steps the driver knows to
+    be short run on this thread (`poll_inline`: no hand-off to another thread and back, whose wake-ups cost more than
+    a short step); from the first it cannot vouch for, the worker thread polls, and this one waits with the limit."""
     self._join_stray()
     if done(): return True
+    deadline = time.perf_counter() + limit
+    if limit >= INLINE_MIN_LIMIT:   # (a short limit is a wait meant to give up: every step then runs on the worker)
+      try: moved = self._poll_inline(done, deadline)
+      except GPUFault as f: raise self._fault(f) from None
+      if moved is not None: return moved
+      limit = max(deadline - time.perf_counter(), 0.0)
     cancel = threading.Event()
     if self._gpu is None or self._gpu_pid != os.getpid():   # a forked child has no copy of the parent's thread
       self._gpu, self._gpu_pid = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-gpu"), os.getpid()
@@ -337,6 +364,18 @@ class HCQDevice:
         cancel.set()
         concurrent.futures.wait([fut], 0.05)   # a short step ends at once: the queues can be described
         if not fut.done() or fut.exception() is not None: self._stray = fut   # joined (its fault raised) by the next call
+    return None
+  def _poll_inline(self, done: Callable[[], bool], deadline: float) -> bool | None:
+    """Short steps on this thread until done() (True) or no queue can move (False); None at a step the driver cannot
+    vouch for (or at the deadline). A Ctrl-C meanwhile is raised between steps, never inside one."""
+    with _interrupts_between_steps() as pending:
+      while not done():
+        if pending or time.perf_counter() > deadline: break
+        moved = self.drv.poll_inline()
+        if moved is None: return None
+        if not moved and not done(): return False
+      else: return True
+    if pending: raise KeyboardInterrupt
     return None
   def _poll_until(self, done: Callable[[], bool], cancel: threading.Event) -> bool:
     while not done():
