@@ -253,7 +253,7 @@ def _instr(stmt: str, ln: int, raw: str) -> Instr:
   m = re.match(r"([a-z][\w.:]*)\s*(.*)$", stmt, re.S)
   if not m: raise PTXError(ln, raw, "not an instruction")
   parts = m.group(1).split(".")
-  op, mods = parts[0], tuple(parts[1:])
+  op, mods = parts[0], tuple("shared" if x == "shared::cta" else x for x in parts[1:])   # (a CTA's own shared memory, as .shared)
   types = tuple(x for x in mods if x in TYPES)
   args = tuple(_operand(a, ln, raw) for a in _split_args(m.group(2))) if m.group(2).strip() else ()
   return Instr(op, mods, types, args, pred, neg, ln, raw)

@@ -170,3 +170,21 @@ def test_arrive_drop_lowers_the_expected_count():
 def test_misuse_is_a_fault(body, match):
   with pytest.raises(GPUFault, match=match):
     run(body, 1 if "noComplete" in body else 32)
+
+
+def test_shared_cta_space_and_memory_order_qualifiers():
+  # PTX 7.8+ spells the CTA's shared memory .shared::cta; arrive/test_wait take .release/.acquire and a scope
+  body = """
+  setp.eq.u32 %p0, %r0, 0;
+  @%p0 mbarrier.init.shared::cta.b64 [%r1], %r2;
+  st.shared::cta.u32 [%r5], %r0;
+  bar.sync 0;
+  mbarrier.arrive.release.cta.shared::cta.b64 %rd3, [%r1];
+W:
+  mbarrier.test_wait.acquire.cta.shared::cta.b64 %p1, [%r1], %rd3;
+  @!%p1 bra W;
+  xor.b32 %r7, %r4, 4;
+  add.u32 %r7, %r3, %r7;
+  ld.shared::cta.u32 %r8, [%r7];
+  st.global.u32 [%rd2], %r8;"""
+  assert run(body, 32).tolist() == (np.arange(32) ^ 1).tolist()
