@@ -39,7 +39,7 @@ CHUNK_ELEMS = 1 << 16   # lanes x iterations per chunk (cache-sized)
 DROP_ELEMS = 0   # chunks this large drop each register after its last use (measured: even small chunks gain, memory reused)
 enabled = True   # False: loops are stepped (tests compare both)
 _NOT_PURE = frozenset({"st", "atom", "red", "shfl", "vote", "activemask", "redux", "match", "mma", "wmma", "ldmatrix", "cp", "membar", "fence", "bar", "barrier",
-                       "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu"})
+                       "bra", "ret", "exit", "trap", "call", "prefetch", "prefetchu", "mbarrier", "nanosleep", "discard", "applypriority", "pmevent"})
 READS_FIRST = frozenset({"st", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep", "cp"})   # a first operand that is read
 _CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
          "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}

@@ -358,6 +358,33 @@ def _setp(L: Launch, ins: Instr) -> None:
   if q is not None: L.put(q, "pred", ~r)
 
 
+def _set(L: Launch, ins: Instr) -> None:
+  """set.CmpOp{.BoolOp}{.ftz}.dtype.stype d, a, b{, {!}c}: setp's comparison (and combination) as a value: all ones
+  (integer dtype) or 1.0f (.f32) when true, 0 when false."""
+  if len(ins.types) != 2: raise PTXFault("compute", "set needs .dtype.stype", ins)
+  dt, t = ins.types
+  c = next(m for m in ins.mods if m not in (dt, t, "ftz", "and", "or", "xor"))
+  a, b = L.get(ins.args[1], t), L.get(ins.args[2], t)
+  if t == "bf16": a, b = S.bf16_to_f32(a), S.bf16_to_f32(b)
+  if ins.has("ftz"): a, b = S.ftz(a), S.ftz(b)
+  r = S.cmp(a, b, c, t)
+  if len(ins.args) > 3:
+    op = next(m for m in ins.mods if m in ("and", "or", "xor"))
+    r = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op](r, L.get(ins.args[3], "pred"))
+  if dt == "f32": return L.put(ins.args[0], "f32", np.where(r, np.float32(1), np.float32(0)))
+  if dt not in ("u32", "s32"): raise PTXFault("compute", f"set.{dt}: the destination type is .u32, .s32 or .f32", ins)
+  L.put(ins.args[0], "u32", np.where(r, np.uint32(0xFFFFFFFF), np.uint32(0)))
+
+
+def _isspacep(L: Launch, ins: Instr) -> None:
+  """isspacep.{global,shared,local,const,param} p, a: whether generic address a lies in that state space's window."""
+  a = L.get(ins.args[1], "u64")
+  parts = L._generic_split(a)
+  space = next((m for m in ins.mods if m in ("global", "shared", "local", "const", "param")), None)
+  if space is None: raise PTXFault("compute", "isspacep needs a state space (.global .shared .local .const .param)", ins)
+  L.put(ins.args[0], "pred", parts.get(space, np.zeros(a.size, np.bool_)))
+
+
 def selected_defined(p: np.ndarray, dp: np.ndarray | None, da: np.ndarray | None, db: np.ndarray | None) -> np.ndarray | None:
   """Definedness of a per-lane selection: the chosen operand's, where the predicate itself is defined (memcheck: the
   operand not chosen does not matter)."""
@@ -827,6 +854,7 @@ TABLE: dict[str, object] = {
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
   "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "set": _set, "isspacep": _isspacep, "discard": _nop, "applypriority": _nop, "pmevent": _nop,
   "mbarrier": mbarrier, "nanosleep": _nop,   # (nanosleep: a hint: the thread may sleep up to t ns (no result))
   "lop3": _lop3, "sad": _sad, "bmsk": _bmsk, "szext": _szext, "fns": _fns, "mul24": _mul24, "mad24": _mul24, **VIDEO,
 }

@@ -214,3 +214,31 @@ def test_fns():
         pos += inc
     want.append(d)
   assert r == want
+
+
+@pytest.mark.parametrize("cmp, f", [("lt", lambda p, q: p < q), ("ge", lambda p, q: p >= q), ("ne", lambda p, q: p != q)])
+def test_set_as_values(cmp, f):
+  a, b = np.float32([1, 2, np.nan, -0.0, 3]), np.float32([2, 2, 1, 0.0, np.nan])
+  want = [bool(f(x, y)) and not (np.isnan(x) or np.isnan(y)) for x, y in zip(a, b)]   # ordered comparisons: false on NaN
+  assert one(f"set.{cmp}.u32.f32 %d, %a, %b", [a, b], U32, ["f32", "f32"], "u32").tolist() == [0xFFFFFFFF if w else 0 for w in want]
+  assert one(f"set.{cmp}.f32.f32 %d, %a, %b", [a, b], np.float32, ["f32", "f32"], "f32").tolist() == [1.0 if w else 0.0 for w in want]
+  s, t = np.int32([-1, 5, 7]), np.int32([0, 5, -9])
+  assert one(f"set.{cmp}.s32.s32 %d, %a, %b", [s, t], np.int32, ["s32", "s32"], "s32").tolist() == [-1 if f(x, y) else 0 for x, y in zip(s, t)]
+
+
+def test_isspacep_windows():
+  src = HEAD + """.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<8>; .reg .pred %p<4>;
+  .shared .align 4 .b32 sh[4];
+  .local .align 4 .b32 lo[4];
+  ld.param.u64 %rd0, [out];
+  mov.u64 %rd1, sh; cvta.shared.u64 %rd1, %rd1;
+  mov.u64 %rd2, lo; cvta.local.u64 %rd2, %rd2;
+  isspacep.shared %p0, %rd1; isspacep.global %p1, %rd1; isspacep.local %p2, %rd2; isspacep.global %p3, %rd0;
+  selp.u32 %r0, 1, 0, %p0; selp.u32 %r1, 2, 0, %p1; selp.u32 %r2, 4, 0, %p2; selp.u32 %r3, 8, 0, %p3;
+  or.b32 %r0, %r0, %r1; or.b32 %r0, %r0, %r2; or.b32 %r0, %r0, %r3;
+  st.global.u32 [%rd0], %r0;
+  ret;
+}"""
+  assert Device["NV"].run_ptx(src, "k", [np.zeros(1, U32)])[0].tolist() == [1 | 4 | 8]
