@@ -616,7 +616,8 @@ ATOM_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"
 
 
 def _atom(L: Launch, ins: Instr) -> None:
-  """atom / red: lanes are applied in lane order; lanes hitting the same address are serialized in rounds."""
+  """atom / red: lanes are applied in lane order; lanes hitting the same address are serialized in rounds, or (many
+  lanes on few addresses: a lock, a shared accumulator) each address's lanes in one ordered scan (_atom_scan)."""
   t = _t(ins)
   op = next((m for m in ins.mods if m in ATOM_OPS), None)
   if op is None: raise PTXFault("compute", f"{ins.op} without a supported operation ({', '.join(ATOM_OPS)})", ins)
@@ -629,37 +630,84 @@ def _atom(L: Launch, ins: Instr) -> None:
   c = L.get(ins.args[ai + 2], t) if op == "cas" else None
   space, w = L.space_of(ins), TYPES[t]
   old_all = np.zeros(addr.size, S.NP[t] if t != "bf16" else np.uint16)
-  left = np.arange(addr.size)
   sel = L.sel
   L.atomic = True
   try:
-    while left.size:
-      _, first = np.unique(addr[left], return_index=True)
-      now = left[np.sort(first)]
-      L.sel = sel[now]
-      raw, _ = L.load(space, addr[now], w)
-      old = from_bytes(raw, t)
-      x = b[now]
-      with np.errstate(all="ignore"):
-        if op == "add":
-          if t == "f16": new = (old.astype(np.float32) + x.astype(np.float32)).astype(np.float16)
-          elif t == "bf16": new = S.f32_to_bf16(S.bf16_to_f32(old) + S.bf16_to_f32(x)).view(np.uint16)
-          elif t in ("f16x2", "bf16x2"): new = _x2(lambda L_, i_, h, v: v[0].astype(np.float32) + v[1].astype(np.float32))(L, ins, t, [old, x])
-          else: new = old + x
-        elif op == "min": new = S.fminmax(old, x, False, False) if S.is_float(t) else np.minimum(old, x)
-        elif op == "max": new = S.fminmax(old, x, True, False) if S.is_float(t) else np.maximum(old, x)
-        elif op == "inc": new = np.where(old >= x, 0, old + 1).astype(old.dtype)
-        elif op == "dec": new = np.where((old == 0) | (old > x), x, old - 1).astype(old.dtype)
-        elif op == "and": new = old & x
-        elif op == "or": new = old | x
-        elif op == "xor": new = old ^ x
-        elif op == "exch": new = x
-        else: new = np.where(old == x, c[now], old)
-      L.store(space, addr[now], to_bytes(new.astype(old.dtype), w), None)
-      old_all[now] = old
-      left = np.setdiff1d(left, now, assume_unique=True)
+    # (lanes of different CTAs at one shared offset touch different memory: rounds keep them apart, the scan would not)
+    _, first, inv, counts = np.unique(addr, return_index=True, return_inverse=True, return_counts=True)
+    if counts.max() > ATOM_ROUNDS and (space == "global" or L.ncta == 1 or (L.cta[sel] == L.cta[sel[0]]).all()):
+      _atom_scan(L, ins, op, t, w, space, addr, b, c, first, inv.reshape(-1), old_all)
+    else:
+      left = np.arange(addr.size)
+      now = np.sort(first)
+      while left.size:
+        L.sel = sel[now]
+        raw, _ = L.load(space, addr[now], w)
+        old = from_bytes(raw, t)
+        new = _atom_apply(op, t, old, b[now], c[now] if c is not None else None, L, ins)
+        L.store(space, addr[now], to_bytes(new.astype(old.dtype), w), None)
+        old_all[now] = old
+        left = np.setdiff1d(left, now, assume_unique=True)
+        if left.size: now = left[np.sort(np.unique(addr[left], return_index=True)[1])]
   finally: L.sel, L.atomic = sel, False
   if not red: L.put(ins.args[0], t, old_all)
+
+
+ATOM_ROUNDS = 8   # more lanes than this on one address: one ordered scan per address instead of a round per lane
+
+
+def _atom_apply(op: str, t: str, old: np.ndarray, x: np.ndarray, c: np.ndarray | None, L: Launch, ins: Instr) -> np.ndarray:
+  """The value an atomic op leaves, from the value it found (one lane per address)."""
+  with np.errstate(all="ignore"):
+    if op == "add":
+      if t == "f16": return (old.astype(np.float32) + x.astype(np.float32)).astype(np.float16)
+      if t == "bf16": return S.f32_to_bf16(S.bf16_to_f32(old) + S.bf16_to_f32(x)).view(np.uint16)
+      if t in ("f16x2", "bf16x2"): return _x2(lambda L_, i_, h, v: v[0].astype(np.float32) + v[1].astype(np.float32))(L, ins, t, [old, x])
+      return old + x
+    if op == "min": return S.fminmax(old, x, False, False) if S.is_float(t) else np.minimum(old, x)
+    if op == "max": return S.fminmax(old, x, True, False) if S.is_float(t) else np.maximum(old, x)
+    if op == "inc": return np.where(old >= x, 0, old + 1).astype(old.dtype)
+    if op == "dec": return np.where((old == 0) | (old > x), x, old - 1).astype(old.dtype)
+    if op == "and": return old & x
+    if op == "or": return old | x
+    if op == "xor": return old ^ x
+    if op == "exch": return x
+    assert c is not None
+    return np.where(old == x, c, old)
+
+
+def _atom_scan(L: Launch, ins: Instr, op: str, t: str, w: int, space: str, addr: np.ndarray, b: np.ndarray, c: np.ndarray | None,
+               first: np.ndarray, inv: np.ndarray, old_all: np.ndarray) -> None:
+  """Each address's lanes in lane order at once: integer add/and/or/xor/min/max and float add (f32 f64 f16) as an
+  accumulate (one rounding per add, in order), exch as a shift, the rest one lane at a time on scalars."""
+  sel = L.sel
+  L.sel = sel[first]
+  try: raw, _ = L.load(space, addr[first], w)
+  finally: L.sel = sel
+  mem = from_bytes(raw, t).copy()
+  order = np.argsort(inv, kind="stable")   # lanes grouped by address, each group in lane order
+  bounds = np.searchsorted(inv[order], np.arange(first.size + 1))
+  integer = t[0] in "su" or (t[0] == "b" and t[1:].isdigit())   # (not bf16, bf16x2)
+  ufunc = _ATOM_UFUNCS.get(op) if (op == "add" and t in ("f32", "f64", "f16")) or integer else None
+  with np.errstate(all="ignore"):
+    for g in range(first.size):
+      lanes = order[bounds[g]:bounds[g + 1]]
+      if op == "exch":
+        old_all[lanes[0]], old_all[lanes[1:]], mem[g] = mem[g], b[lanes[:-1]], b[lanes[-1]]
+      elif ufunc is not None:
+        acc = ufunc.accumulate(np.concatenate([mem[g:g + 1], b[lanes].astype(mem.dtype)]))
+        old_all[lanes], mem[g] = acc[:-1], acc[-1]
+      else:   # (cas inc dec, float min/max, bf16 / packed halves: each lane its own step, in order)
+        for i in lanes.tolist():
+          o = mem[g:g + 1]
+          old_all[i] = o[0]
+          mem[g] = _atom_apply(op, t, o, b[i:i + 1], c[i:i + 1] if c is not None else None, L, ins)[0]
+  L.sel = sel[first]
+  try: L.store(space, addr[first], to_bytes(mem, w), None)
+  finally: L.sel = sel
+
+
+_ATOM_UFUNCS = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
 # ---- warp-level ----------------------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ class Entry:
   rets: list[Var] = field(default_factory=list)   # a .func's return parameters
   call_params: set[str] = field(default_factory=set)   # .param variables declared in the body (call arguments / results): per-thread .local
   steps: tuple | None = None  # the pre-decoded closures (emulators/nv/ptx/fast.py) and scheduler tables, built on the first launch
+  spin_loops: frozenset[int] | None = None   # backward branches of loops that may spin-wait (run.py)
 
 
 @dataclass

@@ -61,6 +61,8 @@ def _run(L: Launch) -> None:
   # a guard or branch that every lane takes the same way stays in it
   uni: int | None = 0
   everyone = L.everyone
+  yielded, spins = None, 0   # the per-lane scheduler's fairness: lanes that took SPIN_YIELD backward branches step aside
+  spin_loops = _spin_loops(e)
   big = L.n >= DROP_LANES
   while True:
     if uni is not None:
@@ -114,9 +116,13 @@ def _run(L: Launch) -> None:
     if not run_ok.any():
       if waiting.any(): _named_stuck(L) if named else _release(L, None)
       break
-    cur = int(pc[run_ok].min())
+    cand = run_ok
+    if yielded is not None:   # lanes that spun let the others run first (until those finish, wait or spin too)
+      cand = run_ok & ~yielded
+      if not cand.any(): yielded, cand = None, run_ok
+    cur = int(pc[cand].min())
     if cur >= n_ins: raise PTXFault("compute", f"control ran off the end of {e.name}", None)
-    sel = np.flatnonzero(run_ok & (pc == cur))
+    sel = np.flatnonzero(cand & (pc == cur))
     ins = instrs[cur]
     L.ins, L.clock, L._d = ins, steps, None
     steps += 1
@@ -133,8 +139,13 @@ def _run(L: Launch) -> None:
     L.sel = sel
     op = ins.op
     if op == "bra":
-      tgt = ins.args[0].value
-      pc[sel] = e.labels[tgt]
+      tgt = e.labels[ins.args[0].value]
+      pc[sel] = tgt
+      if tgt <= cur and cur in spin_loops and sel.size < np.count_nonzero(run_ok):   # a possible spin-wait, others could run
+        spins += 1
+        if spins >= SPIN_YIELD:   # (a thread spinning on one that is further on would otherwise never let it run)
+          if yielded is None: yielded = np.zeros(L.n, np.bool_)
+          yielded[sel], spins = True, 0
     elif op in ("ret", "exit"): pc[sel] = -1
     elif op in ("bar", "barrier") and ins.has("warp"):   # bar.warp.sync membermask: lanes of one warp, in step here
       _warp_sync(L, ins, sel)
@@ -154,6 +165,23 @@ def _run(L: Launch) -> None:
     if sel.size == everyone.size and not waiting.any() and pc[everyone[0]] >= 0 and (pc[everyone] == pc[everyone[0]]).all(): uni = int(pc[everyone[0]])
 
 
+# the scheduler runs the lanes at the smallest PC; lanes that keep branching back in a loop that reads memory another
+# thread may write (atomics, volatile / relaxed / acquire loads, mbarrier tests: a spin-wait on a lock or flag that a
+# thread further on releases) step aside after this many backward branches while other lanes could run, until those
+# finish, wait or spin in turn: independent thread scheduling's progress guarantee (other loops keep the lanes together)
+SPIN_YIELD = 2
+_SYNC_READS = frozenset({"volatile", "relaxed", "acquire"})
+
+
+def _spin_loops(e: Entry) -> frozenset[int]:
+  """The positions of backward branches whose loop reads memory that other threads may change meanwhile."""
+  if e.spin_loops is None:
+    out = set()
+    for j, ins in enumerate(e.instrs):
+      if ins.op == "bra" and ins.args and (t := e.labels.get(str(ins.args[0].value))) is not None and t <= j:
+        if any(i.op in ("atom", "mbarrier") or (i.op == "ld" and _SYNC_READS.intersection(i.mods)) for i in e.instrs[t:j]): out.add(j)
+    e.spin_loops = frozenset(out)
+  return e.spin_loops
 DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
 _READS_FIRST = LOOPS.READS_FIRST   # instructions whose first operand is read
 

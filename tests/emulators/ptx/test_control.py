@@ -400,3 +400,54 @@ def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
   r = subprocess.run(["ptxas", "-arch=sm_80", str(f), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
   assert run(src, 64)[:4].tolist() == [1 + 7, 0 + 7, 3 + 7, 2 + 7]   # the butterfly partner's tid + the ballot (lanes 0-2)
+
+
+SPIN_LOCK = HEAD + """.visible .entry lock(.param .u64 lk, .param .u64 cnt)
+{
+  .reg .pred %p<2>; .reg .b32 %r<4>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd0, [lk]; ld.param.u64 %rd1, [cnt];
+SPIN:
+  atom.global.cas.b32 %r0, [%rd0], 0, 1;
+  setp.ne.s32 %p0, %r0, 0;
+  @%p0 bra SPIN;
+  ld.volatile.global.u32 %r1, [%rd1];
+  add.s32 %r1, %r1, 1;
+  st.volatile.global.u32 [%rd1], %r1;
+  membar.gl;
+  atom.global.exch.b32 %r2, [%rd0], 0;
+  ret;
+}
+.visible .entry flag(.param .u64 fl, .param .u64 out)
+{
+  .reg .pred %p<3>; .reg .b32 %r<4>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd0, [fl]; ld.param.u64 %rd1, [out];
+  mov.u32 %r0, %tid.x;
+  setp.ne.u32 %p0, %r0, 32;
+  @%p0 bra PRODUCER;
+WAIT:
+  ld.volatile.global.u32 %r1, [%rd0];
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra WAIT;
+  st.global.u32 [%rd1], %r1;
+  ret;
+PRODUCER:
+  setp.ne.u32 %p2, %r0, 0;
+  @%p2 bra DONE;
+  st.volatile.global.u32 [%rd0], 5;
+DONE:
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("grid, block", [((2, 1, 1), (1, 1, 1)), ((1, 1, 1), (32, 1, 1)), ((4, 1, 1), (64, 1, 1))])
+def test_spin_lock_lets_the_holder_run(grid, block):
+  # every thread spins on a CAS lock that one thread holds further on: lanes spinning in a loop that reads memory other
+  # threads write step aside for the others (run.SPIN_YIELD), so the holder releases it and every thread gets its turn
+  r = Device["NV"].run_ptx(SPIN_LOCK, "lock", [np.zeros(1, np.int32), np.zeros(1, np.int32)], grid=grid, block=block)
+  assert r[0].tolist() == [0] and r[1].tolist() == [grid[0] * block[0]]
+
+
+def test_a_waiter_placed_first_sees_the_flag():
+  # thread 32 waits for a flag thread 0 sets in code placed after the wait loop (another warp)
+  assert Device["NV"].run_ptx(SPIN_LOCK, "flag", [np.zeros(1, np.uint32), np.zeros(1, np.uint32)], block=(64, 1, 1))[1].tolist() == [5]
