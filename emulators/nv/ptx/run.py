@@ -233,7 +233,7 @@ def _release(L: Launch, cur: int | None) -> None:
                    f"the barrier ({int(exited[c].sum())} exited); {L.thread(0)} waits", L.e.instrs[int(p2[c, lanes[0]])])
   for c in np.flatnonzero(has & (w == a).all(axis=1)):
     pcs = np.unique(p2[c][w[c]])
-    if pcs.size > 1:
+    if pcs.size > 1 and not _one_unaligned_barrier([L.e.instrs[int(p)] for p in pcs]):
       raise PTXFault("compute", f"divergent barrier: block {int(c)} waits at {pcs.size} different barrier instructions "
                      f"(lines {', '.join(str(L.e.instrs[int(p)].line) for p in pcs)})", L.e.instrs[int(pcs[0])])
     idx = c * per + np.flatnonzero(w[c])
@@ -246,6 +246,12 @@ def _release(L: Launch, cur: int | None) -> None:
     pc[idx] += 1
     waiting[idx] = False
     L.race_reset(int(c))
+
+
+def _one_unaligned_barrier(ins: list) -> bool:
+  """Whether threads waiting at these different instructions meet at one barrier: `barrier.sync` without .aligned may
+  be reached at different instructions (PTX ISA: divergent code paths); bar.sync (= barrier.sync.aligned) may not."""
+  return all(i.op == "barrier" and not i.has("aligned") and not i.has("red") for i in ins) and len({str(i.args[0].value) for i in ins}) == 1
 
 
 def _warp_sync(L: Launch, ins: Any, sel: np.ndarray) -> None:

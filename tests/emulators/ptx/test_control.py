@@ -451,3 +451,30 @@ def test_spin_lock_lets_the_holder_run(grid, block):
 def test_a_waiter_placed_first_sees_the_flag():
   # thread 32 waits for a flag thread 0 sets in code placed after the wait loop (another warp)
   assert Device["NV"].run_ptx(SPIN_LOCK, "flag", [np.zeros(1, np.uint32), np.zeros(1, np.uint32)], block=(64, 1, 1))[1].tolist() == [5]
+
+
+@pytest.mark.parametrize("bar, ok", [("barrier.sync 0", True), ("bar.sync 0", False), ("barrier.sync.aligned 0", False)])
+def test_unaligned_barrier_may_be_reached_at_different_instructions(bar, ok):
+  # cooperative groups' block.sync() is `barrier.sync` (not .aligned): threads in divergent paths may reach it at
+  # different instructions; bar.sync / .aligned require one instruction for the whole CTA
+  body = f"""
+  mov.u32 %r3, sh;
+  shl.b32 %r4, %r0, 2;
+  add.u32 %r4, %r3, %r4;
+  st.shared.u32 [%r4], %r0;
+  and.b32 %r5, %r0, 1;
+  setp.eq.u32 %p1, %r5, 0;
+  @%p1 bra EVEN;
+  {bar};
+  bra.uni JOIN;
+EVEN:
+  {bar};
+JOIN:
+  xor.b32 %r6, %r4, 4;
+  ld.shared.u32 %r7, [%r6];
+  st.global.u32 [%rd2], %r7;
+  ret;"""
+  src = kernel(body, ".shared .align 4 .b32 sh[64];")
+  if ok: assert run(src, 64).tolist() == (np.arange(64) ^ 1).tolist()
+  else:
+    with pytest.raises(GPUFault, match="divergent barrier"): run(src, 64)
