@@ -135,8 +135,10 @@ CARRY = "%cc.cf"   # the condition-code carry flag (PTX ISA §9.7.2): a hidden p
 
 def _carry(L: Launch, ins: Instr) -> None:
   """add.cc / addc(.cc) / sub.cc / subc(.cc) / mad(.lo/.hi).cc / madc(.lo/.hi)(.cc) on .u32 .s32 .u64 .s64 (PTX ISA §9.7.2):
-  the sum with the carry-in (addc, madc) or the difference with the borrow-in (subc); .cc writes the carry / borrow out.
-  The flag is unsigned carry arithmetic whatever the type's signedness."""
+  the sum with the carry-in (addc, madc) or the difference (subc: a - b - 1 + CF); .cc writes the carry out. The flag is
+  unsigned carry arithmetic whatever the type's signedness, and a subtraction is a + ~b + 1 on it: its flag is 1 when
+  nothing was borrowed (the ISA's text calls the flag a borrow, but nvcc's own code (its inline-asm __int128 division)
+  reads `addc 0, 0` after `sub.cc` as "no borrow", as the hardware's carry chain gives; tests/emulators/ptx/test_carry_rounding.py)."""
   t = _t(ins)
   w = TYPES[t] * 8
   if w not in (32, 64) or t[0] not in "su": raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)}: carry ops take .u32 .s32 .u64 .s64", ins)
@@ -164,12 +166,14 @@ def _carry(L: Launch, ins: Instr) -> None:
       s = a + b
       out = (s < a) | ((s + cin) < s)
       s = s + cin
-  else:
-    if w == 32: s, out = (a - b - cin) & np.uint64(0xFFFFFFFFFFFFFFFF), (a < b + cin)
+  else:   # a + ~b + carry-in (1 for sub.cc): the flag out is that sum's carry, set when nothing was borrowed
+    nb = ~b & np.uint64(0xFFFFFFFF) if w == 32 else ~b
+    c = cin if use_in else np.ones(L.sel.size, np.uint64)
+    if w == 32: s, out = a + nb + c, None
     else:
-      s = a - b
-      out = (a < b) | (s < cin)
-      s = s - cin
+      s = a + nb
+      out = (s < a) | ((s + c) < s)
+      s = s + c
   if w == 32:
     if out is None: out = (s >> np.uint64(32)) != 0
     s = s & np.uint64(0xFFFFFFFF)

@@ -58,3 +58,14 @@ extern "C" __global__ void matmul(const float* A, const float* B, float* C, int 
   }
   if (r < N && c < N) C[r * N + c] = acc;
 }
+extern "C" __global__ void i128(const long long* a, long long* y, int n) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  __int128 x = ((__int128)a[4 * t] << 64) | (unsigned long long)a[4 * t + 1];
+  __int128 z = ((__int128)a[4 * t + 2] << 64) | (unsigned long long)a[4 * t + 3];
+  __int128 q = x / z, r = x % z;
+  unsigned __int128 uq = (unsigned __int128)x / (unsigned __int128)z;
+  long long* o = y + t * 6;
+  o[0] = (long long)(q >> 64); o[1] = (long long)q; o[2] = (long long)(r >> 64); o[3] = (long long)r;
+  o[4] = (long long)(uq >> 64); o[5] = (long long)uq;
+}

@@ -116,3 +116,16 @@ def test_div_sqrt_directed_specials(t, dt):
   r = one(f"sqrt.rp.{t} %d, %a", [x], dt, [t], t)
   with np.errstate(invalid="ignore"): ref = np.sqrt(x)
   assert np.array_equal(r, ref, equal_nan=True) and np.signbit(r).tolist() == np.signbit(ref).tolist()
+
+
+@pytest.mark.parametrize("w", [32, 64])
+def test_the_flag_after_a_subtraction_is_its_carry(w):
+  # sub.cc is a + ~b + 1 on the carry chain: `addc 0, 0` reads 1 when nothing was borrowed (a >= b), and subc takes
+  # 1 - CF as its borrow; nvcc's inline-asm __int128 division relies on it (test_cuda_kernels.py's int128 division)
+  vals = U32 if w == 32 else [0, 1, 2**32, 2**63, 2**64 - 1, 0x123456789]
+  dt, m = (np.uint32, 2**32) if w == 32 else (np.uint64, 2**64)
+  a, b = _pairs(vals, dt)
+  r = one(f".reg .b{w} %t; sub.cc.u{w} %t, %a, %b; addc.u{w} %d, 0, 0", [a, b], dt, [f"b{w}", f"b{w}"], f"b{w}")
+  assert r.tolist() == [int(x >= y) for x, y in zip(a.tolist(), b.tolist())]
+  r = one(f".reg .b{w} %t; add.cc.u{w} %t, %a, %b; subc.u{w} %d, %a, %b", [a, b], dt, [f"b{w}", f"b{w}"], f"b{w}")
+  assert r.tolist() == [(x - y - 1 + (x + y >= m)) % m for x, y in zip(a.tolist(), b.tolist())]

@@ -145,3 +145,22 @@ def test_intrinsics_and_64bit_atomics(more_ptx, nv):
   assert r[3].tolist() == [int(v) * int(v) % 1000003 for v in xi]
   assert sorted(r[4].tolist()[1:]) == sorted(set(range(128)) - {int(r[4][0])}) and r[4][0] in range(128)   # atomicAdd's old values
   assert r[2].tolist() == f32_to_bf16(xi.astype(np.float32) * np.float32(0.1)).view(np.uint16).tolist()
+
+
+def test_int128_division(ptx, nv):
+  # nvcc's inline-asm 128-bit division: multiword products, sub.cc/subc chains whose carry says "no borrow", corrections
+  rng = np.random.default_rng(11)
+  big = [int(v) for v in rng.integers(-2**62, 2**62, 40)]
+  pairs = [(100, 7), (-7, 3), (5 << 64, 1 << 64), (2**127 - 1, 3), (-(2**127), 7), (12345678901234567890123, -98765432109)]
+  pairs += [(big[i] << 64 | (big[i + 1] & (2**64 - 1)), (big[i + 2] >> (i % 60)) or 1) for i in range(0, 36, 3)]
+  def words(v: int) -> list[int]: return [(v >> 64) & (2**64 - 1), v & (2**64 - 1)]   # two's complement halves
+  a = np.array([w for x, z in pairs for w in (*words(x), *words(z))], np.uint64).view(np.int64)
+  r = nv.run_ptx(ptx, "i128", [a, np.zeros(6 * len(pairs), np.int64), np.int32(len(pairs))], grid=(1, 1, 1), block=(64, 1, 1))[1]
+  def from_words(hi: int, lo: int, signed: bool) -> int:
+    v = ((hi & (2**64 - 1)) << 64) | (lo & (2**64 - 1))
+    return v - (1 << 128) if signed and v >> 127 else v
+  for i, (x, z) in enumerate(pairs):
+    o = r[6 * i:6 * i + 6].tolist()
+    q = abs(x) // abs(z) * (1 if (x < 0) == (z < 0) else -1)   # C: truncation toward zero
+    assert from_words(o[0], o[1], True) == q and from_words(o[2], o[3], True) == x - q * z, (x, z)
+    assert from_words(o[4], o[5], False) == (x % 2**128) // (z % 2**128), (x, z)
