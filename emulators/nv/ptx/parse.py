@@ -408,6 +408,7 @@ def parse(src: str) -> Module:
     if s.endswith(":") and " " not in s:
       if s[:-1] in cur.labels: raise PTXError(ln, text(ln), f"label {s[:-1]} is defined twice")
       cur.labels[s[:-1]] = len(cur.instrs); continue
+    if re.match(r"\.(reg|local|shared|param)\.", s): s = s[:s.index(".", 1)] + " " + s[s.index(".", 1):]   # `.reg.b32 f;` (cuda_fp16.hpp)
     head = s.split()[0]
     if head in IGNORED_DIRECTIVES: continue
     if head == ".reg":

@@ -2,6 +2,9 @@
 Values are numpy arrays of the instruction's type; f32 directed rounding goes through float64 round-to-odd."""
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from refgrad.uop.semantics import add_round_to_odd, bf16_to_f32, f32_to_bf16, f64_to_bf16, fma_f64, two_prod, two_sum
@@ -103,17 +106,23 @@ def _fma_f64_dir(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: np.ndarray, mod
   """fma.{rz,rm,rp}.f64 from s = RN(a*b + c): the sign of the exact residual a*b + c - s = (p - s) + pe + c, with
   p + pe = a*b exactly (TwoProduct), says whether s moves one ulp toward the mode's direction. Exact zero results take
   IEEE-754's signs (§6.3: +0 but for roundTowardNegative's -0, unless both addends are zeros of one sign)."""
-  finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(s)
+  operands = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+  finite = operands & np.isfinite(s)
   p = a * b
   live = finite & (p != 0)
-  _check_f64_range("fma", mode, *(np.where(live, x, 0.0) for x in (a, b, c, p, s)))
-  p, pe = two_prod(a, b)
-  sign = np.where(live, _sum_sign([np.where(live, x, 0.0) for x in (-s, p, pe, c)]), 0.0)
+  # lanes the residual cannot decide: extreme values, and a result that overflowed or underflowed to zero
+  bad = operands & (a != 0) & (b != 0) & ((live & _beyond(*(np.where(live, x, 0.0) for x in (a, b, c, p, s)))) | ~np.isfinite(s) | (s == 0) | (p == 0))
+  p, pe = two_prod(np.where(bad, 0.0, a), np.where(bad, 0.0, b))
+  sign = np.where(live & ~bad, _sum_sign([np.where(live & ~bad, x, 0.0) for x in (-s, p, pe, c)]), 0.0)
   r = round_f64_dir(s, sign, mode)
+  def exact(i: int) -> Fraction | float:
+    v = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+    return v if v != 0 else (-0.0 if mode == "rm" else 0.0)   # (a nonzero product cancelled exactly: IEEE's zero sign)
+  r = _exact_f64(bad, r, exact, mode)
   if mode == "rm":
     pz = np.where(np.signbit(a) != np.signbit(b), -0.0, 0.0)   # the sign of a zero product
     both_pos = ((p == 0) & ~np.signbit(pz)) & ((c == 0) & ~np.signbit(c))
-    r = np.where(finite & (r == 0) & (sign == 0), np.where(both_pos, 0.0, -0.0), r)
+    r = np.where(finite & ~bad & (r == 0) & (sign == 0), np.where(both_pos, 0.0, -0.0), r)
   return r
 
 
@@ -128,13 +137,43 @@ def _to_odd(q: np.ndarray, toward: np.ndarray) -> np.ndarray:
 _SAFE_LO, _SAFE_HI = 2.0 ** -960, 2.0 ** 960   # float64 operands whose remainders below are exact and never underflow
 
 
-def _check_f64_range(what: str, mode: str, *xs: np.ndarray) -> None:
+def _beyond(*xs: np.ndarray) -> np.ndarray:
+  """Lanes with a finite nonzero operand or result outside [2**-960, 2**960]: the residual tricks below are not exact
+  there, so those lanes are rounded from exact rationals instead (_exact_f64)."""
   bad = np.zeros(xs[0].shape, np.bool_)
   for x in xs:
     ax = np.abs(x)
     bad |= np.isfinite(x) & (x != 0) & ((ax < _SAFE_LO) | (ax > _SAFE_HI))
-  if bad.any():
-    raise NotImplementedError(f"{what}.{mode}.f64 of operands or results beyond 2**+-960 (the residual would not be exact)")
+  return bad
+
+
+_F64_MAX = float(np.finfo(np.float64).max)
+
+
+def round_fraction_f64(q: Fraction, mode: str) -> float:
+  """The exact nonzero rational q rounded to float64 by mode (rn rz rm rp), subnormals and overflow included."""
+  neg, x = q < 0, abs(q)
+  e = x.numerator.bit_length() - x.denominator.bit_length()
+  if Fraction(2) ** e > x: e -= 1   # 2**e <= x < 2**(e + 1)
+  u = max(e - 52, -1074)            # the unit in the last place there
+  m = x / Fraction(2) ** u
+  k, rem = divmod(m.numerator, m.denominator)
+  up = rem != 0 and ((mode == "rp" and not neg) or (mode == "rm" and neg) or
+                     (mode == "rn" and (2 * rem > m.denominator or (2 * rem == m.denominator and k & 1))))
+  v = Fraction(k + up) * Fraction(2) ** u
+  if v <= _F64_MAX: r = float(v)
+  else: r = math.inf if mode == "rn" or (mode == "rp" and not neg) or (mode == "rm" and neg) else _F64_MAX   # overflow
+  return -r if neg else r
+
+
+def _exact_f64(bad: np.ndarray, r: np.ndarray, value, mode: str) -> np.ndarray:
+  """r with its `bad` lanes replaced by value(i) (an exact Fraction, or a float for an exact special) rounded by mode."""
+  if not bad.any(): return r
+  r = r.copy()
+  for i in np.flatnonzero(bad).tolist():   # (only operands beyond 2**+-960: rare)
+    v = value(i)
+    r[i] = v if isinstance(v, float) else round_fraction_f64(v, mode)
+  return r
 
 
 def fdiv(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
@@ -144,10 +183,11 @@ def fdiv(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
     if a.dtype == np.float64:
       q = a / b
       if mode == "rn": return q
-      _check_f64_range("div", mode, a, b, q)
+      bad = (_beyond(a, b, q) | np.isinf(q) | (q == 0)) & np.isfinite(a) & np.isfinite(b) & (a != 0) & (b != 0)   # (and over/underflow)
       r = fma_f64(-q, b, a)
       ok = np.isfinite(r) & np.isfinite(q) & (q != 0)
-      return round_f64_dir(q, np.where(ok, np.sign(r) * np.sign(b), 0.0), mode)
+      out = round_f64_dir(q, np.where(ok, np.sign(r) * np.sign(b), 0.0), mode)
+      return _exact_f64(bad, out, lambda i: Fraction(float(a[i])) / Fraction(float(b[i])), mode)
     # f64 quotient of f32 operands, then RN to f32: double rounding is innocuous for p=24, q=53 >= 2p+2 (Figueroa)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     q = a64 / b64
@@ -162,15 +202,26 @@ def fsqrt(a: np.ndarray, mode: str) -> np.ndarray:
     if a.dtype == np.float64:
       s = np.sqrt(a)
       if mode == "rn": return s
-      _check_f64_range("sqrt", mode, a)
+      bad = _beyond(a) & (a > 0)
       r = fma_f64(-s, s, a)
       ok = np.isfinite(r) & np.isfinite(s) & (s > 0)
-      return round_f64_dir(s, np.where(ok, np.sign(r), 0.0), mode)
+      out = round_f64_dir(s, np.where(ok, np.sign(r), 0.0), mode)
+      return _exact_f64(bad, out, lambda i: _sqrt_dir(float(a[i]), mode), mode)
     a64 = a.astype(np.float64)
     s = np.sqrt(a64)
     if mode == "rn": return s.astype(a.dtype)
     r = fma_f64(-s, s, a64)
     return round_dir(_to_odd(s, np.where(np.isfinite(r) & (s > 0), np.sign(r), 0.0)), mode, a.dtype)
+
+
+def _sqrt_dir(a: float, mode: str) -> float:
+  """sqrt(a) of a positive finite float64 rounded by a directed mode: the float s next to the root on the mode's side
+  (s*s compared with a exactly); rn's root is np.sqrt's."""
+  s = float(np.sqrt(a))
+  x = Fraction(a)
+  while Fraction(s) ** 2 > x: s = float(np.nextafter(s, 0.0))                  # the largest s with s*s <= a
+  while Fraction(float(np.nextafter(s, math.inf))) ** 2 <= x: s = float(np.nextafter(s, math.inf))
+  return s if mode != "rp" or Fraction(s) ** 2 == x else float(np.nextafter(s, math.inf))
 
 
 def fminmax(a: np.ndarray, b: np.ndarray, is_max: bool, nan: bool) -> np.ndarray:
@@ -254,14 +305,39 @@ def to_float(x: np.ndarray, src: str, dst: str, rnd: str) -> np.ndarray:
     if is_float(src): f = x.astype(np.float64)
     else: f = int_to_f64_odd(x)
     if dst == "f64":
-      if is_float(src) or mode == "rn" or x.itemsize < 8: return f if is_float(src) or x.itemsize < 8 else x.astype(np.float64)
-      raise NotImplementedError(f"cvt.{mode}.f64.{src}")
+      if is_float(src) or x.itemsize < 8: return f
+      return x.astype(np.float64) if mode == "rn" else _int64_to_f64_dir(x, mode)
     if dst == "f32": return round_dir(f, mode, np.float32)
     if dst == "f16": return round_dir(f, mode, np.float16)
     if dst == "bf16":
-      if mode != "rn": raise NotImplementedError(f"cvt.{mode}.bf16")
-      return f64_to_bf16(f).view(np.uint16) if f.dtype == np.float64 else f32_to_bf16(f).view(np.uint16)
+      if mode == "rn": return f64_to_bf16(f).view(np.uint16) if f.dtype == np.float64 else f32_to_bf16(f).view(np.uint16)
+      return _bf16_dir(f, mode)
   raise NotImplementedError(f"cvt to {dst}")
+
+
+def _int64_to_f64_dir(v: np.ndarray, mode: str) -> np.ndarray:
+  """64-bit integers -> float64 rounded by a directed mode: RN, then one step back where it went the wrong way."""
+  f = v.astype(np.float64)
+  over = f >= (2.0**63 if v.dtype == np.int64 else 2.0**64)   # (rounded up to a power of two past the type's range)
+  back = np.where(over, 0, f).astype(v.dtype)
+  above, below = over | (back > v), ~over & (back < v)   # f against the exact integer
+  down = above & ((mode == "rm") | ((mode == "rz") & (v > 0)))
+  up = below & ((mode == "rp") | ((mode == "rz") & (v < 0)))
+  return np.where(down, np.nextafter(f, -np.inf), np.where(up, np.nextafter(f, np.inf), f))
+
+
+def _bf16_dir(f: np.ndarray, mode: str) -> np.ndarray:
+  """float64 values (exact, or rounded to odd) -> bfloat16 bits rounded by a directed mode: to float32 by rounding to
+  odd (innocuous before a rounding to 8 bits), then the low 16 bits dropped, the kept part stepped away from zero when
+  the mode rounds that way and something was dropped. NaN stays a quiet NaN."""
+  f32 = f.astype(np.float32)
+  wrong = np.isfinite(f) & (f32.astype(np.float64) != f) & ((f32.view(np.uint32) & np.uint32(1)) == 0)
+  f32 = np.where(wrong, np.nextafter(f32, np.where(f > f32, np.float32(np.inf), np.float32(-np.inf))), f32)
+  b = f32.view(np.uint32)
+  hi, lost, neg = (b >> np.uint32(16)).astype(np.uint16), (b & np.uint32(0xFFFF)) != 0, (b >> np.uint32(31)) == 1
+  away = lost & np.isfinite(f32) & (((mode == "rp") & ~neg) | ((mode == "rm") & neg))
+  out = np.where(away, hi + np.uint16(1), hi).astype(np.uint16)   # (past the largest finite value: the infinity)
+  return np.where(np.isnan(f32), np.uint16(0x7FC0) | (hi & np.uint16(0x8000)), out).astype(np.uint16)
 
 
 def int_to_f64_odd(v: np.ndarray) -> np.ndarray:

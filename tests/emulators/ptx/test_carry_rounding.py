@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from emulators.nv.ptx.semantics import round_fraction_f64
 from refgrad.runtime.driver import GPUFault
 from tests.emulators.ptx.ptxkit import one
 
@@ -129,3 +130,68 @@ def test_the_flag_after_a_subtraction_is_its_carry(w):
   assert r.tolist() == [int(x >= y) for x, y in zip(a.tolist(), b.tolist())]
   r = one(f".reg .b{w} %t; add.cc.u{w} %t, %a, %b; subc.u{w} %d, %a, %b", [a, b], dt, [f"b{w}", f"b{w}"], f"b{w}")
   assert r.tolist() == [(x - y - 1 + (x + y >= m)) % m for x, y in zip(a.tolist(), b.tolist())]
+
+
+def _extremes() -> tuple[np.ndarray, np.ndarray]:
+  """float64 operand pairs whose quotients, remainders or products leave [2**-960, 2**960]: subnormals, huge values,
+  results that underflow to subnormal or zero, and overflow."""
+  a = np.array([3.0, 1e300, 5e-324, 1e30, -7e-310, 1.5e308, 2.0**-1000, -1e-300, 1.0, 1.0, 4.9e-320, 1e200], np.float64)
+  b = np.array([1e300, 3.0, 3.0, 1e300, 3.0, 1e-10, 3.0, 7e290, 1e300, -3e-310, 1e10, -1e-200], np.float64)
+  return a, b
+
+
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp", "rn"])
+def test_f64_directed_division_and_rcp_over_the_whole_range(mode):
+  a, b = _extremes()
+  r = one(f"div.{mode}.f64 %d, %a, %b", [a, b], np.float64, ["f64", "f64"], "f64")
+  assert r.tolist() == [round_fraction_f64(Fraction(float(x)) / Fraction(float(y)), mode) for x, y in zip(a, b)]
+  r = one(f"rcp.{mode}.f64 %d, %a", [b], np.float64, ["f64"], "f64")
+  assert r.tolist() == [round_fraction_f64(1 / Fraction(float(y)), mode) for y in b]
+
+
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp"])
+def test_f64_directed_sqrt_and_fma_over_the_whole_range(mode):
+  x = np.array([5e-324, 1e-310, 2.0**-1000, 1e300, 1.7e308, 3.0], np.float64)
+  r = one(f"sqrt.{mode}.f64 %d, %a", [x], np.float64, ["f64"], "f64")
+  assert r.tolist() == [_sqrt_round(float(v), mode, np.float64) for v in x]
+  a, b = _extremes()
+  c = np.array([1e-300, -1e300, 5e-324, 0.0, 1.0, -1e308, 0.0, 1e-10, -3e-301, 2.0, 0.0, 1.0], np.float64)
+  a, b, c = np.append(a, [1e-200, -3.0]), np.append(b, [1e-200, 1.0]), np.append(c, [1.0, 3.0])   # (a product underflowing to 0; an exact 0)
+  r = one(f"fma.{mode}.f64 %d, %a, %b, %c", [a, b, c], np.float64, ["f64"] * 3, "f64")
+  assert r.tolist() == [round_fraction_f64(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), mode) for x, y, z in zip(a, b, c)]
+
+
+def test_round_fraction_f64_against_numpy_and_neighbours():
+  rng = np.random.default_rng(1)
+  for _ in range(500):
+    x, y = float(rng.standard_normal() * 10.0 ** rng.integers(-320, 300)), float(rng.standard_normal() * 10.0 ** rng.integers(-300, 300))
+    if x == 0 or y == 0 or not np.isfinite(x) or not np.isfinite(y): continue
+    q = Fraction(x) / Fraction(y)
+    with np.errstate(all="ignore"): assert round_fraction_f64(q, "rn") == x / y
+    lo, hi = round_fraction_f64(q, "rm"), round_fraction_f64(q, "rp")
+    assert round_fraction_f64(q, "rz") == (lo if q > 0 else hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):   # overflow: toward the infinity the largest finite value, else it
+      assert (lo, hi) in ((-np.inf, -np.finfo(np.float64).max), (np.finfo(np.float64).max, np.inf))
+      continue
+    assert Fraction(lo) <= q <= Fraction(hi)
+    assert lo == hi if Fraction(lo) == q else np.nextafter(lo, np.inf) == hi   # the two neighbours of q
+
+
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp"])
+def test_cvt_directed_to_f64_from_64_bit_integers_and_to_bf16(mode):
+  v = np.array([2**53 + 1, -(2**53 + 1), 2**63 - 1, -2**63, 12345, -(2**62 + 3), 2**60 + 2**7 + 1, 0], np.int64)
+  r = one(f"cvt.{mode}.f64.s64 %d, %a", [v], np.float64, ["s64"], "f64")
+  assert r.tolist() == [round_fraction_f64(Fraction(int(x)), mode) if x else 0.0 for x in v.tolist()]
+  u = np.array([2**64 - 1, 2**63 + 1, 2**53 + 1, 7], np.uint64)
+  r = one(f"cvt.{mode}.f64.u64 %d, %a", [u], np.float64, ["u64"], "f64")
+  assert r.tolist() == [round_fraction_f64(Fraction(int(x)), mode) for x in u.tolist()]
+  f = np.array([1.0048828125, -1.0048828125, 3.0, np.inf, -np.inf, 3.3895313892515355e38, 3.3961e38, 1e-40, -0.0], np.float32)
+  r = one(f"cvt.{mode}.bf16.f32 %d, %a", [f], np.uint16, ["f32"], "b16").tolist()
+  def bf16(x: float) -> int:   # the directed neighbour among bfloat16 values (float32 with the low 16 bits zero)
+    bits = int(np.float32(x).view(np.uint32))
+    lo_b = bits & 0xFFFF0000
+    if bits & 0xFFFF == 0 or not np.isfinite(np.float32(x)): return bits >> 16
+    neg = x < 0
+    away = (mode == "rp" and not neg) or (mode == "rm" and neg)
+    return (lo_b >> 16) + away
+  assert r == [bf16(float(x)) for x in f]

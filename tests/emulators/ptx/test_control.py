@@ -478,3 +478,17 @@ JOIN:
   if ok: assert run(src, 64).tolist() == (np.arange(64) ^ 1).tolist()
   else:
     with pytest.raises(GPUFault, match="divergent barrier"): run(src, 64)
+
+
+def test_declarations_without_a_space_before_the_type():
+  # cuda_fp16.hpp's hsqrt writes `{.reg.b32 f; ...}`
+  body = """
+  { .reg.b32 f; .reg.b16 hl, hu;
+    mov.b32 f, 7;
+    mov.b32 {hl, hu}, f;
+    cvt.u32.u16 %r5, hl;
+    add.u32 %r5, %r5, f;
+  }
+  st.global.u32 [%rd2], %r5;
+  ret;"""
+  assert run(kernel(body), 2).tolist() == [14, 14]
