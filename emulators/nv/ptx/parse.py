@@ -124,7 +124,7 @@ def _statements(lines: list[str]) -> list[tuple[int, str]]:
       continue
     for ch in ln:
       if not cur.strip(): start = i
-      if ch == "{" and cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")): vec += 1   # a vector or initializer
+      if ch == "{" and (vec or (cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")))): vec += 1   # a vector or (nested) initializer
       if vec and ch in "{}":
         if ch == "}": vec -= 1
         cur += ch
