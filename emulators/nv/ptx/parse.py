@@ -392,8 +392,9 @@ def parse(src: str) -> Module:
         if old is not None and old.body and e.body: raise PTXError(ln, text(ln), f"function {e.name} is defined twice")
         if old is None or e.body: entries[e.name] = e   # (a declaration after the definition keeps the definition)
         continue
-      if head in (".global", ".const", ".shared") or (head in (".visible", ".extern") and len(s.split()) > 1):
-        d = s.split(None, 1)[1] if head in (".visible", ".extern") else s
+      if head in (".global", ".const", ".shared") or (head in (".visible", ".extern", ".weak") and len(s.split()) > 1):
+        d = s
+        while d.split()[0] in (".visible", ".extern", ".weak") and len(d.split()) > 1: d = d.split(None, 1)[1]   # (linkage: one module here)
         space, typ, align, es, names, init = _decl(d, ln)
         if space == "shared":   # module-scope (e.g. extern __shared__ arrays): in the shared space of every entry
           if init is not None: raise PTXError(ln, text(ln), "initialized .shared variables are not supported")
@@ -466,7 +467,7 @@ def parse(src: str) -> Module:
             cur.local[n] = Var(n, space, typ, es * cnt, align, cur.local_bytes)
             cur.local_bytes += es * cnt
         continue
-      if re.match(r"[$\w]+\s*:\s*\.callprototype\b", s):
+      if head == ".callprototype" or re.match(r"[$\w]+\s*:\s*\.callprototype\b", s):   # (`label: .callprototype`: the label split off)
         raise PTXError(ln, text(ln), "a call prototype (.callprototype, for indirect calls through function pointers) is not supported")
       if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
       ins = _call(s, ln, text(ln)) if re.match(r"(@!?%\w+\s+)?call\b", s) else _instr(s, ln, text(ln))

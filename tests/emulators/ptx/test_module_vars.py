@@ -91,6 +91,8 @@ VARS = """.global .align 4 .b8 bytes[8] = {1, -1, 0x7f, 010, 0b101, 255U};
 .global .align 1 .u8 pbytes[9] = {3, 0xFF(generic(open)+4), 0xFF00(generic(open)+4), 0xFF0000(generic(open)+4), 0xFF000000(generic(open)+4), 0xFF00000000(generic(open)+4), 0xFF0000000000(generic(open)+4), 0xFF000000000000(generic(open)+4), 0xFF00000000000000(generic(open)+4)};
 .const .align 8 .u64 cptr = generic(open)+8;
 .const .align 4 .f32 cf = 0f40490FDB;
+.weak .global .align 4 .u32 weak = 77;
+.visible .global .align 8 .u64 vis = generic(weak);
 """
 
 
@@ -108,6 +110,7 @@ def test_initializer_bytes():
   assert g["pbytes"].init == bytes([3]) + struct.pack("<Q", at["open"] + 4)
   assert g["cptr"].init == struct.pack("<Q", at["open"] + 8) and g["cptr"].space == "const"
   assert g["cf"].init == bytes.fromhex("DB0F4940")
+  assert g["weak"].init == struct.pack("<I", 77) and g["vis"].init == struct.pack("<Q", at["weak"])   # (.weak: nvcc -rdc templates)
 
 
 def test_initialized_variables_read_by_a_kernel(tmp_path):
