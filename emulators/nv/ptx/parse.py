@@ -1,8 +1,11 @@
 """PTX module text -> entries of decoded instructions (PTX ISA 9.0, the subset nvcc -O3 emits for sm_80 plus what
 refgrad's CUDA renderer produces). Parsed once per distinct text (`parse` is cached by content).
 
-Every statement is either understood or rejected with a `PTXError` naming the line and what is not supported.
-Debug directives (.loc, .file, .section, .pragma) are accepted and ignored."""
+Every statement is either understood or rejected with a `PTXError` naming the line and what is not supported. A statement
+inside a function that the emulator cannot take (an indirect call, a call prototype, recursion, ...) is an error of that
+function (`Entry.error`), raised when an entry that runs it is loaded: the module's other entries load and run. Calls of
+functions declared without a body stay calls, run or faulted when reached (emulators/nv/ptx/extern.py). Module-scope
+initializers: emulators/nv/ptx/initializers.py. Debug directives (.loc, .file, .section, .pragma) are accepted and ignored."""
 from __future__ import annotations
 
 import functools
@@ -410,7 +413,7 @@ def parse(src: str) -> Module:
           except INIT.InitError as ex: raise PTXError(ln, text(ln), f"initializer {init.strip()[:60]!r} of {names[0][0]}: {ex}") from None
           inits[names[0][0]] = (vals, es, ln)
         for n, cnt in names:
-          gvars[n] = Var(n, space, typ, es * (cnt or len(vals or ()) ), align, 0, None)
+          gvars[n] = Var(n, space, typ, es * (cnt or len(vals or ())), align, 0, None)
         continue
       raise PTXError(ln, text(ln), f"directive or statement {head!r} at module scope is not supported")
     # inside a function body
