@@ -13,6 +13,8 @@ import re
 import struct
 from dataclasses import dataclass
 
+import numpy as np
+
 _TOKEN = re.compile(r"\s*(0[fF][0-9A-Fa-f]{8}(?![\w$])|0[dD][0-9A-Fa-f]{16}(?![\w$])|(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+"
                     r"|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|\d+U?|[$%A-Za-z_][\w$]*|[{}(),+-])")
 _FLOAT = re.compile(r"(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+")
@@ -170,7 +172,7 @@ def _element(v: object, typ: str) -> int | Addr:
     else: d = struct.unpack("<d", struct.pack("<Q", x))[0]
     if typ == "f64": return struct.unpack("<Q", struct.pack("<d", d))[0]
     if kind == "f32": return x   # (bits as written: a NaN payload stays)
-    return struct.unpack("<I", struct.pack("<f", d))[0]   # round to nearest (overflow to inf)
+    with np.errstate(over="ignore"): return int(np.array([d], np.float64).astype(np.float32).view(np.uint32)[0])   # nearest; overflow: inf (as ptxas)
   if typ[0] not in "bsu": raise InitError(f"initializers of .{typ} variables are not supported")
   if isinstance(v, tuple): raise InitError(f"a floating-point literal in a .{typ} initializer")
   if isinstance(v, Addr) and v.byte is None and typ not in ("u64", "b64", "s64"):

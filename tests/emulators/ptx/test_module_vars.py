@@ -87,6 +87,7 @@ VARS = """.global .align 4 .b8 bytes[8] = {1, -1, 0x7f, 010, 0b101, 255U};
 .global .align 8 .u64 big = 18446744073709551615;
 .global .align 4 .f32 f[4] = {0f3FC00000, 0d3FF8000000000000, 2.5, -0.0};
 .global .align 8 .f64 d[3] = {0d4004000000000000, 0f3FC00000, 1e300};
+.global .align 4 .f32 rounded[4] = {1.0e300, 0d3FF0000000000001, 0d3FB999999999999A, -1e-50};
 .global .align 8 .u64 ptrs[4] = {generic(words)+12, words+4, generic(bytes), 0};
 .global .align 1 .u8 pbytes[9] = {3, 0xFF(generic(open)+4), 0xFF00(generic(open)+4), 0xFF0000(generic(open)+4), 0xFF000000(generic(open)+4), 0xFF00000000(generic(open)+4), 0xFF0000000000(generic(open)+4), 0xFF000000000000(generic(open)+4), 0xFF00000000000000(generic(open)+4)};
 .const .align 8 .u64 cptr = generic(open)+8;
@@ -105,6 +106,7 @@ def test_initializer_bytes():
   assert g["neg"].init == struct.pack("<h", -2) and g["big"].init == b"\xff" * 8
   assert np.frombuffer(g["f"].init, np.float32).tolist() == [1.5, 1.5, 2.5, 0.0] and g["f"].init[12:] == struct.pack("<f", -0.0)
   assert np.frombuffer(g["d"].init, np.float64).tolist() == [2.5, 1.5, 1e300]
+  assert g["rounded"].init.hex() == "0000807f0000803fcdcccc3d00000080"   # (the bytes ptxas writes: nearest, overflow to inf)
   at = {n: GLOBAL_WINDOW + v.offset for n, v in g.items()}
   assert np.frombuffer(g["ptrs"].init, np.uint64).tolist() == [at["words"] + 12, at["words"] + 4, at["bytes"], 0]
   assert g["pbytes"].init == bytes([3]) + struct.pack("<Q", at["open"] + 4)
