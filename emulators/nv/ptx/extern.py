@@ -113,8 +113,9 @@ def format_int(raw: int, flags: bytes, width: int | None, prec: int | None, conv
 
 
 def format_float(raw: int, flags: bytes, width: int | None, prec: int | None, conv: bytes) -> bytes:
-  """One floating-point conversion (f F e E g G) of a double's bits as C's printf (glibc) writes it."""
+  """One floating-point conversion (f F e E g G a A) of a double's bits as C's printf (glibc) writes it."""
   d = struct.unpack("<d", struct.pack("<Q", raw & 0xFFFFFFFFFFFFFFFF))[0]
+  if math.isfinite(d) and conv in b"aA": return _hexfloat(raw, flags, width, prec, conv == b"A")
   if math.isfinite(d):
     spec = b"%" + flags + (b"%d" % width if width is not None else b"") + (b".%d" % prec if prec is not None else b"") + conv
     return spec % d
@@ -123,6 +124,27 @@ def format_float(raw: int, flags: bytes, width: int | None, prec: int | None, co
   if conv.isupper(): body = body.upper()
   sign = b"-" if neg else b"+" if b"+" in flags else b" " if b" " in flags else b""
   return _pad(sign + body, flags, width)   # (the 0 flag does not pad inf / nan)
+
+
+def _hexfloat(raw: int, flags: bytes, width: int | None, prec: int | None, upper: bool) -> bytes:
+  """%a: 0x<lead>.<hex digits>p<binary exponent> (glibc: the lead digit 1, 0 for zero and subnormals (exponent -1022);
+  without a precision the digits end at the last nonzero one; a precision rounds half to even, a carry making the lead 2)."""
+  e, m = (raw >> 52) & 0x7FF, raw & ((1 << 52) - 1)
+  full, exp = ((1 << 52) | m, e - 1023) if e else (m, -1022 if m else 0)
+  if prec is None: digits = b"%013x" % (full & ((1 << 52) - 1))
+  elif prec < 13:
+    drop = 4 * (13 - prec)
+    q, r = divmod(full, 1 << drop)
+    if r > 1 << (drop - 1) or (r == 1 << (drop - 1) and q & 1): q += 1
+    full = q << drop
+    digits = b"%013x" % (full & ((1 << 52) - 1))
+  else: digits = b"%013x" % (full & ((1 << 52) - 1)) + b"0" * (prec - 13)
+  digits = digits.rstrip(b"0") if prec is None else digits[:prec]
+  body = b"%x" % (full >> 52) + (b"." + digits if digits or b"#" in flags else b"") + b"p%+d" % exp
+  prefix = (b"-" if raw >> 63 else b"+" if b"+" in flags else b" " if b" " in flags else b"") + b"0x"
+  if b"0" in flags and b"-" not in flags and width is not None: body = body.rjust(width - len(prefix), b"0")
+  out = _pad(prefix + body, flags, width)
+  return out.upper() if upper else out
 
 
 def format_string(s: bytes | None, flags: bytes, width: int | None, prec: int | None) -> bytes:
@@ -156,7 +178,7 @@ def parse_format(fmt: bytes) -> tuple[list[Piece], list[tuple[int, int]], str | 
       break
     if k > pos: pieces.append(fmt[pos:k])
     m = _SPEC.match(fmt, k)
-    if m is None or m.group(5) in (b"n", b"a", b"A") or (m.group(5) in (b"c", b"s") and m.group(4)):
+    if m is None or m.group(5) == b"n" or (m.group(5) in (b"c", b"s") and m.group(4)):
       return pieces, slots, fmt[k:m.end() if m else k + 2].decode("latin-1")
     pos = m.end()
     flags, w, p, length, conv = m.groups()
@@ -169,7 +191,7 @@ def parse_format(fmt: bytes) -> tuple[list[Piece], list[tuple[int, int]], str | 
       continue
     ws = slot(4) if w == b"*" else None
     ps = slot(4) if p == b"*" else None
-    size = 8 if conv in b"fFeEgGsp" or length in _LONG else 4
+    size = 8 if conv in b"fFeEgGaAsp" or length in _LONG else 4
     pieces.append((flags, int(w) if w and w != b"*" else ws if w else None, (int(p) if p else 0) if p not in (None, b"*") else ps,
                    length, conv, slot(size), w == b"*", p == b"*"))
   return pieces, slots, None
@@ -218,7 +240,7 @@ def _vprintf(L: Launch, ins: Instr) -> None:
             p = struct.unpack("<i", struct.pack("<I", vals[p][r]))[0]
             if p < 0: p = None
           v = vals[a][r]
-          if conv in b"fFeEgG": out += format_float(v, flags, w, p, conv)
+          if conv in b"fFeEgGaA": out += format_float(v, flags, w, p, conv)
           elif conv == b"s": out += format_string(strs[a][r], flags, w, p)
           elif conv == b"p": out += format_pointer(v, flags, w)
           else: out += format_int(v, flags, w, p, conv, length)

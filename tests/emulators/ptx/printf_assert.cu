@@ -13,7 +13,8 @@ extern "C" __global__ void conversions(const int* x, const double* d, int* ret) 
   int r1 = printf("%d|%i|%u|%x|%X|%o|%c|%s|%f|%e|%g|%p|%p|%ld|%lld|%lu|%llu|%%|%5d|%-5d|%05d|%+d|% d|%.3d|%#x|%#o|",
                   v, -v, -v, v, v, v, c, "str", d[t], d[t], d[t], (void*)(uintptr_t)(0x1000 + t), (void*)0, (long)ll, ll, (unsigned long)ull, ull,
                   v, v, v, v, v, v, v, v);
-  int r2 = printf("%10.4f|%-10.2e|%G|%hd|%hhu|%E|%.0f|%*d|%.*f|%-8s|%.2s|%F\n", d[t], d[t], d[t], sh, v + 250, f, d[t], t + 3, v, t, d[t], "ab", "xyz", d[t]);
+  int r2 = printf("%10.4f|%-10.2e|%G|%hd|%hhu|%E|%.0f|%*d|%.*f|%-8s|%.2s|%F|%a\n", d[t], d[t], d[t], sh, v + 250, f, d[t], t + 3, v, t, d[t], "ab", "xyz",
+                  d[t], d[t]);
   ret[t] = r1 * 100 + r2;
 }
 

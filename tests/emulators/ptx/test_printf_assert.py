@@ -63,8 +63,10 @@ INTS = [0, 1, -1, 42, -42, 255, 256, 65535, 70000, 2**31 - 1, -2**31]
 LONG_SPECS = [b"%ld", b"%lld", b"%lu", b"%llu", b"%lx", b"%llX", b"%lo", b"%20lld", b"%-20llu|", b"%+.25lld", b"%#llx", b"%zd", b"%jd"]
 LONGS = [0, -1, 2**63 - 1, -2**63, 1234567890123, -1234567890123]
 FLOAT_SPECS = [b"%f", b"%e", b"%g", b"%E", b"%G", b"%F", b"%.0f", b"%.0e", b"%.0g", b"%#.0f", b"%#g", b"%10.4f", b"%-10.2e|", b"%+f", b"% e",
-               b"%010.3f", b"%-010.3g|", b"%.20f", b"%.17g", b"%#.3g", b"%.10e", b"%012g", b"%+012e"]
-FLOATS = [0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 1e-5, 123456.789, 1e300, -1e-300, 5e-324, 1/3, 1e16, 9.9999995, math.inf, -math.inf, math.nan, -math.nan]
+               b"%010.3f", b"%-010.3g|", b"%.20f", b"%.17g", b"%#.3g", b"%.10e", b"%012g", b"%+012e",
+               b"%a", b"%A", b"%.0a", b"%.1a", b"%.2a", b"%.13a", b"%.15a", b"%#a", b"%#.0a", b"%012a", b"%-14a|", b"%+a", b"% .3A"]
+FLOATS = [0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 1e-5, 123456.789, 1e300, -1e-300, 5e-324, 1/3, 1e16, 9.9999995, math.inf, -math.inf, math.nan, -math.nan,
+          0.1, 1.03125, 1.09375, 255.5, 1.9999999999999998, 2.2250738585072014e-308, 2.225073858507201e-308]
 
 
 @NEEDS_LIBC
@@ -90,7 +92,7 @@ def test_long_conversions_match_c(spec):
 @NEEDS_LIBC
 @pytest.mark.parametrize("spec", FLOAT_SPECS)
 def test_float_conversions_match_c(spec):
-  m = re.fullmatch(rb"%([-+ #0]*)(\d+)?(?:\.(\d*))?([fFeEgG])(\|?)", spec)
+  m = re.fullmatch(rb"%([-+ #0]*)(\d+)?(?:\.(\d*))?([fFeEgGaA])(\|?)", spec)
   flags, w, p, conv, bar = m.groups()
   for v in FLOATS:
     bits = struct.unpack("<Q", struct.pack("<d", v))[0]
@@ -119,7 +121,7 @@ def test_conversions_line_per_thread(pa, capsys):
   r = run(pa, "conversions", [x, d, np.zeros(8, I32)], block=8)
   out = capsys.readouterr().out
   fmt = (b"%d|%i|%u|%x|%X|%o|%c|%s|%f|%e|%g|%p|%p|%ld|%lld|%lu|%llu|%%|%5d|%-5d|%05d|%+d|% d|%.3d|%#x|%#o|%10.4f|%-10.2e|%G|%hd|%hhu|%E|%.0f"
-         b"|%*d|%.*f|%-8s|%.2s|%F\n")   # (two printf calls in the kernel: at most 32 arguments each)
+         b"|%*d|%.*f|%-8s|%.2s|%F|%a\n")   # (two printf calls in the kernel: at most 32 arguments each)
   want = b""
   for t in range(8):
     v, dv = int(x[t]), float(d[t])
@@ -129,9 +131,9 @@ def test_conversions_line_per_thread(pa, capsys):
     ci, cd, cll = ctypes.c_int, ctypes.c_double, ctypes.c_longlong
     want += c_format(fmt, ci(v), ci(-v), ci(-v), ci(v), ci(v), ci(v), ci(ord("a") + t), b"str", cd(dv), cd(dv), cd(dv), ctypes.c_void_p(0x1000 + t),
                      ctypes.c_void_p(0), cll(ll), cll(ll), ctypes.c_ulonglong(ull), ctypes.c_ulonglong(ull), ci(v), ci(v), ci(v), ci(v), ci(v), ci(v), ci(v),
-                     ci(v), cd(dv), cd(dv), cd(dv), ci(sh), ci(v + 250), cd(f), cd(dv), ci(t + 3), ci(v), ci(t), cd(dv), b"ab", b"xyz", cd(dv))
+                     ci(v), cd(dv), cd(dv), cd(dv), ci(sh), ci(v + 250), cd(f), cd(dv), ci(t + 3), ci(v), ci(t), cd(dv), b"ab", b"xyz", cd(dv), cd(dv))
   assert out.encode() == want
-  assert r[2].tolist() == [25 * 100 + 14] * 8   # the number of arguments parsed (CUDA's printf), * width and precision included
+  assert r[2].tolist() == [25 * 100 + 15] * 8   # the number of arguments parsed (CUDA's printf), * width and precision included
 
 
 def test_order_is_block_then_thread_each_whole_and_no_arguments_returns_0(pa, capsys):
