@@ -7,6 +7,8 @@ thread reaches the call (a module that declares them loads and runs; only execut
   CUDA printf output) and written to stdout when the launch ends (real CUDA flushes at synchronization points), ordered by
   block then thread, each thread's output whole. Returns the number of arguments parsed (CUDA Programming Guide,
   "Formatted Output"): 0 for none, -1 for a NULL format; at most 32 arguments, later conversions are printed as written.
+  Conversions: d i u o x X c s p f F e E g G a A %%, flags - + space # 0, widths and precisions (also *), lengths hh h l ll
+  j z t L; %n, %lc / %ls and anything else fault (naming the conversion) rather than print a guess.
 - __assertfail(message, file, line, function, charSize): a failed assert(): a fault naming the assertion, where, and the
   threads; each failing thread's CUDA-style line is printed first.
 - malloc / free: device heap allocation is not emulated: a fault when executed. Any other: a fault naming it.
