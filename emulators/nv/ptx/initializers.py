@@ -19,6 +19,7 @@ _TOKEN = re.compile(r"\s*(0[fF][0-9A-Fa-f]{8}(?![\w$])|0[dD][0-9A-Fa-f]{16}(?![\
                     r"|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|\d+U?|[$%A-Za-z_][\w$]*|[{}(),+-])")
 _FLOAT = re.compile(r"(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+")
 _INT = re.compile(r"0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|\d+U?")
+_PLAIN = re.compile(r"\s*\{\s*(?:-?(?:0|[1-9]\d*)\s*,\s*)*-?(?:0|[1-9]\d*)\s*\}\s*")   # nvcc's byte tables: decimal integers only
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,10 @@ class _Reader:
 def parse_init(text: str, typ: str, dims: list[int]) -> list:
   """The flat list of element values (ints, float bits, Addr) of `= text` for a variable of element type typ and array
   dimensions dims ([] a scalar; a 0 first dimension: sized by the initializer), padded with zeros to the full size."""
+  if dims and len(dims) == 1 and typ[0] in "bsu" and _PLAIN.fullmatch(text):   # (the common case, fast: tables of thousands of bytes)
+    flat = [int(x) for x in re.findall(r"-?\d+", text)]
+    if dims[0] and len(flat) > dims[0]: raise InitError(f"{len(flat)} elements for an array of {dims[0]}")
+    return flat + [0] * (dims[0] - len(flat)) if dims[0] else flat
   r = _Reader(text)
   v = r.value()
   if r.peek() is not None: raise InitError(f"unexpected {r.peek()!r} after the initializer")
@@ -182,6 +187,9 @@ def _element(v: object, typ: str) -> int | Addr:
 
 def resolve(values: list, es: int, where: dict[str, int]) -> bytes:
   """The bytes of the element values (es bytes each, little-endian, truncated); `where`: variable -> its address."""
+  if not any(isinstance(v, Addr) for v in values):   # integers only: one conversion
+    mask = (1 << (8 * es)) - 1
+    return np.array([v & mask for v in values], f"<u{es}").tobytes()
   out = bytearray()
   for v in values:
     if isinstance(v, Addr):

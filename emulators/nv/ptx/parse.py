@@ -108,6 +108,9 @@ def _strip_comments(src: str) -> list[str]:
   return [ln.split("//", 1)[0] for ln in src.split("\n")]
 
 
+_IN_BRACES = re.compile(r"[^{};:]+")
+
+
 def _statements(lines: list[str]) -> list[tuple[int, str]]:
   """(line number, statement) with ';' '{' '}' as terminators; a label 'L:' is its own statement."""
   out: list[tuple[int, str]] = []
@@ -125,7 +128,14 @@ def _statements(lines: list[str]) -> list[tuple[int, str]]:
     if st.startswith(LINE_DIRECTIVES) and not cur.strip():   # these end at the line's end, with no ';'
       out.append((i, st.rstrip(";")))
       continue
-    for ch in ln:
+    j = 0
+    while j < len(ln):
+      if vec and (run := _IN_BRACES.match(ln, j)) is not None:   # inside an initializer or vector: the run up to the next brace at once
+        cur += run.group(0)
+        j = run.end()
+        continue
+      ch = ln[j]
+      j += 1
       if not cur.strip(): start = i
       if ch == "{" and (vec or (cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")))): vec += 1   # a vector or (nested) initializer
       if vec and ch in "{}":

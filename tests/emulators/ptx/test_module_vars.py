@@ -115,6 +115,13 @@ def test_initializer_bytes():
   assert g["weak"].init == struct.pack("<I", 77) and g["vis"].init == struct.pack("<Q", at["weak"])   # (.weak: nvcc -rdc templates)
 
 
+def test_large_tables_and_octal():
+  vals = [(i * 37) % 300 - 44 for i in range(20000)]
+  src = HEAD + f".global .align 4 .b8 tab[20004] = {{{', '.join(map(str, vals))}}};\n.global .u32 o[2] = {{010, 8}};\n.visible .entry k() {{ ret; }}\n"
+  g = parse(src).globals
+  assert g["tab"].init == (np.array(vals) & 0xFF).astype(np.uint8).tobytes() + bytes(4) and g["o"].init == struct.pack("<II", 8, 8)
+
+
 def test_initialized_variables_read_by_a_kernel(tmp_path):
   src = HEAD + VARS + """.visible .entry k(.param .u64 out)
 {
