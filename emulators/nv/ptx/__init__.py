@@ -27,6 +27,7 @@ def load_entry(src: str, entry: str) -> Entry:
   if entry not in m.entries or not m.entries[entry].is_entry:
     raise ValueError(f"the PTX module has no .entry {entry!r} (entries: {', '.join(k for k, v in m.entries.items() if v.is_entry) or 'none'})")
   e = m.entries[entry]
+  if e.error is not None: raise e.error   # something this entry (or a function it calls) uses is not supported
   check_supported(e)
   return e
 

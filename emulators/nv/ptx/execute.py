@@ -19,10 +19,9 @@ import numpy as np
 
 from emulators.nv.ptx import memo as _memo
 from emulators.nv.ptx import semantics as S
-from emulators.nv.ptx.parse import TYPES, Entry, Instr, Operand
+from emulators.nv.ptx.parse import GLOBAL_WINDOW, TYPES, Entry, Instr, Operand
 
-SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32
-GLOBAL_WINDOW = 3 << 48   # module-scope .global/.const variables: a fresh copy of their initial bytes per launch
+SHARED_WINDOW, LOCAL_WINDOW, WINDOW_SIZE = 1 << 48, 2 << 48, 1 << 32   # (GLOBAL_WINDOW, parse.py: module variables, a fresh copy of their bytes per launch)
 _LOG2 = {2: 1, 4: 2, 8: 3}
 MAX_STEPS = 5_000_000   # instruction steps per launch before an endless loop is reported (not a hang)
 

@@ -10,6 +10,7 @@ from emulators.nv.ptx import semantics as S
 from emulators.nv.ptx.cpasync import cp
 from emulators.nv.ptx.execute import LOCAL_WINDOW, SHARED_WINDOW, Launch, PTXFault, from_bytes, to_bytes
 from emulators.nv.ptx.execute import warp_check as _warp_check
+from emulators.nv.ptx.extern import call as extern_call
 from emulators.nv.ptx.mbarrier import mbarrier
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
 from emulators.nv.ptx.simd import TABLE as VIDEO
@@ -909,6 +910,7 @@ TABLE: dict[str, object] = {
   "set": _set, "isspacep": _isspacep, "discard": _nop, "applypriority": _nop, "pmevent": _nop,
   "mbarrier": mbarrier, "nanosleep": _nop,   # (nanosleep: a hint: the thread may sleep up to t ns (no result))
   "lop3": _lop3, "sad": _sad, "bmsk": _bmsk, "szext": _szext, "fns": _fns, "mul24": _mul24, "mad24": _mul24, **VIDEO,
+  "call": extern_call,   # (calls of .funcs with a body are inlined by the parser: what is left calls an extern function)
 }
 # bra, ret, exit, bar/barrier are control flow: the scheduler (emulators/nv/ptx/run.py) handles them
 CONTROL = ("bra", "ret", "exit", "bar", "barrier", "trap")

@@ -1,14 +1,19 @@
 """PTX module text -> entries of decoded instructions (PTX ISA 9.0, the subset nvcc -O3 emits for sm_80 plus what
 refgrad's CUDA renderer produces). Parsed once per distinct text (`parse` is cached by content).
 
-Every statement is either understood or rejected with a `PTXError` naming the line and what is not supported.
-Debug directives (.loc, .file, .section, .pragma) are accepted and ignored."""
+Every statement is either understood or rejected with a `PTXError` naming the line and what is not supported. A statement
+inside a function that the emulator cannot take (an indirect call, a call prototype, recursion, ...) is an error of that
+function (`Entry.error`), raised when an entry that runs it is loaded: the module's other entries load and run. Calls of
+functions declared without a body stay calls, run or faulted when reached (emulators/nv/ptx/extern.py). Module-scope
+initializers: emulators/nv/ptx/initializers.py. Debug directives (.loc, .file, .section, .pragma) are accepted and ignored."""
 from __future__ import annotations
 
 import functools
 import re
 import struct
 from dataclasses import dataclass, field
+
+from emulators.nv.ptx import initializers as INIT
 
 TYPES = {"s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "b8": 1, "b16": 2, "b32": 4, "b64": 8, "b128": 16,
          "f16": 2, "f16x2": 4, "bf16": 2, "bf16x2": 4, "f32": 4, "f64": 8, "pred": 1, "tf32": 4, "e4m3x2": 2, "e5m2x2": 2}
@@ -17,6 +22,9 @@ WARP_OPS = ("shfl", "vote", "activemask", "match", "redux", "mma", "wmma", "ldma
 SPACES = ("global", "shared", "local", "param", "const")
 IGNORED_DIRECTIVES = (".loc", ".file", ".section", ".pragma", ".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".noreturn",
                       ".explicitcluster", ".maxclusterrank", ".reqnctapercluster")
+
+
+GLOBAL_WINDOW = 3 << 48   # module-scope .global/.const variables: their addresses (execute.py reads them from here)
 
 
 class PTXError(ValueError):
@@ -80,6 +88,9 @@ class Entry:
   call_params: set[str] = field(default_factory=set)   # .param variables declared in the body (call arguments / results): per-thread .local
   steps: tuple | None = None  # the pre-decoded closures (emulators/nv/ptx/fast.py) and scheduler tables, built on the first launch
   spin_loops: frozenset[int] | None = None   # backward branches of loops that may spin-wait (run.py)
+  body: bool = False          # has a body here (else a declaration: an extern function, called by name at run time)
+  error: PTXError | None = None   # what this function (or one it calls) uses that is not supported: raised when the entry is loaded
+  inlined: bool = False       # its calls of other .funcs are already replaced by their bodies
 
 
 @dataclass
@@ -96,6 +107,9 @@ _TOKEN = re.compile(r"\s*(\.?[A-Za-z_$%][\w$.:%]*|0[fFdD][0-9A-Fa-f]+|-?0[xX][0-
 def _strip_comments(src: str) -> list[str]:
   src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
   return [ln.split("//", 1)[0] for ln in src.split("\n")]
+
+
+_IN_BRACES = re.compile(r"[^{};:]+")
 
 
 def _statements(lines: list[str]) -> list[tuple[int, str]]:
@@ -115,9 +129,16 @@ def _statements(lines: list[str]) -> list[tuple[int, str]]:
     if st.startswith(LINE_DIRECTIVES) and not cur.strip():   # these end at the line's end, with no ';'
       out.append((i, st.rstrip(";")))
       continue
-    for ch in ln:
+    j = 0
+    while j < len(ln):
+      if vec and (run := _IN_BRACES.match(ln, j)) is not None:   # inside an initializer or vector: the run up to the next brace at once
+        cur += run.group(0)
+        j = run.end()
+        continue
+      ch = ln[j]
+      j += 1
       if not cur.strip(): start = i
-      if ch == "{" and cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")): vec += 1   # a vector or initializer
+      if ch == "{" and (vec or (cur.strip() and (not cur.lstrip().startswith(".") or cur.rstrip().endswith("=")))): vec += 1   # a vector or (nested) initializer
       if vec and ch in "{}":
         if ch == "}": vec -= 1
         cur += ch
@@ -279,7 +300,10 @@ def _call(stmt: str, ln: int, raw: str) -> Instr:
 def _inline_calls(e: Entry, entries: dict[str, Entry], stack: list[str]) -> None:
   """Replace every `call` of e by the callee's body (PTX ISA §9.7.12.2: by-value .param arguments and results): the
   callee's registers, labels and .local/.param variables get names of their own per call site; its parameters and
-  results name the caller's argument and result variables; `ret` jumps to the instruction after the call."""
+  results name the caller's argument and result variables; `ret` jumps to the instruction after the call. A call of a
+  function declared without a body (vprintf, __assertfail, malloc, ...) stays a `call`: it runs (or faults) when a thread
+  reaches it (emulators/nv/ptx/extern.py). What cannot be inlined (recursion, a callee with an unsupported statement) is
+  a PTXError naming the line, for the entries that make the call."""
   out: list[Instr] = []
   labels_at: dict[int, list[str]] = {}
   for lab, at in e.labels.items(): labels_at.setdefault(at, []).append(lab)
@@ -292,14 +316,18 @@ def _inline_calls(e: Entry, entries: dict[str, Entry], stack: list[str]) -> None
     name = str(ins.args[0].value)
     f = entries.get(name)
     if f is None or f.is_entry: raise PTXError(ins.line, ins.text, f"call of {name}, which is not a .func of this module")
-    if not f.instrs: raise PTXError(ins.line, ins.text, f"call of {name}, which has no body here (extern functions are not emulated)")
     if name in stack: raise PTXError(ins.line, ins.text, f"recursive call of {name} ({' -> '.join(stack)}) is not supported")
-    if ins.pred is not None: raise PTXError(ins.line, ins.text, "a guarded call is not supported")
-    if any(i.op == "call" for i in f.instrs): _inline_calls(f, entries, [*stack, name])
+    if f.error is not None:
+      raise PTXError(f.error.line, f.error.text, f"{f.error.why} (in {name}, called at PTX line {ins.line})")
     rets, argv = ins.args[1].value, ins.args[2].value
     if len(argv) != len(f.params) or len(rets) != len(f.rets):  # type: ignore[arg-type]
       raise PTXError(ins.line, ins.text, f"call of {name} with {len(argv)} arguments and {len(rets)} results; it takes "  # type: ignore[arg-type]
                      f"{len(f.params)} and {len(f.rets)}")
+    if not f.body:   # extern: decided when executed
+      out.append(ins)
+      continue
+    if ins.pred is not None: raise PTXError(ins.line, ins.text, "a guarded call is not supported")
+    if not f.inlined and any(i.op == "call" for i in f.instrs): _inline_calls(f, entries, [*stack, name])
     tag = f"@{ins.line}.{idx}"
     ren = {r: r + tag for r in f.regs}
     for r, t in f.regs.items(): e.regs[r + tag] = t
@@ -324,7 +352,7 @@ def _inline_calls(e: Entry, entries: dict[str, Entry], stack: list[str]) -> None
     for lab in flabels_at.get(len(f.instrs), []): new_labels[flab[lab]] = len(out)
     new_labels[end] = len(out)
   for lab in labels_at.get(len(e.instrs), []): new_labels[lab] = len(out)
-  e.instrs, e.labels = out, new_labels
+  e.instrs, e.labels, e.inlined = out, new_labels, True
 
 
 def _param_to_local(e: Entry) -> None:
@@ -346,6 +374,7 @@ def parse(src: str) -> Module:
   entries: dict[str, Entry] = {}
   gvars: dict[str, Var] = {}
   mshared: list[Var] = []
+  inits: dict[str, tuple[list, int, int]] = {}   # variable -> (element values, element size, line): resolved once laid out
   i = 0
   cur: Entry | None = None
   depth = 0
@@ -372,27 +401,30 @@ def parse(src: str) -> Module:
           e.rets = _parse_params(m.group(3), ln, text(ln))
         e.param_bytes = max((p.offset + p.size for p in params), default=0)
         if i < len(stmts) and stmts[i][1] == "{":
-          i += 1; cur, depth, scopes = e, 1, [{}]
-        if e.name in entries and entries[e.name].instrs: raise PTXError(ln, text(ln), f"function {e.name} is defined twice")
-        entries[e.name] = e
+          i += 1; cur, depth, scopes, e.body = e, 1, [{}], True
+        old = entries.get(e.name)
+        if old is not None and old.body and e.body: raise PTXError(ln, text(ln), f"function {e.name} is defined twice")
+        if old is None or e.body: entries[e.name] = e   # (a declaration after the definition keeps the definition)
         continue
-      if head in (".global", ".const", ".shared") or (head in (".visible", ".extern") and len(s.split()) > 1):
-        d = s.split(None, 1)[1] if head in (".visible", ".extern") else s
+      if head in (".global", ".const", ".shared") or (head in (".visible", ".extern", ".weak") and len(s.split()) > 1):
+        d = s
+        while d.split()[0] in (".visible", ".extern", ".weak") and len(d.split()) > 1: d = d.split(None, 1)[1]   # (linkage: one module here)
         space, typ, align, es, names, init = _decl(d, ln)
         if space == "shared":   # module-scope (e.g. extern __shared__ arrays): in the shared space of every entry
           if init is not None: raise PTXError(ln, text(ln), "initialized .shared variables are not supported")
           for n, cnt in names: mshared.append(Var(n, "shared", typ, es * cnt, align))
           continue
         if space not in ("global", "const"): raise PTXError(ln, text(ln), f"a module-scope .{space} variable is not supported")
-        data = None
+        vals = None
         if init is not None:
           if len(names) != 1: raise PTXError(ln, text(ln), "an initializer for several variables")
-          vals = re.findall(r"-?(?:0[xX][0-9A-Fa-f]+|\d+)", init.replace("{", " ").replace("}", " "))
-          if not vals or typ[0] not in "bsu": raise PTXError(ln, text(ln), f"initializer {init.strip()[:40]!r} is not supported (integer lists only)")
-          data = b"".join((_int(v) & ((1 << (8 * es)) - 1)).to_bytes(es, "little") for v in vals)
+          dm = re.search(re.escape(names[0][0]) + r"\s*((?:\[\s*\d*\s*\])*)\s*$", d.split("=", 1)[0])
+          dims = [int(x) if x.strip() else 0 for x in re.findall(r"\[([^\]]*)\]", dm.group(1))] if dm else []
+          try: vals = INIT.parse_init(init, typ, dims)
+          except INIT.InitError as ex: raise PTXError(ln, text(ln), f"initializer {init.strip()[:60]!r} of {names[0][0]}: {ex}") from None
+          inits[names[0][0]] = (vals, es, ln)
         for n, cnt in names:
-          v = Var(n, space, typ, es * (cnt or len(data or b"") // es), align, 0, data)
-          gvars[n] = v
+          gvars[n] = Var(n, space, typ, es * (cnt or len(vals or ())), align, 0, None)
         continue
       raise PTXError(ln, text(ln), f"directive or statement {head!r} at module scope is not supported")
     # inside a function body
@@ -405,64 +437,72 @@ def parse(src: str) -> Module:
       scopes.pop()
       if depth == 0: cur = None
       continue
-    if s.endswith(":") and " " not in s:
-      if s[:-1] in cur.labels: raise PTXError(ln, text(ln), f"label {s[:-1]} is defined twice")
-      cur.labels[s[:-1]] = len(cur.instrs); continue
-    if re.match(r"\.(reg|local|shared|param)\.", s): s = s[:s.index(".", 1)] + " " + s[s.index(".", 1):]   # `.reg.b32 f;` (cuda_fp16.hpp)
-    head = s.split()[0]
-    if head in IGNORED_DIRECTIVES: continue
-    if head == ".reg":
-      _, typ, _, _, names, _ = _decl(s, ln)
-      for n, cnt in names:
-        for k in (range(-cnt) if cnt < 0 else [None]):
-          r = n if k is None else f"{n}{k}"
-          if depth > 1:   # a nested block's register shadows the outer one (inline asm scopes): give it its own name
-            scopes[-1][r] = f"{r}#{ln}"
-            r = scopes[-1][r]
-          cur.regs[r] = typ
-      continue
-    if head == ".param":   # a call's argument or result variable: per-thread storage (.local), scoped like registers
-      _, typ, align, es, names, _ = _decl(s, ln)
-      for n, cnt in names:
-        name = n
-        if depth > 1:
-          scopes[-1][n] = f"{n}#{ln}"
-          name = scopes[-1][n]
-        cur.local_bytes = -(-cur.local_bytes // align) * align
-        cur.local[name] = Var(name, "local", typ, es * max(cnt, 1), align, cur.local_bytes)
-        cur.local_bytes += es * max(cnt, 1)
-        cur.call_params.add(name)
-      continue
-    if head in (".shared", ".local", ".extern") or (head == ".global"):
-      d = s.split(None, 1)[1] if head == ".extern" else s
-      space, typ, align, es, names, init = _decl(d, ln)
-      if init is not None: raise PTXError(ln, text(ln), f"initialized .{space} variables are not supported")
-      if space not in ("shared", "local"): raise PTXError(ln, text(ln), f"a .{space} variable inside a function is not supported")
-      for n, cnt in names:
-        if space == "shared":
-          cur.shared_bytes = -(-cur.shared_bytes // align) * align
-          cur.shared[n] = Var(n, space, typ, es * cnt, align, cur.shared_bytes)
-          if cnt == 0: cur.dynamic_shared = True
-          cur.shared_bytes += es * cnt
-        else:
+    try:   # a statement the emulator cannot take: an error of this function (of the entries that run it), not of the module
+      if s.endswith(":") and " " not in s:
+        if s[:-1] in cur.labels: raise PTXError(ln, text(ln), f"label {s[:-1]} is defined twice")
+        cur.labels[s[:-1]] = len(cur.instrs); continue
+      if re.match(r"\.(reg|local|shared|param)\.", s): s = s[:s.index(".", 1)] + " " + s[s.index(".", 1):]   # `.reg.b32 f;` (cuda_fp16.hpp)
+      head = s.split()[0]
+      if head in IGNORED_DIRECTIVES: continue
+      if head == ".reg":
+        _, typ, _, _, names, _ = _decl(s, ln)
+        for n, cnt in names:
+          for k in (range(-cnt) if cnt < 0 else [None]):
+            r = n if k is None else f"{n}{k}"
+            if depth > 1:   # a nested block's register shadows the outer one (inline asm scopes): give it its own name
+              scopes[-1][r] = f"{r}#{ln}"
+              r = scopes[-1][r]
+            cur.regs[r] = typ
+        continue
+      if head == ".param":   # a call's argument or result variable: per-thread storage (.local), scoped like registers
+        _, typ, align, es, names, _ = _decl(s, ln)
+        for n, cnt in names:
+          name = n
+          if depth > 1:
+            scopes[-1][n] = f"{n}#{ln}"
+            name = scopes[-1][n]
           cur.local_bytes = -(-cur.local_bytes // align) * align
-          cur.local[n] = Var(n, space, typ, es * cnt, align, cur.local_bytes)
-          cur.local_bytes += es * cnt
-      continue
-    if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
-    ins = _call(s, ln, text(ln)) if re.match(r"(@!?%\w+\s+)?call\b", s) else _instr(s, ln, text(ln))
-    ren = {k: v for sc in scopes[1:] for k, v in sc.items()} if depth > 1 and any(scopes[1:]) else {}
-    if ren or (ins.op != "call" and any(_bare(a) for a in ins.args)):
-      ins.args = tuple(_rename(a, ren, cur.regs if ins.op != "call" else None) for a in ins.args)
-      if ins.pred in ren: ins.pred = ren[ins.pred]
-    cur.instrs.append(ins)
+          cur.local[name] = Var(name, "local", typ, es * max(cnt, 1), align, cur.local_bytes)
+          cur.local_bytes += es * max(cnt, 1)
+          cur.call_params.add(name)
+        continue
+      if head in (".shared", ".local", ".extern") or (head == ".global"):
+        d = s.split(None, 1)[1] if head == ".extern" else s
+        space, typ, align, es, names, init = _decl(d, ln)
+        if init is not None: raise PTXError(ln, text(ln), f"initialized .{space} variables are not supported")
+        if space not in ("shared", "local"): raise PTXError(ln, text(ln), f"a .{space} variable inside a function is not supported")
+        for n, cnt in names:
+          if space == "shared":
+            cur.shared_bytes = -(-cur.shared_bytes // align) * align
+            cur.shared[n] = Var(n, space, typ, es * cnt, align, cur.shared_bytes)
+            if cnt == 0: cur.dynamic_shared = True
+            cur.shared_bytes += es * cnt
+          else:
+            cur.local_bytes = -(-cur.local_bytes // align) * align
+            cur.local[n] = Var(n, space, typ, es * cnt, align, cur.local_bytes)
+            cur.local_bytes += es * cnt
+        continue
+      if head == ".callprototype" or re.match(r"[$\w]+\s*:\s*\.callprototype\b", s):   # (`label: .callprototype`: the label split off)
+        raise PTXError(ln, text(ln), "a call prototype (.callprototype, for indirect calls through function pointers) is not supported")
+      if head.startswith(".") and not head.startswith("@"): raise PTXError(ln, text(ln), f"directive {head} is not supported inside a function")
+      ins = _call(s, ln, text(ln)) if re.match(r"(@!?%\w+\s+)?call\b", s) else _instr(s, ln, text(ln))
+      ren = {k: v for sc in scopes[1:] for k, v in sc.items()} if depth > 1 and any(scopes[1:]) else {}
+      if ren or (ins.op != "call" and any(_bare(a) for a in ins.args)):
+        ins.args = tuple(_rename(a, ren, cur.regs if ins.op != "call" else None) for a in ins.args)
+        if ins.pred in ren: ins.pred = ren[ins.pred]
+      cur.instrs.append(ins)
+    except PTXError as ex:
+      if cur.error is None: cur.error = ex
   if cur is not None: raise PTXError(len(raw), text(len(raw)), f"function {cur.name} is not closed (missing '}}')")
   off = 0
   for v in gvars.values():
     off = -(-off // v.align) * v.align
     v.offset, off = off, off + v.size
+  bad = _initial_bytes(gvars, inits, raw)
   for e in entries.values():
-    if e.is_entry and any(i.op == "call" for i in e.instrs): _inline_calls(e, entries, [e.name])   # a .func only where called
+    if e.is_entry and e.error is None and any(i.op == "call" for i in e.instrs):   # a .func only where called
+      try: _inline_calls(e, entries, [e.name])
+      except PTXError as ex: e.error = ex
   for e in entries.values():
     _param_to_local(e)
     for v in sorted(mshared, key=lambda v: v.size == 0):   # after the function's own; extern arrays (no size) last: dynamic shared memory
@@ -475,7 +515,38 @@ def parse(src: str) -> Module:
     e.warp_ops = any(i.op in WARP_OPS or any(a.kind == "reg" and str(a.value).startswith(("%laneid", "%lanemask", "%warpid")) for a in i.args)
                      for i in e.instrs)
     for ins in e.instrs:
+      if e.error is not None: break
       for a in ins.args:
         if a.kind == "sym" and ins.op in ("bra", "brx") and a.value not in e.labels:
-          raise PTXError(ins.line, ins.text, f"branch to undefined label {a.value}")
+          e.error = PTXError(ins.line, ins.text, f"branch to undefined label {a.value}")
+        elif (x := _syms(a) & bad.keys()):
+          why = bad[min(x)]
+          e.error = PTXError(why.line, why.text, f"{why.why} (used at PTX line {ins.line})")
   return Module(version, target, entries, gvars)
+
+
+def _syms(o: Operand) -> set[str]:
+  if o.kind == "sym": return {str(o.value)}
+  if o.kind in ("vec", "pair"): return set().union(*(_syms(x) for x in o.value))  # type: ignore[union-attr]
+  if o.kind in ("addr", "not"): return _syms(o.value)  # type: ignore[arg-type]
+  return set()
+
+
+def _initial_bytes(gvars: dict[str, Var], inits: dict[str, tuple[list, int, int]], raw: list[str]) -> dict[str, PTXError]:
+  """Each initialized variable's bytes (addresses of module variables: GLOBAL_WINDOW + offset, as execute.py places
+  them). A variable whose initializer names something that is not a module variable (a function's address: indirect
+  calls are not emulated) gets no bytes but an error, as does one whose initializer takes its address: returned (variable
+  -> error) for the entries that use them."""
+  where = {n: GLOBAL_WINDOW + v.offset for n, v in gvars.items()}
+  bad: dict[str, PTXError] = {}
+  for n, (vals, es, ln) in inits.items():
+    try: gvars[n].init = INIT.resolve(vals, es, where)
+    except INIT.InitError as ex: bad[n] = PTXError(ln, raw[ln - 1] if 0 < ln <= len(raw) else "", f"initializer of {n}: {ex}")
+  grew = True
+  while grew:   # a variable holding the address of an unusable one is unusable too
+    grew = False
+    for n, (vals, _, ln) in inits.items():
+      if n not in bad and (x := INIT.symbols(vals) & bad.keys()):
+        bad[n] = PTXError(ln, raw[ln - 1] if 0 < ln <= len(raw) else "", f"initializer of {n} takes the address of {min(x)}, which is unusable")
+        grew = True
+  return bad

@@ -7,6 +7,7 @@ import numpy as np
 
 from emulators.nv.ptx import chains as CHAINS
 from emulators.nv.ptx import execute as X
+from emulators.nv.ptx import extern as EXTERN
 from emulators.nv.ptx import fast as FAST
 from emulators.nv.ptx import loops as LOOPS
 from emulators.nv.ptx import memo as MEMO
@@ -35,6 +36,7 @@ def run(e: Entry, grid: tuple[int, int, int], block: tuple[int, int, int], param
     raise PTXFault("compute", f"{ins.op}.{'.'.join(ins.mods)} is not supported ({type(ex).__name__}: {ex})", ins) from None
   finally:
     for m in L.touched.values(): m.settle()
+    EXTERN.flush(L)   # the launch's printf output
 
 
 def _run(L: Launch) -> None:

@@ -7,6 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from emulators.nv.ptx import load_entry
 from emulators.nv.ptx.parse import PTXError, parse
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
@@ -162,12 +163,11 @@ def test_uninitialized_value_as_address():
 
 def test_parse_errors_name_the_line():
   with pytest.raises(PTXError, match="PTX line 8: instruction 'frobnicate'"):
-    from emulators.nv.ptx import load_entry
     load_entry(HEAD + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n  ret;\n}\n".replace("{\n", "{\n\n\n", 1), "k")
   with pytest.raises(PTXError, match=r"PTX line 4: directive or statement '\.bogus'"):
     parse(HEAD + ".bogus 3;\n")
   with pytest.raises(PTXError, match="branch to undefined label"):
-    parse(HEAD + ".visible .entry k()\n{\n bra $L_nowhere;\n}\n")
+    load_entry(HEAD + ".visible .entry k()\n{\n bra $L_nowhere;\n}\n", "k")
   with pytest.raises(PTXError, match="not closed"):
     parse(HEAD + ".visible .entry k()\n{\n ret;\n")
 
