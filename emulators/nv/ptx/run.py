@@ -184,6 +184,8 @@ def _spin_loops(e: Entry) -> frozenset[int]:
         if any(i.op in ("atom", "mbarrier") or (i.op == "ld" and _SYNC_READS.intersection(i.mods)) for i in e.instrs[t:j]): out.add(j)
     e.spin_loops = frozenset(out)
   return e.spin_loops
+
+
 DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
 _READS_FIRST = LOOPS.READS_FIRST   # instructions whose first operand is read
 
