@@ -410,8 +410,17 @@ def _slct(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], t, np.where(c >= 0, a, b))
 
 
+def _cvt_tf32(L: Launch, ins: Instr) -> None:
+  """cvt.{rna,rn,rz}.tf32.f32 d, a (d a .b32): semantics.to_tf32."""
+  rnd = [m for m in ins.mods if m not in ins.types]
+  if ins.types[1] != "f32" or len(rnd) != 1 or rnd[0] not in S.TF32_ROUNDS:
+    raise PTXFault("compute", f"cvt.{'.'.join(ins.mods)} is not supported (to .tf32: only .rna/.rn/.rz from .f32, no .relu/.satfinite)", ins)
+  L.put(ins.args[0], "b32", S.to_tf32(L.get(ins.args[1], "f32"), rnd[0]))
+
+
 def _cvt(L: Launch, ins: Instr) -> None:
   dt, st = ins.types[0], ins.types[1]
+  if dt == "tf32": return _cvt_tf32(L, ins)
   rnd = next((m for m in ins.mods if m in ROUNDS + IROUNDS), "")
   x = L.get(ins.args[1], st)
   with np.errstate(all="ignore"):
