@@ -144,6 +144,16 @@ def _inorder(A: np.ndarray, B: np.ndarray, C: np.ndarray, step) -> np.ndarray:
   return d
 
 
+def mma_float(ab: str, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+  """D = A B + C of A (..., M, K) and B (..., K, N) as raw bits of type ab (u16 for f16/bf16, u32 for tf32, u64 for f64)
+  and C (..., M, N) float32 (float64 for f64), in-order over k: f16/bf16 semantics.wmma; tf32 the low 13 mantissa bits
+  dropped, then the same float32 chain; f64 one IEEE fma per step. (wmma.mma and mma.sync share it.)"""
+  if ab == "f64": return _inorder(A.view(np.float64), B.view(np.float64), C.astype(np.float64), fma_f64)
+  if ab == "tf32": return _inorder((A & _TF32_MASK).view(np.float32), (B & _TF32_MASK).view(np.float32), C.astype(np.float32), lambda x, y, z: z + x * y)
+  return wmma_arith(A.view(np.float16) if ab == "f16" else A, B.view(np.float16) if ab == "f16" else B, C,
+                    dtypes.float16 if ab == "f16" else dtypes.bfloat16)
+
+
 def _mma(L: Launch, ins: Instr) -> None:
   """wmma.mma.sync.aligned.{row,col}.{row,col}.shape.dtype.{atype.btype.}ctype{.rn}{.satfinite} d, a, b, c: shape's
   dtype/ctype .f32 (f16 A, B: no atype/btype), .f32.bf16.bf16.f32, .f32.tf32.tf32.f32, .f64.f64.f64.f64 or .s32.{s8,u8}.{s8,u8}.s32."""
@@ -165,11 +175,7 @@ def _mma(L: Launch, ins: Instr) -> None:
   A, B = _frag(L, ra, nw, _ES[ab], M, K), _frag(L, rb, nw, _ES[ab], K, N)
   C = _acc(L, rc, ct, nw, M, N)
   dw = None if L._d is None else np.repeat(L._d.reshape(nw, 32).all(axis=1), 32)   # D depends on every lane's fragments
-  if ab == "f64": D = _inorder(A.view(np.float64), B.view(np.float64), C, fma_f64)
-  elif ab == "tf32": D = _inorder((A & _TF32_MASK).view(np.float32), (B & _TF32_MASK).view(np.float32), C, lambda x, y, z: z + x * y)
-  else: D = wmma_arith(A.view(np.float16) if ab == "f16" else A, B.view(np.float16) if ab == "f16" else B, C,
-                       dtypes.float16 if ab == "f16" else dtypes.bfloat16)
-  D = D.reshape(nw, 32, -1)
+  D = mma_float(ab, A, B, C).reshape(nw, 32, -1)
   for s, o in enumerate(rd): L.put(o, ct, D[:, :, s].reshape(-1), dw)
 
 

@@ -204,3 +204,75 @@ def test_unsupported_forms_are_clear_errors(line, msg):
   with pytest.raises(GPUFault, match=msg) as e:
     Device["NV"].run_ptx(BAD.replace("LINE", line), "k", [np.zeros(64, np.float64)], grid=(1, 1, 1), block=(32, 1, 1))
   assert line.split()[0] in str(e.value)   # names the PTX line
+
+
+MMA_TF32 = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+{
+  .reg .b32 %r<8>; .reg .f32 %f<8>; .reg .b64 %rd<12>;
+  ld.param.u64 %rd0, [pa]; ld.param.u64 %rd1, [pb]; ld.param.u64 %rd2, [pc]; ld.param.u64 %rd3, [pd];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd4, %r0, 16; add.s64 %rd5, %rd0, %rd4; ld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd5];
+  mul.wide.u32 %rd6, %r0, 8; add.s64 %rd7, %rd1, %rd6; ld.global.v2.b32 {%r5, %r6}, [%rd7];
+  add.s64 %rd8, %rd2, %rd4; ld.global.v4.f32 {%f0, %f1, %f2, %f3}, [%rd8];
+  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f4, %f5, %f6, %f7}, {%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f0, %f1, %f2, %f3};
+  add.s64 %rd9, %rd3, %rd4; st.global.v4.f32 [%rd9], {%f4, %f5, %f6, %f7};
+  ret;
+}
+"""
+
+MMA_F64 = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+{
+  .reg .b32 %r<2>; .reg .f64 %fd<8>; .reg .b64 %rd<12>;
+  ld.param.u64 %rd0, [pa]; ld.param.u64 %rd1, [pb]; ld.param.u64 %rd2, [pc]; ld.param.u64 %rd3, [pd];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd4, %r0, 8; add.s64 %rd5, %rd0, %rd4; ld.global.f64 %fd0, [%rd5]; add.s64 %rd6, %rd1, %rd4; ld.global.f64 %fd1, [%rd6];
+  mul.wide.u32 %rd7, %r0, 16; add.s64 %rd8, %rd2, %rd7; ld.global.v2.f64 {%fd2, %fd3}, [%rd8];
+  mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%fd4, %fd5}, {%fd0}, {%fd1}, {%fd2, %fd3};
+  add.s64 %rd9, %rd3, %rd7; st.global.v2.f64 [%rd9], {%fd4, %fd5};
+  ret;
+}
+"""
+
+LANE = np.arange(32)
+G, T = LANE >> 2, LANE % 4   # the ISA's groupID and threadID_in_group
+
+
+def test_mma_sync_m16n8k8_tf32_fragment_layout():
+  A = RNG.standard_normal((16, 8)).astype(np.float32)   # low mantissa bits set: ignored
+  B = RNG.standard_normal((8, 8)).astype(np.float32)
+  C = RNG.standard_normal((16, 8)).astype(np.float32)
+  # PTX ISA m16n8k8 .tf32 fragments: a0..a3 rows g, g+8, g, g+8 and cols t, t, t+4, t+4; b0, b1 rows t, t+4, col g;
+  # c0..c3 rows g, g, g+8, g+8 and cols 2t, 2t+1, 2t, 2t+1
+  fa = np.stack([A[G, T], A[G + 8, T], A[G, T + 4], A[G + 8, T + 4]], 1)
+  fb = np.stack([B[T, G], B[T + 4, G]], 1)
+  crow, ccol = [G, G, G + 8, G + 8], [2 * T, 2 * T + 1, 2 * T, 2 * T + 1]
+  fc = np.stack([C[r, c] for r, c in zip(crow, ccol)], 1)
+  fd = Device["NV"].run_ptx(MMA_TF32, "k", [fa, fb, fc, np.zeros((32, 4), np.float32)], grid=(1, 1, 1), block=(32, 1, 1))[3]
+  mask = np.uint32(0xFFFFE000)
+  want = _chain((A.view(np.uint32) & mask).view(np.float32), (B.view(np.uint32) & mask).view(np.float32), C)
+  assert fd.tobytes() == np.stack([want[r, c] for r, c in zip(crow, ccol)], 1).tobytes()
+
+
+def test_mma_sync_m8n8k4_f64_fragment_layout():
+  A, B, C = RNG.standard_normal((8, 4)), RNG.standard_normal((4, 8)), RNG.standard_normal((8, 8))
+  A[1, 0], B[0, 3], C[1, 3] = 1 + 2**-30, 1 - 2**-30, -1.0   # an fma keeps what a rounded product loses
+  # PTX ISA m8n8k4 .f64 fragments: a0 = A[g][t], b0 = B[t][g], c0, c1 = C[g][2t], C[g][2t+1]
+  fc = np.stack([C[G, 2 * T], C[G, 2 * T + 1]], 1)
+  fd = Device["NV"].run_ptx(MMA_F64, "k", [A[G, T].copy(), B[T, G].copy(), fc, np.zeros((32, 2), np.float64)], grid=(1, 1, 1), block=(32, 1, 1))[3]
+  want = _fma_chain(A, B, C)
+  assert fd.tobytes() == np.stack([want[G, 2 * T], want[G, 2 * T + 1]], 1).tobytes()
+
+
+@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
+@pytest.mark.parametrize("src", [MMA_TF32, MMA_F64, BAD.replace("LINE", "cvt.rna.tf32.f32 %r1, %f1;")])
+def test_hand_written_ptx_is_valid_for_ptxas(tmp_path, src):
+  import subprocess
+  (tmp_path / "k.ptx").write_text(src)
+  r = subprocess.run(["ptxas", "-arch=sm_80", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
