@@ -97,7 +97,7 @@ def _load(L: Launch, ins: Instr) -> None:
   t = ins.types[-1] if ins.types else None
   ok_t = _SHAPES[shape][3 if which in ("a", "b") else 4]
   if which is None or t not in ok_t:
-    raise PTXFault("compute", f"wmma.load.{'.'.join(ins.mods)} is not supported ({shape}: A/B {' '.join(_SHAPES[shape][3])}, "
+    raise PTXFault("compute", f"wmma.{'.'.join(ins.mods)} is not supported ({shape}: A/B {' '.join(_SHAPES[shape][3])}, "
                    f"C {' '.join(_SHAPES[shape][4])})", ins)
   rows, cols = _dims(which, M, N, K)
   E, es = rows * cols, _ES[t]
@@ -164,7 +164,7 @@ def _mma(L: Launch, ins: Instr) -> None:
   ok = (len(ty) == 2 and ty == ("f32", "f32")) or (len(ty) == 4 and ty[1] == ty[2] and ty[0] == ty[3] == ("f64" if ab == "f64" else "f32"))
   rnd = [m for m in ins.mods if m in ("rn", "rz", "rm", "rp")]
   if not ok or ab not in _SHAPES[shape][3] or ins.has("satfinite") or rnd not in ([], ["rn"]):
-    raise PTXFault("compute", f"wmma.mma.{'.'.join(ins.mods)} is not supported ({shape}: A/B {' '.join(_SHAPES[shape][3])} "
+    raise PTXFault("compute", f"wmma.{'.'.join(ins.mods)} is not supported ({shape}: A/B {' '.join(_SHAPES[shape][3])} "
                    "with f32 C/D, f64 with .rn, s8/u8 with s32)", ins)
   d, a, b, c = ins.args[:4]
   ct = ty[0]
@@ -183,7 +183,7 @@ def _imma(L: Launch, ins: Instr, shape: str, M: int, N: int, K: int) -> None:
   """wmma.mma.sync.aligned.{row,col}.{row,col}.shape.s32.{s8,u8}.{s8,u8}.s32{.satfinite}: exact sums, then 32 bits."""
   ta, tb = ins.types[1], ins.types[2] if len(ins.types) > 3 else None
   if len(ins.types) != 4 or ins.types[3] != "s32" or ta not in ("s8", "u8") or tb not in ("s8", "u8") or "s8" not in _SHAPES[shape][3]:
-    raise PTXFault("compute", f"wmma.mma.{'.'.join(ins.mods)} is not supported (s32 += s8/u8 x s8/u8 at m16n16k16, m32n8k16, m8n32k16)", ins)
+    raise PTXFault("compute", f"wmma.{'.'.join(ins.mods)} is not supported (s32 += s8/u8 x s8/u8 at m16n16k16, m32n8k16, m8n32k16)", ins)
   d, a, b, c = ins.args[:4]
   ra, rb = _regs(ins, a, ta, "a", M * K), _regs(ins, b, tb, "b", K * N)
   rc, rd = _regs(ins, c, "s32", "c", M * N), _regs(ins, d, "s32", "d", M * N)
@@ -205,7 +205,7 @@ def _store(L: Launch, ins: Instr) -> None:
   shape, M, N, _ = _shape(ins)
   t = ins.types[-1] if ins.types else ""
   if t not in _SHAPES[shape][4]:
-    raise PTXFault("compute", f"wmma.store.{'.'.join(ins.mods)} is not supported ({shape}: D {' '.join(_SHAPES[shape][4])})", ins)
+    raise PTXFault("compute", f"wmma.{'.'.join(ins.mods)} is not supported ({shape}: D {' '.join(_SHAPES[shape][4])})", ins)
   regs = _regs(ins, ins.args[1], t, "d", M * N)
   nw = _warps(L, ins)
   es = _ES[t]

@@ -199,6 +199,10 @@ BAD = """.version 8.0
   ("wmma.load.a.sync.aligned.row.m8n8k32.s4 {%r1}, [%rd0], 32;", "wmma shape m8n8k32 is not supported"),
   ("wmma.mma.sync.aligned.row.row.m8n8k4.f64.f64.f64.f64.rz {%fd0, %fd1}, {%fd2}, {%fd3}, {%fd0, %fd1};", "f64 with .rn"),
   ("cvt.rna.satfinite.tf32.f32 %r1, %f1;", "to .tf32: only"),
+  ("wmma.mma.sync.aligned.row.row.m16n16k16.f16.f16 {%r1, %r2, %r3, %r4}, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, "
+   "{%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, {%r1, %r2, %r3, %r4};", r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f16\.f16 is not supported"),
+  ("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r3}, {%f1, %f2, %f3, %f4};", "m16n8k8 f32 \\+= tf32"),
+  ("mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 {%r1, %r2}, {%r1, %r2}, {%r3}, {%r1, %r2};", "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 is not"),
 ])
 def test_unsupported_forms_are_clear_errors(line, msg):
   with pytest.raises(GPUFault, match=msg) as e:
