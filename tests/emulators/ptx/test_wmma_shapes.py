@@ -280,3 +280,26 @@ def test_hand_written_ptx_is_valid_for_ptxas(tmp_path, src):
   (tmp_path / "k.ptx").write_text(src)
   r = subprocess.run(["ptxas", "-arch=sm_80", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
+
+
+def _bits_tf32(x: np.ndarray) -> np.ndarray: return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("name, tm, tn, tk, t", [("gemm_h32x8", 32, 8, 16, "f16"), ("gemm_b8x32", 8, 32, 16, "bf16"),
+                                                 ("gemm_t16x16", 16, 16, 8, "tf32"), ("gemm_d8x8", 8, 8, 4, "f64")])
+def test_tiled_gemm_several_warps_and_k_steps(name, tm, tn, tk, t):
+  M, N, K = 2 * tm, 3 * tn, 3 * tk   # 6 warps over 3 blocks of 2, 3 mma each
+  a, b = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+  if t == "f16": A, B, wa, wb = a.astype(np.float16), b.astype(np.float16), a.astype(np.float16).astype(np.float32), b.astype(np.float16).astype(np.float32)
+  elif t == "bf16":
+    A, B = f32_to_bf16(a.astype(np.float32)), f32_to_bf16(b.astype(np.float32))
+    wa, wb = bf16_to_f32(A), bf16_to_f32(B)
+  elif t == "tf32":
+    A, B = a.astype(np.float32), b.astype(np.float32)
+    wa, wb = _bits_tf32(A), _bits_tf32(B)
+  else: A, B = a, b
+  acc = np.float64 if t == "f64" else np.float32
+  C = Device["NV"].run_ptx(PTX, name, [A, B.T.copy(), np.zeros((M, N), acc), np.int32(M), np.int32(N), np.int32(K)],
+                           grid=(3, 1, 1), block=(64, 1, 1))[2]
+  want = _fma_chain(A, B, np.zeros((M, N))) if t == "f64" else _chain(wa, wb, np.zeros((M, N), np.float32))
+  assert C.tobytes() == np.ascontiguousarray(want).tobytes()

@@ -86,3 +86,28 @@ extern "C" __global__ void s8x32_generic(const signed char* a, const signed char
   wmma::mma_sync(fc, fa, fb, fc, true);
   wmma::store_matrix_sync(d, fc, 32, wmma::mem_row_major);
 }
+
+// C (M x N, row-major) = A (M x K, row-major) B (K x N, col-major): one warp per TM x TN tile of C, a loop over K in steps
+// of TK (the chain of one mma continues the previous one's), blockDim.x = 64
+template <int TM, int TN, int TK, typename T, typename S, typename Acc>
+__device__ void gemm(const S* A, const S* B, Acc* C, int M, int N, int K) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  int tm = warp / (N / TN), tn = warp % (N / TN);
+  if (tm * TM >= M) return;
+  wmma::fragment<wmma::matrix_a, TM, TN, TK, T, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, TM, TN, TK, T, wmma::col_major> b;
+  wmma::fragment<wmma::accumulator, TM, TN, TK, Acc> acc;
+  wmma::fill_fragment(acc, Acc(0));
+  for (int k = 0; k < K; k += TK) {
+    wmma::load_matrix_sync(a, A + tm * TM * K + k, K);
+    wmma::load_matrix_sync(b, B + tn * TN * K + k, K);
+    wmma::mma_sync(acc, a, b, acc);
+  }
+  wmma::store_matrix_sync(C + tm * TM * N + tn * TN, acc, N, wmma::mem_row_major);
+}
+extern "C" __global__ void gemm_h32x8(const half* A, const half* B, float* C, int M, int N, int K) { gemm<32, 8, 16, half, half, float>(A, B, C, M, N, K); }
+extern "C" __global__ void gemm_b8x32(const __nv_bfloat16* A, const __nv_bfloat16* B, float* C, int M, int N, int K) {
+  gemm<8, 32, 16, __nv_bfloat16, __nv_bfloat16, float>(A, B, C, M, N, K); }
+extern "C" __global__ void gemm_t16x16(const float* A, const float* B, float* C, int M, int N, int K) {
+  gemm<16, 16, 8, wmma::precision::tf32, float, float>(A, B, C, M, N, K); }
+extern "C" __global__ void gemm_d8x8(const double* A, const double* B, double* C, int M, int N, int K) { gemm<8, 8, 4, double, double, double>(A, B, C, M, N, K); }
