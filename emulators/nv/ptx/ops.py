@@ -14,9 +14,7 @@ from emulators.nv.ptx.extern import call as extern_call
 from emulators.nv.ptx.mbarrier import mbarrier
 from emulators.nv.ptx.parse import TYPES, Instr, Operand
 from emulators.nv.ptx.simd import TABLE as VIDEO
-from emulators.nv.ptx.wmma import ldmatrix, wmma
-from refgrad.dtype import dtypes
-from refgrad.uop.semantics import wmma as wmma_arith
+from emulators.nv.ptx.wmma import ldmatrix, mma_float, wmma
 
 ROUNDS = ("rn", "rz", "rm", "rp")
 IROUNDS = ("rni", "rzi", "rmi", "rpi")
@@ -411,8 +409,17 @@ def _slct(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], t, np.where(c >= 0, a, b))
 
 
+def _cvt_tf32(L: Launch, ins: Instr) -> None:
+  """cvt.{rna,rn,rz}.tf32.f32 d, a (d a .b32): semantics.to_tf32."""
+  rnd = [m for m in ins.mods if m not in ins.types]
+  if ins.types[1] != "f32" or len(rnd) != 1 or rnd[0] not in S.TF32_ROUNDS:
+    raise PTXFault("compute", f"cvt.{'.'.join(ins.mods)} is not supported (to .tf32: only .rna/.rn/.rz from .f32, no .relu/.satfinite)", ins)
+  L.put(ins.args[0], "b32", S.to_tf32(L.get(ins.args[1], "f32"), rnd[0]))
+
+
 def _cvt(L: Launch, ins: Instr) -> None:
   dt, st = ins.types[0], ins.types[1]
+  if dt == "tf32": return _cvt_tf32(L, ins)
   rnd = next((m for m in ins.mods if m in ROUNDS + IROUNDS), "")
   x = L.get(ins.args[1], st)
   with np.errstate(all="ignore"):
@@ -811,34 +818,47 @@ def _redux(L: Launch, ins: Instr) -> None:
   L.put(ins.args[0], "u32", (acc[warp] & 0xFFFFFFFF).astype(np.uint32))
 
 
-def _mma_layout(shape: str, w: int) -> tuple[int, int, Callable, Callable] | None:
-  """(K, elements per 32-bit register, A (i) -> (row, col) arrays over the lanes, B (i) -> (row, col)) of mma.sync shape
-  with w-byte A/B elements (PTX ISA 9.0 §9.7.14.5.8 fragment layouts; groupID g = laneid >> 2, t = laneid % 4)."""
+def _mma_layout(shape: str, ab: str) -> tuple[int, int, int, Callable, Callable, Callable] | None:
+  """(M, K, elements per register, A (i) -> (row, col) arrays over the lanes, B (i) -> (row, col), C/D (i) -> (row, col)) of
+  mma.sync shape with A/B type ab (PTX ISA 9.0 §9.7.14.5.8 fragment layouts; groupID g = laneid >> 2, t = laneid % 4)."""
   g, t = np.arange(32) >> 2, np.arange(32) % 4
-  if w == 2 and shape == "m16n8k16":
-    return 16, 2, (lambda i: (g + 8 * (i in (2, 3, 6, 7)), 2 * t + (i & 1) + 8 * (i >= 4))), (lambda i: (2 * t + (i & 1) + 8 * (i >= 2), g))
-  if w == 2 and shape == "m16n8k8":
-    return 8, 2, (lambda i: (g + 8 * (i >= 2), 2 * t + (i & 1))), (lambda i: (2 * t + i, g))
-  if w == 1 and shape == "m16n8k16":
-    return 16, 4, (lambda i: (g + 8 * (i >= 4), 4 * t + (i & 3))), (lambda i: (4 * t + i, g))
-  if w == 1 and shape == "m16n8k32":
-    return 32, 4, (lambda i: (g + 8 * ((i // 4) % 2), 4 * t + (i & 3) + 16 * (i >= 8))), (lambda i: (4 * t + (i & 3) + 16 * (i >= 4), g))
+  c16 = lambda i: (g + 8 * (i >= 2), 2 * t + (i & 1))   # the m16n8 C/D of every type below
+  if ab in ("f16", "bf16") and shape == "m16n8k16":
+    return 16, 16, 2, (lambda i: (g + 8 * (i in (2, 3, 6, 7)), 2 * t + (i & 1) + 8 * (i >= 4))), (lambda i: (2 * t + (i & 1) + 8 * (i >= 2), g)), c16
+  if ab in ("f16", "bf16") and shape == "m16n8k8":
+    return 16, 8, 2, (lambda i: (g + 8 * (i >= 2), 2 * t + (i & 1))), (lambda i: (2 * t + i, g)), c16
+  if ab in ("s8", "u8") and shape == "m16n8k16":
+    return 16, 16, 4, (lambda i: (g + 8 * (i >= 4), 4 * t + (i & 3))), (lambda i: (4 * t + i, g)), c16
+  if ab in ("s8", "u8") and shape == "m16n8k32":
+    return 16, 32, 4, (lambda i: (g + 8 * ((i // 4) % 2), 4 * t + (i & 3) + 16 * (i >= 8))), (lambda i: (4 * t + (i & 3) + 16 * (i >= 4), g)), c16
+  if ab == "tf32" and shape == "m16n8k8":
+    return 16, 8, 1, (lambda i: (g + 8 * (i & 1), t + 4 * (i >= 2))), (lambda i: (t + 4 * i, g)), c16
+  if ab == "f64" and shape == "m8n8k4":
+    return 8, 4, 1, (lambda i: (g, t)), (lambda i: (t, g)), (lambda i: (g, 2 * t + i))
   return None
 
 
+_MMA_ACC = {"f16": "f32", "bf16": "f32", "tf32": "f32", "s8": "s32", "u8": "s32", "f64": "f64"}   # A/B type -> C/D type
+_MMA_BITS = {"f16": np.uint16, "bf16": np.uint16, "s8": np.uint8, "u8": np.uint8, "tf32": np.uint32, "f64": np.uint64}
+
+
 def _mma(L: Launch, ins: Instr) -> None:
-  """mma.sync.aligned.{m16n8k16, m16n8k8}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 and .{m16n8k16, m16n8k32}.row.col.s32.{s8,u8}.{s8,u8}.s32
-  {.satfinite} (PTX ISA 9.0 §9.7.14.5.8 fragment layouts, table _mma_layout): per warp, A 16xK, B Kx8 and C/D 16x8 with
-  c0..c3 = C[g][2t..2t+1], C[g+8][2t..2t+1]. Float arithmetic: refgrad's semantics.wmma (in-order k, exact products,
-  one rounding per add; real tensor cores round differently); integer: exact, then 32 bits (wrapping; .satfinite clamps)."""
+  """mma.sync.aligned.shape.row.col.dtype.atype.btype.ctype{.satfinite}: m16n8k16/m16n8k8 f32 += f16/bf16, m16n8k8 f32 +=
+  tf32, m16n8k16/m16n8k32 s32 += s8/u8 (.satfinite), m8n8k4 f64 += f64 (.rn) (PTX ISA 9.0 §9.7.14.5.8 fragment layouts,
+  table _mma_layout): per warp, A MxK, B Kx8 and C/D Mx8. Float arithmetic: wmma.mma_float (in-order k; f16/bf16/tf32:
+  exact products, one float32 rounding per add, real tensor cores round differently; tf32: the low 13 mantissa bits
+  ignored; f64: one IEEE fma per step); integer: exact, then 32 bits (wrapping; .satfinite clamps)."""
   shape = next((m for m in ins.mods if m.startswith("m") and "n" in m), "")
   ta = ins.types[1] if len(ins.types) == 4 else ""
-  w = {"f16": 2, "bf16": 2, "s8": 1, "u8": 1}.get(ta, 0)
-  lay = _mma_layout(shape, w) if w and ins.has("row") and ins.has("col") and ins.types[0] == ins.types[3] == ("f32" if w == 2 else "s32") else None
-  if lay is None or (w == 1 and ins.types[2] not in ("s8", "u8")) or (w == 2 and ins.types[2] != ta) or (ins.has("satfinite") and w == 2):
-    raise PTXFault("compute", f"mma.{'.'.join(ins.mods)} is not supported (m16n8k16/m16n8k8 .row.col f32 += f16/bf16; "
-                   "m16n8k16/m16n8k32 .row.col s32 += s8/u8)", ins)
-  K, per, a_at, b_at = lay
+  ct = _MMA_ACC.get(ta, "")
+  integer = ct == "s32"
+  lay = _mma_layout(shape, ta) if ct and ins.has("row") and ins.has("col") and ins.types[0] == ins.types[3] == ct else None
+  rnd = [m for m in ins.mods if m in ("rn", "rz", "rm", "rp")]
+  if lay is None or (integer and ins.types[2] not in ("s8", "u8")) or (not integer and ins.types[2] != ta) or (ins.has("satfinite") and not integer) \
+     or rnd not in ([], ["rn"] if ta == "f64" else []):
+    raise PTXFault("compute", f"mma.{'.'.join(ins.mods)} is not supported (m16n8k16/m16n8k8 .row.col f32 += f16/bf16; m16n8k8 f32 += tf32; "
+                   "m16n8k16/m16n8k32 .row.col s32 += s8/u8; m8n8k4 f64 += f64 (.rn))", ins)
+  M, K, per, a_at, b_at, c_at = lay
   d, a, b, c = ins.args[:4]
   mask = np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
   _warp_check(L, ins, mask)
@@ -846,36 +866,38 @@ def _mma(L: Launch, ins: Instr) -> None:
   nw = L.sel.size // 32
   lane = (L.sel % 32).reshape(nw, 32)
   if not (lane == np.arange(32)).all(): raise PTXFault("compute", "mma.sync needs whole warps in lane order", ins)
-  g, t = np.arange(32) >> 2, np.arange(32) % 4
-  ut = np.uint16 if w == 2 else np.uint8
+  ut = _MMA_BITS[ta]
+  w = np.dtype(ut).itemsize
   def elems(regs) -> np.ndarray:   # (nw, 32, per * len(regs)) of w-byte values, the low part of each register first
+    if w >= 4: return np.stack([L.get(o, "b64" if w == 8 else "b32").reshape(nw, 32) for o in regs], -1).astype(ut)
     out = []
     for o in regs:
       v = L.get(o, "b32").reshape(nw, 32)
       out += [((v >> np.uint32(8 * w * j)) & np.uint32((1 << (8 * w)) - 1)).astype(ut) for j in range(per)]
     return np.stack(out, -1)
   ae, be = elems(a.value), elems(b.value)
-  A, B = np.zeros((nw, 16, K), ut), np.zeros((nw, K, 8), ut)
+  A, B = np.zeros((nw, M, K), ut), np.zeros((nw, K, 8), ut)
   for i in range(ae.shape[-1]):
     r, cc = a_at(i)
     A[:, r, cc] = ae[:, :, i]
   for i in range(be.shape[-1]):
     r, cc = b_at(i)
     B[:, r, cc] = be[:, :, i]
-  ct = "f32" if w == 2 else "s32"
   cv = np.stack([L.get(o, ct).reshape(nw, 32) for o in c.value], -1)
-  C = np.zeros((nw, 16, 8), cv.dtype)
-  for i in range(4): C[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)] = cv[:, :, i]
-  if w == 2:
-    Av, Bv = (A.view(np.float16), B.view(np.float16)) if ta == "f16" else (A, B)
-    D = wmma_arith(Av, Bv, C, dtypes.float16 if ta == "f16" else dtypes.bfloat16)
+  C = np.zeros((nw, M, 8), cv.dtype)
+  for i in range(cv.shape[-1]):
+    r, cc = c_at(i)
+    C[:, r, cc] = cv[:, :, i]
+  if not integer: D = mma_float(ta, A, B, C)
   else:
     Ai = (A.view(np.int8) if ta == "s8" else A).astype(np.int64)
     Bi = (B.view(np.int8) if ins.types[2] == "s8" else B).astype(np.int64)
     D64 = C.astype(np.int64) + np.einsum("wik,wkj->wij", Ai, Bi)   # |products| <= 2**16, at most 32 terms: exact
     D64 = np.clip(D64, -2**31, 2**31 - 1) if ins.has("satfinite") else D64 & 0xFFFFFFFF
     D = D64.astype(np.uint32).view(np.int32)
-  for i, o in enumerate(d.value): L.put(o, ct, D[:, g + (8 if i >= 2 else 0), 2 * t + (i & 1)].reshape(-1))
+  for i, o in enumerate(d.value):
+    r, cc = c_at(i)
+    L.put(o, ct, D[:, r, cc].reshape(-1))
 
 
 def _dp(L: Launch, ins: Instr) -> None:

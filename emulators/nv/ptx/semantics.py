@@ -297,6 +297,25 @@ def to_int(x: np.ndarray, t: str, rnd: str) -> np.ndarray:
     return np.where(big, dt(info.max), np.where(small, dt(info.min), r))
 
 
+TF32_ROUNDS = ("rna", "rn", "rz")
+
+
+def to_tf32(x: np.ndarray, rnd: str) -> np.ndarray:
+  """cvt.{rna,rn,rz}.tf32.f32: float32 x rounded to tf32 (float32's sign and exponent, 10 mantissa bits), returned as the
+  .b32 float32 bits whose low 13 bits are zero. rna: to nearest, ties away from zero (what __float_to_tf32 emits); rn:
+  ties to even; rz: toward zero. Rounding works on the magnitude's bits, so subnormals round the same way and a carry
+  out of the largest finite values gives infinity. A NaN gives the canonical NaN 0x7FFFFFFF (its payload may lie only
+  in the dropped bits)."""
+  u = np.ascontiguousarray(np.asarray(x, np.float32)).view(np.uint32)
+  mag, sign = u & np.uint32(0x7FFFFFFF), u & np.uint32(0x80000000)
+  with np.errstate(over="ignore"):
+    if rnd == "rna": mag = mag + np.uint32(0x1000)
+    elif rnd == "rn": mag = mag + np.uint32(0xFFF) + ((mag >> np.uint32(13)) & np.uint32(1))
+    elif rnd != "rz": raise ValueError(f"cvt to tf32: rounding .{rnd} is not one of .rna .rn .rz")
+  r = (mag & np.uint32(0xFFFFE000)) | sign
+  return np.where(np.isnan(np.asarray(x, np.float32)), np.uint32(0x7FFFFFFF), r).astype(np.uint32)
+
+
 def to_float(x: np.ndarray, src: str, dst: str, rnd: str) -> np.ndarray:
   """cvt to a float type (f16 bf16 f32 f64; bf16 returned as its u16 bits) from any type, rounding by rnd (rn rz rm rp)."""
   mode = rnd or "rn"
