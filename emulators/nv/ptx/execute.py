@@ -278,7 +278,10 @@ class Launch:
     b, d = self.bits(o.value)
     if self.checked and d is not None and not d.all():
       raise PTXFault("compute", f"undefined value used as an address by {self.thread(int(np.flatnonzero(~d)[0]))}", self.ins)
-    return b + np.uint64(o.offset & 0xFFFFFFFFFFFFFFFF)
+    a = b + np.uint64(o.offset & 0xFFFFFFFFFFFFFFFF)
+    if o.value.kind == "reg" and TYPES.get(self.e.regs.get(str(o.value.value), ""), 8) == 4:   # a 32-bit register's sum wraps in
+      a &= np.uint64(0xFFFFFFFF)                                                              # 32 bits (shared/local addresses)
+    return a
 
   def thread(self, i: int) -> str: return self.lane_name(int(self.sel[i]))
 

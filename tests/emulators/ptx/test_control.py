@@ -492,3 +492,16 @@ def test_declarations_without_a_space_before_the_type():
   st.global.u32 [%rd2], %r5;
   ret;"""
   assert run(kernel(body), 2).tolist() == [14, 14]
+
+
+def test_a_32_bit_address_register_wraps_with_its_offset():
+  # nvcc's unrolled shared-memory loops: [%r1+16] with %r1 = sh - 16, which wraps below 0 when sh sits at offset 0
+  body = """
+  mov.u32 %r3, sh;
+  add.s32 %r4, %r3, -16;
+  mov.u32 %r5, 7;
+  st.shared.u32 [%r4+16], %r5;
+  ld.shared.u32 %r6, [%r3];
+  st.global.u32 [%rd2], %r6;
+  ret;"""
+  assert run(kernel(body, ".shared .align 4 .b8 sh[64];"), 1).tolist() == [7]
