@@ -246,11 +246,19 @@ class NVCompiled(HCQCompiled):
     `shared`: dynamic shared memory bytes per block (extern __shared__ arrays), as the third <<<>>> argument."""
     dev = self.hcq
     assert dev is not None
+    if not isinstance(src, str): raise TypeError(f"run_ptx: src must be the PTX module's text (str), not {type(src).__name__}")
+    if not isinstance(entry, str): raise TypeError(f"run_ptx: entry must be the .entry's name (str), not {type(entry).__name__}")
     params, static = ptx_args.entry_signature(src, entry)
-    if shared < 0: raise ValueError(f"run_ptx: dynamic shared memory of {shared} bytes")
+    for what, v in (("grid", grid), ("block", block)):
+      if len(v) != 3 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in v):
+        raise ValueError(f"run_ptx: {what} {tuple(v)} must be 3 integers")
+    if not isinstance(shared, (int, np.integer)) or isinstance(shared, bool) or shared < 0:
+      raise ValueError(f"run_ptx: dynamic shared memory must be a number of bytes >= 0, got {shared!r}")
+    if static + shared > ptx_args.MAX_SHARED_BYTES:
+      raise ValueError(f"run_ptx: {static + shared} bytes of shared memory per block ({static} static + {shared} dynamic) is more than "
+                       f"the {ptx_args.MAX_SHARED_BYTES} an sm_80 block may have")
     shared += static
     gs, ls = tuple(int(x) for x in grid), tuple(int(x) for x in block)
-    if len(gs) != 3 or len(ls) != 3: raise ValueError(f"run_ptx: grid {grid} and block {block} must have 3 dimensions")
     alloc = HCQAllocator(dev)
     bufs: dict[int, tuple[object, np.ndarray]] = {}
     try:

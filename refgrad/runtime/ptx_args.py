@@ -24,6 +24,9 @@ class Param:
   align: int
 
 
+MAX_SHARED_BYTES = 163 * 1024   # shared memory one block may have on compute capability 8.0 (with the opt-in above 48 KiB)
+
+
 def entry_signature(src: str, entry: str) -> tuple[list[Param], int]:
   """The .param list of `.entry entry` and its static .shared bytes; ValueError names what is wrong."""
   text = re.sub(r"//[^\n]*", "", src)

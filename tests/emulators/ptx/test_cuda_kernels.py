@@ -117,6 +117,20 @@ def test_argument_mismatch(ptx, nv):
     nv.run_ptx(ptx, "saxpy", [np.float32(1), np.zeros(1, np.float32), np.zeros(1, np.float32), np.float32(1)])
 
 
+@pytest.mark.parametrize("kw, err, match", [
+  ({"grid": (1.5, 1, 1)}, ValueError, r"grid \(1.5, 1, 1\) must be 3 integers"),
+  ({"block": (32, 1)}, ValueError, r"block \(32, 1\) must be 3 integers"),
+  ({"shared": -4}, ValueError, "dynamic shared memory must be a number of bytes >= 0"),
+  ({"shared": 1 << 30}, ValueError, r"1073741824 bytes of shared memory per block .* more than the 166912"),
+])
+def test_bad_launch_arguments_are_named(ptx, nv, kw, err, match):
+  x = np.zeros(4, np.float32)
+  with pytest.raises(err, match=match):
+    nv.run_ptx(ptx, "saxpy", [np.float32(1), x, x.copy(), np.int32(4)], **kw)
+  with pytest.raises(TypeError, match="src must be the PTX module's text"):
+    nv.run_ptx(ptx.encode(), "saxpy", [])
+
+
 @pytest.fixture(scope="module")
 def more_ptx(tmp_path_factory) -> str:
   out = tmp_path_factory.mktemp("ptx") / "more.ptx"
