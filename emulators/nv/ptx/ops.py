@@ -697,20 +697,29 @@ def _shfl(L: Launch, ins: Instr) -> None:
   if p is not None: L.put(p, "pred", ok)
 
 
+def _members(L: Launch, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(warp of each selected lane, its lane bit, the lanes its own member mask names among its warp's executing lanes).
+  Each lane's result covers the lanes of ITS membermask (PTX ISA: vote/redux/match.sync), which may differ between lanes
+  of one warp (cooperative groups' tiles: `0xFFFF << (lane & 16)`); naming a lane not executing is reported by
+  warp_check in checked mode and left out here."""
+  warp = L.sel // 32
+  bit = np.uint64(1) << (L.sel % 32).astype(np.uint64)
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, warp, bit)
+  return warp, bit, mask.astype(np.uint64) & act[warp]
+
+
 def _vote(L: Launch, ins: Instr) -> None:
   mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
   mask = L.get(ins.args[2], "u32") if len(ins.args) > 2 else np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
   _warp_check(L, ins, mask)
   pr = L.get(ins.args[1], "pred")
-  warp = L.sel // 32
-  lane = (L.sel % 32).astype(np.uint64)
+  warp, bit, mem = _members(L, mask)
   ballot = np.zeros(L.n // 32, np.uint64)
-  np.bitwise_or.at(ballot, warp, np.where(pr, np.uint64(1) << lane, np.uint64(0)))
-  act = np.zeros(L.n // 32, np.uint64)
-  np.bitwise_or.at(act, warp, np.uint64(1) << lane)
-  bw, aw = ballot[warp], act[warp]
+  np.bitwise_or.at(ballot, warp, np.where(pr, bit, np.uint64(0)))
+  bw = ballot[warp] & mem
   if mode == "ballot": return L.put(ins.args[0], "u32", bw.astype(np.uint32))
-  r = {"all": bw == aw, "any": bw != 0, "uni": (bw == aw) | (bw == 0)}[mode]
+  r = {"all": bw == mem, "any": bw != 0, "uni": (bw == mem) | (bw == 0)}[mode]
   L.put(ins.args[0], "pred", r)
 
 
@@ -721,8 +730,8 @@ def _activemask(L: Launch, ins: Instr) -> None:
 
 
 def _match(L: Launch, ins: Instr) -> None:
-  """match.any.sync: the lanes of the warp (among the member mask) holding the same value; match.all.sync: the member mask
-  if all of them hold the same value (else 0), and p = whether they do."""
+  """match.any.sync: the lanes of the warp (among the lane's member mask) holding the same value; match.all.sync: the
+  member mask if all of them hold the same value (else 0), and p = whether they do."""
   t = _t(ins)
   dst, p = (ins.args[0].value if ins.args[0].kind == "pair" else (ins.args[0], None))
   v = L.get(ins.args[1], t).astype(np.uint64)
@@ -730,32 +739,42 @@ def _match(L: Launch, ins: Instr) -> None:
   _warp_check(L, ins, mask)
   nw = L.n // 32
   vals = np.zeros((nw, 32), np.uint64)
-  act = np.zeros((nw, 32), np.bool_)
   w, lane = L.sel // 32, L.sel % 32
-  vals[w, lane], act[w, lane] = v, True
-  eq = (vals[w][:, :] == v[:, None]) & act[w]   # (lanes, 32)
-  m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1).astype(np.uint32)
-  if ins.has("any"): return L.put(dst, "b32", m)
-  same = m == mask
-  L.put(dst, "b32", np.where(same, mask, np.uint32(0)))
+  vals[w, lane] = v
+  _, _, mem = _members(L, mask)
+  eq = vals[w] == v[:, None]   # (lanes, 32): which lanes of the warp hold this lane's value (members only count below)
+  m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1) & mem
+  if ins.has("any"): return L.put(dst, "b32", m.astype(np.uint32))
+  same = m == mem
+  L.put(dst, "b32", np.where(same, mem, np.uint64(0)).astype(np.uint32))
   if p is not None: L.put(p, "pred", same)
 
 
+_REDUX_IDENT = {"add": 0, "min": 2**40, "max": -2**40, "and": -1, "or": 0, "xor": 0}
+_REDUX_REDUCE = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
 def _redux(L: Launch, ins: Instr) -> None:
-  op = next(m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor"))
+  op = next(m for m in ins.mods if m in _REDUX_IDENT)
   t = _t(ins)
   st = "s32" if t == "s32" else "u32"
   v = L.get(ins.args[1], st).astype(np.int64)
-  _warp_check(L, ins, L.get(ins.args[2], "u32"))
-  warp = L.sel // 32
-  nw = L.n // 32
-  if op == "add": acc = np.zeros(nw, np.int64); np.add.at(acc, warp, v)
-  elif op == "min": acc = np.full(nw, 2**40, np.int64); np.minimum.at(acc, warp, v)
-  elif op == "max": acc = np.full(nw, -2**40, np.int64); np.maximum.at(acc, warp, v)
-  else:
-    acc = np.full(nw, -1 if op == "and" else 0, np.int64)
-    getattr(np, f"bitwise_{op}").at(acc, warp, v)
-  L.put(ins.args[0], "u32", (acc[warp] & 0xFFFFFFFF).astype(np.uint32))
+  mask = L.get(ins.args[2], "u32")
+  _warp_check(L, ins, mask)
+  warp, bit, mem = _members(L, mask)
+  nw, f = L.n // 32, _REDUX_REDUCE[op]
+  act = np.zeros(nw, np.uint64)
+  np.bitwise_or.at(act, warp, bit)
+  if (mem == act[warp]).all():   # every lane's members are its warp's executing lanes (the usual case): one value per warp
+    acc = np.full(nw, _REDUX_IDENT[op], np.int64)
+    f.at(acc, warp, v)
+    r = acc[warp]
+  else:   # lanes of a warp with different members (tiles): each lane reduces over its own
+    vals = np.full((nw, 32), _REDUX_IDENT[op], np.int64)
+    vals[warp, L.sel % 32] = v
+    inm = ((mem[:, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)) != 0
+    r = f.reduce(np.where(inm, vals[warp], _REDUX_IDENT[op]), axis=1)
+  L.put(ins.args[0], "u32", (r & 0xFFFFFFFF).astype(np.uint32))
 
 
 def _mma_layout(shape: str, w: int) -> tuple[int, int, Callable, Callable] | None:
