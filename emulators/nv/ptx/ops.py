@@ -589,11 +589,24 @@ def _vec_n(ins: Instr) -> int:
   return 1
 
 
+# strong ld/st (PTX ISA §8.4: .relaxed .acquire .release, and .volatile = .relaxed.sys; .mmio is .relaxed.sys too): the
+# race checker's strong accesses (Launch._race), with the ordering they carry
+_STRONG = {"volatile": None, "relaxed": None, "mmio": None, "acquire": "acquire", "release": "release"}
+
+
+def _strong(ins: Instr) -> tuple[bool, str | None]:
+  for m in ins.mods:
+    if m in _STRONG: return True, next((x for x in ins.mods if x in ("acquire", "release", "acq_rel")), None)
+  return False, None
+
+
 def _ld(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   n, w = _vec_n(ins), TYPES[t]
   addr = L.address(ins.args[1])
-  raw, dd = L.load(L.space_of(ins), addr, n * w)
+  L.strong, L.sem = _strong(ins)
+  try: raw, dd = L.load(L.space_of(ins), addr, n * w)
+  finally: L.strong = False
   dsts = ins.args[0].value if n > 1 else (ins.args[0],)
   for i, o in enumerate(dsts):
     if o.kind == "sym" and o.value == "_": continue
@@ -609,7 +622,9 @@ def _st(L: Launch, ins: Instr) -> None:
   srcs = ins.args[1].value if n > 1 else (ins.args[1],)
   L._d = None
   vals = [to_bytes(L.get(o, t), w) for o in srcs]
-  L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
+  L.strong, L.sem = _strong(ins)
+  try: L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
+  finally: L.strong = False
 
 
 ATOM_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas")
@@ -631,7 +646,8 @@ def _atom(L: Launch, ins: Instr) -> None:
   old_all = np.zeros(addr.size, S.NP[t] if t != "bf16" else np.uint16)
   left = np.arange(addr.size)
   sel = L.sel
-  L.atomic = True
+  # strong (relaxed unless .acquire/.release/.acq_rel): no race with other strong accesses, still one with weak ones
+  L.strong, L.sem = True, next((m for m in ins.mods if m in ("acquire", "release", "acq_rel")), None)
   try:
     while left.size:
       _, first = np.unique(addr[left], return_index=True)
@@ -658,7 +674,7 @@ def _atom(L: Launch, ins: Instr) -> None:
       L.store(space, addr[now], to_bytes(new.astype(old.dtype), w), None)
       old_all[now] = old
       left = np.setdiff1d(left, now, assume_unique=True)
-  finally: L.sel, L.atomic = sel, False
+  finally: L.sel, L.strong = sel, False
   if not red: L.put(ins.args[0], t, old_all)
 
 
