@@ -399,13 +399,13 @@ class Launch:
     lanes = np.repeat(self.sel, w)
     b = ix.reshape(-1)
     mine = -10 - lanes // 32   # a byte a warp synced (bar.warp.sync) with its own accesses: ordered for that warp's lanes
-    def other(x: np.ndarray) -> np.ndarray:   # accesses of x by another thread, not ordered before this one
-      return ((x >= 0) & (x != lanes)) | ((x <= -10) & (x != mine)) | (x == -2)
     kinds = [(weak, False)] + ([(self.srace, True)] if self.srace is not None and not strong else [])
     for arr, skind in kinds:   # a weak access races with every other access; a strong one with weak ones only
       wr, rd = arr[0][b], arr[1][b]
-      bad_w = other(wr)
-      bad = bad_w | other(rd) if write else bad_w
+      # accesses by another thread, not ordered before this one (only strong writers are ever -2: several)
+      bad_w = ((wr >= 0) & (wr != lanes)) | ((wr <= -10) & (wr != mine))
+      if skind: bad_w |= wr == -2
+      bad = bad_w | ((rd != -1) & (rd != lanes) & (rd != mine)) if write else bad_w
       if bad.any():
         k = int(np.flatnonzero(bad)[0])
         wrote = bool(bad_w[k])

@@ -713,8 +713,9 @@ def _shfl(L: Launch, ins: Instr) -> None:
   if p is not None: L.put(p, "pred", ok)
 
 
-def _members(L: Launch, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """(warp of each selected lane, its lane bit, the lanes its own member mask names among its warp's executing lanes).
+def _members(L: Launch, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """(warp of each selected lane, its lane bit, the lanes its own member mask names among its warp's executing lanes, the
+  executing lanes of each warp).
   Each lane's result covers the lanes of ITS membermask (PTX ISA: vote/redux/match.sync), which may differ between lanes
   of one warp (cooperative groups' tiles: `0xFFFF << (lane & 16)`); naming a lane not executing is reported by
   warp_check in checked mode and left out here."""
@@ -722,7 +723,7 @@ def _members(L: Launch, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
   bit = np.uint64(1) << (L.sel % 32).astype(np.uint64)
   act = np.zeros(L.n // 32, np.uint64)
   np.bitwise_or.at(act, warp, bit)
-  return warp, bit, mask.astype(np.uint64) & act[warp]
+  return warp, bit, mask.astype(np.uint64) & act[warp], act
 
 
 def _vote(L: Launch, ins: Instr) -> None:
@@ -730,7 +731,7 @@ def _vote(L: Launch, ins: Instr) -> None:
   mask = L.get(ins.args[2], "u32") if len(ins.args) > 2 else np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
   _warp_check(L, ins, mask)
   pr = L.get(ins.args[1], "pred")
-  warp, bit, mem = _members(L, mask)
+  warp, bit, mem, _ = _members(L, mask)
   ballot = np.zeros(L.n // 32, np.uint64)
   np.bitwise_or.at(ballot, warp, np.where(pr, bit, np.uint64(0)))
   bw = ballot[warp] & mem
@@ -757,7 +758,7 @@ def _match(L: Launch, ins: Instr) -> None:
   vals = np.zeros((nw, 32), np.uint64)
   w, lane = L.sel // 32, L.sel % 32
   vals[w, lane] = v
-  _, _, mem = _members(L, mask)
+  _, _, mem, _ = _members(L, mask)
   eq = vals[w] == v[:, None]   # (lanes, 32): which lanes of the warp hold this lane's value (members only count below)
   m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1) & mem
   if ins.has("any"): return L.put(dst, "b32", m.astype(np.uint32))
@@ -777,10 +778,8 @@ def _redux(L: Launch, ins: Instr) -> None:
   v = L.get(ins.args[1], st).astype(np.int64)
   mask = L.get(ins.args[2], "u32")
   _warp_check(L, ins, mask)
-  warp, bit, mem = _members(L, mask)
+  warp, _, mem, act = _members(L, mask)
   nw, f = L.n // 32, _REDUX_REDUCE[op]
-  act = np.zeros(nw, np.uint64)
-  np.bitwise_or.at(act, warp, bit)
   if (mem == act[warp]).all():   # every lane's members are its warp's executing lanes (the usual case): one value per warp
     acc = np.full(nw, _REDUX_IDENT[op], np.int64)
     f.at(acc, warp, v)
