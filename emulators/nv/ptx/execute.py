@@ -147,6 +147,8 @@ class Launch:
     self.strong, self.sem = False, None
     self.srace: tuple[np.ndarray, np.ndarray] | None = None   # strong accesses' (writer, reader) per shared byte, made at the first
     self.released: dict[int, np.ndarray] = {}   # first shared byte of a release -> the bytes its thread accessed before it
+    self.fenced: np.ndarray | None = None   # lanes that ran a fence (membar, fence.sc/acq_rel): their strong writes release
+    self.pending: dict[int, set[int]] = {}   # lane -> released bytes its strong reads read: acquired at its next fence
     self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
     self.cp_async: Any = None   # cp.async copies not completed yet (emulators/nv/ptx/cpasync.py)
@@ -421,7 +423,9 @@ class Launch:
       k = int(np.flatnonzero(dup)[0])
       raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(ls[k]))} and {self.lane_name(int(ls[k + 1]))} write shared byte "
                      f"{int(bs[k]) % self.shared.shape[1]} in the same instruction", self.ins)
-    if strong and write and self.sem in ("release", "acq_rel"): self._release(ix)
+    if strong and write:
+      if self.sem in ("release", "acq_rel"): self._release(ix, np.ones(ix.shape[0], np.bool_))
+      elif self.fenced is not None and (f := self.fenced[self.sel]).any(): self._release(ix, f)   # fence; strong write
     if strong and self.srace is None: self.srace = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64))
     writer, reader = self.srace if strong else weak
     if write and not strong: writer[b] = lanes
@@ -430,14 +434,20 @@ class Launch:
       cur = a[b]
       a[b] = np.where((cur == -1) | (cur == mine), lanes, np.where(cur == lanes, cur, -2))
       if dup.any(): a[bs[1:][dup]] = -2
-    if strong and not write and self.sem in ("acquire", "acq_rel") and self.released: self._acquire(ix)
+    if strong and not write and self.released:
+      if self.sem in ("acquire", "acq_rel"): self._acquire(ix[:, 0])
+      else:   # a strong read: acquires at its thread's next fence (strong read; fence)
+        for g, key in zip(self.sel.tolist(), ix[:, 0].tolist()):
+          if key in self.released: self.pending.setdefault(g, set()).add(key)
 
-  def _release(self, ix: np.ndarray) -> None:
-    """A release (st.release, atom .release/.acq_rel) by each lane: the shared bytes its thread (or its synced warp) accessed
-    since the last barrier, kept under the release's first byte for an acquire that reads it (PTX ISA §8.8: release and
-    acquire patterns; §8.9: causality order)."""
+  def _release(self, ix: np.ndarray, rows: np.ndarray) -> None:
+    """A release (st.release, atom .release/.acq_rel, or a strong write after a fence) by each lane of rows: the shared
+    bytes its thread (or its synced warp) accessed since the last barrier, kept under the release's first byte for an
+    acquire that reads it (PTX ISA §8.8: release and acquire patterns; §8.9: causality order). (After a fence, the
+    accesses between the fence and the write count too: a race there goes unreported.)"""
     n = self.shared.shape[1]
     for i, g in enumerate(self.sel.tolist()):
+      if not rows[i]: continue
       c = int(self.cta[g])
       ids = np.array([g, -10 - g // 32], np.int64)
       seen = np.zeros(n, np.bool_)
@@ -446,14 +456,24 @@ class Launch:
       got = np.flatnonzero(seen) + c * n
       self.released[key] = got if key not in self.released else np.union1d(self.released[key], got)
 
-  def _acquire(self, ix: np.ndarray) -> None:
-    """An acquire that reads a location a release wrote: the bytes the releasing thread accessed before the release are
-    ordered before the acquiring thread's later accesses. Modelled as a barrier over those bytes (their race state is
-    reset): a third thread that did not acquire is then not reported either (a race missed, never a false one)."""
-    for key in np.unique(ix[:, 0]).tolist():
+  def _acquire(self, keys: np.ndarray) -> None:
+    """An acquire that reads a location a release wrote (keys: the first byte each lane read): the bytes the releasing
+    thread accessed before the release are ordered before the acquiring thread's later accesses. Modelled as a barrier
+    over those bytes (their race state is reset): a third thread that did not acquire is then not reported either (a
+    race missed, never a false one)."""
+    for key in np.unique(keys).tolist():
       got = self.released.get(key)
       if got is None: continue
       for arr in (*self.race, *(self.srace or ())): arr[got] = -1
+
+  def fence(self) -> None:
+    """membar / fence.sc / fence.acq_rel by the selected lanes (PTX ISA §8.8): their later strong writes release, and
+    the releases their earlier strong reads read are acquired now."""
+    if self.race is None: return
+    if self.fenced is None: self.fenced = np.zeros(self.n, np.bool_)
+    self.fenced[self.sel] = True
+    if self.pending:
+      for g in np.intersect1d(np.fromiter(self.pending, np.int64), self.sel).tolist(): self._acquire(np.fromiter(self.pending.pop(g), np.int64))
 
   def warp_synced(self, lanes: np.ndarray) -> None:
     """bar.warp.sync of `lanes`: the shared bytes they last wrote or read become their warp's (-10 - warp)."""
@@ -471,6 +491,7 @@ class Launch:
     n = self.shared.shape[1]
     for a in (*self.race, *(self.srace or ())): a[cta * n:(cta + 1) * n] = -1
     if self.released: self.released = {k: v for k, v in self.released.items() if k // n != cta}
+    if self.pending: self.pending = {g: ks for g, ks in self.pending.items() if int(self.cta[g]) != cta}
 
   def _module_vars(self, addr: np.ndarray, w: int, data: np.ndarray | None) -> np.ndarray | None:
     """Loads/stores of module-scope variables (every lane of the access must address them)."""

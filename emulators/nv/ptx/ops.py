@@ -879,6 +879,13 @@ def _dp(L: Launch, ins: Instr) -> None:
 def _nop(L: Launch, ins: Instr) -> None: return None
 
 
+def _fence(L: Launch, ins: Instr) -> None:
+  """membar.{cta,gl,sys} (fence.sc) and fence.sc / fence.acq_rel: every access here is already in program order; for the
+  race checker they make release and acquire patterns with strong accesses (Launch.fence). fence.proxy and
+  fence.mbarrier_init order other proxies / barrier initialisation only."""
+  if ins.op == "membar" or (not ins.has("proxy") and not ins.has("mbarrier_init")): L.fence()
+
+
 TABLE: dict[str, object] = {
   **{n: _arith(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs")},
   "addc": _carry, "subc": _carry, "madc": _carry,
@@ -887,7 +894,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
-  "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _fence, "fence": _fence, "prefetch": _nop, "prefetchu": _nop,
   "set": _set, "isspacep": _isspacep, "discard": _nop, "applypriority": _nop, "pmevent": _nop,
   "mbarrier": mbarrier, "nanosleep": _nop,   # (nanosleep: a hint: the thread may sleep up to t ns (no result))
   "lop3": _lop3, "sad": _sad, "bmsk": _bmsk, "szext": _szext, "fns": _fns, "mul24": _mul24, "mad24": _mul24, **VIDEO,

@@ -218,6 +218,7 @@ $Lread:
   {acquire}.shared.u32 %r5, [%r10];
   setp.eq.u32 %p2, %r5, 0;
   @%p2 bra $Lread;
+  {after}
   sub.u32 %r6, 252, %r2;
   add.u32 %r7, %r1, %r6;
   ld.shared.u32 %r3, [%r7];
@@ -227,13 +228,29 @@ $Ldone:
 REL, ACQ = "st.release.cta", "ld.acquire.cta"
 
 
+def message(release: str, acquire: str, after: str = "") -> str:
+  return kernel(MESSAGE.replace("{release}", release).replace("{acquire}", acquire).replace("{after}", after), RACE_DECL)
+
+
 def test_release_acquire_orders_the_releasers_writes():
-  r = run(kernel(MESSAGE.replace("{release}", REL).replace("{acquire}", ACQ), RACE_DECL), n=64)
+  r = run(message(REL, ACQ), n=64)
   assert r[32:].tolist() == [3 * (63 - t) for t in range(32, 64)]
   # without the acquire (a relaxed load) or the release (a relaxed store) nothing orders warp 0's words for warp 1
   for rel, acq in ((REL, "ld.relaxed.cta"), ("st.relaxed.cta", ACQ), ("st.volatile", "ld.volatile")):
     with pytest.raises(GPUFault, match=r"shared-memory race: thread \(32, 0, 0\).*reads shared byte 124, which the threads of warp 0"):
-      run(kernel(MESSAGE.replace("{release}", rel).replace("{acquire}", acq), RACE_DECL), n=64)
+      run(message(rel, acq), n=64)
+
+
+FENCED = "fence.acq_rel.cta; @%p3 st.volatile", "membar.cta;"   # a release pattern (fence; strong write), an acquire's fence
+
+
+def test_fences_with_strong_accesses_make_release_and_acquire_patterns():
+  # `__threadfence_block(); flag = 1` with a volatile flag, and the reader's `while (flag == 0); __threadfence_block();`
+  r = run(message(FENCED[0], "ld.volatile", FENCED[1]), n=64)
+  assert r[32:].tolist() == [3 * (63 - t) for t in range(32, 64)]
+  for rel, after in (("st.volatile", FENCED[1]), (FENCED[0], "")):   # either fence missing: a race
+    with pytest.raises(GPUFault, match=r"shared-memory race: thread \(32, 0, 0\).*reads shared byte 124, which the threads of warp 0"):
+      run(message(rel, "ld.volatile", after), n=64)
 
 
 STRONG_VS = """
@@ -274,8 +291,9 @@ def test_a_strong_access_against_a_weak_one_races(write, read):
 
 
 EXTRA_PTX = [(VOLATILE_REDUCTION.replace("{steps}", STEP.replace("{o}", "64")), RACE_DECL),
-             (MESSAGE.replace("{release}", REL).replace("{acquire}", ACQ), RACE_DECL),
-             (MESSAGE.replace("{release}", "st.relaxed.cta").replace("{acquire}", "ld.relaxed.cta"), RACE_DECL),
+             (MESSAGE.replace("{release}", REL).replace("{acquire}", ACQ).replace("{after}", ""), RACE_DECL),
+             (MESSAGE.replace("{release}", "st.relaxed.cta").replace("{acquire}", "ld.relaxed.cta").replace("{after}", ""), RACE_DECL),
+             (MESSAGE.replace("{release}", FENCED[0]).replace("{acquire}", "ld.volatile").replace("{after}", FENCED[1]), RACE_DECL),
              *[("  mov.u32 %r1, sh;" + STRONG_VS.replace("{write}", w).replace("{read}", r), RACE_DECL) for w, r in (
                ("st.release.cta.shared.u32 [%r1], 7", "ld.acquire.cta.shared.u32 %r3, [%r1];"),
                ("red.shared.add.u32 [%r1], 7", "atom.shared.add.u32 %r3, [%r1], 0;"))]]
