@@ -146,6 +146,7 @@ class Launch:
     # a strong access (atom/red, ld/st .relaxed .acquire .release .volatile) runs with strong set and sem its ordering
     self.strong, self.sem = False, None
     self.srace: tuple[np.ndarray, np.ndarray] | None = None   # strong accesses' (writer, reader) per shared byte, made at the first
+    self.sspan: np.ndarray = np.zeros(0, np.int64)
     self.released: dict[int, np.ndarray] = {}   # first shared byte of a release -> the bytes its thread accessed before it
     self.fenced: np.ndarray | None = None   # lanes that ran a fence (membar, fence.sc/acq_rel): their strong writes release
     self.pending: dict[int, set[int]] = {}   # lane -> released bytes its strong reads read: acquired at its next fence
@@ -401,19 +402,26 @@ class Launch:
     lanes = np.repeat(self.sel, w)
     b = ix.reshape(-1)
     mine = -10 - lanes // 32   # a byte a warp synced (bar.warp.sync) with its own accesses: ordered for that warp's lanes
-    kinds = [(weak, False)] + ([(self.srace, True)] if self.srace is not None and not strong else [])
-    for arr, skind in kinds:   # a weak access races with every other access; a strong one with weak ones only
+    kinds = [(weak, False)] + ([(self.srace, True)] if self.srace is not None else [])
+    span = None
+    for arr, skind in kinds:   # a weak access races with every other access; a strong one with weak ones and mixed sizes
       wr, rd = arr[0][b], arr[1][b]
       # accesses by another thread, not ordered before this one (only strong writers are ever -2: several)
       bad_w = ((wr >= 0) & (wr != lanes)) | ((wr <= -10) & (wr != mine))
       if skind: bad_w |= wr == -2
       bad = bad_w | ((rd != -1) & (rd != lanes) & (rd != mine)) if write else bad_w
+      if skind and strong:   # strong against strong: morally strong only when both access the same bytes (§8.6; the last one's kept)
+        if not bad.any(): continue
+        span = np.repeat(ix[:, 0] * 64 + w, w)
+        bad &= self.sspan[b] != span
+        bad_w &= bad
       if bad.any():
         k = int(np.flatnonzero(bad)[0])
         wrote = bool(bad_w[k])
         who_id = int(wr[k] if wrote else rd[k])
         who = self.lane_name(who_id) if who_id >= 0 else f"the threads of warp {-who_id - 10} (synced among themselves)" if who_id <= -10 else "other threads"
-        kind = (" (a weak access against a strong one: only strong accesses do not race with each other)" if skind or strong else "")
+        kind = (" (strong accesses of different bytes: strong accesses race unless they overlap completely)" if skind and strong else
+                " (a weak access against a strong one: only strong accesses do not race with each other)" if skind or strong else "")
         raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
                        f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wrote else 'read'} since the last barrier{kind}", self.ins)
     order = np.argsort(b, kind="stable")
@@ -426,7 +434,10 @@ class Launch:
     if strong and write:
       if self.sem in ("release", "acq_rel"): self._release(ix, np.ones(ix.shape[0], np.bool_))
       elif self.fenced is not None and (f := self.fenced[self.sel]).any(): self._release(ix, f)   # fence; strong write
-    if strong and self.srace is None: self.srace = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64))
+    if strong and self.srace is None:
+      self.srace = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64))
+      self.sspan = np.full(self.shared.size, -1, np.int64)   # per byte: the last strong access's first byte * 64 + its size
+    if strong: self.sspan[b] = np.repeat(ix[:, 0] * 64 + w, w) if span is None else span
     writer, reader = self.srace if strong else weak
     if write and not strong: writer[b] = lanes
     else:

@@ -290,10 +290,21 @@ def test_a_strong_access_against_a_weak_one_races(write, read):
     run(kernel(body, RACE_DECL))
 
 
+def test_strong_accesses_of_different_sizes_race():
+  # morally strong needs complete overlap (§8.6): a relaxed 32-bit store and another thread's relaxed byte load of it race
+  body = STRONG_VS.replace("{write}", "st.relaxed.cta.shared.u32 [%r1], 7").replace("{read}", "ld.relaxed.cta.shared.u8 %r3, [%r1+1];")
+  body = "  mov.u32 %r1, sh; setp.eq.u32 %p3, %r0, 0; @%p3 st.shared.u32 [%r1], 0; bar.sync 0;" + body
+  with pytest.raises(GPUFault, match=r"thread \(1, 0, 0\).*reads shared byte 1, which thread \(0, 0, 0\).*wrote since the last barrier "
+                                     r"\(strong accesses of different bytes"):
+    run(kernel(body, RACE_DECL))
+  assert run(kernel(body.replace(".u8 %r3, [%r1+1]", ".u32 %r3, [%r1]"), RACE_DECL)).tolist() == [7] * 4
+
+
 EXTRA_PTX = [(VOLATILE_REDUCTION.replace("{steps}", STEP.replace("{o}", "64")), RACE_DECL),
              (MESSAGE.replace("{release}", REL).replace("{acquire}", ACQ).replace("{after}", ""), RACE_DECL),
              (MESSAGE.replace("{release}", "st.relaxed.cta").replace("{acquire}", "ld.relaxed.cta").replace("{after}", ""), RACE_DECL),
              (MESSAGE.replace("{release}", FENCED[0]).replace("{acquire}", "ld.volatile").replace("{after}", FENCED[1]), RACE_DECL),
              *[("  mov.u32 %r1, sh;" + STRONG_VS.replace("{write}", w).replace("{read}", r), RACE_DECL) for w, r in (
                ("st.release.cta.shared.u32 [%r1], 7", "ld.acquire.cta.shared.u32 %r3, [%r1];"),
-               ("red.shared.add.u32 [%r1], 7", "atom.shared.add.u32 %r3, [%r1], 0;"))]]
+               ("red.shared.add.u32 [%r1], 7", "atom.shared.add.u32 %r3, [%r1], 0;"),
+               ("st.relaxed.cta.shared.u32 [%r1], 7", "ld.relaxed.cta.shared.u8 %r3, [%r1+1];"))]]
