@@ -128,6 +128,7 @@ class Launch:
     self.shared = np.zeros((self.ncta, max(shared_bytes, 1)), np.uint8)
     self.shared_def = np.zeros((self.ncta, max(shared_bytes, 1)), np.bool_) if checked else None
     self.local = np.zeros((n, max(entry.local_bytes, 1)), np.uint8)
+    self.local_def = np.zeros(self.local.shape, np.bool_) if checked else None   # as shared_def: never-written bytes are undefined
     self.pc = pc0.copy()                                        # -1: exited
     self.waiting = np.zeros(n, np.bool_)                        # at a barrier
     self.clock = 0
@@ -139,8 +140,15 @@ class Launch:
     self._last: tuple[int, int, Any] | None = None   # (va, end, region) of the mapping the last global access used
     self.touched: dict[int, Any] = {}   # id(Memory) -> Memory whose definedness a store changed (settled at the end)
     self.mem_views: dict[int, dict[int, np.ndarray]] = {}   # id(Memory) -> element size -> the bytes viewed as that size (_elements)
-    self.atomic = False   # inside atom/red: no race reports
+    self.atomic = False   # inside barrier operations (mbarrier) and cp.async completions: no race reports
     self.race = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64)) if checked and shared_bytes else None
+    # a strong access (atom/red, ld/st .relaxed .acquire .release .volatile) runs with strong set and sem its ordering
+    self.strong, self.sem = False, None
+    self.srace: tuple[np.ndarray, np.ndarray] | None = None   # strong accesses' (writer, reader) per shared byte, made at the first
+    self.sspan: np.ndarray = np.zeros(0, np.int64)
+    self.released: dict[int, np.ndarray] = {}   # first shared byte of a release -> the bytes its thread accessed before it
+    self.fenced: np.ndarray | None = None   # lanes that ran a fence (membar, fence.sc/acq_rel): their strong writes release
+    self.pending: dict[int, set[int]] = {}   # lane -> released bytes its strong reads read: acquired at its next fence
     self.bar_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # named barriers: (arrivals, expected) per CTA x id, waited id per lane
     self.bar_val: np.ndarray | None = None   # bar.red predicates, per lane, taken at arrival
     self.cp_async: Any = None   # cp.async copies not completed yet (emulators/nv/ptx/cpasync.py)
@@ -298,6 +306,7 @@ class Launch:
     """(backing 2-D array view as flat uint8, flat byte index of each lane's first byte, definedness flat or None)."""
     if space == "shared":
       a = addr.astype(np.int64)
+      if w > 1 and int(np.bitwise_or.reduce(a)) & (w - 1): self.misaligned(a, w, "shared", 0)
       bad = (a < 0) | (a + w > self.shared_bytes)
       if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -306,13 +315,25 @@ class Launch:
       return self.shared.reshape(-1), self.cta[self.sel] * self.shared.shape[1] + a, None if self.shared_def is None else self.shared_def.reshape(-1)
     if space == "local":
       a = addr.astype(np.int64)
+      if w > 1 and int(np.bitwise_or.reduce(a)) & (w - 1): self.misaligned(a, w, "local", 0)
       bad = (a < 0) | (a + w > self.e.local_bytes)
       if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise PTXFault("mmu", f"local-memory access of {w} bytes at offset {int(a[i])} outside the thread's {self.e.local_bytes} bytes "
                        f"by {self.thread(i)}", self.ins, int(a[i]))
-      return self.local.reshape(-1), self.sel * self.local.shape[1] + a, None
+      return self.local.reshape(-1), self.sel * self.local.shape[1] + a, None if self.local_def is None else self.local_def.reshape(-1)
     raise AssertionError(space)
+
+  def misaligned(self, a: np.ndarray, w: int, space: str, base: int, store: bool | None = None) -> None:
+    """Report the first lane whose address base + a is not a multiple of the access size w (PTX ISA §6.4.1.1: accesses
+    must be naturally aligned; a GPU faults with "misaligned address"); return when every lane's is one."""
+    full = a.astype(np.int64) + base if base else a.astype(np.int64)
+    bad = (full & (w - 1)) != 0
+    if not bad.any(): return
+    i = int(np.flatnonzero(bad)[0])
+    what = f"{space} access" if store is None else f"{space} {'store' if store else 'load'}"
+    where = f"0x{int(full[i]) & 0xFFFFFFFFFFFFFFFF:x}" if space == "global" else f"offset {int(full[i])}"
+    raise PTXFault("mmu", f"misaligned address: {what} of {w} bytes at {where} (not a multiple of {w}) by {self.thread(i)}", self.ins, int(full[i]))
 
   def _generic_split(self, addr: np.ndarray) -> dict[str, np.ndarray]:
     sh = (addr >= np.uint64(SHARED_WINDOW)) & (addr < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
@@ -371,34 +392,101 @@ class Launch:
     if defs is not None: defs[ix] = True if d is None else d[:, None]
 
   def _race(self, ix: np.ndarray, write: bool) -> None:
-    """Shared-memory race check (checked mode): between two barriers of a CTA, a byte written by one thread may not be read
-    or written by another (atomics excepted). Per byte: the last writer and the reader (-1 none, -2 several)."""
-    writer, reader = self.race
+    """Shared-memory race check (checked mode), the PTX memory model's data race (PTX ISA §8.7: two conflicting accesses,
+    at least one a write, neither ordered before the other and not morally strong) restricted to one CTA: between two
+    barriers of a CTA, a byte written by one thread may not be read or written by another, unless both accesses are
+    strong (atom/red, ld/st .relaxed .acquire .release .volatile: every scope includes the CTA's threads, and volatile is
+    relaxed.sys); a strong access against a weak one is a race. Per byte and kind (weak: self.race, strong: self.srace):
+    the last writer and the reader (-1 none, -2 several, -10 - w: warp w synced, bar.warp.sync). A release/acquire pair
+    orders the releasing thread's earlier accesses (_release / _acquire)."""
+    strong, weak = self.strong, self.race
     w = ix.shape[1]
     lanes = np.repeat(self.sel, w)
     b = ix.reshape(-1)
-    wr, rd = writer[b], reader[b]
     mine = -10 - lanes // 32   # a byte a warp synced (bar.warp.sync) with its own accesses: ordered for that warp's lanes
-    bad = ((wr >= 0) & (wr != lanes)) | ((wr <= -10) & (wr != mine))
-    if write: bad |= (rd != -1) & (rd != lanes) & (rd != mine)
+    kinds = [(weak, False)] + ([(self.srace, True)] if self.srace is not None else [])
+    span = None
+    for arr, skind in kinds:   # a weak access races with every other access; a strong one with weak ones and mixed sizes
+      wr, rd = arr[0][b], arr[1][b]
+      # accesses by another thread, not ordered before this one (only strong writers are ever -2: several)
+      bad_w = ((wr >= 0) & (wr != lanes)) | ((wr <= -10) & (wr != mine))
+      if skind: bad_w |= wr == -2
+      bad = bad_w | ((rd != -1) & (rd != lanes) & (rd != mine)) if write else bad_w
+      if skind and strong:   # strong against strong: morally strong only when both access the same bytes (§8.6; the last one's kept)
+        if not bad.any(): continue
+        span = np.repeat(ix[:, 0] * 64 + w, w)
+        bad &= self.sspan[b] != span
+        bad_w &= bad
+      if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        wrote = bool(bad_w[k])
+        who_id = int(wr[k] if wrote else rd[k])
+        who = self.lane_name(who_id) if who_id >= 0 else f"the threads of warp {-who_id - 10} (synced among themselves)" if who_id <= -10 else "other threads"
+        kind = (" (strong accesses of different bytes: strong accesses race unless they overlap completely)" if skind and strong else
+                " (a weak access against a strong one: only strong accesses do not race with each other)" if skind or strong else "")
+        raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
+                       f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wrote else 'read'} since the last barrier{kind}", self.ins)
     order = np.argsort(b, kind="stable")
     bs, ls = b[order], lanes[order]
     dup = (bs[1:] == bs[:-1]) & (ls[1:] != ls[:-1])
-    if write and dup.any():
+    if write and dup.any() and not strong:
       k = int(np.flatnonzero(dup)[0])
       raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(ls[k]))} and {self.lane_name(int(ls[k + 1]))} write shared byte "
                      f"{int(bs[k]) % self.shared.shape[1]} in the same instruction", self.ins)
-    if bad.any():
-      k = int(np.flatnonzero(bad)[0])
-      wrote = bool(wr[k] >= 0 and wr[k] != lanes[k]) or bool(wr[k] <= -10 and wr[k] != mine[k])
-      other = int(wr[k]) if wrote else int(rd[k])
-      who = self.lane_name(other) if other >= 0 else f"the threads of warp {-other - 10} (synced among themselves)" if other <= -10 else "other threads"
-      raise PTXFault("compute", f"shared-memory race: {self.lane_name(int(lanes[k]))} {'writes' if write else 'reads'} shared byte "
-                     f"{int(b[k]) % self.shared.shape[1]}, which {who} {'wrote' if wrote else 'read'} since the last barrier", self.ins)
-    if write: writer[b] = lanes
+    if strong and write:
+      if self.sem in ("release", "acq_rel"): self._release(ix, np.ones(ix.shape[0], np.bool_))
+      elif self.fenced is not None and (f := self.fenced[self.sel]).any(): self._release(ix, f)   # fence; strong write
+    if strong and self.srace is None:
+      self.srace = (np.full(self.shared.size, -1, np.int64), np.full(self.shared.size, -1, np.int64))
+      self.sspan = np.full(self.shared.size, -1, np.int64)   # per byte: the last strong access's first byte * 64 + its size
+    if strong: self.sspan[b] = np.repeat(ix[:, 0] * 64 + w, w) if span is None else span
+    writer, reader = self.srace if strong else weak
+    if write and not strong: writer[b] = lanes
     else:
-      reader[b] = np.where((rd == -1) | (rd == mine), lanes, np.where(rd == lanes, rd, -2))
-      if dup.any(): reader[bs[1:][dup]] = -2
+      a = writer if write else reader
+      cur = a[b]
+      a[b] = np.where((cur == -1) | (cur == mine), lanes, np.where(cur == lanes, cur, -2))
+      if dup.any(): a[bs[1:][dup]] = -2
+    if strong and not write and self.released:
+      if self.sem in ("acquire", "acq_rel"): self._acquire(ix[:, 0])
+      else:   # a strong read: acquires at its thread's next fence (strong read; fence)
+        for g, key in zip(self.sel.tolist(), ix[:, 0].tolist()):
+          if key in self.released: self.pending.setdefault(g, set()).add(key)
+
+  def _release(self, ix: np.ndarray, rows: np.ndarray) -> None:
+    """A release (st.release, atom .release/.acq_rel, or a strong write after a fence) by each lane of rows: the shared
+    bytes its thread (or its synced warp) accessed since the last barrier, kept under the release's first byte for an
+    acquire that reads it (PTX ISA §8.8: release and acquire patterns; §8.9: causality order). (After a fence, the
+    accesses between the fence and the write count too: a race there goes unreported.)"""
+    n = self.shared.shape[1]
+    for i, g in enumerate(self.sel.tolist()):
+      if not rows[i]: continue
+      c = int(self.cta[g])
+      ids = np.array([g, -10 - g // 32], np.int64)
+      seen = np.zeros(n, np.bool_)
+      for arr in (*self.race, *(self.srace or ())): seen |= np.isin(arr[c * n:(c + 1) * n], ids)
+      key = int(ix[i, 0])
+      got = np.flatnonzero(seen) + c * n
+      self.released[key] = got if key not in self.released else np.union1d(self.released[key], got)
+
+  def _acquire(self, keys: np.ndarray) -> None:
+    """An acquire that reads a location a release wrote (keys: the first byte each lane read): the bytes the releasing
+    thread accessed before the release are ordered before the acquiring thread's later accesses. Modelled as a barrier
+    over those bytes (their race state is reset): a third thread that did not acquire is then not reported either (a
+    race missed, never a false one)."""
+    for key in np.unique(keys).tolist():
+      got = self.released.get(key)
+      if got is None: continue
+      for arr in (*self.race, *(self.srace or ())): arr[got] = -1
+
+  def fence(self) -> None:
+    """membar / fence.sc / fence.acq_rel by the selected lanes (PTX ISA §8.8): their later strong writes release, and
+    the releases their earlier strong reads read are acquired now."""
+    if self.race is None: return
+    if self.fenced is None: self.fenced = np.zeros(self.n, np.bool_)
+    self.fenced[self.sel] = True
+    if self.pending:
+      for g in np.intersect1d(np.fromiter(self.pending, np.int64), self.sel).tolist(): self._acquire(np.fromiter(self.pending.pop(g), np.int64))
 
   def warp_synced(self, lanes: np.ndarray) -> None:
     """bar.warp.sync of `lanes`: the shared bytes they last wrote or read become their warp's (-10 - warp)."""
@@ -407,14 +495,16 @@ class Launch:
     for w in np.unique(lanes // 32):
       members = lanes[lanes // 32 == w]
       c = int(self.cta[members[0]])
-      for a in self.race:
+      for a in (*self.race, *(self.srace or ())):
         part = a[c * n:(c + 1) * n]
         part[np.isin(part, members)] = -10 - w
 
   def race_reset(self, cta: int) -> None:
     if self.race is None: return
     n = self.shared.shape[1]
-    for a in self.race: a[cta * n:(cta + 1) * n] = -1
+    for a in (*self.race, *(self.srace or ())): a[cta * n:(cta + 1) * n] = -1
+    if self.released: self.released = {k: v for k, v in self.released.items() if k // n != cta}
+    if self.pending: self.pending = {g: ks for g, ks in self.pending.items() if int(self.cta[g]) != cta}
 
   def _module_vars(self, addr: np.ndarray, w: int, data: np.ndarray | None) -> np.ndarray | None:
     """Loads/stores of module-scope variables (every lane of the access must address them)."""
@@ -423,6 +513,7 @@ class Launch:
       for v in self.e.globals.values():
         if v.init: self._gv[v.offset:v.offset + len(v.init)] = np.frombuffer(v.init, np.uint8)
     a = addr.astype(np.int64) - GLOBAL_WINDOW
+    if w > 1 and int(np.bitwise_or.reduce(a)) & (w - 1): self.misaligned(addr, w, "global", 0, data is not None)
     bad = (a < 0) | (a + w > self.e.globals_bytes)
     if bad.any():
       i = int(np.flatnonzero(bad)[0])
@@ -537,15 +628,18 @@ class Launch:
       rel = b + np.uint64((off - r.va) & 0xFFFFFFFFFFFFFFFF)
       if rel.max() > np.uint64(r.size - w): continue
       self._last = (r.va, r.end, r)
-      return self._in_region(r, rel, w, None)[0]
+      return self._in_region(r, rel, w, None, False)[0]
     return None
 
-  def _in_region(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
-    """A load (st None: (bytes (lanes, w), defined or None)) or store of w bytes per lane at offsets off of one mapping."""
+  def _in_region(self, r: Any, off: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None, exact: bool = True) -> Any:
+    """A load (st None: (bytes (lanes, w), defined or None)) or store of w bytes per lane at offsets off of one mapping;
+    exact: one access of w bytes, which must be aligned to w (else the w bytes of a group of byte loads: any address)."""
+    al = int(np.bitwise_or.reduce(off)) if w > 1 else 0
+    if (al | r.va) & (w - 1) and exact: self.misaligned(off, w, "global", r.va, st is not None)
     k = w if w in (1, 2, 4, 8) else 0
-    if k > 1 and int(np.bitwise_or.reduce(off)) & (k - 1): k = 0   # unaligned: byte by byte
+    if k > 1 and al & (k - 1): k = 0   # unaligned (a group of byte loads, or a mapping not aligned to w): byte by byte
     off = off.view(np.intp)   # take/put with intp indices (uint64 ones are converted on every call); offsets < 2**63
-    if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not (al := int(np.bitwise_or.reduce(off))) & 7:
+    if not k and st is None and w % 8 == 0 and (self.checked is False or r.mem.bits is None) and not al & 7:
       # an aligned load wider than 8 bytes (ld.v4.f32, .v2.f64): one 16-byte row per lane, else w / 8 eight-byte elements
       if w == 16 and not al & 15:
         return self._elements(r, 16).take(off >> 4, axis=0).view(np.uint8).reshape(-1, 16), None
@@ -560,11 +654,11 @@ class Launch:
       return out, (None if ok.all() else ok)
     data, d = st
     if k: v[e] = np.ascontiguousarray(data).view(S.UINT[k]).reshape(-1)
-    elif w == 16 and not int(np.bitwise_or.reduce(off)) & 15:   # an aligned st.v4 of 32-bit values: one 16-byte element per lane
+    elif w == 16 and not al & 15:   # an aligned st.v4 of 32-bit values: one 16-byte element per lane
       self._elements(r, -16)[off >> 4] = np.ascontiguousarray(data).view(_V16).reshape(-1)
     else: r.mem.data[off[:, None] + np.arange(w)] = data
     if r.mem.bits is not None or (d is not None and not d.all()):
-      if not k and w % 8 == 0 and not int(np.bitwise_or.reduce(off)) & 7: e, k1, rep = _spread(off >> 3, w // 8), 8, w // 8
+      if not k and w % 8 == 0 and not al & 7: e, k1, rep = _spread(off >> 3, w // 8), 8, w // 8
       elif not k: e, k1, rep = _spread(off, w), 1, w
       else: k1, rep = k, 1
       dm = None if d is None else (d if rep == 1 else np.repeat(d, rep))
@@ -583,6 +677,7 @@ class Launch:
 
   def _global_any(self, addr: np.ndarray, w: int, st: tuple[np.ndarray, np.ndarray | None] | None) -> Any:
     vm = self.vm
+    if w > 1 and int(np.bitwise_or.reduce(addr)) & (w - 1): self.misaligned(addr.view(np.int64), w, "global", 0, st is not None)
     if self._map is None:   # the VM's mappings do not change while a kernel runs
       self._map = (np.array(vm.starts, np.uint64), np.array([r.end for r in vm.regions] or [0], np.uint64))
     starts, ends = self._map

@@ -601,11 +601,24 @@ def _vec_n(ins: Instr) -> int:
   return 1
 
 
+# strong ld/st (PTX ISA §8.4: .relaxed .acquire .release, and .volatile = .relaxed.sys; .mmio is .relaxed.sys too): the
+# race checker's strong accesses (Launch._race), with the ordering they carry
+_STRONG = {"volatile": None, "relaxed": None, "mmio": None, "acquire": "acquire", "release": "release"}
+
+
+def _strong(ins: Instr) -> tuple[bool, str | None]:
+  for m in ins.mods:
+    if m in _STRONG: return True, next((x for x in ins.mods if x in ("acquire", "release", "acq_rel")), None)
+  return False, None
+
+
 def _ld(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   n, w = _vec_n(ins), TYPES[t]
   addr = L.address(ins.args[1])
-  raw, dd = L.load(L.space_of(ins), addr, n * w)
+  L.strong, L.sem = _strong(ins)
+  try: raw, dd = L.load(L.space_of(ins), addr, n * w)
+  finally: L.strong = False
   dsts = ins.args[0].value if n > 1 else (ins.args[0],)
   for i, o in enumerate(dsts):
     if o.kind == "sym" and o.value == "_": continue
@@ -621,7 +634,9 @@ def _st(L: Launch, ins: Instr) -> None:
   srcs = ins.args[1].value if n > 1 else (ins.args[1],)
   L._d = None
   vals = [to_bytes(L.get(o, t), w) for o in srcs]
-  L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
+  L.strong, L.sem = _strong(ins)
+  try: L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
+  finally: L.strong = False
 
 
 ATOM_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas")
@@ -643,7 +658,8 @@ def _atom(L: Launch, ins: Instr) -> None:
   space, w = L.space_of(ins), TYPES[t]
   old_all = np.zeros(addr.size, S.NP[t] if t != "bf16" else np.uint16)
   sel = L.sel
-  L.atomic = True
+  # strong (relaxed unless .acquire/.release/.acq_rel): no race with other strong accesses, still one with weak ones
+  L.strong, L.sem = True, next((m for m in ins.mods if m in ("acquire", "release", "acq_rel")), None)
   try:
     # (lanes of different CTAs at one shared offset touch different memory: rounds keep them apart, the scan would not)
     _, first, inv, counts = np.unique(addr, return_index=True, return_inverse=True, return_counts=True)
@@ -661,7 +677,7 @@ def _atom(L: Launch, ins: Instr) -> None:
         old_all[now] = old
         left = np.setdiff1d(left, now, assume_unique=True)
         if left.size: now = left[np.sort(np.unique(addr[left], return_index=True)[1])]
-  finally: L.sel, L.atomic = sel, False
+  finally: L.sel, L.strong = sel, False
   if not red: L.put(ins.args[0], t, old_all)
 
 
@@ -757,20 +773,30 @@ def _shfl(L: Launch, ins: Instr) -> None:
   if p is not None: L.put(p, "pred", ok)
 
 
+def _members(L: Launch, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """(warp of each selected lane, its lane bit, the lanes its own member mask names among its warp's executing lanes, the
+  executing lanes of each warp).
+  Each lane's result covers the lanes of ITS membermask (PTX ISA: vote/redux/match.sync), which may differ between lanes
+  of one warp (cooperative groups' tiles: `0xFFFF << (lane & 16)`); naming a lane not executing is reported by
+  warp_check in checked mode and left out here."""
+  warp = L.sel // 32
+  bit = np.uint64(1) << (L.sel % 32).astype(np.uint64)
+  act = np.zeros(L.n // 32, np.uint64)
+  np.bitwise_or.at(act, warp, bit)
+  return warp, bit, mask.astype(np.uint64) & act[warp], act
+
+
 def _vote(L: Launch, ins: Instr) -> None:
   mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
   mask = L.get(ins.args[2], "u32") if len(ins.args) > 2 else np.full(L.sel.size, 0xFFFFFFFF, np.uint32)
   _warp_check(L, ins, mask)
   pr = L.get(ins.args[1], "pred")
-  warp = L.sel // 32
-  lane = (L.sel % 32).astype(np.uint64)
+  warp, bit, mem, _ = _members(L, mask)
   ballot = np.zeros(L.n // 32, np.uint64)
-  np.bitwise_or.at(ballot, warp, np.where(pr, np.uint64(1) << lane, np.uint64(0)))
-  act = np.zeros(L.n // 32, np.uint64)
-  np.bitwise_or.at(act, warp, np.uint64(1) << lane)
-  bw, aw = ballot[warp], act[warp]
+  np.bitwise_or.at(ballot, warp, np.where(pr, bit, np.uint64(0)))
+  bw = ballot[warp] & mem
   if mode == "ballot": return L.put(ins.args[0], "u32", bw.astype(np.uint32))
-  r = {"all": bw == aw, "any": bw != 0, "uni": (bw == aw) | (bw == 0)}[mode]
+  r = {"all": bw == mem, "any": bw != 0, "uni": (bw == mem) | (bw == 0)}[mode]
   L.put(ins.args[0], "pred", r)
 
 
@@ -781,8 +807,8 @@ def _activemask(L: Launch, ins: Instr) -> None:
 
 
 def _match(L: Launch, ins: Instr) -> None:
-  """match.any.sync: the lanes of the warp (among the member mask) holding the same value; match.all.sync: the member mask
-  if all of them hold the same value (else 0), and p = whether they do."""
+  """match.any.sync: the lanes of the warp (among the lane's member mask) holding the same value; match.all.sync: the
+  member mask if all of them hold the same value (else 0), and p = whether they do."""
   t = _t(ins)
   dst, p = (ins.args[0].value if ins.args[0].kind == "pair" else (ins.args[0], None))
   v = L.get(ins.args[1], t).astype(np.uint64)
@@ -790,32 +816,40 @@ def _match(L: Launch, ins: Instr) -> None:
   _warp_check(L, ins, mask)
   nw = L.n // 32
   vals = np.zeros((nw, 32), np.uint64)
-  act = np.zeros((nw, 32), np.bool_)
   w, lane = L.sel // 32, L.sel % 32
-  vals[w, lane], act[w, lane] = v, True
-  eq = (vals[w][:, :] == v[:, None]) & act[w]   # (lanes, 32)
-  m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1).astype(np.uint32)
-  if ins.has("any"): return L.put(dst, "b32", m)
-  same = m == mask
-  L.put(dst, "b32", np.where(same, mask, np.uint32(0)))
+  vals[w, lane] = v
+  _, _, mem, _ = _members(L, mask)
+  eq = vals[w] == v[:, None]   # (lanes, 32): which lanes of the warp hold this lane's value (members only count below)
+  m = (eq.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1) & mem
+  if ins.has("any"): return L.put(dst, "b32", m.astype(np.uint32))
+  same = m == mem
+  L.put(dst, "b32", np.where(same, mem, np.uint64(0)).astype(np.uint32))
   if p is not None: L.put(p, "pred", same)
 
 
+_REDUX_IDENT = {"add": 0, "min": 2**40, "max": -2**40, "and": -1, "or": 0, "xor": 0}
+_REDUX_REDUCE = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
 def _redux(L: Launch, ins: Instr) -> None:
-  op = next(m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor"))
+  op = next(m for m in ins.mods if m in _REDUX_IDENT)
   t = _t(ins)
   st = "s32" if t == "s32" else "u32"
   v = L.get(ins.args[1], st).astype(np.int64)
-  _warp_check(L, ins, L.get(ins.args[2], "u32"))
-  warp = L.sel // 32
-  nw = L.n // 32
-  if op == "add": acc = np.zeros(nw, np.int64); np.add.at(acc, warp, v)
-  elif op == "min": acc = np.full(nw, 2**40, np.int64); np.minimum.at(acc, warp, v)
-  elif op == "max": acc = np.full(nw, -2**40, np.int64); np.maximum.at(acc, warp, v)
-  else:
-    acc = np.full(nw, -1 if op == "and" else 0, np.int64)
-    getattr(np, f"bitwise_{op}").at(acc, warp, v)
-  L.put(ins.args[0], "u32", (acc[warp] & 0xFFFFFFFF).astype(np.uint32))
+  mask = L.get(ins.args[2], "u32")
+  _warp_check(L, ins, mask)
+  warp, _, mem, act = _members(L, mask)
+  nw, f = L.n // 32, _REDUX_REDUCE[op]
+  if (mem == act[warp]).all():   # every lane's members are its warp's executing lanes (the usual case): one value per warp
+    acc = np.full(nw, _REDUX_IDENT[op], np.int64)
+    f.at(acc, warp, v)
+    r = acc[warp]
+  else:   # lanes of a warp with different members (tiles): each lane reduces over its own
+    vals = np.full((nw, 32), _REDUX_IDENT[op], np.int64)
+    vals[warp, L.sel % 32] = v
+    inm = ((mem[:, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)) != 0
+    r = f.reduce(np.where(inm, vals[warp], _REDUX_IDENT[op]), axis=1)
+  L.put(ins.args[0], "u32", (r & 0xFFFFFFFF).astype(np.uint32))
 
 
 def _mma_layout(shape: str, ab: str) -> tuple[int, int, int, Callable, Callable, Callable] | None:
@@ -920,6 +954,13 @@ def _dp(L: Launch, ins: Instr) -> None:
 def _nop(L: Launch, ins: Instr) -> None: return None
 
 
+def _fence(L: Launch, ins: Instr) -> None:
+  """membar.{cta,gl,sys} (fence.sc) and fence.sc / fence.acq_rel: every access here is already in program order; for the
+  race checker they make release and acquire patterns with strong accesses (Launch.fence). fence.proxy and
+  fence.mbarrier_init order other proxies / barrier initialisation only."""
+  if ins.op == "membar" or (not ins.has("proxy") and not ins.has("mbarrier_init")): L.fence()
+
+
 TABLE: dict[str, object] = {
   **{n: _arith(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs")},
   "addc": _carry, "subc": _carry, "madc": _carry,
@@ -928,7 +969,7 @@ TABLE: dict[str, object] = {
   **{n: _unary_int(n) for n in ("popc", "clz", "brev")}, "bfe": _bfe, "bfind": _bfind, "bfi": _bfi, "prmt": _prmt,
   **{n: _ffloat(n) for n in ("sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")}, "testp": _testp, "copysign": _copysign,
   "ld": _ld, "ldu": _ld, "st": _st, "atom": _atom, "red": _atom, "shfl": _shfl, "vote": _vote, "activemask": _activemask, "redux": _redux, "match": _match,
-  "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _nop, "fence": _nop, "prefetch": _nop, "prefetchu": _nop,
+  "mma": _mma, "wmma": wmma, "ldmatrix": ldmatrix, "cp": cp, "dp4a": _dp, "dp2a": _dp, "membar": _fence, "fence": _fence, "prefetch": _nop, "prefetchu": _nop,
   "set": _set, "isspacep": _isspacep, "discard": _nop, "applypriority": _nop, "pmevent": _nop,
   "mbarrier": mbarrier, "nanosleep": _nop,   # (nanosleep: a hint: the thread may sleep up to t ns (no result))
   "lop3": _lop3, "sad": _sad, "bmsk": _bmsk, "szext": _szext, "fns": _fns, "mul24": _mul24, "mad24": _mul24, **VIDEO,

@@ -98,9 +98,11 @@ def test_barrier_and_shared_memory():
   shl.b32 %r4, %r4, 2;
   add.u32 %r4, %r1, %r4;
   ld.shared.u32 %r5, [%r4];
+  bar.sync 0;
   atom.shared.add.u32 %r6, [sh], 1;
   st.global.u32 [%rd2], %r5;
   ret;""", ".shared .align 4 .b8 sh[256];")
+  # (the barrier before the atom: thread 63's weak read of sh[0] and the atomic writes would race, PTX ISA §8.7)
   r = run(src, 64, grid=2)   # both blocks store to out[tid] (the same values); each has its own shared memory
   assert r[:64].tolist() == [63 - t for t in range(64)] and not r[64:].any()
 

@@ -66,12 +66,11 @@ PER_LANE = kernel("""
   add.s64 %rd6, %rd7, %rd5;
   ld.global.f32 %f6, [%rd6];
 """, pre="  add.s64 %rd7, %rd1, %rd2;")
-# the index is odd for v2 loads: not a multiple of 8 bytes from the buffer's start (the chain is stepped; the load then
-# takes bytes one by one)
+# v2 loads scaled by 12 bytes, not a whole number of 8-byte elements (the chain is stepped); the index is even, so every
+# address is aligned (an odd multiple of 4 bytes would be a misaligned-address fault: PTX ISA §6.4.1.1)
 ODD = kernel("""
   shl.b32 %r5, %r2, 1;
-  add.s32 %r5, %r5, 1;
-  mul.wide.s32 %rd5, %r5, 4;
+  mul.wide.s32 %rd5, %r5, 12;
   add.s64 %rd5, %rd1, %rd5;
   ld.global.v2.f32 {%f2, %f3}, [%rd5];
   add.rn.f32 %f6, %f2, %f3;
