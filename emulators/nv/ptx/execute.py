@@ -799,9 +799,11 @@ class _Specials(dict):
 
 
 # the clocks count instruction steps (deterministic, increasing within a launch); %globaltimer reads them as nanoseconds
+# after a fixed start (a timer is never 0)
+_NS0 = 1 << 40
 _TIMERS: dict[str, Callable[[int], int]] = {
   "%clock": lambda c: c & 0xFFFFFFFF, "%clock64": lambda c: c, "%clock_hi": lambda c: (c >> 32) & 0xFFFFFFFF,
-  "%globaltimer": lambda c: c * 32, "%globaltimer_lo": lambda c: (c * 32) & 0xFFFFFFFF, "%globaltimer_hi": lambda c: (c * 32) >> 32,
+  "%globaltimer": lambda c: _NS0 + c * 32, "%globaltimer_lo": lambda c: (_NS0 + c * 32) & 0xFFFFFFFF, "%globaltimer_hi": lambda c: (_NS0 + c * 32) >> 32,
 }
 _SMEM_SPECIALS = frozenset({"%dynamic_smem_size", "%total_smem_size"})   # the others depend on the launch shape only
 _SPECIAL_CACHE: dict[tuple, np.ndarray] = {}
