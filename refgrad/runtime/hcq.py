@@ -369,14 +369,14 @@ class HCQDevice:
     """Short steps on this thread until done() (True) or no queue can move (False); None at a step the driver cannot
     vouch for (or at the deadline). A Ctrl-C meanwhile is raised between steps, never inside one."""
     with _interrupts_between_steps() as pending:
+      moved: bool | None = None
       while not done():
-        if pending or time.perf_counter() > deadline: break
+        if pending or time.perf_counter() > deadline: moved = None; break
         moved = self.drv.poll_inline()
-        if moved is None: return None
-        if not moved and not done(): return False
-      else: return True
-    if pending: raise KeyboardInterrupt
-    return None
+        if moved is None: break
+        if not moved and not done(): break
+    if pending: raise KeyboardInterrupt   # (also when the step it came in finished the wait)
+    return True if done() else moved   # (done, or None: the worker takes over, or False: no queue can move)
   def _poll_until(self, done: Callable[[], bool], cancel: threading.Event) -> bool:
     while not done():
       if cancel.is_set(): return True

@@ -129,3 +129,20 @@ def test_ctrl_c_lands_between_steps(monkeypatch: pytest.MonkeyPatch):
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
   Device["NV"].synchronize()   # the device goes on from where it stopped
   assert _double("NV", 47) == [2.0 * i for i in range(47)]
+
+
+def test_ctrl_c_in_the_last_step_is_not_lost(monkeypatch: pytest.MonkeyPatch):
+  _double("NV", 53)
+  _double("NV", 53)
+  orig = hcq.HCQDevice._poll_inline
+  def poll_inline(self, done, deadline):   # SIGINT arrives just as the wait is satisfied
+    def done_and_interrupted() -> bool:
+      d = done()
+      if d: os.kill(os.getpid(), signal.SIGINT)
+      return d
+    return orig(self, done_and_interrupted, deadline)
+  monkeypatch.setattr(hcq.HCQDevice, "_poll_inline", poll_inline)
+  with pytest.raises(KeyboardInterrupt):
+    _double("NV", 53)
+  monkeypatch.setattr(hcq.HCQDevice, "_poll_inline", orig)
+  assert _double("NV", 53) == [2.0 * i for i in range(53)]
