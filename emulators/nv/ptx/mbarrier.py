@@ -85,12 +85,7 @@ def arrive(L: Launch, ins: Instr, addr: np.ndarray, count: np.ndarray, drop: boo
   new = np.where(total < p, p - total, e - (total - p) % e)
   nph = ph ^ (np.where(total < p, 0, 1 + (total - p) // e) & 1)
   _completed(L, (total >= p), order[first])
-  L.sel = sel[order[first]]
-  try: _store(L, addr[order[first]], (nph.astype(np.uint64) << np.uint64(63)) | (e.astype(np.uint64) << np.uint64(32)) | new.astype(np.uint64))
-  finally: L.sel = sel
-  out = np.empty(sel.size, np.uint64)
-  out[order] = state
-  return out
+  return _commit(L, addr, order, first, nph, e, new, state)
 
 
 def _arrive_drop(L: Launch, ins: Instr, addr: np.ndarray, order: np.ndarray, first: np.ndarray, group: np.ndarray,
@@ -109,6 +104,12 @@ def _arrive_drop(L: Launch, ins: Instr, addr: np.ndarray, order: np.ndarray, fir
     ph[g] ^= fin.astype(np.int64)
     p[g] = np.where(fin, e[g], left)
     _completed(L, fin, order[m])
+  return _commit(L, addr, order, first, ph, e, p, state)
+
+
+def _commit(L: Launch, addr: np.ndarray, order: np.ndarray, first: np.ndarray, ph: np.ndarray, e: np.ndarray, p: np.ndarray,
+            state: np.ndarray) -> np.ndarray:
+  """Store each object's phase, expected and pending counts (through its first arriving lane); the states in lane order."""
   sel = L.sel
   L.sel = sel[order[first]]
   try: _store(L, addr[order[first]], (ph.astype(np.uint64) << np.uint64(63)) | (e.astype(np.uint64) << np.uint64(32)) | p.astype(np.uint64))

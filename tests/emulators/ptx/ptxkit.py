@@ -1,7 +1,13 @@
-"""Hand-written PTX for instruction tests: one instruction over arrays of operands, run through Device["NV"].run_ptx."""
+"""Hand-written PTX for instruction tests: one instruction over arrays of operands, run through Device["NV"].run_ptx; nvcc's
+PTX of the CUDA C fixtures."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from refgrad.device import Device
 
@@ -74,3 +80,11 @@ def one(instr: str, ins: list[np.ndarray], out: np.dtype, ityp: list[str], otyp:
 """
   args = [*ins] + [np.zeros(1, np.uint8)] * (3 - len(ins)) + [np.zeros(n, out)]
   return Device["NV"].run_ptx(src, "k", args, grid=(1, 1, 1), block=(n, 1, 1))[3]
+
+
+def nvcc_ptx(tmp_path_factory, cu: Path, *flags: str) -> str:
+  """nvcc's PTX (-O3, sm_80) of a CUDA C fixture next to the tests (skips the test where nvcc is missing)."""
+  if shutil.which("nvcc") is None: pytest.skip("nvcc is not on PATH: these tests compile CUDA C to PTX with it")
+  out = tmp_path_factory.mktemp("ptx") / (cu.stem + ".ptx")
+  subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-O3", *flags, str(cu), "-o", str(out)], check=True, capture_output=True)
+  return out.read_text()

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 import operator
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from refgrad.device import Device
+from tests.emulators.ptx.ptxkit import nvcc_ptx
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: these tests compile CUDA C to PTX with it")
@@ -23,10 +23,7 @@ rng = np.random.default_rng(3)
 
 
 @pytest.fixture(scope="module")
-def ptx(tmp_path_factory) -> str:
-  out = tmp_path_factory.mktemp("ptx") / "libs.ptx"
-  subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-O3", "-std=c++17", str(HERE / "libs.cu"), "-o", str(out)], check=True, capture_output=True)
-  return out.read_text()
+def ptx(tmp_path_factory) -> str: return nvcc_ptx(tmp_path_factory, HERE / "libs.cu", "-std=c++17")
 
 
 def run(ptx: str, entry: str, args: list, grid: int = 1, block: int = 128) -> list:

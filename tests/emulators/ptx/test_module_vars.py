@@ -15,7 +15,7 @@ from emulators.nv.ptx import load_entry
 from emulators.nv.ptx.execute import GLOBAL_WINDOW
 from emulators.nv.ptx.parse import PTXError, parse
 from refgrad.device import Device
-from tests.emulators.ptx.ptxkit import HEAD
+from tests.emulators.ptx.ptxkit import HEAD, nvcc_ptx
 
 HERE = Path(__file__).parent
 NVCC = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: these tests compile CUDA C to PTX with it")
@@ -23,11 +23,7 @@ I32 = np.int32
 
 
 @pytest.fixture(scope="module")
-def mv(tmp_path_factory) -> str:
-  if shutil.which("nvcc") is None: pytest.skip("nvcc is not on PATH: these tests compile CUDA C to PTX with it")
-  out = tmp_path_factory.mktemp("ptx") / "module_vars.ptx"
-  subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-O3", str(HERE / "module_vars.cu"), "-o", str(out)], check=True, capture_output=True)
-  return out.read_text()
+def mv(tmp_path_factory) -> str: return nvcc_ptx(tmp_path_factory, HERE / "module_vars.cu")
 
 
 def run(src: str, entry: str, args: list, n: int) -> list:

@@ -20,7 +20,7 @@ from emulators.nv.ptx.extern import format_float, format_int, format_pointer, fo
 from emulators.nv.ptx.parse import PTXError
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
-from tests.emulators.ptx.ptxkit import HEAD
+from tests.emulators.ptx.ptxkit import HEAD, nvcc_ptx
 
 HERE = Path(__file__).parent
 _LIBC_PATH = ctypes.util.find_library("c")
@@ -30,11 +30,7 @@ I32 = np.int32
 
 
 @pytest.fixture(scope="module")
-def pa(tmp_path_factory) -> str:
-  if shutil.which("nvcc") is None: pytest.skip("nvcc is not on PATH: these tests compile CUDA C to PTX with it")
-  out = tmp_path_factory.mktemp("ptx") / "printf_assert.ptx"
-  subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-O3", str(HERE / "printf_assert.cu"), "-o", str(out)], check=True, capture_output=True)
-  return out.read_text()
+def pa(tmp_path_factory) -> str: return nvcc_ptx(tmp_path_factory, HERE / "printf_assert.cu")
 
 
 def c_format(fmt: bytes, *args) -> bytes:
