@@ -8,6 +8,7 @@ is a buffer running to the mapping's end.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ def load_program(vm: Any, prg_va: int, engine: str, what: str) -> executors.Line
 
 def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int, args_what: str, engine: str,
         grid: tuple[int, int, int], block: tuple[int, int, int], flight: InFlight | None = None, now: bool = False,
-        chain: int | None = None, shared: int = 0) -> int:
+        chain: int | None = None, shared: int = 0, cost: tuple | None = None) -> int:
   """Read the arguments at `args_va`, resolve the buffers, record their accesses as `label` on participant `pid`, run.
   With `flight` (the queue's launches in flight) the launch starts in flight and its kernel runs when `flight` says;
   `chain`: the launch number of the launch this one follows as part of one unit (a dependent QMD). The launch number.
@@ -46,7 +47,7 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
         va = int.from_bytes(raw[off:off + 8], "little")
         if (r := vm.find(va)) is not None and (reads or writes):
           hz.access(pid, r.va, [(va, r.end, writes)], f"{label}: kernel {k.name}", seq)
-    _start(lambda: k.run_raw(vm, raw, grid, block, shared), flight, now)
+    _start(lambda: k.run_raw(vm, raw, grid, block, shared), flight, now, dev, cost)
     return seq
   vas = args[:8 * k.nglobals].view(np.uint64).tolist()
   vals = args[8 * k.nglobals:].view(np.int32).tolist()
@@ -63,18 +64,22 @@ def run(dev: Any, pid: int, label: str, k: executors.LinearKernel, args_va: int,
     try: k.run(bufs, grid, block, vals, vas)
     finally:
       for (r, off), m in zip(views, bufs): r.merge(off, m)
-  _start(body, flight, now)
+  _start(body, flight, now, dev, cost)
   return seq
 
 
-def start(body: Any, flight: InFlight | None) -> int:
+def start(body: Any, flight: InFlight | None, dev: Any = None, cost: tuple | None = None) -> int:
   """Start a launch whose kernel resolves its own memory accesses (RDNA3 machine code): in flight like `run`'s;
   `body(seq)` gets the launch number (to record its accesses under). Its number."""
   seq = flight.start() if flight is not None else -1
-  _start(lambda: body(seq), flight, False)
+  _start(lambda: body(seq), flight, False, dev, cost)
   return seq
 
 
-def _start(body: Any, flight: InFlight | None, now: bool) -> None:
+def _start(body: Any, flight: InFlight | None, now: bool, dev: Any = None, cost: tuple | None = None) -> None:
+  """Run (or, under a seeded order, defer) the kernel; with `cost`, the time it took is recorded under that key for the
+  driver's inline polling (MockDriver.short: whether its next launch is a short step)."""
+  t0 = time.perf_counter()
   if flight is None: body()
   else: flight.run(body, now)
+  if cost is not None: dev.ran(cost, time.perf_counter() - t0)

@@ -149,15 +149,16 @@ class MockDriver(Driver):
     return None if self.deferred and not moved else moved
 
   def short(self, key: tuple) -> bool:
-    """In inline polling: whether the kernel launch `key` (kernel, grid, block) is known to be short; if not, the step
-    is deferred (`deferred` set: the caller returns BLOCKED and the queue stays at that method)."""
-    if not self.inline or self.costs.get(key, INLINE_SECONDS + 1) <= INLINE_SECONDS: return True
-    self.deferred = True
-    return False
+    """In inline polling: whether the kernel launch `key` (kernel, grid, block, ...) is known to be short; if not, the
+    step is deferred (`deferred` set: the caller returns BLOCKED and the queue stays at that method)."""
+    return self._vouch(self.costs.get(key, INLINE_SECONDS + 1) <= INLINE_SECONDS)
 
   def short_copy(self, nbytes: int) -> bool:
     """short() for a copy of nbytes."""
-    if not self.inline or nbytes <= INLINE_COPY_BYTES: return True
+    return self._vouch(nbytes <= INLINE_COPY_BYTES)
+
+  def _vouch(self, short: bool) -> bool:
+    if short or not self.inline: return True
     self.deferred = True
     return False
 

@@ -13,7 +13,6 @@ starting at 0. A program whose first bytes are no known image magic (emulators/e
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -107,9 +106,7 @@ def dispatch_direct(eng: ComputeEngine, w: list[int]) -> int:
   if not dev.short(key := (k, grid, block)): return BLOCKED   # (polled inline, not known to be short: the worker thread's)
   dev.counters["dispatch"] += 1
   # in flight until an ordering command (ORDERING); the initiator's flags order nothing docs/hw/AMD.md states
-  t0 = time.perf_counter()
-  dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block, ch.flight)
-  dev.ran(key, time.perf_counter() - t0)
+  dispatch.run(dev, ch.pid, ch.where(), k, kernarg, "kernel arguments (USER_DATA_0/1)", "compute", grid, block, ch.flight, cost=key)
   return DONE
 
 
@@ -148,9 +145,7 @@ def dispatch_isa(eng: ComputeEngine, pgm: int, grid: tuple[int, int, int], block
       if hz.enabled:
         for base, ranges in accesses: hz.access(ch.pid, base, ranges, f"{label}: kernel {name}", seq)
     rdna3.launch(ch.dev.vm, pgm, rsrc1, rsrc2, user, grid, block, lds, checked, private, record, kernel)
-  t0 = time.perf_counter()
-  dispatch.start(body, ch.flight)
-  ch.dev.ran(key, time.perf_counter() - t0)
+  dispatch.start(body, ch.flight, ch.dev, key)
   return DONE
 
 

@@ -2,7 +2,6 @@
 QMD path), QMD release semaphores and dependent QMDs; other state methods are latched."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -123,15 +122,14 @@ def launch(eng: ComputeEngine, qmd_va: int, depth: int = 0, chain: int | None = 
     raise Fault(f"{where}: constant buffer 0 holds {q['CONSTANT_BUFFER_SIZE_SHIFTED4(0)'] * 16} bytes (SIZE_SHIFTED4 = "
                 f"{q['CONSTANT_BUFFER_SIZE_SHIFTED4(0)']}) but the kernel's {k.nglobals} buffers and {k.nvars} variables need {k.arg_bytes}",
                 "compute", cb_va, k.name)
-  key = (k, grid, block) if not q["DEPENDENT_QMD0_ENABLE"] else (k, grid, block, "chain")   # (a chain's cost is not recorded)
+  chained = bool(q["DEPENDENT_QMD0_ENABLE"])
+  key = (k, grid, block, chained)   # (a chain's cost is never recorded: a chain is never known to be short)
   if depth == 0 and not dev.short(key): return False
   dev.counters["qmd_launch"] += 1
   # in flight until an ordering command; its own releases and dependent QMD follow its grid, so it runs now then
-  own = any(q[f"RELEASE{i}_ENABLE"] for i in range(3)) or bool(q["DEPENDENT_QMD0_ENABLE"])
-  t0 = time.perf_counter()
+  own = any(q[f"RELEASE{i}_ENABLE"] for i in range(3)) or chained
   seq = dispatch.run(dev, ch.pid, ch.where(), k, cb_va, "constant buffer 0", "compute", grid, block, ch.flight, own, chain,
-                     shared=q["SHARED_MEMORY_SIZE"])
-  if len(key) == 3: dev.ran(key, time.perf_counter() - t0)
+                     shared=q["SHARED_MEMORY_SIZE"], cost=None if chained else key)
   epoch = dev.hz.clocks[ch.pid][ch.pid]
   for i in range(3):
     if q[f"RELEASE{i}_ENABLE"]: release(ch, Q.decode(words, Q.RELEASE_FIELDS[i]), i, epoch)

@@ -603,20 +603,20 @@ def _vec_n(ins: Instr) -> int:
 
 # strong ld/st (PTX ISA §8.4: .relaxed .acquire .release, and .volatile = .relaxed.sys; .mmio is .relaxed.sys too): the
 # race checker's strong accesses (Launch._race), with the ordering they carry
-_STRONG = {"volatile": None, "relaxed": None, "mmio": None, "acquire": "acquire", "release": "release"}
+_STRONG = frozenset({"volatile", "relaxed", "mmio", "acquire", "release"})
 
 
-def _strong(ins: Instr) -> tuple[bool, str | None]:
-  for m in ins.mods:
-    if m in _STRONG: return True, next((x for x in ins.mods if x in ("acquire", "release", "acq_rel")), None)
-  return False, None
+def strong(ins: Instr) -> tuple[bool, str | None]:
+  """Whether an ld/st is a strong access, and the ordering it carries (acquire, release or None)."""
+  if _STRONG.isdisjoint(ins.mods): return False, None
+  return True, next((x for x in ins.mods if x in ("acquire", "release", "acq_rel")), None)
 
 
 def _ld(L: Launch, ins: Instr) -> None:
   t = _t(ins)
   n, w = _vec_n(ins), TYPES[t]
   addr = L.address(ins.args[1])
-  L.strong, L.sem = _strong(ins)
+  L.strong, L.sem = strong(ins)
   try: raw, dd = L.load(L.space_of(ins), addr, n * w)
   finally: L.strong = False
   dsts = ins.args[0].value if n > 1 else (ins.args[0],)
@@ -634,7 +634,7 @@ def _st(L: Launch, ins: Instr) -> None:
   srcs = ins.args[1].value if n > 1 else (ins.args[1],)
   L._d = None
   vals = [to_bytes(L.get(o, t), w) for o in srcs]
-  L.strong, L.sem = _strong(ins)
+  L.strong, L.sem = strong(ins)
   try: L.store(L.space_of(ins), addr, np.concatenate(vals, axis=1), L._d)
   finally: L.strong = False
 

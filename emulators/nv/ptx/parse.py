@@ -87,7 +87,6 @@ class Entry:
   rets: list[Var] = field(default_factory=list)   # a .func's return parameters
   call_params: set[str] = field(default_factory=set)   # .param variables declared in the body (call arguments / results): per-thread .local
   steps: tuple | None = None  # the pre-decoded closures (emulators/nv/ptx/fast.py) and scheduler tables, built on the first launch
-  spin_loops: frozenset[int] | None = None   # backward branches of loops that may spin-wait (run.py)
   body: bool = False          # has a body here (else a declaration: an extern function, called by name at run time)
   error: PTXError | None = None   # what this function (or one it calls) uses that is not supported: raised when the entry is loaded
   inlined: bool = False       # its calls of other .funcs are already replaced by their bodies

@@ -14,7 +14,7 @@ from emulators.nv.ptx import memo as MEMO
 from emulators.nv.ptx.execute import Launch, PTXFault
 from emulators.nv.ptx.execute import warp_check as _warp_check
 from emulators.nv.ptx.fast import compile_entry
-from emulators.nv.ptx.ops import CONTROL, TABLE
+from emulators.nv.ptx.ops import CONTROL, TABLE, strong
 from emulators.nv.ptx.parse import Entry, Operand, PTXError
 
 
@@ -52,8 +52,8 @@ def _run(L: Launch) -> None:
       if fns[i] is not None and e.instrs[i].pred is None: ends[i] = ends[i + 1] if i + 1 not in tops else i + 1
     dead = CHAINS.fuse(e, fns, _dead_after(e)) if FAST.enabled else [()] * len(fns)
     e.steps = ((FAST.enabled, CHAINS.enabled, MEMO.enabled), fns, [Operand("reg", i.pred) if i.pred is not None else None for i in e.instrs], ends, list(zip(e.instrs, fns, dead)),
-               _uses_named_barriers(e), tops, dead)
-  _, fns, preds, ends, pairs, named, loops, dead = e.steps
+               _uses_named_barriers(e), tops, dead, _spin_loops(e))
+  _, fns, preds, ends, pairs, named, loops, dead, spin_loops = e.steps
   loops = loops if LOOPS.enabled else {}
   failed: set[int] = set()   # loops whose fast path did not apply in this launch: stepped from now on
   instrs, n_ins, labels = e.instrs, len(e.instrs), e.labels
@@ -64,7 +64,6 @@ def _run(L: Launch) -> None:
   uni: int | None = 0
   everyone = L.everyone
   yielded, spins = None, 0   # the per-lane scheduler's fairness: lanes that took SPIN_YIELD backward branches step aside
-  spin_loops = _spin_loops(e)
   big = L.n >= DROP_LANES
   while True:
     if uni is not None:
@@ -172,18 +171,15 @@ def _run(L: Launch) -> None:
 # thread further on releases) step aside after this many backward branches while other lanes could run, until those
 # finish, wait or spin in turn: independent thread scheduling's progress guarantee (other loops keep the lanes together)
 SPIN_YIELD = 2
-_SYNC_READS = frozenset({"volatile", "relaxed", "acquire"})
 
 
 def _spin_loops(e: Entry) -> frozenset[int]:
   """The positions of backward branches whose loop reads memory that other threads may change meanwhile."""
-  if e.spin_loops is None:
-    out = set()
-    for j, ins in enumerate(e.instrs):
-      if ins.op == "bra" and ins.args and (t := e.labels.get(str(ins.args[0].value))) is not None and t <= j:
-        if any(i.op in ("atom", "mbarrier") or (i.op == "ld" and _SYNC_READS.intersection(i.mods)) for i in e.instrs[t:j]): out.add(j)
-    e.spin_loops = frozenset(out)
-  return e.spin_loops
+  out = set()
+  for j, ins in enumerate(e.instrs):
+    if ins.op == "bra" and ins.args and (t := e.labels.get(str(ins.args[0].value))) is not None and t <= j:
+      if any(i.op in ("atom", "mbarrier") or (i.op == "ld" and strong(i)[0]) for i in e.instrs[t:j]): out.add(j)
+  return frozenset(out)
 
 
 DROP_LANES = 2048   # launches this wide drop dead registers (fresh memory per result costs more than a dict operation)
