@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -16,8 +15,7 @@ import pytest
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
 from refgrad.runtime.simt import UndefinedBehaviourError
-
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+from tests.emulators.ptx.ptxkit import HEAD, ptxas_ok
 
 
 def kernel(body: str, decl: str = "") -> str:
@@ -155,11 +153,7 @@ def test_local_access_past_the_depot_is_a_fault():
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
 def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
   srcs = [kernel(b, d) for b, d, _ in MISALIGNED.values()] + [kernel(b, d) for b, d in EXTRA_PTX]
-  for i, src in enumerate(srcs):
-    f = tmp_path / f"k{i}.ptx"
-    f.write_text(src)
-    r = subprocess.run(["ptxas", "-arch=sm_80", str(f), "-o", "/dev/null"], capture_output=True, text=True)
-    assert r.returncode == 0, (src, r.stderr)
+  for src in srcs: ptxas_ok(src, tmp_path)
 
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from emulators.nv.ptx import load_entry
 from emulators.nv.ptx.execute import GLOBAL_WINDOW
 from emulators.nv.ptx.parse import PTXError, parse
 from refgrad.device import Device
-from tests.emulators.ptx.ptxkit import HEAD, nvcc_ptx
+from tests.emulators.ptx.ptxkit import HEAD, nvcc_ptx, ptxas_ok
 
 HERE = Path(__file__).parent
 NVCC = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: these tests compile CUDA C to PTX with it")
@@ -28,15 +27,6 @@ def mv(tmp_path_factory) -> str: return nvcc_ptx(tmp_path_factory, HERE / "modul
 
 def run(src: str, entry: str, args: list, n: int) -> list:
   return Device["NV"].run_ptx(src, entry, args, grid=(1, 1, 1), block=(n, 1, 1))
-
-
-def ptxas_ok(src: str, tmp_path: Path) -> None:
-  """Hand-written PTX is what ptxas takes (skipped where ptxas is missing: the emulator's answer is checked either way)."""
-  if shutil.which("ptxas") is None: return
-  p = tmp_path / "k.ptx"
-  p.write_text(src)
-  r = subprocess.run(["ptxas", "-arch=sm_80", str(p), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
-  assert r.returncode == 0, r.stderr
 
 
 # ---- nvcc's output ------------------------------------------------------------------------------------------------

@@ -7,9 +7,7 @@ import ctypes
 import ctypes.util
 import math
 import re
-import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ from emulators.nv.ptx.extern import format_float, format_int, format_pointer, fo
 from emulators.nv.ptx.parse import PTXError
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
-from tests.emulators.ptx.ptxkit import HEAD, nvcc_ptx
+from tests.emulators.ptx.ptxkit import HEAD, nvcc_ptx, ptxas_ok
 
 HERE = Path(__file__).parent
 _LIBC_PATH = ctypes.util.find_library("c")
@@ -42,14 +40,6 @@ def c_format(fmt: bytes, *args) -> bytes:
 
 def run(src: str, entry: str, args: list, grid: int = 1, block: int = 1) -> list:
   return Device["NV"].run_ptx(src, entry, args, grid=(grid, 1, 1), block=(block, 1, 1))
-
-
-def ptxas_ok(src: str, tmp_path: Path) -> None:
-  if shutil.which("ptxas") is None: return
-  p = tmp_path / "k.ptx"
-  p.write_text(src)
-  r = subprocess.run(["ptxas", "-c", "-arch=sm_80", str(p), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)   # (-c: extern functions)
-  assert r.returncode == 0, r.stderr
 
 
 # ---- the formatter against C ------------------------------------------------------------------------------------------
@@ -175,7 +165,7 @@ def test_null_format_returns_minus_1_and_unsupported_conversion_faults(tmp_path,
   ret;
 }
 """.replace(".reg .b32 %r<3>;", ".reg .b32 %r<3>;\n  .reg .pred %p<1>;")
-  ptxas_ok(src, tmp_path)
+  ptxas_ok(src, tmp_path, "-c")
   capsys.readouterr()
   assert run(src, "k", [np.zeros(1, I32), np.uint32(0)])[0].tolist() == [-1]
   assert capsys.readouterr().out == ""
@@ -237,7 +227,7 @@ $done:
   ret;
 }
 """
-  ptxas_ok(src, tmp_path)
+  ptxas_ok(src, tmp_path, "-c")
   assert run(src, "k", [np.zeros(1, I32), np.uint32(0)])[0].tolist() == [5]
   with pytest.raises(GPUFault, match=r"call of mystery, which has no body in this module .*PTX line 19"):
     run(src, "k", [np.zeros(1, I32), np.uint32(1)])

@@ -4,15 +4,14 @@ cooperative groups' tiled_partition<16>/<8> and labeled_partition emit: `0xFFFF 
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from refgrad.device import Device
 from refgrad.runtime.hcq import GPUFault
+from tests.emulators.ptx.ptxkit import HEAD, ptxas_ok
 
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 # %r2 = the member mask of lane %r1: its half, its quarter, or the lanes of its parity
 MASKS = {
   "tile16": ("and.b32 %r5, %r1, 16; mov.u32 %r6, 0xFFFF; shl.b32 %r2, %r6, %r5;", lambda lane: 0xFFFF << (lane & 16)),
@@ -129,9 +128,5 @@ def test_labeled_partition_reduces_over_the_lanes_of_its_label():
 def test_handwritten_ptx_is_valid_for_ptxas(tmp_path):
   ops = [a for a, _ in OPS.values()] + ["vote.sync.ballot.b32 %r4, %p1, %r2;", "match.any.sync.b32 %r4, %r3, %r2;",
                                          "match.all.sync.b32 %r4|%p2, %r3, %r2;", "rem.u32 %r9, %r3, 3; match.any.sync.b32 %r2, %r9, -1;"]
-  for i, op in enumerate(ops):
-    for code, _ in MASKS.values():
-      f = tmp_path / f"k{i}.ptx"
-      f.write_text(kernel(op, code))
-      r = subprocess.run(["ptxas", "-arch=sm_80", str(f), "-o", "/dev/null"], capture_output=True, text=True)
-      assert r.returncode == 0, (op, r.stderr)
+  for op in ops:
+    for code, _ in MASKS.values(): ptxas_ok(kernel(op, code), tmp_path)

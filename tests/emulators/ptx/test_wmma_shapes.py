@@ -14,6 +14,7 @@ import pytest
 from refgrad.device import Device
 from refgrad.runtime.driver import GPUFault
 from refgrad.uop.semantics import bf16_to_f32, f32_to_bf16
+from tests.emulators.ptx.ptxkit import ptxas_ok
 
 PTX = (Path(__file__).parent / "wmma_shapes.ptx").read_text()
 RNG = np.random.default_rng(32)
@@ -276,10 +277,7 @@ def test_mma_sync_m8n8k4_f64_fragment_layout():
 @pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="ptxas is not on PATH: it validates the hand-written PTX")
 @pytest.mark.parametrize("src", [MMA_TF32, MMA_F64, BAD.replace("LINE", "cvt.rna.tf32.f32 %r1, %f1;")])
 def test_hand_written_ptx_is_valid_for_ptxas(tmp_path, src):
-  import subprocess
-  (tmp_path / "k.ptx").write_text(src)
-  r = subprocess.run(["ptxas", "-arch=sm_80", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
-  assert r.returncode == 0, r.stderr
+  ptxas_ok(src, tmp_path)
 
 
 def _bits_tf32(x: np.ndarray) -> np.ndarray: return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
