@@ -36,6 +36,7 @@ from oracles.case import Result as OracleResult
 from oracles.check import merge, prepare
 from oracles.check import run_on_device as run_programs
 from oracles.procs import Proc
+from refgrad import interrupts
 from refgrad.device import Device
 
 READY_TIMEOUT = 120.0    # seconds a worker may take to start and build its device (imports, a first compiler check)
@@ -162,18 +163,20 @@ class Pool:
     for d, ws in self.workers.items():
       while ws and len(ws) < min(self.per_device, len(queues.get(d, ()))): ws.append(DeviceWorker(d, self.env, self.preload))
     try:
-      while True:
-        live = [w for ws in self.workers.values() for w in ws]
-        for w in live:
-          if w.ready and w.job is None and queues[w.device]:
-            _, kind, payload, info, timeout = queues[w.device].popleft()
-            w.send(kind, payload, info, timeout)
-        self._rebalance(live, queues)
-        live = [w for ws in self.workers.values() for w in ws]
-        busy = [w for w in live if w.job is not None or not w.ready]
-        if not busy: break
-        ready = wait_any(busy, 0.25)
-        for w in busy: self._poll(w, ready, on_result)
+      with interrupts.deferred() as ctrl_c:   # (taken between rounds: never lost in a callback halfway through one)
+        while not ctrl_c:
+          live = [w for ws in self.workers.values() for w in ws]
+          for w in live:
+            if w.ready and w.job is None and queues[w.device]:
+              _, kind, payload, info, timeout = queues[w.device].popleft()
+              w.send(kind, payload, info, timeout)
+          self._rebalance(live, queues)
+          live = [w for ws in self.workers.values() for w in ws]
+          busy = [w for w in live if w.job is not None or not w.ready]
+          if not busy: break
+          ready = wait_any(busy, 0.25)
+          for w in busy: self._poll(w, ready, on_result)
+      if ctrl_c: raise KeyboardInterrupt
     except KeyboardInterrupt:
       self.interrupted = True
 

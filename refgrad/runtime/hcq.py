@@ -23,37 +23,22 @@ on the two channels is totally ordered (no hazard between them) and the host nev
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import os
-import signal
 import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from refgrad import knobs
+from refgrad import interrupts, knobs
 from refgrad.device import Allocator, Buffer, Compiled, Graph, GraphLaunch
 from refgrad.runtime.driver import Driver, GPUDeadlock, GPUFault, Mapping, QueueHandle
 
 PAGE = 4096
 INLINE_MIN_LIMIT = 1.0   # seconds: a host wait allowed less runs every step on the worker thread (_drive)
-
-
-@contextlib.contextmanager
-def _interrupts_between_steps() -> Iterator[list[int]]:
-  """On the main thread, SIGINT while the GPU steps on it only marks the returned list (raised at the next step
-  boundary by the caller): a KeyboardInterrupt inside a step would leave the GPU's state half-updated."""
-  pending: list[int] = []
-  if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-    yield pending
-    return
-  signal.signal(signal.SIGINT, lambda *_: pending.append(1))
-  try: yield pending
-  finally: signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def wait_timeout() -> float:
@@ -368,7 +353,7 @@ class HCQDevice:
   def _poll_inline(self, done: Callable[[], bool], deadline: float) -> bool | None:
     """Short steps on this thread until done() (True) or no queue can move (False); None at a step the driver cannot
     vouch for (or at the deadline). A Ctrl-C meanwhile is raised between steps, never inside one."""
-    with _interrupts_between_steps() as pending:
+    with interrupts.deferred() as pending:
       moved: bool | None = None
       while not done():
         if pending or time.perf_counter() > deadline: moved = None; break
